@@ -1,0 +1,80 @@
+#include "cli/common.hpp"
+
+#include <CLI/CLI.hpp>
+#include <charconv>
+#include <iostream>
+
+#include "cli/commands.hpp"
+#include "diagrams/npy.hpp"
+#include "diagrams/verify.hpp"
+
+namespace napkin::cli {
+
+const std::vector<Command>& commands() {
+  static const std::vector<Command> table{
+      {"check", "Parse and verify a diagram file; report every problem with its location", setup_check},
+      {"print", "Print a diagram file in canonical form", setup_print},
+      {"eval", "Evaluate a diagram in fp64 on the CPU and write inputs and outputs as .npy", setup_eval},
+      {"render", "Render a diagram as SVG (or DOT) through Graphviz", setup_render},
+  };
+  return table;
+}
+
+void DiagramArgs::add_to(CLI::App& sub, bool with_sizes) {
+  sub.add_option("file", file, "Diagram file (.napkin), or - for standard input")->required();
+  sub.add_option("--diagram", diagram, "Diagram to use (default: the last one in the file)");
+  if (with_sizes) sub.add_option("--set", sets, "Override an axis size, NAME=SIZE (repeatable)");
+}
+
+SizeMap parse_sets(const std::vector<std::string>& sets) {
+  SizeMap out;
+  for (const auto& s : sets) {
+    auto eq = s.find('=');
+    std::int64_t v = 0;
+    std::string name = s.substr(0, eq);
+    bool ok = eq != std::string::npos && eq > 0;
+    if (ok) {
+      const char* b = s.data() + eq + 1;
+      const char* e = s.data() + s.size();
+      auto [p, ec] = std::from_chars(b, e, v);
+      ok = ec == std::errc() && p == e && b != e;
+    }
+    if (!ok) throw UserError("--set expects NAME=SIZE with a positive integer size, got '" + s + "'");
+    out[name] = v;
+  }
+  return out;
+}
+
+std::optional<Loaded> load_checked(const DiagramArgs& args, bool verify) {
+  DiagnosticEngine diags;
+  Loaded l;
+  l.program = load_program(args.file, diags);
+  SizeMap overrides = parse_sets(args.sets);
+  if (!diags.has_errors() && verify) {
+    l.diagram = &l.program->select(args.diagram);
+    verify_program(*l.program, diags, l.diagram, overrides);
+    if (!diags.has_errors()) {
+      auto sizes = resolve_sizes(*l.diagram, overrides, diags);
+      if (sizes) l.sizes = *sizes;
+    }
+  }
+  diags.sort_by_location();
+  std::cerr << diags.render();
+  for (const auto& d : diags.diagnostics()) l.warnings += d.severity == Severity::warning;
+  if (diags.has_errors()) {
+    std::cerr << diags.error_count() << " error" << (diags.error_count() == 1 ? "" : "s") << " in "
+              << (args.file == "-" ? "<stdin>" : args.file) << "\n";
+    return std::nullopt;
+  }
+  return l;
+}
+
+void write_output(const std::string& path, const std::string& text) {
+  if (path.empty() || path == "-") {
+    std::cout << text;
+    return;
+  }
+  write_file_atomic(path, text);
+}
+
+}  // namespace napkin::cli

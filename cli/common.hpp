@@ -1,0 +1,43 @@
+/** \file common.hpp
+ *  What the subcommands share: loading and verifying a diagram file with `--set` overrides,
+ *  reporting diagnostics, and writing outputs atomically.
+ */
+#pragma once
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "diagrams/program.hpp"
+#include "diagrams/sizes.hpp"
+
+namespace napkin::cli {
+
+/** Options every diagram-reading subcommand takes. */
+struct DiagramArgs {
+  std::string file;
+  std::string diagram;            ///< --diagram NAME; default: the last diagram of the file
+  std::vector<std::string> sets;  ///< --set name=value
+  void add_to(CLI::App& sub, bool with_sizes = true);
+};
+
+/** A loaded, verified program with the selected diagram and its resolved sizes. */
+struct Loaded {
+  std::unique_ptr<Program> program;
+  const Diagram* diagram = nullptr;
+  SizeMap sizes;
+  int warnings = 0;
+};
+
+/** Loads and verifies; prints diagnostics (errors and warnings) to stderr. Returns nullopt when
+ *  any error was reported (the caller exits with status 1). `verify` false: parse only. */
+std::optional<Loaded> load_checked(const DiagramArgs& args, bool verify = true);
+
+/** Parses `--set` values ("q=64") into a SizeMap; raises UserError on a malformed one. */
+SizeMap parse_sets(const std::vector<std::string>& sets);
+
+/** Writes `text` to `path` atomically, or to stdout when path is empty or "-". */
+void write_output(const std::string& path, const std::string& text);
+
+}  // namespace napkin::cli

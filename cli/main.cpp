@@ -1,0 +1,37 @@
+// napkin: string diagrams -> IO-aware GPU kernels. main only dispatches to the subcommands.
+#include <exception>
+#include <iostream>
+
+#include "cli/commands.hpp"
+#include "diagrams/diagnostics.hpp"
+
+int main(int argc, char** argv) {
+  using namespace napkin;
+  CLI::App app{"napkin: derive IO-aware GPU kernels from string diagrams of deep-learning computations"};
+  app.set_version_flag("--version", std::string("napkin ") + NAPKIN_VERSION);
+  app.require_subcommand(1);
+  cli::Runner run;
+  for (const auto& c : cli::commands()) {
+    CLI::App* sub = app.add_subcommand(c.name, c.summary);
+    auto runner = c.setup(*sub);
+    sub->callback([&run, runner] { run = runner; });
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? 0 : 1;
+  }
+  try {
+    return run();
+  } catch (const UserError& e) {
+    std::cerr << "napkin: error: " << e.what() << "\n";
+    return 1;
+  } catch (const InternalError& e) {
+    std::cerr << "napkin: internal error (a bug in napkin; please report it with the input): " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "napkin: internal error (a bug in napkin; please report it with the input): " << e.what() << "\n";
+    return 2;
+  }
+}

@@ -1,0 +1,272 @@
+#include "diagrams/eval.hpp"
+
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "diagrams/graph_view.hpp"
+#include "diagrams/typing.hpp"
+
+namespace napkin {
+
+namespace {
+
+double op_sum(double a, double b) { return a + b; }
+double op_max(double a, double b) { return std::fmax(a, b); }
+
+SizeMap callee_sizes(const Program& p, const CallShape& s, const SizeMap& caller, SourceLoc at) {
+  SizeMap bound;
+  for (const auto& [callee_axis, caller_axis] : s.bind) bound[callee_axis] = caller.at(caller_axis);
+  DiagnosticEngine diags;
+  auto sizes = resolve_sizes(*s.callee, bound, diags, at);
+  if (!sizes) throw UserError(diags.render());
+  (void)p;
+  return *sizes;
+}
+
+double option(const Expr& e, const std::string& key, double fallback) {
+  for (const auto& b : e.bindings)
+    if (b.key == key && b.number) return b.number->value;
+  return fallback;
+}
+
+// ------------------------------------------------------------------ work estimate
+class Estimator {
+ public:
+  Estimator(const Program& p, const Diagram& d, const SizeMap& s) : p_(p), d_(d), sizes_(s), typer_(d, p.diagrams, nullptr) {}
+
+  double statements() {
+    double w = 0;
+    for (const auto* s : d_.statements()) {
+      check_elements(s->axes, s->name);
+      w += expr(*s->expr);
+    }
+    return w;
+  }
+
+ private:
+  double elements(const AxisList& axes) {
+    double n = 1;
+    for (const auto& a : axes) n *= static_cast<double>(sizes_.at(a));
+    return n;
+  }
+  void check_elements(const AxisList& axes, const std::string& what) {
+    if (elements(axes) > static_cast<double>(kMaxEvalElements))
+      throw UserError("array '" + what + "' of diagram '" + d_.name + "' would hold " +
+                      std::to_string(static_cast<long long>(elements(axes))) +
+                      " elements; the fp64 reference evaluator holds at most 2^28; shrink axes with --set");
+  }
+  double expr(const Expr& e) {
+    if (e.kind != Expr::Kind::apply) return 0;
+    double w = 0;
+    std::vector<AxisList> args;
+    for (const auto& a : e.args) {
+      w += expr(*a);
+      args.push_back(*typer_.axes_of(*a));
+    }
+    AxisList out = *typer_.axes_of(e);
+    if (e.op == Op::contract) return w + elements(axis_union(args)) * static_cast<double>(e.args.size());
+    if (e.op == Op::call) {
+      auto shape = *typer_.call_shape(e, args);
+      SizeMap inner = callee_sizes(p_, shape, sizes_, e.loc);
+      double woven = elements(shape.woven);
+      return w + woven * Estimator(p_, *shape.callee, inner).statements();
+    }
+    check_elements(out, std::string(op_name(e.op)) + "(...)");
+    return w + 4 * elements(out) + (args.empty() ? 0 : elements(args[0]));
+  }
+
+  const Program& p_;
+  const Diagram& d_;
+  const SizeMap& sizes_;
+  Typer typer_;
+};
+
+// ------------------------------------------------------------------ evaluation
+class Evaluator {
+ public:
+  Evaluator(const Program& p, const Diagram& d, const SizeMap& s) : p_(p), d_(d), sizes_(s), typer_(d, p.diagrams, nullptr) {}
+
+  std::map<std::string, Tensor> run(const std::map<std::string, Tensor>& inputs) {
+    for (const auto* in : d_.inputs()) env_[in->name] = inputs.at(in->name);
+    NamedGraph g = dataflow_graph(d_);
+    auto order = g.topological_order();
+    NAPKIN_ASSERT(order) << "evaluating a cyclic diagram";
+    for (auto v : *order) {
+      const Statement* s = d_.find_statement(g.names()[v]);
+      if (!s) continue;  // an input
+      Tensor t = permute(eval(*s->expr), s->axes);
+      if (s->dtype) t = map1(t, [dt = *s->dtype](double x) { return round_to_dtype(x, dt); });
+      env_[s->name] = std::move(t);
+    }
+    std::map<std::string, Tensor> out;
+    for (const auto* o : d_.outputs()) out[o->name] = env_.at(o->name);
+    return out;
+  }
+
+ private:
+  Tensor eval(const Expr& e) {
+    switch (e.kind) {
+      case Expr::Kind::number: return Tensor::scalar(e.number.value);
+      case Expr::Kind::ref:
+        if (auto it = env_.find(e.name); it != env_.end()) return it->second;
+        return Tensor::scalar(static_cast<double>(sizes_.at(e.name)));
+      case Expr::Kind::apply: break;
+    }
+    std::vector<Tensor> a;
+    if (e.op != Op::call)
+      for (const auto& x : e.args) a.push_back(eval(*x));
+    switch (e.op) {
+      case Op::neg: return map1(a[0], [](double x) { return -x; });
+      case Op::exp: return map1(a[0], [](double x) { return std::exp(x); });
+      case Op::log: return map1(a[0], [](double x) { return std::log(x); });
+      case Op::relu: return map1(a[0], [](double x) { return x > 0 ? x : 0.0; });
+      case Op::gelu: return map1(a[0], [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); });
+      case Op::silu: return map1(a[0], [](double x) { return x / (1 + std::exp(-x)); });
+      case Op::sigmoid: return map1(a[0], [](double x) { return 1 / (1 + std::exp(-x)); });
+      case Op::tanh: return map1(a[0], [](double x) { return std::tanh(x); });
+      case Op::rsqrt: return map1(a[0], [](double x) { return 1 / std::sqrt(x); });
+      case Op::sqrt: return map1(a[0], [](double x) { return std::sqrt(x); });
+      case Op::add: return map2(a[0], a[1], [](double x, double y) { return x + y; });
+      case Op::sub: return map2(a[0], a[1], [](double x, double y) { return x - y; });
+      case Op::mul: return map2(a[0], a[1], [](double x, double y) { return x * y; });
+      case Op::div: return map2(a[0], a[1], [](double x, double y) { return x / y; });
+      case Op::cast: return map1(a[0], [dt = *e.dtype](double x) { return round_to_dtype(x, dt); });
+      case Op::contract: {
+        std::vector<const Tensor*> ops;
+        for (const auto& t : a) ops.push_back(&t);
+        return contract(ops, e.axes);
+      }
+      case Op::sum: return reduce(a[0], e.axes, 0.0, op_sum);
+      case Op::max: return reduce(a[0], e.axes, -std::numeric_limits<double>::infinity(), op_max);
+      case Op::mean: return mean(a[0], e.axes);
+      case Op::softmax: {
+        Tensor m = reduce(a[0], e.axes, -std::numeric_limits<double>::infinity(), op_max);
+        Tensor ex = map2(a[0], m, [](double x, double mx) { return std::isinf(mx) ? 0.0 : std::exp(x - mx); });
+        Tensor s = reduce(ex, e.axes, 0.0, op_sum);
+        return map2(ex, s, [](double x, double sum) { return x / sum; });
+      }
+      case Op::layernorm: case Op::rmsnorm: return norm(e, a);
+      case Op::mask: return map2(a[0], a[1], [](double x, double m) { return m != 0 ? x : -std::numeric_limits<double>::infinity(); });
+      case Op::causal: {
+        Tensor t = Tensor::filled(e.axes, sizes_);
+        std::int64_t nx = t.shape[1];
+        for (std::size_t i = 0; i < t.data.size(); ++i) {
+          auto q = static_cast<std::int64_t>(i) / nx, x = static_cast<std::int64_t>(i) % nx;
+          t.data[i] = x <= q ? 1.0 : 0.0;
+        }
+        return t;
+      }
+      case Op::call: return call(e);
+    }
+    NAPKIN_ASSERT(false) << "unhandled operation " << op_name(e.op);
+    return {};
+  }
+
+  Tensor mean(const Tensor& x, const AxisList& axes) {
+    double n = static_cast<double>(product(x.sizes(), axes));
+    return map1(reduce(x, axes, 0.0, op_sum), [n](double v) { return v / n; });
+  }
+
+  Tensor norm(const Expr& e, const std::vector<Tensor>& a) {
+    double eps = option(e, "eps", 1e-5);
+    Tensor y;
+    if (e.op == Op::layernorm) {
+      Tensor mu = mean(a[0], e.axes);
+      Tensor centred = map2(a[0], mu, [](double x, double m) { return x - m; });
+      Tensor var = mean(map1(centred, [](double x) { return x * x; }), e.axes);
+      y = map2(centred, var, [eps](double c, double v) { return c / std::sqrt(v + eps); });
+    } else {
+      Tensor ms = mean(map1(a[0], [](double x) { return x * x; }), e.axes);
+      y = map2(a[0], ms, [eps](double x, double m) { return x / std::sqrt(m + eps); });
+    }
+    if (a.size() > 1) y = map2(y, a[1], [](double x, double w) { return x * w; });
+    if (a.size() > 2) y = map2(y, a[2], [](double x, double b) { return x + b; });
+    return permute(y, a[0].axes);
+  }
+
+  Tensor call(const Expr& e) {
+    std::vector<Tensor> args;
+    std::vector<AxisList> arg_axes;
+    for (const auto& x : e.args) {
+      args.push_back(eval(*x));
+      arg_axes.push_back(args.back().axes);
+    }
+    CallShape shape = *typer_.call_shape(e, arg_axes);
+    SizeMap inner = callee_sizes(p_, shape, sizes_, e.loc);
+    auto formals = shape.callee->inputs();
+    Tensor result = Tensor::filled(shape.result, sizes_);
+    Tensor woven = Tensor::filled(shape.woven, sizes_);
+    std::vector<std::pair<std::string, std::int64_t>> at(shape.woven.size());
+    for (std::int64_t w = 0; w < woven.size(); ++w) {
+      std::int64_t rest = w;
+      for (std::size_t i = shape.woven.size(); i-- > 0;) {
+        at[i] = {shape.woven[i], rest % woven.shape[i]};
+        rest /= woven.shape[i];
+      }
+      std::map<std::string, Tensor> inputs;
+      for (std::size_t i = 0; i < formals.size(); ++i) {
+        std::vector<std::pair<std::string, std::int64_t>> mine;
+        for (const auto& f : at)
+          if (contains(args[i].axes, f.first)) mine.push_back(f);
+        AxisList caller_order;
+        for (const auto& a : formals[i]->axes) caller_order.push_back(shape.bind.at(a));
+        Tensor t = permute(slice(args[i], mine), caller_order);
+        t.axes = formals[i]->axes;  // rename caller axes to the callee's
+        inputs[formals[i]->name] = std::move(t);
+      }
+      Tensor out = std::move(Evaluator(p_, *shape.callee, inner).run(inputs).begin()->second);
+      for (auto& a : out.axes) a = shape.bind.at(a);
+      place(result, out, at);
+    }
+    return result;
+  }
+
+  const Program& p_;
+  const Diagram& d_;
+  const SizeMap& sizes_;
+  Typer typer_;
+  std::map<std::string, Tensor> env_;
+};
+
+std::uint64_t fnv1a(const std::string& s) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+}  // namespace
+
+double estimate_work(const Program& p, const Diagram& d, const SizeMap& sizes) {
+  return Estimator(p, d, sizes).statements();
+}
+
+Tensor random_input(const InputDecl& in, const SizeMap& sizes, std::uint64_t seed) {
+  Tensor t = Tensor::filled(in.axes, sizes);
+  std::mt19937_64 gen(seed ^ fnv1a(in.name));
+  auto uniform = [&] { return (static_cast<double>(gen() >> 11) + 0.5) * 0x1.0p-53; };  // (0, 1)
+  bool integer = in.dtype == DType::int8 || in.dtype == DType::int4;
+  double hi = in.dtype == DType::int8 ? 128 : 8;
+  for (std::size_t i = 0; i < t.data.size(); ++i) {
+    double v;
+    if (integer) {
+      v = std::floor(uniform() * 2 * hi) - hi;
+    } else {
+      double u1 = uniform(), u2 = uniform();
+      v = std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2);
+    }
+    t.data[i] = round_to_dtype(v, in.dtype);
+  }
+  return t;
+}
+
+std::map<std::string, Tensor> evaluate(const Program& p, const Diagram& d, const SizeMap& sizes,
+                                       const std::map<std::string, Tensor>& inputs) {
+  double work = estimate_work(p, d, sizes);
+  if (work > kMaxEvalWork)
+    throw UserError("evaluating diagram '" + d.name + "' at these sizes needs about " + std::to_string(work / 1e9).substr(0, 6) +
+                    "e9 scalar operations; the fp64 reference evaluator is for small sizes (at most 4e9); shrink axes with --set");
+  return Evaluator(p, d, sizes).run(inputs);
+}
+
+}  // namespace napkin

@@ -1,0 +1,43 @@
+/** \file eval.hpp
+ *  The reference evaluator: runs a verified diagram on the CPU in fp64. It is the ground truth
+ *  for every later correctness check (the derived CPU loop nests, the emitted CUDA kernels).
+ *
+ *  Semantics (docs/diagram-language.md): contractions and reductions accumulate in fp64;
+ *  softmax(X; a) = exp(X - max_a X) / sum_a exp(X - max_a X); layernorm uses the population
+ *  variance, (X - mean) / sqrt(var + eps) * W + B; rmsnorm is X / sqrt(mean(X^2) + eps) * W; eps
+ *  defaults to 1e-5; gelu is the exact erf form x/2 (1 + erf(x / sqrt 2)); mask puts -inf where
+ *  the mask is 0; causal(q, x) is 1 where index(x) <= index(q). A statement with a dtype label is
+ *  rounded to that dtype (round_to_dtype); outputs are kept in fp64, unrounded.
+ */
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "diagrams/program.hpp"
+#include "diagrams/sizes.hpp"
+#include "diagrams/tensor.hpp"
+
+namespace napkin {
+
+/** Largest evaluation accepted, in scalar operations (multiply-adds, exps, ...): about a minute
+ *  of CPU. Larger diagrams are refused with a UserError that suggests --set. */
+inline constexpr double kMaxEvalWork = 4e9;
+/** Largest tensor accepted, in elements (2^28 fp64 = 2 GiB). */
+inline constexpr std::int64_t kMaxEvalElements = std::int64_t{1} << 28;
+
+/** Estimated work of evaluating `d` at `sizes`, in scalar operations (calls included). */
+double estimate_work(const Program& p, const Diagram& d, const SizeMap& sizes);
+
+/** A seeded random input: standard normal values (Box-Muller over a 64-bit Mersenne twister
+ *  seeded from `seed` and the input's name) rounded to the input's dtype; integer inputs are
+ *  uniform over the dtype's range. Same seed, same values, on every machine. */
+Tensor random_input(const InputDecl& in, const SizeMap& sizes, std::uint64_t seed);
+
+/** Evaluates `d` (verified) with `inputs` (one per input, axes as declared) at `sizes`.
+ *  Returns every output by name. Raises UserError when the work or a tensor exceeds the limits
+ *  above, or a call's sizes do not resolve. */
+std::map<std::string, Tensor> evaluate(const Program& p, const Diagram& d, const SizeMap& sizes,
+                                       const std::map<std::string, Tensor>& inputs);
+
+}  // namespace napkin

@@ -1,0 +1,111 @@
+#include "diagrams/ir.hpp"
+
+#include <array>
+
+namespace napkin {
+
+bool ExprPtr::operator==(const ExprPtr& o) const {
+  if (ptr == o.ptr) return true;
+  if (!ptr || !o.ptr) return false;
+  return *ptr == *o.ptr;
+}
+
+ExprPtr make_ref(std::string name, SourceLoc loc, std::optional<MemLevel> level) {
+  auto e = std::make_shared<Expr>();
+  e->kind = Expr::Kind::ref;
+  e->name = std::move(name);
+  e->loc = loc;
+  e->level = level;
+  return {std::move(e)};
+}
+
+ExprPtr make_number(Number n, SourceLoc loc) {
+  auto e = std::make_shared<Expr>();
+  e->kind = Expr::Kind::number;
+  e->number = std::move(n);
+  e->loc = loc;
+  return {std::move(e)};
+}
+
+ExprPtr make_apply(Op op, std::vector<ExprPtr> args, SourceLoc loc) {
+  auto e = std::make_shared<Expr>();
+  e->kind = Expr::Kind::apply;
+  e->op = op;
+  e->args = std::move(args);
+  e->loc = loc;
+  return {std::move(e)};
+}
+
+ExprPtr rebuild(const Expr& e) { return {std::make_shared<Expr>(e)}; }
+
+namespace {
+template <class T>
+const T* find_item(const std::vector<Item>& items, const std::string& n) {
+  for (const auto& it : items)
+    if (const T* p = std::get_if<T>(&it); p && p->name == n) return p;
+  return nullptr;
+}
+template <class T>
+std::vector<const T*> all_items(const std::vector<Item>& items) {
+  std::vector<const T*> out;
+  for (const auto& it : items)
+    if (const T* p = std::get_if<T>(&it)) out.push_back(p);
+  return out;
+}
+}  // namespace
+
+const AxisDecl* Diagram::find_axis(const std::string& n) const { return find_item<AxisDecl>(items, n); }
+const InputDecl* Diagram::find_input(const std::string& n) const { return find_item<InputDecl>(items, n); }
+const Statement* Diagram::find_statement(const std::string& n) const { return find_item<Statement>(items, n); }
+std::vector<const AxisDecl*> Diagram::axes() const { return all_items<AxisDecl>(items); }
+std::vector<const InputDecl*> Diagram::inputs() const { return all_items<InputDecl>(items); }
+std::vector<const Statement*> Diagram::statements() const { return all_items<Statement>(items); }
+std::vector<const OutputDecl*> Diagram::outputs() const { return all_items<OutputDecl>(items); }
+
+const std::vector<std::string>* Diagram::array_axes(const std::string& n) const {
+  if (const auto* i = find_input(n)) return &i->axes;
+  if (const auto* s = find_statement(n)) return &s->axes;
+  return nullptr;
+}
+
+namespace {
+constexpr std::array<std::pair<Op, std::string_view>, 25> kOps{{
+    {Op::neg, "neg"},         {Op::exp, "exp"},         {Op::log, "log"},
+    {Op::relu, "relu"},       {Op::gelu, "gelu"},       {Op::silu, "silu"},
+    {Op::sigmoid, "sigmoid"}, {Op::tanh, "tanh"},       {Op::rsqrt, "rsqrt"},
+    {Op::sqrt, "sqrt"},       {Op::add, "add"},         {Op::sub, "sub"},
+    {Op::mul, "mul"},         {Op::div, "div"},         {Op::contract, "contract"},
+    {Op::sum, "sum"},         {Op::max, "max"},         {Op::mean, "mean"},
+    {Op::softmax, "softmax"}, {Op::layernorm, "layernorm"}, {Op::rmsnorm, "rmsnorm"},
+    {Op::mask, "mask"},       {Op::causal, "causal"},   {Op::cast, "cast"},
+    {Op::call, "call"},
+}};
+}  // namespace
+
+std::string_view op_name(Op op) {
+  for (const auto& [o, n] : kOps)
+    if (o == op) return n;
+  return "?";
+}
+
+std::optional<Op> builtin_op(std::string_view name) {
+  // add/sub/mul/div/neg/call are spelled as operators or by a diagram's name, never by keyword.
+  for (const auto& [o, n] : kOps)
+    if (n == name && o != Op::add && o != Op::sub && o != Op::mul && o != Op::div && o != Op::neg &&
+        o != Op::call)
+      return o;
+  return std::nullopt;
+}
+
+bool is_elementwise(Op op) {
+  switch (op) {
+    case Op::neg: case Op::exp: case Op::log: case Op::relu: case Op::gelu: case Op::silu:
+    case Op::sigmoid: case Op::tanh: case Op::rsqrt: case Op::sqrt: case Op::add: case Op::sub:
+    case Op::mul: case Op::div: case Op::cast: case Op::mask:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace napkin
