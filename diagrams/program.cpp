@@ -78,6 +78,10 @@ class Loader {
     stack_.pop_back();
 
     for (const auto& d : here->file.diagrams) {
+      if (builtin_op(d.name)) {
+        diags_.error(d.loc, "diagram '" + d.name + "' has the name of a built-in operation; choose another name");
+        continue;
+      }
       auto [it, inserted] = prog_.diagrams.emplace(d.name, &d);
       if (!inserted) {
         diags_.error(d.loc, "diagram '" + d.name + "' is already defined");
@@ -98,6 +102,8 @@ class Loader {
 std::unique_ptr<Program> load_program_text(const std::string& name, std::string text, DiagnosticEngine& diags) {
   auto p = std::make_unique<Program>();
   Loader(*p, diags).load(name, std::move(text), SourceLoc{});
+  if (p->main_file().diagrams.empty() && !diags.has_errors())
+    diags.error(SourceLoc{p->files.front()->source, 1, 1}, "no diagram in this file; start one with 'diagram NAME'");
   return p;
 }
 

@@ -97,12 +97,22 @@ class DotWriter {
     out_ += "];\n";
   }
 
+  /** Inputs read by one operation only (weights, typically) are placed beside it; the others
+   *  (activations, shared operands) start at the left edge. */
   void inputs() {
-    out_ += "  { rank=source;\n";
-    for (const auto* in : d_.inputs())
-      out_ += "    \"in:" + in->name + "\" [shape=cds, style=filled, fillcolor=\"#F2F2F2\", label=<<b>" +
-              html_escape(in->name) + "</b> <font point-size=\"9\">" + std::string(dtype_name(in->dtype)) + "</font>>];\n";
-    out_ += "  }\n";
+    std::map<std::string, int> readers;
+    for (const auto* s : d_.statements())
+      for (const auto& r : referenced_arrays(*s->expr, d_)) ++readers[r];
+    std::string edge, near;
+    auto ins = d_.inputs();
+    for (std::size_t i = 0; i < ins.size(); ++i) {
+      const auto* in = ins[i];
+      std::string node = "    \"in:" + in->name + "\" [shape=cds, style=filled, fillcolor=\"#F2F2F2\", label=<<b>" +
+                         html_escape(in->name) + "</b> <font point-size=\"9\">" +
+                         std::string(dtype_name(in->dtype)) + "</font>>];\n";
+      (i == 0 || readers[in->name] != 1 ? edge : near) += node;
+    }
+    out_ += "  { rank=source;\n" + edge + "  }\n" + near;
   }
 
   void statements() {
