@@ -50,7 +50,10 @@ std::optional<Loaded> load_checked(const DiagramArgs& args, bool verify) {
   Loaded l;
   l.program = load_program(args.file, diags);
   SizeMap overrides = parse_sets(args.sets);
-  if (!diags.has_errors() && verify) {
+  bool has_diagram = !l.program->main_file().diagrams.empty() || !args.diagram.empty();
+  if (verify && has_diagram) {
+    // Verify even after parse errors: the parser dropped only the bad items and recorded their
+    // names, so the remaining problems of the file are reported in the same run.
     l.diagram = &l.program->select(args.diagram);
     verify_program(*l.program, diags, l.diagram, overrides);
     if (!diags.has_errors()) {

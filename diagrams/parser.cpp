@@ -42,8 +42,13 @@ class Parser {
     next();
     return true;
   }
+  /** Reports a syntax error, unless the line already has one (a lexical error, typically): one
+   *  message per bad line, not a cascade. Abandons the line. */
   [[noreturn]] void fail(const Token& t, const std::string& what) {
-    diags_.error(t.loc, "expected " + what + ", found " + token_description(t));
+    bool line_has_error = false;
+    for (const auto& d : diags_.diagnostics())
+      line_has_error |= d.severity == Severity::error && d.loc.file == t.loc.file && d.loc.line == t.loc.line;
+    if (!line_has_error) diags_.error(t.loc, "expected " + what + ", found " + token_description(t));
     throw SyntaxError{};
   }
   const Token& expect(Tok k, const std::string& what) {
@@ -88,9 +93,13 @@ class Parser {
       return;
     }
     std::size_t start = pos_;
+    item_name_.clear();
     try {
       item();
     } catch (const SyntaxError&) {
+      // The item is dropped; remember its name so that its uses are not reported as undefined.
+      if (!item_name_.empty() && !result_.file.diagrams.empty())
+        result_.broken.insert(result_.file.diagrams.back().name + "." + item_name_);
       pending_.clear();
       if (pos_ == start) next();
       skip_line();
@@ -141,7 +150,7 @@ class Parser {
   void axis_decl() {
     AxisDecl a;
     a.loc = next().loc;
-    a.name = expect_ident("an axis name after 'axis'");
+    a.name = item_name_ = expect_ident("an axis name after 'axis'");
     expect(Tok::equals, "'=' and the axis size");
     do {
       SizeFactor f;
@@ -197,7 +206,7 @@ class Parser {
   void input_decl() {
     InputDecl in;
     in.loc = next().loc;
-    in.name = expect_ident("an array name after 'in'");
+    in.name = item_name_ = expect_ident("an array name after 'in'");
     in.axes = axis_list(in.axis_locs);
     expect(Tok::colon, "':' and the input's dtype");
     in.dtype = dtype();
@@ -209,7 +218,7 @@ class Parser {
   void output_decl() {
     OutputDecl o;
     o.loc = next().loc;
-    o.name = expect_ident("an array name after 'out'");
+    o.name = item_name_ = expect_ident("an array name after 'out'");
     expect(Tok::colon, "':' and the output's dtype");
     o.dtype = dtype();
     o.level = opt_level();
@@ -220,19 +229,14 @@ class Parser {
   void statement() {
     Statement s;
     s.loc = peek().loc;
-    s.name = next().text;
-    try {
-      s.axes = axis_list(s.axis_locs);
-      if (accept(Tok::colon)) s.dtype = dtype();
-      s.level = opt_level();
-      expect(Tok::equals, "'=' and an expression");
-      depth_ = 0;
-      nodes_ = 0;
-      s.expr = expr();
-    } catch (const SyntaxError&) {
-      result_.broken.insert(result_.file.diagrams.back().name + "." + s.name);
-      throw;
-    }
+    s.name = item_name_ = next().text;
+    s.axes = axis_list(s.axis_locs);
+    if (accept(Tok::colon)) s.dtype = dtype();
+    s.level = opt_level();
+    expect(Tok::equals, "'=' and an expression");
+    depth_ = 0;
+    nodes_ = 0;
+    s.expr = expr();
     s.trivia = finish_item();
     result_.file.diagrams.back().items.push_back(std::move(s));
   }
@@ -356,6 +360,7 @@ class Parser {
   std::vector<std::optional<std::string>> pending_;
   int depth_ = 0;
   int nodes_ = 0;
+  std::string item_name_;  ///< name of the item being parsed, once known
 };
 
 }  // namespace

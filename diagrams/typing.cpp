@@ -22,6 +22,7 @@ bool Typer::error(SourceLoc loc, const std::string& msg) {
 
 bool Typer::check_axis_known(const std::string& a, SourceLoc loc) {
   if (d_.find_axis(a)) return true;
+  if (broken_ && broken_->count(d_.name + "." + a)) return false;
   return error(loc, "unknown axis '" + a + "'");
 }
 

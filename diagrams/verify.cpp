@@ -43,7 +43,8 @@ class DiagramVerifier {
     bool ok = true;
     for (std::size_t i = 0; i < axes.size(); ++i) {
       if (!d_.find_axis(axes[i])) {
-        diags_.error(locs[i], "unknown axis '" + axes[i] + "' in array '" + array + "'");
+        if (!p_.broken.count(d_.name + "." + axes[i]))
+          diags_.error(locs[i], "unknown axis '" + axes[i] + "' in array '" + array + "'");
         ok = false;
       }
       for (std::size_t j = 0; j < i; ++j)
@@ -66,7 +67,7 @@ class DiagramVerifier {
                                          "' does not come from its expression, whose axes are " + print(*rhs) +
                                          "; output axes must be derivable from the inputs");
     for (const auto& a : *rhs)
-      if (!contains(s.axes, a))
+      if (!contains(s.axes, a) && d_.find_axis(a))  // an undeclared axis was reported where it was written
         diags_.error(s.expr->loc, "the expression for '" + s.name + "' has axis '" + a +
                                       "', which the result " + s.name + print(s.axes) +
                                       " lacks; reduce it (sum, contract) or add it to the result");
@@ -99,7 +100,9 @@ class DiagramVerifier {
 
   void outputs() {
     auto outs = d_.outputs();
-    if (outs.empty()) diags_.error(d_.loc, "diagram '" + d_.name + "' has no output; declare one with 'out NAME : dtype'");
+    bool out_dropped = false;
+    for (const auto& b : p_.broken) out_dropped |= b.rfind(d_.name + ".", 0) == 0;
+    if (outs.empty() && !out_dropped) diags_.error(d_.loc, "diagram '" + d_.name + "' has no output; declare one with 'out NAME : dtype'");
     std::set<std::string> seen;
     for (const auto* o : outs) {
       if (!d_.array_axes(o->name) && !p_.broken.count(d_.name + "." + o->name))

@@ -1,0 +1,147 @@
+#include "tests/support/random_diagram.hpp"
+
+#include <algorithm>
+#include <random>
+#include <set>
+#include <vector>
+
+namespace napkin::test {
+
+namespace {
+
+struct Array {
+  std::string name;
+  std::vector<std::string> axes;
+};
+
+class Generator {
+ public:
+  Generator(std::uint64_t seed, bool labels) : rng_(seed), labels_(labels) {}
+
+  std::string run(const std::string& name) {
+    out_ = "# random diagram, seed-generated\ndiagram " + name + "\n";
+    int n_axes = pick(2, 5);
+    for (int i = 0; i < n_axes; ++i) {
+      std::string a(1, static_cast<char>('a' + i));
+      axes_.push_back(a);
+      out_ += "axis " + a + " = " + std::to_string(pick(1, 6));
+      if (labels_ && chance(0.2)) out_ += " group " + std::to_string(pick(1, 4));
+      if (labels_ && chance(0.2)) out_ += " stream " + std::to_string(pick(1, 4));
+      out_ += chance(0.3) ? "  # axis " + a + "\n" : "\n";
+    }
+    static const char* dtypes[] = {"fp32", "bf16", "fp16", "tf32", "fp8e4m3", "fp8e5m2"};
+    int n_inputs = pick(1, 3);
+    for (int i = 0; i < n_inputs; ++i) {
+      Array x{"X" + std::to_string(i), subset(1)};
+      out_ += "in  " + x.name + axes_text(x.axes) + " : " + dtypes[pick(0, 5)] + (labels_ && chance(0.3) ? " @hbm" : "") + "\n";
+      pool_.push_back(x);
+    }
+    int n_stmts = pick(1, 6);
+    for (int i = 0; i < n_stmts; ++i) statement("T" + std::to_string(i));
+    // Every input and statement is read or output, so the verifier has nothing to warn about.
+    for (const auto& a : pool_)
+      if (!read_.count(a.name)) out_ += "out " + a.name + " : " + dtypes[pick(0, 2)] + "\n";
+    return out_;
+  }
+
+ private:
+  int pick(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
+  bool chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
+  std::vector<std::string> subset(std::size_t min) {
+    std::vector<std::string> s;
+    for (const auto& a : axes_)
+      if (chance(0.55)) s.push_back(a);
+    while (s.size() < min) {
+      const auto& a = axes_[static_cast<std::size_t>(pick(0, static_cast<int>(axes_.size()) - 1))];
+      if (std::find(s.begin(), s.end(), a) == s.end()) s.push_back(a);
+    }
+    std::shuffle(s.begin(), s.end(), rng_);
+    return s;
+  }
+  static std::string axes_text(const std::vector<std::string>& a) {
+    std::string s = "[";
+    for (std::size_t i = 0; i < a.size(); ++i) s += (i ? "," : "") + a[i];
+    return s + "]";
+  }
+  static std::string join(const std::vector<std::string>& a) {
+    std::string s;
+    for (std::size_t i = 0; i < a.size(); ++i) s += (i ? ", " : "") + a[i];
+    return s;
+  }
+  const Array& any() { return pool_[static_cast<std::size_t>(pick(0, static_cast<int>(pool_.size()) - 1))]; }
+  std::string ref(const Array& a) {
+    read_.insert(a.name);
+    static const char* levels[] = {"hbm", "l2", "smem", "reg"};
+    return a.name + (labels_ && chance(0.15) ? std::string("@") + levels[pick(0, 3)] : "");
+  }
+  static std::vector<std::string> unite(const std::vector<std::string>& x, const std::vector<std::string>& y) {
+    auto u = x;
+    for (const auto& a : y)
+      if (std::find(u.begin(), u.end(), a) == u.end()) u.push_back(a);
+    return u;
+  }
+
+  void statement(const std::string& name) {
+    const Array& x = any();
+    std::vector<std::string> axes = x.axes;
+    std::string e;
+    static const char* maps[] = {"exp", "relu", "gelu", "silu", "sigmoid", "tanh"};
+    int kind = pick(0, 9);
+    if (x.axes.empty() && (kind >= 4 && kind <= 8)) kind = 0;  // these need an axis of x
+    switch (kind) {
+      case 0: e = std::string(maps[pick(0, 5)]) + "(" + ref(x) + ")"; break;
+      case 1: {
+        const Array& y = any();
+        static const char* ops[] = {" + ", " - ", " * "};
+        e = ref(x) + ops[pick(0, 2)] + ref(y);
+        axes = unite(x.axes, y.axes);
+        break;
+      }
+      case 2: case 3: {
+        const Array& y = any();
+        auto all = unite(x.axes, y.axes);
+        std::vector<std::string> red;
+        for (const auto& a : all)
+          if (chance(0.4)) red.push_back(a);
+        e = "contract(" + ref(x) + ", " + ref(y) + (red.empty() ? "" : "; " + join(red)) + ")";
+        axes.clear();
+        for (const auto& a : all)
+          if (std::find(red.begin(), red.end(), a) == red.end()) axes.push_back(a);
+        break;
+      }
+      case 4: {
+        std::vector<std::string> red{x.axes[static_cast<std::size_t>(pick(0, static_cast<int>(x.axes.size()) - 1))]};
+        static const char* reds[] = {"sum", "max", "mean"};
+        e = std::string(reds[pick(0, 2)]) + "(" + ref(x) + "; " + red[0] + ")";
+        axes.erase(std::find(axes.begin(), axes.end(), red[0]));
+        break;
+      }
+      case 5: e = "softmax(" + ref(x) + "; " + x.axes[0] + ")"; break;
+      case 6: e = "layernorm(" + ref(x) + "; " + x.axes.back() + ", eps=1e-5)"; break;
+      case 7: e = "rmsnorm(" + ref(x) + "; " + x.axes.back() + ")"; break;
+      case 8:
+        if (x.axes.size() >= 2) e = "mask(" + ref(x) + ", causal(" + x.axes[0] + ", " + x.axes[1] + "))";
+        else e = "cast(" + ref(x) + ", bf16)";
+        break;
+      default: e = ref(x) + " * rsqrt(" + axes_[0] + ") - 0.5 / (1 + " + ref(x) + " * " + ref(x) + ")"; axes = x.axes; break;
+    }
+    std::shuffle(axes.begin(), axes.end(), rng_);
+    out_ += name + axes_text(axes) + (labels_ && chance(0.2) ? " @reg" : "") + " = " + e + "\n";
+    pool_.push_back(Array{name, axes});
+  }
+
+  std::mt19937_64 rng_;
+  bool labels_;
+  std::string out_;
+  std::vector<std::string> axes_;
+  std::vector<Array> pool_;
+  std::set<std::string> read_;
+};
+
+}  // namespace
+
+std::string random_diagram(std::uint64_t seed, const std::string& name, bool labels) {
+  return Generator(seed, labels).run(name);
+}
+
+}  // namespace napkin::test

@@ -1,0 +1,17 @@
+/** \file random_diagram.hpp
+ *  A generator of random, valid diagram files for property tests: axes, inputs, and statements
+ *  drawn from every operation kind (maps, broadcasting arithmetic, contractions, reductions,
+ *  softmax, normalisations, masks, casts), with comments and labels (levels, group and stream
+ *  sizes). The same seed gives the same text.
+ */
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace napkin::test {
+
+/** Text of a random diagram named `name` that verifies without errors. Axis sizes are 1..6 so
+ *  that the evaluator runs it in microseconds. `labels` adds memory levels and partition sizes. */
+std::string random_diagram(std::uint64_t seed, const std::string& name = "random", bool labels = true);
+
+}  // namespace napkin::test

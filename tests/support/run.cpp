@@ -1,0 +1,55 @@
+#include "tests/support/run.hpp"
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace napkin::test {
+
+RunResult run_napkin(const std::string& args) {
+  std::string cmd = std::string(NAPKIN_BIN) + " " + args + " 2>&1";
+  RunResult r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  std::size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+  int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+  return r;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::string> library_files() {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(NAPKIN_SOURCE_DIR) + "/diagrams/library"))
+    if (e.path().extension() == ".napkin") out.push_back(e.path().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void check_golden(const std::string& name, const std::string& actual) {
+  std::string path = std::string(NAPKIN_SOURCE_DIR) + "/tests/golden/" + name;
+  if (std::getenv("UPDATE_GOLDEN")) {
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+    std::ofstream(path, std::ios::binary) << actual;
+    return;
+  }
+  INFO("golden file " << path << " (UPDATE_GOLDEN=1 rewrites it)");
+  REQUIRE(std::filesystem::exists(path));
+  CHECK(slurp(path) == actual);
+}
+
+}  // namespace napkin::test

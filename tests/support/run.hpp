@@ -1,0 +1,24 @@
+/** \file run.hpp
+ *  Test helpers: run the napkin binary, read files, compare golden files.
+ */
+#pragma once
+#include <string>
+#include <vector>
+
+namespace napkin::test {
+
+struct RunResult {
+  int status = -1;      ///< exit status, or 128 + signal when killed
+  std::string output;   ///< stdout and stderr together
+};
+
+/** Runs `napkin ARGS` through the shell with stderr merged into stdout. */
+RunResult run_napkin(const std::string& args);
+std::string slurp(const std::string& path);
+/** Bundled diagrams: every .napkin file of diagrams/library, sorted. */
+std::vector<std::string> library_files();
+/** Compares `actual` with tests/golden/<name>; UPDATE_GOLDEN=1 rewrites the file instead.
+ *  A missing golden file fails. */
+void check_golden(const std::string& name, const std::string& actual);
+
+}  // namespace napkin::test

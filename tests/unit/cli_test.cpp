@@ -1,0 +1,77 @@
+// The napkin binary: exit codes, stdin, eval outputs, render, help and version.
+#include <catch2/catch.hpp>
+#include <filesystem>
+
+#include "diagrams/npy.hpp"
+#include "tests/support/run.hpp"
+
+using namespace napkin;
+using namespace napkin::test;
+
+namespace {
+std::string lib(const std::string& f) { return std::string(NAPKIN_SOURCE_DIR) + "/diagrams/library/" + f; }
+}  // namespace
+
+TEST_CASE("check: 0 on a good file, 1 with located errors on a bad one", "[cli]") {
+  auto ok = run_napkin("check " + lib("attention.napkin"));
+  CHECK(ok.status == 0);
+  CHECK(ok.output.find("ok: diagram 'attention'") != std::string::npos);
+  std::string bad_file = std::filesystem::temp_directory_path() / "napkin-cli-test-bad.napkin";
+  write_file_atomic(bad_file, "diagram t\naxis a = 4\nin X[a,z] : fp32\nout X : fp32\n");
+  auto bad = run_napkin("check - < " + bad_file);
+  CHECK(bad.status == 1);
+  CHECK(bad.output.find("<stdin>:3:8: error: unknown axis 'z'") != std::string::npos);
+}
+
+TEST_CASE("usage errors exit 1, help and version exit 0", "[cli]") {
+  CHECK(run_napkin("--version").output.find("napkin 0.1.0") != std::string::npos);
+  CHECK(run_napkin("--version").status == 0);
+  CHECK(run_napkin("check --help").status == 0);
+  CHECK(run_napkin("frobnicate").status == 1);
+  CHECK(run_napkin("check /no/such/file.napkin").status == 1);
+  CHECK(run_napkin("eval " + lib("attention.napkin") + " --set q=abc").status == 1);
+  CHECK(run_napkin("eval " + lib("attention.napkin") + " --set z=4").output.find("has no axis 'z'") != std::string::npos);
+}
+
+TEST_CASE("eval writes inputs and outputs as .npy, and refuses huge sizes without writing", "[cli][eval]") {
+  std::string dir = std::filesystem::temp_directory_path() / "napkin-cli-test-eval";
+  std::filesystem::remove_all(dir);
+  auto r = run_napkin("eval " + lib("attention.napkin") + " --set q=8 --set x=8 --set d=4 --set h=2 --seed 3 -o " + dir);
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  for (const char* n : {"Q", "K", "V", "O"}) CHECK(std::filesystem::exists(dir + "/" + n + ".npy"));
+  auto O = decode_npy(slurp(dir + "/O.npy"), "O");
+  CHECK(O.shape == std::vector<std::int64_t>{1, 2, 8, 4});
+  std::string big = dir + "-big";
+  std::filesystem::remove_all(big);
+  auto r2 = run_napkin("eval " + lib("attention.napkin") + " -o " + big);
+  CHECK(r2.status == 1);
+  CHECK(r2.output.find("shrink axes with --set") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(big));
+}
+
+TEST_CASE("eval reads an input from .npy and checks its shape", "[cli][eval]") {
+  std::string dir = std::filesystem::temp_directory_path() / "napkin-cli-test-npy";
+  std::filesystem::create_directories(dir);
+  write_file_atomic(dir + "/A.npy", encode_npy({{2, 3}, {1, 2, 3, 4, 5, 6}}));
+  write_file_atomic(dir + "/B.npy", encode_npy({{3, 2}, {7, 8, 9, 10, 11, 12}}));
+  auto r = run_napkin("eval " + lib("matmul.napkin") + " --set a=2 --set b=3 --set c=2 --input A=" + dir +
+                      "/A.npy --input B=" + dir + "/B.npy -o " + dir + "/out");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(decode_npy(slurp(dir + "/out/C.npy"), "C").data == std::vector<double>{58, 64, 139, 154});
+  auto bad = run_napkin("eval " + lib("matmul.napkin") + " --set a=3 --set b=3 --set c=2 --input A=" + dir + "/A.npy");
+  CHECK(bad.status == 1);
+  CHECK(bad.output.find("size mismatch") != std::string::npos);
+}
+
+TEST_CASE("render writes SVG and DOT", "[cli][render]") {
+  std::string out = std::filesystem::temp_directory_path() / "napkin-cli-test.svg";
+  auto r = run_napkin("render " + lib("causal_attention.napkin") + " -o " + out);
+  REQUIRE(r.status == 0);
+  std::string svg = slurp(out);
+  CHECK(svg.find("<svg") != std::string::npos);
+  CHECK(svg.find("softmax along x") != std::string::npos);
+  auto dot = run_napkin("render " + lib("matmul.napkin") + " --format dot");
+  CHECK(dot.output.rfind("digraph \"matmul\"", 0) == 0);
+}

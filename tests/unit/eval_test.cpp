@@ -1,0 +1,145 @@
+// The reference evaluator against hand-computed results.
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "diagrams/eval.hpp"
+#include "diagrams/verify.hpp"
+
+using namespace napkin;
+
+namespace {
+struct Run {
+  std::unique_ptr<Program> p;
+  const Diagram* d = nullptr;
+  SizeMap sizes;
+};
+
+Run load(const std::string& text, const SizeMap& overrides = {}) {
+  DiagnosticEngine diags;
+  Run r;
+  r.p = load_program_text("t.napkin", text, diags);
+  r.d = &r.p->select("");
+  verify_program(*r.p, diags, r.d, overrides);
+  INFO(diags.render());
+  REQUIRE_FALSE(diags.has_errors());
+  r.sizes = *resolve_sizes(*r.d, overrides, diags);
+  return r;
+}
+
+Tensor tensor(const AxisList& axes, std::vector<std::int64_t> shape, std::vector<double> data) {
+  return Tensor{axes, std::move(shape), std::move(data)};
+}
+}  // namespace
+
+TEST_CASE("a 2x3 by 3x2 matmul", "[eval]") {
+  Run r = load("diagram mm\naxis i = 2\naxis k = 3\naxis j = 2\nin A[i,k] : fp32\nin B[k,j] : fp32\nC[i,j] = contract(A, B; k)\nout C : fp32\n");
+  auto out = evaluate(*r.p, *r.d, r.sizes,
+                      {{"A", tensor({"i", "k"}, {2, 3}, {1, 2, 3, 4, 5, 6})},
+                       {"B", tensor({"k", "j"}, {3, 2}, {7, 8, 9, 10, 11, 12})}});
+  // [1 2 3; 4 5 6] [7 8; 9 10; 11 12] = [58 64; 139 154]
+  CHECK(out.at("C").data == std::vector<double>{58, 64, 139, 154});
+  CHECK(out.at("C").axes == AxisList{"i", "j"});
+}
+
+TEST_CASE("the result takes the declared axis order (a transpose)", "[eval]") {
+  Run r = load("diagram tr\naxis i = 2\naxis j = 3\nin A[i,j] : fp32\nB[j,i] = A * 1\nout B : fp32\n");
+  auto out = evaluate(*r.p, *r.d, r.sizes, {{"A", tensor({"i", "j"}, {2, 3}, {1, 2, 3, 4, 5, 6})}});
+  CHECK(out.at("B").data == std::vector<double>{1, 4, 2, 5, 3, 6});
+}
+
+TEST_CASE("softmax rows sum to one and match exp/sum", "[eval]") {
+  Run r = load("diagram sm\naxis t = 5\naxis v = 7\nin L[t,v] : fp32\nP[t,v] = softmax(L; v)\nout P : fp32\n");
+  Tensor L = random_input(*r.d->find_input("L"), r.sizes, 3);
+  Tensor P = evaluate(*r.p, *r.d, r.sizes, {{"L", L}}).at("P");
+  for (int t = 0; t < 5; ++t) {
+    double sum = 0, den = 0;
+    for (int v = 0; v < 7; ++v) sum += P.data[static_cast<std::size_t>(t * 7 + v)], den += std::exp(L.data[static_cast<std::size_t>(t * 7 + v)]);
+    CHECK(sum == Approx(1.0).epsilon(1e-14));
+    CHECK(P.data[static_cast<std::size_t>(t * 7)] == Approx(std::exp(L.data[static_cast<std::size_t>(t * 7)]) / den).epsilon(1e-13));
+  }
+}
+
+TEST_CASE("attention equals the direct formula, causal mask included", "[eval]") {
+  for (bool causal : {false, true}) {
+    std::string p = causal ? "softmax(mask(S, causal(q, x)); x)" : "softmax(S; x)";
+    Run r = load("diagram att\naxis q = 6\naxis x = 5\naxis d = 4\nin Q[q,d] : bf16\nin K[x,d] : bf16\nin V[x,d] : bf16\n"
+                 "S[q,x] = contract(Q, K; d) * rsqrt(d)\nP[q,x] = " + p + "\nO[q,d] = contract(P, V; x)\nout O : bf16\n");
+    std::map<std::string, Tensor> in;
+    for (const auto* i : r.d->inputs()) in[i->name] = random_input(*i, r.sizes, 11);
+    Tensor O = evaluate(*r.p, *r.d, r.sizes, in).at("O");
+    const auto &Q = in["Q"].data, &K = in["K"].data, &V = in["V"].data;
+    for (int i = 0; i < 6; ++i) {
+      double w[5], den = 0;
+      for (int j = 0; j < 5; ++j) {
+        double s = 0;
+        for (int k = 0; k < 4; ++k) s += Q[static_cast<std::size_t>(i * 4 + k)] * K[static_cast<std::size_t>(j * 4 + k)];
+        w[j] = (causal && j > i) ? 0.0 : std::exp(s / 2.0);
+        den += w[j];
+      }
+      for (int k = 0; k < 4; ++k) {
+        double o = 0;
+        for (int j = 0; j < 5; ++j) o += w[j] / den * V[static_cast<std::size_t>(j * 4 + k)];
+        CHECK(O.data[static_cast<std::size_t>(i * 4 + k)] == Approx(o).epsilon(1e-12));
+      }
+    }
+  }
+}
+
+TEST_CASE("layernorm gives mean 0 and variance 1; rmsnorm gives mean square 1", "[eval]") {
+  Run r = load("diagram ln\naxis t = 4\naxis m = 33\nin X[t,m] : fp32\nY[t,m] = layernorm(X; m, eps=0)\nZ[t,m] = rmsnorm(X; m, eps=0)\nout Y : fp32\nout Z : fp32\n");
+  Tensor X = random_input(*r.d->find_input("X"), r.sizes, 5);
+  for (auto& v : X.data) v = 3 * v + 7;  // away from mean 0 and variance 1
+  auto out = evaluate(*r.p, *r.d, r.sizes, {{"X", X}});
+  for (int t = 0; t < 4; ++t) {
+    double mean = 0, var = 0, ms = 0;
+    for (int m = 0; m < 33; ++m) mean += out["Y"].data[static_cast<std::size_t>(t * 33 + m)] / 33;
+    for (int m = 0; m < 33; ++m) {
+      double y = out["Y"].data[static_cast<std::size_t>(t * 33 + m)], z = out["Z"].data[static_cast<std::size_t>(t * 33 + m)];
+      var += (y - mean) * (y - mean) / 33;
+      ms += z * z / 33;
+    }
+    CHECK(std::fabs(mean) < 1e-12);
+    CHECK(var == Approx(1.0).epsilon(1e-12));
+    CHECK(ms == Approx(1.0).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("a call is woven over the caller's extra axes", "[eval][composition]") {
+  Run r = load(
+      "diagram rowsum\naxis k = 3\nin X[k] : fp32\nY[] = sum(X; k)\nout Y : fp32\n\n"
+      "diagram main\naxis n = 2\naxis j = 3\nin A[n,j] : fp32\nB[n] = rowsum(A; k=j)\nout B : fp32\n");
+  auto out = evaluate(*r.p, *r.d, r.sizes, {{"A", tensor({"n", "j"}, {2, 3}, {1, 2, 3, 10, 20, 30})}});
+  CHECK(out.at("B").data == std::vector<double>{6, 60});
+}
+
+TEST_CASE("element-wise maps, broadcasting and casts", "[eval]") {
+  Run r = load("diagram ew\naxis i = 2\naxis j = 2\nin A[i] : fp32\nin B[j] : fp32\n"
+               "C[i,j] = relu(A - B) + cast(A / 3, bf16) * 0\nD[i] = gelu(A) + silu(A) + sigmoid(A) + tanh(A)\nout C : fp32\nout D : fp32\n");
+  auto out = evaluate(*r.p, *r.d, r.sizes, {{"A", tensor({"i"}, {2}, {1, 4})}, {"B", tensor({"j"}, {2}, {2, 0})}});
+  CHECK(out["C"].data == std::vector<double>{0, 1, 2, 4});
+  double a = 1;
+  double d = 0.5 * a * (1 + std::erf(a / std::sqrt(2.0))) + a / (1 + std::exp(-a)) + 1 / (1 + std::exp(-a)) + std::tanh(a);
+  CHECK(out["D"].data[0] == Approx(d).epsilon(1e-15));
+}
+
+TEST_CASE("random inputs are seeded, rounded to their dtype and roughly standard normal", "[eval]") {
+  Run r = load("diagram t\naxis n = 4096\nin X[n] : bf16\nout X : bf16\n");
+  Tensor a = random_input(*r.d->find_input("X"), r.sizes, 1), b = random_input(*r.d->find_input("X"), r.sizes, 1),
+         c = random_input(*r.d->find_input("X"), r.sizes, 2);
+  CHECK(a.data == b.data);
+  CHECK(a.data != c.data);
+  double mean = 0, var = 0;
+  for (double v : a.data) {
+    CHECK(round_to_dtype(v, DType::bf16) == v);
+    mean += v / 4096;
+  }
+  for (double v : a.data) var += (v - mean) * (v - mean) / 4096;
+  CHECK(std::fabs(mean) < 0.1);
+  CHECK(var == Approx(1.0).epsilon(0.1));
+}
+
+TEST_CASE("evaluation too large for the reference evaluator is refused", "[eval][limits]") {
+  Run r = load("diagram mm\naxis i = 4096\naxis k = 4096\naxis j = 4096\nin A[i,k] : fp32\nin B[k,j] : fp32\nC[i,j] = contract(A, B; k)\nout C : fp32\n");
+  CHECK(estimate_work(*r.p, *r.d, r.sizes) > kMaxEvalWork);
+  CHECK_THROWS_AS(evaluate(*r.p, *r.d, r.sizes, {}), UserError);
+}
