@@ -22,6 +22,10 @@ std::string read_file(const std::string& path) {
   }
   std::error_code ec;
   if (fs::is_directory(path, ec)) throw UserError("cannot read '" + path + "': it is a directory");
+  if (fs::exists(path, ec) && !fs::is_regular_file(path, ec))
+    throw UserError("cannot read '" + path + "': not a regular file");  // /dev/zero would never end
+  if (fs::exists(path, ec) && fs::file_size(path, ec) > kMaxFileBytes)
+    throw UserError("cannot read '" + path + "': larger than 64 MiB");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UserError("cannot read '" + path + "': " + std::strerror(errno));
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());

@@ -6,6 +6,7 @@
  *  diagrams with the same name, are located diagnostics. Parse errors of every file are reported.
  */
 #pragma once
+#include <cstdint>
 #include <map>
 #include <set>
 #include <string>
@@ -40,7 +41,11 @@ std::unique_ptr<Program> load_program(const std::string& path, DiagnosticEngine&
  *  current directory. */
 std::unique_ptr<Program> load_program_text(const std::string& name, std::string text, DiagnosticEngine& diags);
 
-/** Reads a whole file; raises UserError naming the file and the reason on failure. */
+/** Largest file read (64 MiB): diagram and .npy inputs beyond it are refused. */
+inline constexpr std::uintmax_t kMaxFileBytes = std::uintmax_t{64} << 20;
+
+/** Reads a whole regular file ("-": standard input); raises UserError naming the file and the
+ *  reason on failure, for a device or folder, and past kMaxFileBytes. */
 std::string read_file(const std::string& path);
 
 }  // namespace napkin
