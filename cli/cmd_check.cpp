@@ -17,9 +17,11 @@ Runner setup_check(CLI::App& sub) {
     const Diagram& d = *l->diagram;
     std::size_t n = 0;
     for (const auto& f : l->program->files) n += f->file.diagrams.size();
-    fmt::print("{}: ok: diagram '{}': {} axes, {} inputs, {} statements, {} outputs ({} diagrams in {} files)\n",
-               args->file == "-" ? "<stdin>" : args->file, d.name, d.axes().size(), d.inputs().size(),
-               d.statements().size(), d.outputs().size(), n, l->program->files.size());
+    auto count = [](std::size_t k, const char* what) { return fmt::format("{} {}{}", k, what, k == 1 ? "" : "s"); };
+    fmt::print("{}: ok: diagram '{}': {}, {}, {}, {} ({} in {})\n", args->file == "-" ? "<stdin>" : args->file, d.name,
+               (d.axes().size() == 1 ? std::string("1 axis") : fmt::format("{} axes", d.axes().size())), count(d.inputs().size(), "input"),
+               count(d.statements().size(), "statement"), count(d.outputs().size(), "output"),
+               count(n, "diagram"), count(l->program->files.size(), "file"));
     return *werror && l->warnings > 0 ? 1 : 0;
   };
 }

@@ -5,8 +5,9 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/tools/install-deps.sh"
 echo "== building napkin (build/)"
-cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo > "$root/build.log" 2>&1 || { cat "$root/build.log"; exit 1; }
-cmake --build "$root/build" -j"$(nproc)" >> "$root/build.log" 2>&1 || { tail -50 "$root/build.log"; exit 1; }
+mkdir -p "$root/build"
+cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo > "$root/build/build.log" 2>&1 || { cat "$root/build/build.log"; exit 1; }
+cmake --build "$root/build" -j"$(nproc)" >> "$root/build/build.log" 2>&1 || { tail -50 "$root/build/build.log"; exit 1; }
 napkin="$root/build/cli/napkin"
 diagram="$root/diagrams/library/attention.napkin"
 out="$root/build/quickstart"
