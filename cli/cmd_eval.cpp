@@ -64,6 +64,7 @@ Runner setup_eval(CLI::App& sub) {
       if (!d.find_input(name)) throw UserError("--input " + g + ": diagram '" + d.name + "' has no input '" + name + "'");
       files[name] = g.substr(eq + 1);
     }
+    check_eval_limits(*l->program, d, l->sizes);
     std::map<std::string, Tensor> inputs;
     for (const auto* in : d.inputs())
       inputs[in->name] = files.count(in->name) ? load_input(*in, l->sizes, files[in->name])

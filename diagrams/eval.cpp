@@ -260,12 +260,21 @@ Tensor random_input(const InputDecl& in, const SizeMap& sizes, std::uint64_t see
   return t;
 }
 
-std::map<std::string, Tensor> evaluate(const Program& p, const Diagram& d, const SizeMap& sizes,
-                                       const std::map<std::string, Tensor>& inputs) {
+void check_eval_limits(const Program& p, const Diagram& d, const SizeMap& sizes) {
+  for (const auto* in : d.inputs())
+    if (product(sizes, in->axes) > kMaxEvalElements)
+      throw UserError("input '" + in->name + "' of diagram '" + d.name + "' would hold " +
+                      std::to_string(product(sizes, in->axes)) +
+                      " elements; the fp64 reference evaluator holds at most 2^28; shrink axes with --set");
   double work = estimate_work(p, d, sizes);
   if (work > kMaxEvalWork)
     throw UserError("evaluating diagram '" + d.name + "' at these sizes needs about " + std::to_string(work / 1e9).substr(0, 6) +
                     "e9 scalar operations; the fp64 reference evaluator is for small sizes (at most 4e9); shrink axes with --set");
+}
+
+std::map<std::string, Tensor> evaluate(const Program& p, const Diagram& d, const SizeMap& sizes,
+                                       const std::map<std::string, Tensor>& inputs) {
+  check_eval_limits(p, d, sizes);
   return Evaluator(p, d, sizes).run(inputs);
 }
 

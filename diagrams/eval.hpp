@@ -29,6 +29,10 @@ inline constexpr std::int64_t kMaxEvalElements = std::int64_t{1} << 28;
 /** Estimated work of evaluating `d` at `sizes`, in scalar operations (calls included). */
 double estimate_work(const Program& p, const Diagram& d, const SizeMap& sizes);
 
+/** Raises UserError when evaluating `d` at `sizes` exceeds kMaxEvalWork, or when an input or an
+ *  intermediate array exceeds kMaxEvalElements. Cheap: call it before making inputs. */
+void check_eval_limits(const Program& p, const Diagram& d, const SizeMap& sizes);
+
 /** A seeded random input: standard normal values (Box-Muller over a 64-bit Mersenne twister
  *  seeded from `seed` and the input's name) rounded to the input's dtype; integer inputs are
  *  uniform over the dtype's range. Same seed, same values, on every machine. */
