@@ -1,0 +1,73 @@
+/** \file hardware.hpp
+ *  Hardware descriptions as data (the .toml files of hardware/): memory levels with capacity and bandwidth, SM
+ *  count, per-SM and per-block limits, tensor-core rate per dtype, FP32 and special-function rates,
+ *  MMA instruction shapes and asynchronous-copy features. Each bundled number carries its source in
+ *  a comment of its file. Units: bytes, bytes per second, FLOP per second (2 per multiply-add),
+ *  operations per second, seconds, hertz.
+ */
+#pragma once
+#include <array>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "diagrams/diagnostics.hpp"
+#include "diagrams/dtype.hpp"
+
+namespace napkin {
+
+/** One tensor-core instruction: per `scope` (a warp, or a warpgroup of 4 warps), it multiplies an
+ *  m x k tile by a k x n tile of `dtype` and accumulates an m x n tile. PTX ISA 9.7.14/9.7.15. */
+struct MmaShape {
+  DType dtype = DType::bf16;
+  int m = 16, n = 8, k = 16;
+  std::string scope = "warp";  ///< "warp" (mma.sync) or "warpgroup" (wgmma)
+  std::string ptx;
+};
+
+/** A memory level's size and the rate at which data moves into it. */
+struct Level {
+  double capacity_bytes = 0;          ///< per device (HBM, L2) or per SM (SMEM, registers)
+  double bandwidth_bytes_per_s = 0;   ///< aggregate over the device
+};
+
+struct Hardware {
+  std::string name, arch, file;
+  std::vector<std::string> aliases;
+  int sm_count = 0;
+  double clock_hz = 0;
+  double launch_overhead_s = 0;
+  Level hbm, l2, smem;
+  double smem_max_per_block_bytes = 0;
+  int registers_per_sm = 0;             ///< 32-bit registers
+  int max_registers_per_thread = 0;
+  int max_warps_per_sm = 0, max_threads_per_block = 0, max_blocks_per_sm = 0;
+  double fp32_flops_per_s = 0;
+  double sfu_ops_per_s = 0;             ///< exp2, rsqrt, ... per second
+  double mma_sync_fraction = 1;         ///< share of the tensor-core peak reachable with mma.sync
+  std::map<DType, double> tensor_flops_per_s;  ///< dense, fp32 accumulate; absent: no tensor cores
+  bool cp_async = false, tma = false, wgmma = false;
+  std::vector<MmaShape> mma;
+
+  /** Tensor-core peak for `t`, or nullopt when the GPU has none for that dtype. */
+  std::optional<double> tensor_rate(DType t) const;
+  /** The warp-level MMA (mma.sync) for `t`, or nullptr. */
+  const MmaShape* warp_mma(DType t) const;
+};
+
+/** Reads a hardware description from TOML text. Every problem (a TOML syntax error, a missing or
+ *  mistyped key, a non-positive quantity, an unknown dtype) is a located diagnostic; returns
+ *  nullopt if any was reported. Never throws on bad input. */
+std::optional<Hardware> parse_hardware(const SourceFile& src, DiagnosticEngine& diags);
+
+/** The bundled descriptions' folder: $NAPKIN_HARDWARE_DIR, else the source tree's hardware/. */
+std::string hardware_dir();
+/** Loads a description by name or alias (case-insensitive: "h100", "H100-SXM5") from
+ *  hardware_dir(), or from a path ending in .toml. Raises UserError for an unknown name (listing
+ *  the known ones) or an unreadable file, and prints located diagnostics for a malformed one. */
+Hardware load_hardware(const std::string& name_or_path);
+/** Names of every bundled description, sorted by file name. */
+std::vector<std::string> bundled_hardware();
+
+}  // namespace napkin
