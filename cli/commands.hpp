@@ -23,6 +23,8 @@ Runner setup_check(CLI::App& sub);
 Runner setup_print(CLI::App& sub);
 Runner setup_eval(CLI::App& sub);
 Runner setup_render(CLI::App& sub);
+Runner setup_derive(CLI::App& sub);
+Runner setup_passes(CLI::App& sub);
 
 /** Every subcommand, in the order `napkin --help` lists them. */
 const std::vector<Command>& commands();

@@ -16,6 +16,8 @@ const std::vector<Command>& commands() {
       {"print", "Print a diagram file in canonical form", setup_print},
       {"eval", "Evaluate a diagram in fp64 on the CPU and write inputs and outputs as .npy", setup_eval},
       {"render", "Render a diagram as SVG (or DOT) through Graphviz", setup_render},
+      {"derive", "Derive the best schedule by relabelling, with its cost per kernel and level", setup_derive},
+      {"passes", "List the relabelling passes and the lemma library", setup_passes},
   };
   return table;
 }

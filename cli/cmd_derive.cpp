@@ -1,0 +1,195 @@
+// napkin derive: the relabelling steps, the chosen schedule, the cost table per kernel and level,
+// and the comparison with the unfused schedule and the I/O lower bound. --schedule scores a
+// hand-written schedule instead of searching; --format json gives the same as JSON.
+#include <fmt/core.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.hpp"
+#include "cli/common.hpp"
+#include "derive/derivation.hpp"
+#include "derive/registry.hpp"
+
+namespace napkin::cli {
+
+namespace {
+
+std::string us(double s) { return fmt::format("{:.1f} us", s * 1e6); }
+
+void print_cost_table(const SearchResult& r, const Hardware& hw) {
+  fmt::print("  {:<12} {:<22} {:>12} {:>11}   {}\n", "kernel", "level / unit", "amount", "time", "symbolic (elements) / note");
+  for (const auto& k : r.kernels) {
+    const KernelCost& c = k.cost;
+    auto row = [&](const std::string& what, const std::string& amount, double t, const std::string& note) {
+      fmt::print("  {:<12} {:<22} {:>12} {:>11}   {}\n", c.name.size() > 12 ? c.name.substr(0, 11) + "~" : c.name, what, amount,
+                 us(t), note);
+    };
+    if (c.bound.rfind("as derived", 0) == 0) {
+      row("(call)", human_bytes(c.hbm_bytes), c.t_total, c.bound);
+      continue;
+    }
+    row("HBM", human_bytes(c.hbm_bytes), c.t_hbm, "each input and output once, plus L2 misses");
+    row("L2 -> SMEM", human_bytes(c.l2_to_smem_bytes), c.t_l2, c.smem_symbolic);
+    row("SMEM -> registers", human_bytes(c.smem_read_bytes), c.t_smem, "MMA operands read by " + std::to_string(c.warps) + " warps");
+    row("tensor cores", fmt::format("{:.3g} FLOP", c.flops_tensor), c.t_tensor,
+        fmt::format("{:.0f}% of peak usable with mma.sync", hw.mma_sync_fraction * 100));
+    row("FP32", fmt::format("{:.3g} FLOP", c.flops_fp32), c.t_fp32, "");
+    row("SFU (exp)", fmt::format("{:.3g} op", c.sfu_ops), c.t_sfu, "");
+    row("predicted", fmt::format("{} blocks", c.blocks), c.t_total,
+        fmt::format("bound: {}; {} warps/SM; wave efficiency {:.0f}%{}", c.bound, c.warps_per_sm, c.wave_efficiency * 100,
+                    c.causal_active_fraction < 1 ? fmt::format("; causal: {:.1f}% of tiles computed", c.causal_active_fraction * 100) : ""));
+  }
+}
+
+nlohmann::json kernel_json(const KernelChoice& k) {
+  const KernelCost& c = k.cost;
+  nlohmann::json j{{"name", c.name},
+                   {"statements", c.statements},
+                   {"inputs", c.inputs},
+                   {"outputs", c.outputs},
+                   {"internal", c.internal},
+                   {"blocks", c.blocks},
+                   {"warps_per_block", c.warps},
+                   {"warps_per_sm", c.warps_per_sm},
+                   {"smem_resident_bytes", c.smem_resident_bytes},
+                   {"registers_per_thread", c.registers_per_thread},
+                   {"bytes", {{"hbm", c.hbm_bytes}, {"l2_to_smem", c.l2_to_smem_bytes}, {"smem_to_registers", c.smem_read_bytes}}},
+                   {"smem_symbolic_elements", c.smem_symbolic},
+                   {"flops", {{"tensor", c.flops_tensor}, {"fp32", c.flops_fp32}, {"sfu", c.sfu_ops}}},
+                   {"seconds",
+                    {{"hbm", c.t_hbm}, {"l2", c.t_l2}, {"smem", c.t_smem}, {"tensor", c.t_tensor}, {"fp32", c.t_fp32},
+                     {"sfu", c.t_sfu}, {"launch", c.t_launch}, {"total", c.t_total}}},
+                   {"bound", c.bound},
+                   {"causal_active_fraction", c.causal_active_fraction}};
+  for (const auto& u : k.lemmas) j["lemmas"].push_back({{"statement", u.statement}, {"lemma", u.lemma}});
+  return j;
+}
+
+nlohmann::json derivation_json(const Derivation& dv, const Diagram& d, const Hardware& hw) {
+  nlohmann::json j{{"diagram", d.name}, {"hardware", hw.name}, {"schedule", print_schedule(dv.chosen.schedule)}};
+  for (const auto& s : dv.steps)
+    j["steps"].push_back({{"pass", s.pass}, {"kernel", s.kernel}, {"move", s.move}, {"license", s.license}, {"detail", s.detail}});
+  for (const auto& k : dv.chosen.kernels) j["kernels"].push_back(kernel_json(k));
+  j["predicted_seconds"] = dv.chosen.cost.t_total;
+  j["unfused"] = {{"kernels", dv.unfused.kernels.size()}, {"predicted_seconds", dv.unfused.cost.t_total},
+                  {"hbm_bytes", dv.unfused.cost.hbm_bytes}};
+  j["lower_bound"] = {{"hbm_bytes", dv.bound.hbm_bytes}, {"smem_bytes", dv.bound.smem_bytes}, {"formula", dv.bound.formula}};
+  for (const auto& [stmt, sub] : dv.callees) j["calls"][stmt] = derivation_json(*sub, d, hw);
+  return j;
+}
+
+void print_derivation(const Derivation& dv, const Diagram& d, const Hardware& hw, const std::string& indent);
+
+void print_steps(const Derivation& dv) {
+  int i = 0;
+  for (const auto& s : dv.steps) {
+    fmt::print("  {:>2}. [{}]{} {}\n", ++i, s.pass, s.kernel.empty() ? "" : " " + s.kernel + ":", s.move);
+    fmt::print("      licence: {}\n", s.license);
+    fmt::print("      {}\n", s.detail);
+  }
+}
+
+void print_derivation(const Derivation& dv, const Diagram& d, const Hardware& hw, const std::string& indent) {
+  fmt::print("{}Relabelling steps (diagram {})\n", indent, d.name);
+  print_steps(dv);
+  fmt::print("\nSchedule (save it and check or edit it: napkin derive FILE --schedule S.schedule)\n");
+  std::string text = print_schedule(dv.chosen.schedule);
+  for (std::size_t p = 0, q; p < text.size(); p = q + 1) {
+    q = text.find('\n', p);
+    fmt::print("  {}\n", text.substr(p, q - p));
+  }
+  fmt::print("\nCost per kernel and level on {}\n", hw.name);
+  print_cost_table(dv.chosen, hw);
+  for (const auto& [stmt, sub] : dv.callees) {
+    fmt::print("\n--- {}: call of {} ---\n", stmt, sub->chosen.schedule.diagram);
+    fmt::print("  schedule: {} kernel(s), predicted {} per call\n", sub->chosen.kernels.size(), us(sub->chosen.cost.t_total));
+    for (const auto& k : sub->chosen.kernels)
+      fmt::print("    {:<14} fuses {:<18} {}\n", k.plan.name, [&] {
+        std::string s;
+        for (const auto& f : k.plan.fused()) s += (s.empty() ? "" : ",") + f;
+        return s;
+      }(), us(k.cost.t_total) + ", bound: " + k.cost.bound);
+  }
+}
+
+}  // namespace
+
+Runner setup_derive(CLI::App& sub) {
+  auto args = std::make_shared<DiagramArgs>();
+  auto hw = std::make_shared<std::string>("h100");
+  auto format = std::make_shared<std::string>("text");
+  auto schedule = std::make_shared<std::string>();
+  auto dtype = std::make_shared<std::string>();
+  args->add_to(sub);
+  sub.add_option("--hw", *hw, "Hardware name (a100, h100, h200, b200, rtx4090) or a .toml file")->capture_default_str();
+  sub.add_option("--format", *format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  sub.add_option("--schedule", *schedule, "Check and score this schedule file instead of searching");
+  sub.add_option("--dtype", *dtype, "Store every array in this dtype (quantization)");
+  return [=] {
+    auto l = load_checked(*args);
+    if (!l) return 1;
+    Hardware h = load_hardware(*hw);
+    ModelOptions opt;
+    if (!dtype->empty()) {
+      opt.dtype = parse_dtype(*dtype);
+      if (!opt.dtype) throw UserError("unknown dtype '" + *dtype + "'; expected one of " + dtype_list());
+    }
+    const Diagram& d = *l->diagram;
+    if (!schedule->empty()) {
+      DiagnosticEngine diags;
+      SourceManager sm;
+      auto s = parse_schedule(*sm.add(*schedule, read_file(*schedule)), diags);
+      std::optional<CheckedSchedule> checked;
+      if (s) checked = check_schedule(*l->program, d, *s, l->sizes, h, opt, diags);
+      std::cerr << diags.render();
+      if (!checked) return 1;
+      SearchResult r;
+      r.schedule = *s;
+      for (std::size_t k = 0; k < s->kernels.size(); ++k) r.kernels.push_back({s->kernels[k], checked->lemmas[k], checked->cost.kernels[k], 0});
+      r.cost = checked->cost;
+      fmt::print("schedule '{}' for diagram '{}' is legal on {}\n\n", s->name, d.name, h.name);
+      print_cost_table(r, h);
+      fmt::print("\n  predicted total: {}\n", us(r.cost.t_total));
+      return 0;
+    }
+    Derivation dv = derive(*l->program, d, l->sizes, h, opt);
+    if (*format == "json") {
+      fmt::print("{}\n", derivation_json(dv, d, h).dump(2));
+      return 0;
+    }
+    std::string sizes;
+    for (const auto& [a, s] : l->sizes) sizes += (sizes.empty() ? "" : " ") + a + "=" + std::to_string(s);
+    fmt::print("napkin derive: diagram '{}' on {} ({}), {}\n\n", d.name, h.name,
+               opt.dtype ? std::string(dtype_name(*opt.dtype)) : "dtypes as declared", sizes);
+    print_derivation(dv, d, h, "");
+    fmt::print("\nComparison\n");
+    fmt::print("  derived:  {} kernel(s), HBM {}, predicted {}\n", dv.chosen.kernels.size(), human_bytes(dv.chosen.cost.hbm_bytes),
+               us(dv.chosen.cost.t_total));
+    fmt::print("  unfused:  {} kernel(s), HBM {}, predicted {}  (derived is {:.2f}x faster)\n", dv.unfused.kernels.size(),
+               human_bytes(dv.unfused.cost.hbm_bytes), us(dv.unfused.cost.t_total), dv.unfused.cost.t_total / dv.chosen.cost.t_total);
+    fmt::print("  I/O lower bound: HBM {} (compulsory), into SMEM {} ({}); derived moves {} into SMEM\n",
+               human_bytes(dv.bound.hbm_bytes), human_bytes(dv.bound.smem_bytes), dv.bound.formula,
+               human_bytes(dv.chosen.cost.l2_to_smem_bytes));
+    fmt::print("  search: {} candidate kernel partitions scored\n", dv.chosen.candidates_scored + dv.unfused.candidates_scored);
+    return 0;
+  };
+}
+
+Runner setup_passes(CLI::App& sub) {
+  auto markdown = std::make_shared<bool>(false);
+  sub.add_flag("--markdown", *markdown, "Print as a Markdown table");
+  return [markdown] {
+    if (*markdown) fmt::print("| pass | what it does | licence |\n|---|---|---|\n");
+    for (const auto& p : pass_registry()) {
+      if (*markdown) fmt::print("| `{}` | {} | {} |\n", p.name, p.summary, p.license);
+      else fmt::print("{:<26} {}\n{:<26} licence: {}\n", p.name, p.summary, "", p.license);
+    }
+    if (!*markdown) {
+      fmt::print("\nlemmas:\n");
+      for (const auto& l : lemma_library()) fmt::print("  {:<24} {} [{}]\n", l.id, l.statement, l.source);
+    }
+    return 0;
+  };
+}
+
+}  // namespace napkin::cli

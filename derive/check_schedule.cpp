@@ -1,0 +1,148 @@
+#include "derive/check_schedule.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace napkin {
+
+namespace {
+
+std::string partition_problem(const std::vector<const StatementWeave*>& stmts, const std::string& axis,
+                              const char* verb) {
+  bool touched = false;
+  for (const auto* w : stmts) {
+    if (!w->touches(axis)) continue;
+    touched = true;
+    const RoleSource& r = w->roles.at(axis);
+    if (r.role == AxisRole::reduced)
+      return std::string("cannot ") + verb + " '" + axis + "': it is reduced by " + std::string(op_name(r.op)) + " in '" +
+             w->statement->name + "'; a group partition needs an axis every fused operation is woven over (stream it instead)";
+    if (r.role == AxisRole::normalised)
+      return std::string("cannot ") + verb + " '" + axis + "': " + std::string(op_name(r.op)) + " in '" +
+             w->statement->name + "' couples the elements along it; a group partition needs an axis every fused operation is woven over";
+  }
+  if (!touched) return std::string("cannot ") + verb + " '" + axis + "': no fused statement has this axis";
+  return {};
+}
+
+std::set<std::string> escaping_arrays(const Diagram& d, const std::vector<const StatementWeave*>& mine,
+                                      const std::vector<StatementWeave>& all) {
+  std::set<std::string> names, out;
+  for (const auto* w : mine) names.insert(w->statement->name);
+  for (const auto& w : all)
+    if (!names.count(w.statement->name))
+      for (const auto& r : w.reads)
+        if (names.count(r)) out.insert(r);
+  for (const auto* o : d.outputs())
+    if (names.count(o->name)) out.insert(o->name);
+  return out;
+}
+
+}  // namespace
+
+std::string kernel_illegal(const std::vector<const StatementWeave*>& stmts, const KernelPlan& k,
+                           const std::set<std::string>& escaping, std::vector<LemmaUse>* lemmas) {
+  for (const auto& dir : k.directives) {
+    if (dir.kind == Directive::Kind::group || dir.kind == Directive::Kind::weave)
+      for (const auto& a : dir.names)
+        if (auto why = partition_problem(stmts, a, dir.kind == Directive::Kind::group ? "group" : "weave"); !why.empty())
+          return why;
+  }
+  if (auto st = k.stream()) {
+    bool touched = false;
+    for (const auto* w : stmts) touched |= w->touches(st->first);
+    if (!touched) return "cannot stream '" + st->first + "': no fused statement has this axis";
+    if (k.group(st->first)) return "cannot stream '" + st->first + "': it is also grouped";
+    StreamVerdict v = streamable(stmts, st->first, escaping, k.stream_passes());
+    if (!v.ok) return v.why;
+    if (lemmas) *lemmas = v.uses;
+  }
+  return {};
+}
+
+std::optional<CheckedSchedule> check_schedule(const Program& p, const Diagram& d, const Schedule& s,
+                                              const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt,
+                                              DiagnosticEngine& diags) {
+  int before = diags.error_count();
+  if (s.diagram != d.name) {
+    diags.error(s.loc, "schedule '" + s.name + "' is for diagram '" + s.diagram + "', not '" + d.name + "'");
+    return std::nullopt;
+  }
+  auto weave = weave_analysis(p, d);
+  std::map<std::string, const StatementWeave*> by_name;
+  for (const auto& w : weave) by_name[w.statement->name] = &w;
+  std::map<std::string, std::size_t> kernel_of;
+  for (std::size_t k = 0; k < s.kernels.size(); ++k)
+    for (const auto& dir : s.kernels[k].directives) {
+      if (dir.kind != Directive::Kind::fuse) continue;
+      for (std::size_t i = 0; i < dir.names.size(); ++i) {
+        const std::string& n = dir.names[i];
+        if (!by_name.count(n)) {
+          diags.error(dir.name_locs[i], "diagram '" + d.name + "' has no statement '" + n + "'" +
+                                            (d.find_input(n) ? " (it is an input: inputs are not computed)" : ""));
+          continue;
+        }
+        if (auto [it, fresh] = kernel_of.emplace(n, k); !fresh)
+          diags.error(dir.name_locs[i], "'" + n + "' is already in kernel '" + s.kernels[it->second].name + "'");
+      }
+    }
+  for (const auto& w : weave)
+    if (!kernel_of.count(w.statement->name))
+      diags.error(s.loc, "statement '" + w.statement->name + "' is in no kernel; add it to a 'fuse' line");
+  if (diags.error_count() != before) return std::nullopt;
+
+  CheckedSchedule out;
+  for (std::size_t k = 0; k < s.kernels.size(); ++k) {
+    const KernelPlan& plan = s.kernels[k];
+    std::vector<const StatementWeave*> mine;
+    for (const auto& w : weave)
+      if (kernel_of[w.statement->name] == k) mine.push_back(&w);
+    if (mine.empty()) {
+      diags.error(plan.loc, "kernel '" + plan.name + "' fuses no statement");
+      continue;
+    }
+    for (const auto* w : mine)
+      for (const auto& r : w->reads)
+        if (kernel_of.count(r) && kernel_of[r] > k) {
+          const Directive* f = plan.find(Directive::Kind::fuse, w->statement->name);
+          diags.error(f ? f->loc : plan.loc, "kernel '" + plan.name + "' computes '" + w->statement->name + "', which reads '" + r +
+                                                "', produced by the later kernel '" + s.kernels[kernel_of[r]].name +
+                                                "'; kernels run in order and a fused set must not depend on itself through another kernel");
+        }
+    bool has_call = false;
+    for (const auto* w : mine) has_call |= w->has_call;
+    if (has_call && (mine.size() > 1 || plan.directives.size() > 1)) {
+      diags.error(plan.loc, "kernel '" + plan.name + "' holds a call of another diagram: a call is scheduled by its own diagram's "
+                            "derivation; give it a kernel of its own with only 'fuse'");
+      continue;
+    }
+    auto escaping = escaping_arrays(d, mine, weave);
+    for (const auto& dir : plan.directives) {
+      if (dir.kind == Directive::Kind::fuse) continue;
+      KernelPlan one;
+      one.directives = {dir};
+      std::vector<LemmaUse> uses;
+      if (auto why = kernel_illegal(mine, one, escaping, &uses); !why.empty()) diags.error(dir.loc, why);
+      if (dir.kind == Directive::Kind::warps && (dir.size > 32)) diags.error(dir.loc, "at most 32 warps per thread block");
+    }
+    std::vector<LemmaUse> uses;
+    std::string why = kernel_illegal(mine, plan, escaping, &uses);
+    if (!why.empty()) continue;  // reported above, at its directive
+    if (plan.find(Directive::Kind::stream) && std::count_if(plan.directives.begin(), plan.directives.end(), [](const Directive& x) {
+          return x.kind == Directive::Kind::stream;
+        }) > 1)
+      diags.error(plan.directives.back().loc, "one stream partition per kernel");
+    out.lemmas.push_back(uses);
+  }
+  if (diags.error_count() != before) return std::nullopt;
+
+  out.cost = cost_schedule(p, d, s, sizes, hw, opt);
+  for (std::size_t k = 0; k < s.kernels.size(); ++k)
+    for (const auto& problem : out.cost.kernels[k].problems)
+      diags.error(s.kernels[k].loc, "kernel '" + s.kernels[k].name + "': " + problem);
+  if (diags.error_count() != before) return std::nullopt;
+  return out;
+}
+
+}  // namespace napkin

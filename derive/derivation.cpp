@@ -1,0 +1,139 @@
+#include "derive/derivation.hpp"
+
+#include <cmath>
+#include <cstdio>
+
+#include "derive/registry.hpp"
+#include "diagrams/graph_view.hpp"
+
+namespace napkin {
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KB", "MB", "GB", "TB"};
+  int u = 0;
+  while (std::fabs(b) >= 1000 && u < 4) b /= 1000, ++u;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.3g %s", b, units[u]);
+  return buf;
+}
+
+IoLowerBound io_lower_bound(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw,
+                            const ModelOptions& opt) {
+  IoLowerBound lb;
+  auto elements = [&](const AxisList& axes) { return static_cast<double>(product(sizes, axes)); };
+  for (const auto* in : d.inputs()) lb.hbm_bytes += elements(in->axes) * dtype_bits(storage_dtype(d, in->name, opt)) / 8.0;
+  for (const auto* o : d.outputs())
+    if (const auto* ax = d.array_axes(o->name)) lb.hbm_bytes += elements(*ax) * dtype_bits(storage_dtype(d, o->name, opt)) / 8.0;
+  DType compute = opt.dtype ? *opt.dtype : (d.inputs().empty() ? DType::fp32 : d.inputs().front()->dtype);
+  double bytes = dtype_bits(compute) / 8.0;
+  double m = (opt.two_level ? opt.two_level_capacity_bytes : hw.smem_max_per_block_bytes) / bytes;
+  Typer typer(d, p.diagrams, nullptr);
+  double best = 0;
+  for (const auto* s : d.statements())
+    walk(*s->expr, [&](const Expr& n) {
+      if (n.kind != Expr::Kind::apply || n.op != Op::contract || n.args.size() != 2 || n.axes.empty()) return;
+      // Only contractions of the diagram's inputs: an intermediate operand (P in attention) may
+      // never exist in memory, and a bound on reading it would not bound the diagram.
+      for (const auto& arg : n.args)
+        if (arg->kind != Expr::Kind::ref || !d.find_input(arg->name)) return;
+      auto a = typer.axes_of(*n.args[0]), b = typer.axes_of(*n.args[1]);
+      if (!a || !b) return;
+      double rows = 1, cols = 1, batch = 1, depth = elements(n.axes);
+      for (const auto& x : *a)
+        if (!contains(n.axes, x)) (contains(*b, x) ? batch : rows) *= static_cast<double>(sizes.at(x));
+      for (const auto& x : *b)
+        if (!contains(n.axes, x) && !contains(*a, x)) cols *= static_cast<double>(sizes.at(x));
+      // Deep contractions (k^2 >= M): 2abk/sqrt(M) (Hong & Kung; Smith et al. 2019). Shallow ones,
+      // where full-depth tiles fit: a b k^2 / M (the regime of Saha & Ye 2024 for attention, M >= d^2).
+      double term = depth * depth >= m ? 2 * batch * rows * cols * depth / std::sqrt(m) : batch * rows * cols * depth * depth / m;
+      if (term * bytes > best) {
+        best = term * bytes;
+        lb.formula = depth * depth >= m ? "2·batch·a·b·k/sqrt(M) for contract over " + n.axes.front() + " in " + s->name
+                                        : "batch·a·b·k²/M for contract over " + n.axes.front() + " in " + s->name;
+      }
+    });
+  lb.smem_bytes = std::max(best, lb.hbm_bytes);
+  if (best < lb.hbm_bytes) lb.formula = "compulsory: every input read once, every output written once";
+  return lb;
+}
+
+namespace {
+
+/** A call kernel costs what its callee's derivation costs, once per woven index. */
+void add_callees(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt,
+                 const SearchOptions& so, SearchResult& r, Derivation* keep) {
+  Typer typer(d, p.diagrams, nullptr);
+  r.cost.t_total = r.cost.hbm_bytes = r.cost.l2_to_smem_bytes = r.cost.flops = 0;
+  for (auto& kc : r.kernels) {
+    const auto fused = kc.plan.fused();
+    const Statement* s = d.find_statement(fused.front());
+    const Expr* call = nullptr;
+    walk(*s->expr, [&](const Expr& n) {
+      if (!call && n.kind == Expr::Kind::apply && n.op == Op::call) call = &n;
+    });
+    if (call) {
+      std::vector<AxisList> args;
+      for (const auto& a : call->args) args.push_back(*typer.axes_of(*a));
+      CallShape shape = *typer.call_shape(*call, args);
+      SizeMap bound;
+      for (const auto& [ca, cr] : shape.bind) bound[ca] = sizes.at(cr);
+      DiagnosticEngine diags;
+      SizeMap inner = *resolve_sizes(*shape.callee, bound, diags);
+      auto sub = std::make_unique<Derivation>(derive(p, *shape.callee, inner, hw, opt, so));
+      double woven = static_cast<double>(product(sizes, shape.woven));
+      kc.cost.t_total = (sub->chosen.cost.t_total - 0) * woven;
+      kc.cost.hbm_bytes = sub->chosen.cost.hbm_bytes * woven;
+      kc.cost.l2_to_smem_bytes = sub->chosen.cost.l2_to_smem_bytes * woven;
+      kc.cost.flops_tensor = sub->chosen.cost.flops * woven;
+      kc.cost.flops_fp32 = 0;
+      kc.cost.bound = "as derived for " + shape.callee->name;
+      if (keep) keep->callees.emplace_back(s->name, std::move(sub));
+    }
+    r.cost.t_total += kc.cost.t_total;
+    r.cost.hbm_bytes += kc.cost.hbm_bytes;
+    r.cost.l2_to_smem_bytes += kc.cost.l2_to_smem_bytes;
+    r.cost.flops += kc.cost.flops_tensor + kc.cost.flops_fp32;
+  }
+  r.cost.kernels.clear();
+  for (const auto& kc : r.kernels) r.cost.kernels.push_back(kc.cost);
+}
+
+}  // namespace
+
+Derivation derive(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt,
+                  const SearchOptions& so) {
+  Derivation out;
+  out.chosen = search_schedule(p, d, sizes, hw, opt, so);
+  SearchOptions unfused_opts = so;
+  unfused_opts.allow_fusion = false;
+  out.unfused = search_schedule(p, d, sizes, hw, opt, unfused_opts);
+  add_callees(p, d, sizes, hw, opt, so, out.chosen, &out);
+  add_callees(p, d, sizes, hw, opt, so, out.unfused, nullptr);
+  auto weave = weave_analysis(p, d);
+  PassContext ctx{p, d, sizes, hw, opt, weave, out.chosen, out.unfused};
+  for (const auto& pass : pass_registry()) {
+    if (!pass.per_kernel) {
+      auto steps = pass.run(ctx, 0);
+      out.steps.insert(out.steps.end(), steps.begin(), steps.end());
+    }
+  }
+  for (std::size_t k = 0; k < out.chosen.kernels.size(); ++k) {
+    const Statement* s = d.find_statement(out.chosen.kernels[k].plan.fused().front());
+    bool call = false;
+    walk(*s->expr, [&](const Expr& n) { call |= n.kind == Expr::Kind::apply && n.op == Op::call; });
+    if (call) {
+      out.steps.push_back({"derive-fusion", out.chosen.kernels[k].plan.name, "call " + s->name,
+                           "composition: the callee is derived on its own", "see its derivation below"});
+      continue;
+    }
+    for (const auto& pass : pass_registry())
+      if (pass.per_kernel) {
+        auto steps = pass.run(ctx, k);
+        out.steps.insert(out.steps.end(), steps.begin(), steps.end());
+      }
+  }
+  out.bound = io_lower_bound(p, d, sizes, hw, opt);
+  return out;
+}
+
+}  // namespace napkin

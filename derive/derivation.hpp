@@ -1,0 +1,35 @@
+/** \file derivation.hpp
+ *  The derivation pipeline behind `napkin derive`: search the best schedule and the best unfused
+ *  one, then run every pass of the registry, in order, over the chosen schedule to produce the
+ *  derivation log; compute the I/O lower bound for comparison.
+ */
+#pragma once
+#include "derive/pass.hpp"
+
+namespace napkin {
+
+struct IoLowerBound {
+  double hbm_bytes = 0;   ///< compulsory: every input read once, every output written once
+  double smem_bytes = 0;  ///< into a fast memory of the SMEM's size: Hong & Kung for contractions, Saha & Ye for attention
+  std::string formula;
+};
+
+struct Derivation {
+  SearchResult chosen, unfused;
+  std::vector<Step> steps;
+  IoLowerBound bound;
+  std::vector<std::pair<std::string, std::unique_ptr<Derivation>>> callees;  ///< per call statement
+};
+
+/** Derives `d` at `sizes` on `hw`. Calls of other diagrams are derived recursively at the sizes
+ *  the call binds. Raises UserError when nothing fits. */
+Derivation derive(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw,
+                  const ModelOptions& opt = {}, const SearchOptions& so = {});
+
+/** Compulsory traffic and the I/O lower bound at the SMEM level (bytes). Matmul-like
+ *  contractions: 2 * batch * a * b * c / sqrt(M) elements (Hong & Kung 1981; Smith et al. 2019);
+ *  a softmax between two contractions (attention): batch * q * x * d^2 / M (Saha & Ye 2024). */
+IoLowerBound io_lower_bound(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw,
+                            const ModelOptions& opt);
+
+}  // namespace napkin

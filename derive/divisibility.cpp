@@ -1,0 +1,54 @@
+#include "derive/divisibility.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+#include "diagrams/graph_view.hpp"
+
+namespace napkin {
+
+std::map<std::string, Divisibility> divisibility(const Program& p, const Diagram& d,
+                                                 const std::vector<const StatementWeave*>& stmts,
+                                                 const std::vector<std::string>& hbm_arrays, const Hardware& hw,
+                                                 const ModelOptions& opt, int warps, const std::string& warp_axis) {
+  std::map<std::string, Divisibility> out;
+  auto need = [&](const std::string& axis, std::int64_t k, std::string why) {
+    if (k <= 1) return;
+    Divisibility& dv = out[axis];
+    if (std::find(dv.reasons.begin(), dv.reasons.end(), why) != dv.reasons.end()) return;
+    dv.lcm = std::lcm(dv.lcm, k);
+    dv.reasons.push_back(std::move(why));
+  };
+  // Coalescing of the arrays that cross HBM.
+  for (const auto& a : hbm_arrays) {
+    const auto* axes = d.array_axes(a);
+    if (!axes || axes->empty()) continue;
+    double bytes = dtype_bits(storage_dtype(d, a, opt)) / 8.0;
+    auto k = static_cast<std::int64_t>(128 / bytes);
+    need(axes->back(), k, "128-byte coalesced segments of " + a + " (" + std::to_string(k) + " elements)");
+  }
+  // Tensor-core shapes.
+  DType compute = opt.dtype ? *opt.dtype : (d.inputs().empty() ? DType::fp32 : d.inputs().front()->dtype);
+  const MmaShape* mma = hw.warp_mma(compute);
+  if (!mma) return out;
+  Typer typer(d, p.diagrams, nullptr);
+  for (const auto* w : stmts)
+    walk(*w->statement->expr, [&](const Expr& n) {
+      if (n.kind != Expr::Kind::apply || n.op != Op::contract || n.args.size() != 2 || n.axes.empty()) return;
+      auto a = typer.axes_of(*n.args[0]), b = typer.axes_of(*n.args[1]);
+      if (!a || !b || a->empty() || b->empty()) return;
+      std::string shape = "m" + std::to_string(mma->m) + "n" + std::to_string(mma->n) + "k" + std::to_string(mma->k);
+      for (const auto& x : *a)
+        if (!contains(*b, x) && !contains(n.axes, x)) {
+          bool split = x == warp_axis;
+          need(x, mma->m * (split ? warps : 1),
+               "MMA " + shape + " rows (m=" + std::to_string(mma->m) + (split ? " x " + std::to_string(warps) + " warps" : "") + ")");
+        }
+      for (const auto& x : *b)
+        if (!contains(*a, x) && !contains(n.axes, x)) need(x, mma->n, "MMA " + shape + " columns (n=" + std::to_string(mma->n) + ")");
+      for (const auto& x : n.axes) need(x, mma->k, "MMA " + shape + " depth (k=" + std::to_string(mma->k) + ")");
+    });
+  return out;
+}
+
+}  // namespace napkin

@@ -1,0 +1,43 @@
+// Pass derive-group-partition. Contract: for each `weave` and `group` directive of a kernel, checks
+// that every fused statement is woven over the axis (paper §2.3) and reports which inputs lack the
+// axis and are therefore re-read by every group along it (the source of the memory dependence of
+// the cost). Changes nothing.
+#include <algorithm>
+
+#include "derive/check_schedule.hpp"
+#include "derive/pass.hpp"
+
+namespace napkin {
+
+std::vector<Step> group_partition_pass(const PassContext& c, std::size_t k) {
+  const KernelChoice& kc = c.chosen.kernels.at(k);
+  std::vector<Step> out;
+  for (const auto& dir : kc.plan.directives) {
+    if (dir.kind != Directive::Kind::weave && dir.kind != Directive::Kind::group) continue;
+    for (const auto& axis : dir.names) {
+      const AxisPlan& ap = kc.cost.axes.at(axis);
+      std::vector<std::string> users, rereaders;
+      for (const auto& s : kc.plan.fused())
+        for (const auto& w : c.weave)
+          if (w.statement->name == s && w.touches(axis)) users.push_back(s);
+      for (const auto& in : kc.cost.inputs) {
+        const auto& ax = *c.diagram.array_axes(in);
+        if (std::find(ax.begin(), ax.end(), axis) == ax.end()) rereaders.push_back(in);
+      }
+      auto list = [](const std::vector<std::string>& v) {
+        std::string s;
+        for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
+        return s;
+      };
+      std::string move = dir.kind == Directive::Kind::weave ? "weave " + axis : "group " + axis + " by " + std::to_string(dir.size);
+      std::string detail = std::to_string(ap.count) + " groups of " + std::to_string(ap.tile) + " along " + axis;
+      if (!rereaders.empty()) detail += "; " + list(rereaders) + " lack" + (rereaders.size() == 1 ? "s " : " ") + axis +
+                                        " and " + (rereaders.size() == 1 ? "is" : "are") + " re-read by each group";
+      out.push_back({"derive-group-partition", kc.plan.name, move,
+                     "group partition (paper §2.3): " + axis + " is woven by " + list(users), detail});
+    }
+  }
+  return out;
+}
+
+}  // namespace napkin

@@ -1,0 +1,27 @@
+// Pass derive-warp-recursion. Contract: splits a kernel's thread-block tile over its warps along
+// the first grouped axis (a group partition one level down, paper §2.3) and reports each warp's
+// rows and register tile. Changes nothing; a kernel without a grouped axis gives no step.
+#include <algorithm>
+
+#include "derive/pass.hpp"
+
+namespace napkin {
+
+std::vector<Step> warp_recursion_pass(const PassContext& c, std::size_t k) {
+  const KernelChoice& kc = c.chosen.kernels.at(k);
+  for (const auto* a : c.diagram.axes()) {
+    auto it = kc.cost.axes.find(a->name);
+    if (it == kc.cost.axes.end() || it->second.kind != AxisPlan::Kind::group || it->second.tile <= 1) continue;
+    int w = kc.plan.warps();
+    std::int64_t rows = (it->second.tile + w - 1) / w;
+    return {{"derive-warp-recursion", kc.plan.name, "warps " + std::to_string(w),
+             "group partition one level down (paper §2.3)",
+             "each of " + std::to_string(w) + " warps owns " + std::to_string(rows) + " of the " +
+                 std::to_string(it->second.tile) + " " + a->name + " rows of the tile; register tile " +
+                 human_bytes(kc.cost.register_bytes / w) + " per warp (" + std::to_string(kc.cost.registers_per_thread) +
+                 " registers per thread)"}};
+  }
+  return {};
+}
+
+}  // namespace napkin

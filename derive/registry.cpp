@@ -1,0 +1,26 @@
+#include "derive/registry.hpp"
+
+namespace napkin {
+
+const std::vector<PassInfo>& pass_registry() {
+  static const std::vector<PassInfo> table{
+      {"derive-weave-analysis", "which axes each operation is woven over, reduces or normalises",
+       "NCD weaving (paper §2.1)", weave_analysis_pass, false},
+      {"derive-fusion", "fuse statements into one kernel so intermediates never leave the SM",
+       "Fusion Theorem (paper App. A.1)", fusion_pass, true},
+      {"derive-group-partition", "tile woven axes over thread blocks (weave = group size 1)",
+       "group partition (paper §2.3)", group_partition_pass, true},
+      {"derive-stream-partition", "loop over a reduced or normalised axis in chunks with an accumulator",
+       "lemma library (paper §3): associative-sum, max-monoid, online-softmax, normalised-contraction, welford",
+       stream_partition_pass, true},
+      {"derive-level-assignment", "assign every array occurrence to HBM, SMEM or registers; check the fit",
+       "transfer cost and memory usage (paper §2.2)", level_assignment_pass, true},
+      {"derive-divisibility", "tile sizes as multiples of the LCM of coalescing and MMA shapes",
+       "paper §5.2; PTX ISA 9.7.14 (mma.sync shapes)", divisibility_pass, true},
+      {"derive-warp-recursion", "split the thread block's tile over warps, one level down",
+       "group partition at the next level (paper §2.3, recursion)", warp_recursion_pass, true},
+  };
+  return table;
+}
+
+}  // namespace napkin

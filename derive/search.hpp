@@ -1,0 +1,49 @@
+/** \file search.hpp
+ *  The search behind `napkin derive`: enumerates legal schedules (fusion choices; group and stream
+ *  sizes as multiples of the divisibility LCM; warps per block), scores each with the performance
+ *  model and keeps the best, deterministically (ties go to the earlier candidate in a fixed order).
+ *
+ *  Kernels are the connected, convex sets of statements (a call is always alone); each kernel's
+ *  best partition is found once; a dynamic program over the set of statements already computed
+ *  picks kernels in an executable order. Exhaustive up to 12 statements; beyond, candidate
+ *  kernels are limited to chains of at most 4 statements.
+ */
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "derive/check_schedule.hpp"
+
+namespace napkin {
+
+struct SearchOptions {
+  enum class Objective { time, transfers } objective = Objective::time;
+  /** Tile sizes as multiples of the hardware's divisibility LCM (coalescing, MMA shapes). Off for
+   *  the paper's hardware-free closed forms: sizes then range over a fine grid, refined locally. */
+  bool hardware_divisibility = true;
+  bool allow_fusion = true;
+};
+
+struct KernelChoice {
+  KernelPlan plan;
+  std::vector<LemmaUse> lemmas;
+  KernelCost cost;
+  double score = 0;
+};
+
+struct SearchResult {
+  Schedule schedule;
+  std::vector<KernelChoice> kernels;
+  ScheduleCost cost;
+  std::size_t candidates_scored = 0;
+};
+
+/** Best schedule for `d`. Raises UserError when no legal schedule fits the hardware. */
+SearchResult search_schedule(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw,
+                             const ModelOptions& opt, const SearchOptions& so);
+
+/** The schedule's objective value: seconds, or bytes into the lower level. */
+double objective(const ScheduleCost& c, const SearchOptions& so);
+
+}  // namespace napkin

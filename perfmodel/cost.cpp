@@ -1,0 +1,463 @@
+#include "perfmodel/cost.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "diagrams/graph_view.hpp"
+
+namespace napkin {
+
+bool ScheduleCost::fits() const {
+  for (const auto& k : kernels)
+    if (!k.problems.empty()) return false;
+  return true;
+}
+
+DType storage_dtype(const Diagram& d, const std::string& array, const ModelOptions& opt) {
+  if (opt.dtype) return *opt.dtype;
+  if (const auto* in = d.find_input(array)) return in->dtype;
+  for (const auto* o : d.outputs())
+    if (o->name == array) return o->dtype;
+  if (const auto* s = d.find_statement(array); s && s->dtype) return *s->dtype;
+  auto outs = d.outputs();
+  return outs.empty() ? DType::fp32 : outs.front()->dtype;
+}
+
+namespace {
+
+double bytes_of(DType t) { return dtype_bits(t) / 8.0; }
+
+std::string join(const std::vector<std::string>& v, const char* sep) {
+  std::string s;
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + v[i];
+  return s;
+}
+
+class KernelModel {
+ public:
+  KernelModel(const Program& p, const Diagram& d, const std::vector<StatementWeave>& weave, const Schedule& s,
+              std::size_t k, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt)
+      : p_(p), d_(d), weave_(weave), s_(s), plan_(s.kernels.at(k)), sizes_(sizes), hw_(hw), opt_(opt) {}
+
+  KernelCost run() {
+    c_.name = plan_.name;
+    c_.warps = plan_.warps();
+    classify_arrays();
+    plan_axes();
+    causal_skip();
+    traffic();
+    residency();
+    flops();
+    timing();
+    return std::move(c_);
+  }
+
+ private:
+  // ------------------------------------------------------------------ arrays and axes
+  void classify_arrays() {
+    std::set<std::string> mine;
+    for (const auto& n : plan_.fused()) mine.insert(n);
+    std::set<std::string> read_outside;
+    NamedGraph g = dataflow_graph(d_);
+    auto topo = g.topological_order();
+    std::vector<const StatementWeave*> ordered;
+    for (auto v : topo.value_or(std::vector<std::size_t>{}))
+      for (const auto& w : weave_)
+        if (w.statement->name == g.names()[v]) ordered.push_back(&w);
+    for (const auto* wp : ordered) {
+      const StatementWeave& w = *wp;
+      if (mine.count(w.statement->name)) {
+        c_.statements.push_back(w.statement->name);
+        stmts_.push_back(&w);
+      } else {
+        read_outside.insert(w.reads.begin(), w.reads.end());
+      }
+    }
+    std::set<std::string> outs;
+    for (const auto* o : d_.outputs()) outs.insert(o->name);
+    for (const auto* w : stmts_) {
+      for (const auto& r : w->reads)
+        if (!mine.count(r) && std::find(c_.inputs.begin(), c_.inputs.end(), r) == c_.inputs.end()) c_.inputs.push_back(r);
+      const std::string& n = w->statement->name;
+      (outs.count(n) || read_outside.count(n) ? c_.outputs : c_.internal).push_back(n);
+    }
+  }
+
+  void plan_axes() {
+    std::set<std::string> touched;
+    for (const auto* w : stmts_)
+      for (const auto& [a, _] : w->roles) touched.insert(a);
+    auto stream = plan_.stream();
+    for (const auto* ad : d_.axes()) {
+      if (!touched.count(ad->name)) continue;
+      AxisPlan ap;
+      ap.extent = sizes_.at(ad->name);
+      ap.tile = ap.extent;
+      if (auto g = plan_.group(ad->name)) {
+        ap.kind = AxisPlan::Kind::group;
+        ap.tile = std::min(*g, ap.extent);
+        ap.count = (ap.extent + *g - 1) / *g;
+      } else if (stream && stream->first == ad->name) {
+        ap.kind = AxisPlan::Kind::stream;
+        ap.tile = std::min(stream->second, ap.extent);
+        ap.count = (ap.extent + stream->second - 1) / stream->second;
+      }
+      c_.axes[ad->name] = ap;
+      order_.push_back(ad->name);
+    }
+    c_.blocks = 1;
+    for (const auto& [a, ap] : c_.axes)
+      if (ap.kind == AxisPlan::Kind::group) c_.blocks *= ap.count;
+    for (const auto& a : order_)
+      if (c_.axes[a].kind == AxisPlan::Kind::group && c_.axes[a].tile > 1) {
+        warp_axis_ = a;
+        break;
+      }
+  }
+
+  bool grouped(const std::string& a) const {
+    auto it = c_.axes.find(a);
+    return it != c_.axes.end() && it->second.kind == AxisPlan::Kind::group;
+  }
+  const AxisList& axes_of(const std::string& array) const { return *d_.array_axes(array); }
+  double elements(const AxisList& axes) const {
+    double n = 1;
+    for (const auto& a : axes) n *= static_cast<double>(sizes_.at(a));
+    return n;
+  }
+  double tile(const AxisList& axes) const {
+    double n = 1;
+    for (const auto& a : axes) {
+      auto it = c_.axes.find(a);
+      n *= static_cast<double>(it == c_.axes.end() ? sizes_.at(a) : it->second.tile);
+    }
+    return n;
+  }
+  std::string symbol(const std::string& a) const {
+    const AxisPlan& ap = c_.axes.at(a);
+    return ap.tile == 1 ? a : a + "/g_" + a;
+  }
+
+  // ------------------------------------------------------------------ causal tile skipping
+  /** A causal(q, x) mask feeding a softmax along x, with q grouped and x streamed or grouped:
+   *  tiles where every x > every q are skipped (their probabilities are 0). */
+  void causal_skip() {
+    for (const auto* w : stmts_)
+      for (const Expr* m : w->causal_masks) {
+        const std::string &qa = m->axes[0], &xa = m->axes[1];
+        bool softmax_along_x = false;
+        for (const auto* v : stmts_) {
+          auto it = v->roles.find(xa);
+          softmax_along_x |= it != v->roles.end() && it->second.role == AxisRole::normalised && it->second.op == Op::softmax;
+        }
+        if (!softmax_along_x || !grouped(qa) || !c_.axes.count(xa) || c_.axes[xa].kind == AxisPlan::Kind::whole) continue;
+        const AxisPlan &q = c_.axes[qa], &x = c_.axes[xa];
+        double active = 0;
+        for (std::int64_t i = 0; i < q.count; ++i) {
+          std::int64_t q_hi = std::min((i + 1) * q.tile, q.extent) - 1;
+          active += static_cast<double>(std::min(x.count, q_hi / x.tile + 1));
+        }
+        c_.causal_active_fraction = active / static_cast<double>(q.count * x.count);
+        causal_q_ = qa;
+        causal_x_ = xa;
+      }
+  }
+  double causal_factor(const AxisList& axes) const {
+    if (causal_x_.empty()) return 1;
+    bool has_x = std::find(axes.begin(), axes.end(), causal_x_) != axes.end();
+    bool has_q = std::find(axes.begin(), axes.end(), causal_q_) != axes.end();
+    return has_x && !has_q ? c_.causal_active_fraction : 1;
+  }
+
+  // ------------------------------------------------------------------ transfers
+  void traffic() {
+    std::map<std::string, int> terms;
+    auto add = [&](const std::string& array, bool load) {
+      const AxisList& ax = axes_of(array);
+      DType dt = storage_dtype(d_, array, opt_);
+      double reuse = 1;
+      std::vector<std::string> sym(ax.begin(), ax.end());
+      for (const auto& a : order_)
+        if (grouped(a) && std::find(ax.begin(), ax.end(), a) == ax.end()) {
+          reuse *= static_cast<double>(c_.axes[a].count);
+          sym.push_back(symbol(a));
+        }
+      if (load) reuse *= causal_factor(ax);
+      if (load && plan_.stream_passes() == 2 && std::find(ax.begin(), ax.end(), plan_.stream()->first) != ax.end()) {
+        reuse *= 2;  // a two-pass stream reads its input again in the second pass
+        sym.push_back("2");
+      }
+      Transfer t;
+      t.array = array;
+      t.from = load ? MemLevel::hbm : MemLevel::reg;
+      t.to = load ? MemLevel::smem : MemLevel::hbm;
+      t.reuse = reuse;
+      t.bytes = elements(ax) * bytes_of(dt) * reuse;
+      t.symbolic = sym.empty() ? "1" : join(sym, "·");
+      ++terms[t.symbolic];
+      c_.transfers.push_back(t);
+      c_.l2_to_smem_bytes += t.bytes;
+      c_.hbm_bytes += elements(ax) * bytes_of(dt);
+    };
+    for (const auto& a : c_.inputs) add(a, true);
+    for (const auto& a : c_.outputs) add(a, false);
+    std::vector<std::string> parts;
+    for (const auto& [term, n] : terms) parts.push_back(n > 1 ? std::to_string(n) + "·" + term : term);
+    c_.smem_symbolic = join(parts, " + ");
+  }
+
+  // ------------------------------------------------------------------ residency and occupancy
+  void residency() {
+    auto stream = plan_.stream();
+    int stages = opt_.two_level ? 1 : std::max(1, opt_.pipeline_stages);
+    for (const auto& a : c_.inputs) {
+      const AxisList& ax = axes_of(a);
+      bool streamed = stream && std::find(ax.begin(), ax.end(), stream->first) != ax.end();
+      c_.smem_resident_bytes += tile(ax) * bytes_of(storage_dtype(d_, a, opt_)) * (streamed ? stages : 1);
+      c_.level[a] = MemLevel::smem;
+    }
+    double outputs_bytes = 0;
+    for (const auto& a : c_.outputs) {
+      outputs_bytes += tile(axes_of(a)) * 4;
+      c_.level[a] = MemLevel::reg;
+    }
+    std::set<std::string> in_regs(c_.internal.begin(), c_.internal.end());
+    for (const auto& a : c_.internal) c_.level[a] = MemLevel::reg;
+    c_.register_bytes = outputs_bytes + live_peak(in_regs);
+    if (stream)  // lemma state: one running value per row of each normalisation along the stream
+      for (const auto* w : stmts_) {
+        auto it = w->roles.find(stream->first);
+        if (it == w->roles.end() || it->second.role != AxisRole::normalised) continue;
+        AxisList rows;
+        for (const auto& a : w->statement->axes)
+          if (a != stream->first) rows.push_back(a);
+        c_.register_bytes += tile(rows) * 8;
+      }
+    int threads = c_.warps * 32;
+    if (opt_.two_level) {
+      c_.smem_resident_bytes += c_.register_bytes;
+      c_.register_bytes = 0;
+      if (c_.smem_resident_bytes > opt_.two_level_capacity_bytes)
+        c_.problems.push_back(over("the lower level", c_.smem_resident_bytes, opt_.two_level_capacity_bytes));
+      c_.blocks_per_sm = 1;
+      c_.warps_per_sm = c_.warps;
+      return;
+    }
+    auto regs = [&] { return static_cast<int>(std::ceil(c_.register_bytes / 4 / threads)) + kBaseRegisters; };
+    std::vector<std::pair<double, std::string>> internal;
+    for (const auto& a : c_.internal) internal.emplace_back(tile(axes_of(a)) * 4, a);
+    std::sort(internal.rbegin(), internal.rend());
+    double state = c_.register_bytes - outputs_bytes - live_peak(in_regs);
+    for (const auto& [b, a] : internal) {  // the register file is full: the largest tiles go to SMEM
+      if (regs() <= hw_.max_registers_per_thread) break;
+      in_regs.erase(a);
+      c_.register_bytes = outputs_bytes + live_peak(in_regs) + state;
+      c_.smem_resident_bytes += b / 4 * bytes_of(storage_dtype(d_, a, opt_));
+      c_.level[a] = MemLevel::smem;
+    }
+    c_.registers_per_thread = regs();
+    if (threads > hw_.max_threads_per_block)
+      c_.problems.push_back(std::to_string(threads) + " threads per block exceed the limit of " +
+                            std::to_string(hw_.max_threads_per_block));
+    if (c_.registers_per_thread > hw_.max_registers_per_thread)
+      c_.problems.push_back("the register tiles need " + std::to_string(c_.registers_per_thread) +
+                            " registers per thread, over the limit of " + std::to_string(hw_.max_registers_per_thread) +
+                            " of " + hw_.name);
+    if (c_.smem_resident_bytes > hw_.smem_max_per_block_bytes)
+      c_.problems.push_back(over("SMEM", c_.smem_resident_bytes, hw_.smem_max_per_block_bytes));
+    int regs_rounded = (c_.registers_per_thread + 7) / 8 * 8;
+    int bps = hw_.max_blocks_per_sm;
+    if (c_.smem_resident_bytes > 0)
+      bps = std::min(bps, static_cast<int>(hw_.smem.capacity_bytes / (c_.smem_resident_bytes + kSmemReservedPerBlock)));
+    bps = std::min(bps, hw_.registers_per_sm / std::max(1, regs_rounded * threads));
+    bps = std::min(bps, hw_.max_warps_per_sm / c_.warps);
+    c_.blocks_per_sm = std::max(0, bps);
+    c_.warps_per_sm = c_.blocks_per_sm * c_.warps;
+    if (c_.blocks_per_sm == 0 && c_.problems.empty()) c_.problems.push_back("no thread block fits on an SM");
+  }
+
+  /** Widest live column of the register-resident intermediates (paper §2.2: memory usage is the
+   *  largest total over columns): walking the statements in dataflow order, an intermediate is
+   *  live from its statement to its last reader. A statement that reduces nothing and reads an
+   *  intermediate of the same axes for the last time overwrites it in place (P = softmax(S)). */
+  double live_peak(const std::set<std::string>& in_regs) const {
+    std::map<std::string, std::size_t> last_use;
+    for (std::size_t i = 0; i < stmts_.size(); ++i)
+      for (const auto& r : stmts_[i]->reads) last_use[r] = i;
+    double live = 0, peak = 0;
+    std::set<std::string> alive;
+    for (std::size_t i = 0; i < stmts_.size(); ++i) {
+      const auto* w = stmts_[i];
+      const std::string& name = w->statement->name;
+      bool reduces = false;
+      for (const auto& [a, r] : w->roles) reduces |= r.role == AxisRole::reduced;
+      double mine = in_regs.count(name) ? tile(axes_of(name)) * 4 : 0;
+      bool in_place = false;
+      for (const auto& r : w->reads) {
+        if (!alive.count(r) || reduces || last_use[r] != i) continue;
+        AxisList x = axes_of(r), y = axes_of(name);
+        std::sort(x.begin(), x.end());
+        std::sort(y.begin(), y.end());
+        in_place |= x == y;
+      }
+      peak = std::max(peak, live + (in_place ? 0 : mine));
+      if (mine > 0) alive.insert(name), live += mine;
+      for (const auto& r : w->reads)
+        if (alive.count(r) && last_use[r] == i) alive.erase(r), live -= tile(axes_of(r)) * 4;
+      peak = std::max(peak, live);
+    }
+    return peak;
+  }
+
+  std::string over(const std::string& level, double need, double limit) const {
+    return "the resident set does not fit " + level + ": " + std::to_string(static_cast<long long>(need)) +
+           " bytes per thread block, " + std::to_string(static_cast<long long>(need - limit)) + " over the " +
+           std::to_string(static_cast<long long>(limit)) + "-byte limit" + (opt_.two_level ? "" : " of " + hw_.name);
+  }
+
+  // ------------------------------------------------------------------ FLOPs
+  void flops() {
+    DType compute = opt_.dtype ? *opt_.dtype : (d_.inputs().empty() ? DType::fp32 : d_.inputs().front()->dtype);
+    bool tensor = hw_.tensor_rate(compute).has_value() && compute != DType::fp32;
+    Typer typer(d_, p_.diagrams, nullptr);
+    for (const auto* w : stmts_) {
+      double redundancy = 1;  // recomputed by every group along grouped axes it lacks
+      AxisList touched;
+      for (const auto& [a, _] : w->roles) touched.push_back(a);
+      for (const auto& a : order_)
+        if (grouped(a) && !w->touches(a)) redundancy *= static_cast<double>(c_.axes[a].count);
+      double skip = causal_x_.empty() || !w->touches(causal_x_) ? 1 : c_.causal_active_fraction;
+      double passes = plan_.stream() && w->touches(plan_.stream()->first) ? plan_.stream_passes() : 1;
+      double scale = redundancy * skip * passes;
+      walk(*w->statement->expr, [&](const Expr& n) {
+        if (n.kind != Expr::Kind::apply || n.op == Op::call) return;
+        AxisList out = typer.axes_of(n).value_or(AxisList{});
+        std::vector<AxisList> args;
+        for (const auto& a : n.args) args.push_back(typer.axes_of(*a).value_or(AxisList{}));
+        double e = elements(out) * scale;
+        switch (n.op) {
+          case Op::contract: {
+            double dom = elements(axis_union(args)) * scale;
+            std::size_t arrays = 0;
+            for (const auto& a : args) arrays += !a.empty();
+            if (arrays >= 2 && !n.axes.empty() && tensor) c_.flops_tensor += 2 * dom * static_cast<double>(arrays - 1);
+            else c_.flops_fp32 += dom * static_cast<double>(std::max<std::size_t>(1, arrays));
+            break;
+          }
+          case Op::sum: case Op::max: case Op::mean: c_.flops_fp32 += elements(args[0]) * scale; break;
+          case Op::softmax: c_.sfu_ops += e, c_.flops_fp32 += 4 * e; break;
+          case Op::layernorm: case Op::rmsnorm: c_.flops_fp32 += 6 * e, c_.sfu_ops += e / static_cast<double>(sizes_.at(n.axes[0])); break;
+          case Op::exp: case Op::log: case Op::tanh: case Op::sigmoid: case Op::silu: case Op::rsqrt: case Op::sqrt:
+            c_.sfu_ops += e, c_.flops_fp32 += e;
+            break;
+          case Op::gelu: c_.sfu_ops += e, c_.flops_fp32 += 8 * e; break;
+          default: c_.flops_fp32 += e; break;  // + - * / neg mask causal cast
+        }
+      });
+    }
+    // Online normalisation rescales the accumulators at every stream step.
+    auto stream = plan_.stream();
+    if (stream)
+      for (const auto* w : stmts_) {
+        auto it = w->roles.find(stream->first);
+        if (it == w->roles.end() || it->second.role != AxisRole::normalised) continue;
+        for (const auto& o : c_.outputs) c_.flops_fp32 += elements(axes_of(o)) * static_cast<double>(c_.axes[stream->first].count) * c_.causal_active_fraction;
+      }
+  }
+
+  // ------------------------------------------------------------------ time
+  void timing() {
+    if (!opt_.two_level) {
+      for (const auto& t : c_.transfers)
+        if (t.to == MemLevel::smem) {
+          const AxisList& ax = axes_of(t.array);
+          bool split = !warp_axis_.empty() && std::find(ax.begin(), ax.end(), warp_axis_) != ax.end();
+          c_.smem_read_bytes += t.bytes * (split ? 1 : c_.warps);
+        }
+      misses();
+    }
+    double slots = static_cast<double>(hw_.sm_count) * std::max(1, c_.blocks_per_sm);
+    double waves = std::ceil(static_cast<double>(c_.blocks) / slots);
+    c_.wave_efficiency = static_cast<double>(c_.blocks) / (waves * slots);
+    double mem_util = std::min(1.0, static_cast<double>(c_.blocks) / hw_.sm_count);
+    DType compute = opt_.dtype ? *opt_.dtype : (d_.inputs().empty() ? DType::fp32 : d_.inputs().front()->dtype);
+    double tc = hw_.tensor_rate(compute).value_or(hw_.fp32_flops_per_s) * hw_.mma_sync_fraction;
+    c_.t_hbm = c_.hbm_bytes / hw_.hbm.bandwidth_bytes_per_s / mem_util;
+    c_.t_l2 = c_.l2_to_smem_bytes / hw_.l2.bandwidth_bytes_per_s / mem_util;
+    c_.t_smem = c_.smem_read_bytes / hw_.smem.bandwidth_bytes_per_s / c_.wave_efficiency;
+    c_.t_tensor = c_.flops_tensor / tc / c_.wave_efficiency;
+    c_.t_fp32 = c_.flops_fp32 / hw_.fp32_flops_per_s / c_.wave_efficiency;
+    c_.t_sfu = c_.sfu_ops / hw_.sfu_ops_per_s / c_.wave_efficiency;
+    c_.t_launch = hw_.launch_overhead_s;
+    double memory = std::max({c_.t_hbm, c_.t_l2, c_.t_smem});
+    double compute_t = c_.t_tensor + c_.t_fp32 + c_.t_sfu;
+    bool pipelined = hw_.cp_async && opt_.pipeline_stages >= 2;
+    c_.t_total = (pipelined ? std::max(memory, compute_t) : memory + compute_t) + c_.t_launch;
+    std::vector<std::pair<double, const char*>> terms{{c_.t_hbm, "HBM bandwidth"},   {c_.t_l2, "L2->SMEM bandwidth"},
+                                                      {c_.t_smem, "SMEM bandwidth"}, {c_.t_tensor, "tensor cores"},
+                                                      {c_.t_fp32, "FP32 units"},     {c_.t_sfu, "special-function units (exp)"}};
+    c_.bound = std::max_element(terms.begin(), terms.end())->second;
+    if (compute_t > memory && std::max({c_.t_tensor, c_.t_fp32, c_.t_sfu}) < 0.7 * compute_t) c_.bound = "compute (tensor + FP32 + SFU, not overlapped)";
+  }
+
+  /** Re-reads served by L2 unless the per-step working set of the blocks in flight exceeds it. */
+  void misses() {
+    double in_flight = std::min(static_cast<double>(c_.blocks), static_cast<double>(hw_.sm_count) * std::max(1, c_.blocks_per_sm));
+    double working = 0, reread = 0;
+    for (const auto& t : c_.transfers) {
+      if (t.to != MemLevel::smem || t.reuse <= 1) continue;
+      const AxisList& ax = axes_of(t.array);
+      double slices = 1;
+      for (const auto& a : ax)
+        if (grouped(a)) slices *= static_cast<double>(c_.axes.at(a).count);
+      double t_elems = tile(ax);
+      auto st = plan_.stream();
+      if (st && plan_.stream_passes() == 2 && std::find(ax.begin(), ax.end(), st->first) != ax.end())
+        t_elems *= static_cast<double>(c_.axes.at(st->first).count);  // pass 2 re-reads the whole row
+      working += t_elems * bytes_of(storage_dtype(d_, t.array, opt_)) * std::min(slices, in_flight);
+      reread += t.bytes - t.bytes / t.reuse;
+    }
+    if (working > hw_.l2.capacity_bytes) c_.hbm_bytes += reread * (1 - hw_.l2.capacity_bytes / working);
+  }
+
+  static constexpr int kBaseRegisters = 32;                 ///< indices, pointers, MMA fragments
+  static constexpr double kSmemReservedPerBlock = 1024;     ///< PG: 1 KB of SMEM reserved per block (cc 8.x, 9.0)
+
+  const Program& p_;
+  const Diagram& d_;
+  const std::vector<StatementWeave>& weave_;
+  const Schedule& s_;
+  const KernelPlan& plan_;
+  const SizeMap& sizes_;
+  const Hardware& hw_;
+  const ModelOptions& opt_;
+  KernelCost c_;
+  std::vector<const StatementWeave*> stmts_;
+  std::vector<std::string> order_;  ///< the kernel's axes in declaration order
+  std::string warp_axis_, causal_q_, causal_x_;
+};
+
+}  // namespace
+
+KernelCost cost_kernel(const Program& p, const Diagram& d, const std::vector<StatementWeave>& weave, const Schedule& s,
+                       std::size_t kernel, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt) {
+  return KernelModel(p, d, weave, s, kernel, sizes, hw, opt).run();
+}
+
+ScheduleCost cost_schedule(const Program& p, const Diagram& d, const Schedule& s, const SizeMap& sizes,
+                           const Hardware& hw, const ModelOptions& opt) {
+  auto weave = weave_analysis(p, d);
+  ScheduleCost sc;
+  for (std::size_t k = 0; k < s.kernels.size(); ++k) {
+    sc.kernels.push_back(cost_kernel(p, d, weave, s, k, sizes, hw, opt));
+    const auto& kc = sc.kernels.back();
+    sc.t_total += kc.t_total;
+    sc.hbm_bytes += kc.hbm_bytes;
+    sc.l2_to_smem_bytes += kc.l2_to_smem_bytes;
+    sc.flops += kc.flops_tensor + kc.flops_fp32;
+  }
+  return sc;
+}
+
+}  // namespace napkin

@@ -1,0 +1,102 @@
+/** \file cost.hpp
+ *  The IO performance model: the cost of a scheduled (relabelled) diagram on a hardware
+ *  description. Per kernel it gives bytes moved per level (symbolic and evaluated), bytes resident
+ *  per level, FLOPs per unit, occupancy, predicted time and the bound. Formulas (docs/cost-model.md):
+ *
+ *  - Transfers (paper §2.3, §3): a kernel input A moves |A| x prod(N_a / g_a) bytes into SMEM, the
+ *    product over the grouped axes a that A lacks (A is re-read by every group along them); an
+ *    output moves |A| once. Streaming does not change transfers; it bounds residency.
+ *  - HBM: each kernel input and output once (compulsory), plus the re-reads that miss L2: the
+ *    per-stream-step working set of the blocks in flight is compared with the L2 capacity.
+ *  - Residency per thread block: SMEM holds the input tiles (x stages for streamed ones);
+ *    registers hold output accumulators, intermediate tiles and lemma state in fp32; intermediates
+ *    move to SMEM when the register file is full.
+ *  - FLOPs: 2 per multiply-add of a contraction of two or more arrays (tensor core when the dtype
+ *    has one), 1 per element-wise operation (FP32), 1 special-function op per exp, log, tanh,
+ *    sigmoid, silu, gelu, rsqrt, sqrt and softmax element; fully masked causal tiles are skipped.
+ *  - Time: t = max(memory, compute) when streamed inputs are pipelined (cp.async, >= 2 stages),
+ *    memory = max(HBM, L2->SMEM, SMEM reads), compute = tensor + FP32 + SFU (one warp issues
+ *    all three: no overlap is assumed between them), each divided by the wave efficiency of the
+ *    grid; plus the launch overhead. The bound is the largest term.
+ */
+#pragma once
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "diagrams/program.hpp"
+#include "diagrams/schedule.hpp"
+#include "diagrams/sizes.hpp"
+#include "diagrams/weave.hpp"
+#include "perfmodel/hardware.hpp"
+
+namespace napkin {
+
+struct ModelOptions {
+  std::optional<DType> dtype;  ///< quantization: store every array in this dtype (compare --dtype)
+  /** The paper's two-level model (§2.2): one lower level of capacity `two_level_capacity_bytes`
+   *  holding every tile, accumulators included, one pipeline stage, no register file. */
+  bool two_level = false;
+  double two_level_capacity_bytes = 0;
+  int pipeline_stages = 2;     ///< cp.async stages for streamed inputs
+};
+
+/** How one axis is partitioned in a kernel. */
+struct AxisPlan {
+  enum class Kind { whole, group, stream } kind = Kind::whole;
+  std::int64_t extent = 1;  ///< N_a, elements
+  std::int64_t tile = 1;    ///< g_a, s_a, or N_a when whole
+  std::int64_t count = 1;   ///< groups ceil(N/g), or stream steps ceil(N/s); 1 when whole
+};
+
+/** One array's transfer between two levels in one kernel. */
+struct Transfer {
+  std::string array;
+  MemLevel from = MemLevel::hbm, to = MemLevel::smem;
+  double bytes = 0;        ///< evaluated, whole grid
+  double reuse = 1;        ///< times each element moves (re-reads across groups)
+  std::string symbolic;    ///< in elements, e.g. "b·h·x·d·q/g_q"
+};
+
+struct KernelCost {
+  std::string name;
+  std::vector<std::string> statements;
+  std::map<std::string, AxisPlan> axes;
+  std::vector<std::string> inputs, outputs, internal;
+  std::map<std::string, MemLevel> level;  ///< level of each array's occurrence inside the kernel
+  std::vector<Transfer> transfers;
+  double hbm_bytes = 0, l2_to_smem_bytes = 0, smem_read_bytes = 0;
+  std::string smem_symbolic;               ///< H at the SMEM level, elements, symbolic
+  double smem_resident_bytes = 0;          ///< per thread block
+  double register_bytes = 0;               ///< per thread block (fp32 accumulators, tiles, state)
+  int registers_per_thread = 0;
+  double flops_tensor = 0, flops_fp32 = 0, sfu_ops = 0;
+  double causal_active_fraction = 1;       ///< share of (q tile, x chunk) pairs not fully masked
+  std::int64_t blocks = 1;
+  int warps = 4, blocks_per_sm = 0, warps_per_sm = 0;
+  double wave_efficiency = 1;
+  double t_hbm = 0, t_l2 = 0, t_smem = 0, t_tensor = 0, t_fp32 = 0, t_sfu = 0, t_launch = 0, t_total = 0;
+  std::string bound;
+  std::vector<std::string> problems;       ///< why it does not fit (empty when it does)
+};
+
+struct ScheduleCost {
+  std::vector<KernelCost> kernels;
+  double t_total = 0, hbm_bytes = 0, l2_to_smem_bytes = 0, flops = 0;
+  bool fits() const;
+};
+
+/** Storage dtype of an array: its declared dtype, the override, or for undeclared intermediates
+ *  the dtype of the diagram's first output. */
+DType storage_dtype(const Diagram& d, const std::string& array, const ModelOptions& opt);
+
+/** Cost of `s` for `d` at `sizes` on `hw`. `s` must have passed check_schedule (derive/).
+ *  Call statements are costed here only for what surrounds the call: derive adds the callee. */
+ScheduleCost cost_schedule(const Program& p, const Diagram& d, const Schedule& s, const SizeMap& sizes,
+                           const Hardware& hw, const ModelOptions& opt = {});
+KernelCost cost_kernel(const Program& p, const Diagram& d, const std::vector<StatementWeave>& weave,
+                       const Schedule& s, std::size_t kernel, const SizeMap& sizes, const Hardware& hw,
+                       const ModelOptions& opt = {});
+
+}  // namespace napkin
