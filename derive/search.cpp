@@ -296,19 +296,28 @@ class Searcher {
       if (i == idx.size()) break;
     }
     if (so_.hardware_divisibility || best_here == kInf) return;
-    for (bool improved = true; improved;) {
-      improved = false;
-      for (std::size_t i = 0; i <= best_g.size(); ++i)
-        for (int delta : {-1, 1}) {
-          auto gg = best_g;
-          auto ss = best_s;
-          if (i < gg.size()) gg[i] = std::clamp<std::int64_t>(gg[i] + delta, 1, sizes_.at(groupable[i]));
-          else if (stream) ss = std::clamp<std::int64_t>(ss + delta, 1, sizes_.at(*stream) - 1);
-          else continue;
-          double v = evaluate(gg, ss);
-          if (v < best_here) best_here = v, best_g = gg, best_s = ss, improved = true;
+    // Without divisibility, refine by pattern search: every direction in {-1, 0, 1}^n (so that one
+    // tile can grow while another shrinks, along the capacity boundary), steps halving to 1.
+    std::vector<std::int64_t> x = best_g;
+    if (stream) x.push_back(best_s);
+    std::vector<std::int64_t> hi;
+    for (const auto& a : groupable) hi.push_back(sizes_.at(a));
+    if (stream) hi.push_back(sizes_.at(*stream) - 1);
+    std::size_t dims = x.size(), directions = 1;
+    for (std::size_t i = 0; i < dims; ++i) directions *= 3;
+    for (std::int64_t step = 32; step >= 1; step /= 2)
+      for (bool improved = true; improved;) {
+        improved = false;
+        for (std::size_t dir = 1; dir < directions; ++dir) {
+          auto y = x;
+          std::size_t code = dir;
+          for (std::size_t i = 0; i < dims; ++i, code /= 3)
+            y[i] = std::clamp<std::int64_t>(y[i] + (static_cast<std::int64_t>(code % 3) - 1) * step, 1, hi[i]);
+          std::vector<std::int64_t> gg(y.begin(), y.begin() + static_cast<std::ptrdiff_t>(best_g.size()));
+          double v = evaluate(gg, stream ? y.back() : 0);
+          if (v < best_here) best_here = v, x = y, improved = true;
         }
-    }
+      }
   }
 
   void name_kernels(SearchResult& r) {

@@ -219,7 +219,7 @@ class KernelModel {
     }
     double outputs_bytes = 0;
     for (const auto& a : c_.outputs) {
-      outputs_bytes += tile(axes_of(a)) * 4;
+      outputs_bytes += tile(axes_of(a)) * acc_bytes(a);
       c_.level[a] = MemLevel::reg;
     }
     std::set<std::string> in_regs(c_.internal.begin(), c_.internal.end());
@@ -232,7 +232,7 @@ class KernelModel {
         AxisList rows;
         for (const auto& a : w->statement->axes)
           if (a != stream->first) rows.push_back(a);
-        c_.register_bytes += tile(rows) * 8;
+        c_.register_bytes += tile(rows) * 2 * acc_bytes(w->statement->name);
       }
     int threads = c_.warps * 32;
     if (opt_.two_level) {
@@ -246,7 +246,7 @@ class KernelModel {
     }
     auto regs = [&] { return static_cast<int>(std::ceil(c_.register_bytes / 4 / threads)) + kBaseRegisters; };
     std::vector<std::pair<double, std::string>> internal;
-    for (const auto& a : c_.internal) internal.emplace_back(tile(axes_of(a)) * 4, a);
+    for (const auto& a : c_.internal) internal.emplace_back(tile(axes_of(a)) * acc_bytes(a), a);
     std::sort(internal.rbegin(), internal.rend());
     double state = c_.register_bytes - outputs_bytes - live_peak(in_regs);
     for (const auto& [b, a] : internal) {  // the register file is full: the largest tiles go to SMEM
@@ -277,6 +277,12 @@ class KernelModel {
     if (c_.blocks_per_sm == 0 && c_.problems.empty()) c_.problems.push_back("no thread block fits on an SM");
   }
 
+  /** Bytes per element of a register tile: fp32 accumulators on a GPU; in the paper's two-level
+   *  model every array of the lower level counts at its storage size (§2.2, §4.3). */
+  double acc_bytes(const std::string& array) const {
+    return opt_.two_level ? bytes_of(storage_dtype(d_, array, opt_)) : 4.0;
+  }
+
   /** Widest live column of the register-resident intermediates (paper §2.2: memory usage is the
    *  largest total over columns): walking the statements in dataflow order, an intermediate is
    *  live from its statement to its last reader. A statement that reduces nothing and reads an
@@ -292,7 +298,7 @@ class KernelModel {
       const std::string& name = w->statement->name;
       bool reduces = false;
       for (const auto& [a, r] : w->roles) reduces |= r.role == AxisRole::reduced;
-      double mine = in_regs.count(name) ? tile(axes_of(name)) * 4 : 0;
+      double mine = in_regs.count(name) ? tile(axes_of(name)) * acc_bytes(name) : 0;
       bool in_place = false;
       for (const auto& r : w->reads) {
         if (!alive.count(r) || reduces || last_use[r] != i) continue;
@@ -304,7 +310,7 @@ class KernelModel {
       peak = std::max(peak, live + (in_place ? 0 : mine));
       if (mine > 0) alive.insert(name), live += mine;
       for (const auto& r : w->reads)
-        if (alive.count(r) && last_use[r] == i) alive.erase(r), live -= tile(axes_of(r)) * 4;
+        if (alive.count(r) && last_use[r] == i) alive.erase(r), live -= tile(axes_of(r)) * acc_bytes(r);
       peak = std::max(peak, live);
     }
     return peak;

@@ -1,0 +1,127 @@
+// What derive must find on the bundled diagrams, and properties of its output.
+#include <catch2/catch.hpp>
+#include <filesystem>
+
+#include "derive/derivation.hpp"
+#include "diagrams/verify.hpp"
+#include "tests/support/run.hpp"
+
+using namespace napkin;
+using namespace napkin::test;
+
+namespace {
+struct Loaded {
+  std::unique_ptr<Program> p;
+  const Diagram* d = nullptr;
+  SizeMap sizes;
+};
+Loaded load(const std::string& file) {
+  DiagnosticEngine diags;
+  Loaded l;
+  l.p = load_program(std::string(NAPKIN_SOURCE_DIR) + "/diagrams/library/" + file, diags);
+  l.d = &l.p->select("");
+  REQUIRE(verify_program(*l.p, diags, l.d));
+  l.sizes = *resolve_sizes(*l.d, {}, diags);
+  return l;
+}
+bool has(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+}  // namespace
+
+TEST_CASE("derive finds FlashAttention on attention.napkin by itself", "[derive]") {
+  Loaded l = load("attention.napkin");
+  Hardware hw = load_hardware("h100");
+  Derivation dv = derive(*l.p, *l.d, l.sizes, hw);
+  REQUIRE(dv.chosen.kernels.size() == 1);  // one fused kernel
+  const KernelChoice& k = dv.chosen.kernels[0];
+  CHECK(k.plan.fused() == std::vector<std::string>{"S", "P", "O"});
+  CHECK(k.cost.axes.at("q").kind == AxisPlan::Kind::group);  // q grouped
+  REQUIRE(k.plan.stream());
+  CHECK(k.plan.stream()->first == "x");                      // x streamed ...
+  bool online = false;
+  for (const auto& u : k.lemmas) online |= u.lemma == "online-softmax";
+  CHECK(online);                                             // ... by the online-softmax lemma
+  CHECK(has(k.cost.internal, "S"));                          // S and P never in HBM
+  CHECK(has(k.cost.internal, "P"));
+  CHECK(k.cost.outputs == std::vector<std::string>{"O"});
+  CHECK(dv.chosen.cost.hbm_bytes < dv.unfused.cost.hbm_bytes / 10);
+  CHECK(dv.chosen.cost.t_total < dv.unfused.cost.t_total);
+  // Every pass of the registry speaks, each with its licence.
+  std::set<std::string> passes;
+  for (const auto& s : dv.steps) {
+    passes.insert(s.pass);
+    CHECK_FALSE(s.license.empty());
+  }
+  CHECK(passes.size() == 7);
+}
+
+TEST_CASE("the derived schedule prints, parses back and re-checks", "[derive][schedule]") {
+  Loaded l = load("attention.napkin");
+  Hardware hw = load_hardware("h100");
+  Derivation dv = derive(*l.p, *l.d, l.sizes, hw);
+  std::string text = print_schedule(dv.chosen.schedule);
+  SourceManager sm;
+  DiagnosticEngine diags;
+  auto s = parse_schedule(*sm.add("derived.schedule", text), diags);
+  REQUIRE(s);
+  CHECK(print_schedule(*s) == text);
+  auto checked = check_schedule(*l.p, *l.d, *s, l.sizes, hw, {}, diags);
+  INFO(diags.render());
+  REQUIRE(checked);
+  CHECK(checked->cost.t_total == Approx(dv.chosen.cost.t_total));
+  // Deterministic: the same derivation twice.
+  CHECK(print_schedule(derive(*l.p, *l.d, l.sizes, hw).chosen.schedule) == text);
+}
+
+TEST_CASE("causal attention skips fully masked tiles in its cost", "[derive]") {
+  Loaded plain = load("attention.napkin"), causal = load("causal_attention.napkin");
+  Hardware hw = load_hardware("h100");
+  Derivation a = derive(*plain.p, *plain.d, plain.sizes, hw), c = derive(*causal.p, *causal.d, causal.sizes, hw);
+  REQUIRE(c.chosen.kernels.size() == 1);
+  const KernelCost& k = c.chosen.kernels[0].cost;
+  // q tiles of g rows and x chunks of s: about half the pairs, plus the diagonal band.
+  CHECK(k.causal_active_fraction > 0.5);
+  CHECK(k.causal_active_fraction < 0.6);
+  CHECK(k.flops_tensor == Approx(a.chosen.kernels[0].cost.flops_tensor * k.causal_active_fraction).epsilon(0.3));
+  CHECK(c.chosen.cost.t_total < 0.65 * a.chosen.cost.t_total);
+}
+
+TEST_CASE("the SwiGLU MLP fuses gate, up and product, and says why", "[derive]") {
+  Loaded l = load("mlp_swiglu.napkin");
+  Hardware hw = load_hardware("h100");
+  Derivation dv = derive(*l.p, *l.d, l.sizes, hw);
+  bool gu_together = false;
+  for (const auto& k : dv.chosen.kernels) gu_together |= has(k.plan.fused(), "G") && has(k.plan.fused(), "U") && has(k.plan.fused(), "H");
+  CHECK(gu_together);
+  CHECK(dv.chosen.kernels.size() < dv.unfused.kernels.size());
+  CHECK(dv.chosen.cost.hbm_bytes < dv.unfused.cost.hbm_bytes);
+  bool explained = false;
+  for (const auto& s : dv.steps) explained |= s.pass == "derive-fusion" && s.detail.find("never leave") != std::string::npos;
+  CHECK(explained);
+}
+
+TEST_CASE("the transformer block derives each call on its own and fuses around them", "[derive]") {
+  Loaded l = load("transformer_block.napkin");
+  Hardware hw = load_hardware("h100");
+  Derivation dv = derive(*l.p, *l.d, l.sizes, hw);
+  CHECK(dv.callees.size() == 4);  // two rmsnorm_layer, gqa_attention, mlp_swiglu
+  for (const auto& [stmt, sub] : dv.callees) CHECK(sub->chosen.cost.t_total > 0);
+  double sum = 0;
+  for (const auto& k : dv.chosen.kernels) sum += k.cost.t_total;
+  CHECK(dv.chosen.cost.t_total == Approx(sum));
+  CHECK(dv.chosen.cost.t_total <= dv.unfused.cost.t_total);
+}
+
+TEST_CASE("every bundled diagram derives on every bundled GPU", "[derive]") {
+  for (const auto& file : library_files()) {
+    Loaded l = load(std::filesystem::path(file).filename().string());
+    for (const char* gpu : {"a100", "h100", "h200", "b200", "rtx4090"}) {
+      INFO(file << " on " << gpu);
+      Hardware hw = load_hardware(gpu);
+      Derivation dv = derive(*l.p, *l.d, l.sizes, hw);
+      CHECK(dv.chosen.cost.fits());
+      CHECK(dv.chosen.cost.t_total > 0);
+      CHECK(dv.chosen.cost.t_total <= dv.unfused.cost.t_total * (1 + 1e-9));
+      CHECK(dv.chosen.cost.hbm_bytes >= dv.bound.hbm_bytes * (1 - 1e-9));  // never below compulsory traffic
+    }
+  }
+}
