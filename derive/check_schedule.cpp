@@ -118,6 +118,7 @@ std::optional<CheckedSchedule> check_schedule(const Program& p, const Diagram& d
       continue;
     }
     auto escaping = escaping_arrays(d, mine, weave);
+    int kernel_errors = diags.error_count();
     for (const auto& dir : plan.directives) {
       if (dir.kind == Directive::Kind::fuse) continue;
       KernelPlan one;
@@ -128,7 +129,13 @@ std::optional<CheckedSchedule> check_schedule(const Program& p, const Diagram& d
     }
     std::vector<LemmaUse> uses;
     std::string why = kernel_illegal(mine, plan, escaping, &uses);
-    if (!why.empty()) continue;  // reported above, at its directive
+    if (!why.empty()) {
+      if (diags.error_count() == kernel_errors) {  // a rule about directives together (stream and group of one axis)
+        const Directive* st = plan.find(Directive::Kind::stream);
+        diags.error(st ? st->loc : plan.loc, why);
+      }
+      continue;
+    }
     if (plan.find(Directive::Kind::stream) && std::count_if(plan.directives.begin(), plan.directives.end(), [](const Directive& x) {
           return x.kind == Directive::Kind::stream;
         }) > 1)

@@ -93,8 +93,9 @@ StreamVerdict streamable(const std::vector<const StatementWeave*>& kernel, const
           break;
         }
         if (escaping.count(name))
-          return fail(w, opn + " is not streamable along " + axis + ": its output " + name + " is indexed by " + axis +
-                             " and leaves the kernel; stream it together with the contraction that consumes it, or in two passes (stream " + axis + " by N twice)");
+          return fail(w, opn + " is not streamable along " + axis + ": its output is indexed by " + axis +
+                             "; stream it together with the contraction that consumes it ('" + name +
+                             "' leaves the kernel), or in two passes (stream " + axis + " by N twice)");
         auto users = consumers(name);
         if (users.empty())
           return fail(w, opn + " is not streamable along " + axis + ": its output is indexed by " + axis +

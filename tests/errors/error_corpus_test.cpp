@@ -10,6 +10,7 @@
 // exit status is 1; nothing crashes (status 2 or a signal fails the test).
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <functional>
 #include <regex>
 #include <sstream>
 
@@ -55,15 +56,15 @@ std::vector<Expect> expectations(const fs::path& path, const std::string& rel) {
   return out;
 }
 
-}  // namespace
-
-TEST_CASE("every malformed file gets its located diagnostics and exit status 1", "[errors]") {
-  fs::path dir = fs::path(NAPKIN_SOURCE_DIR) / "tests" / "errors";
+/** Runs `command(path)` on every file of `dir` ending in `ext` and checks its diagnostics against
+ *  the expectations written in the file. */
+void check_corpus(const fs::path& dir, const std::string& ext, std::size_t at_least,
+                  const std::function<std::string(const fs::path&)>& command) {
   std::vector<fs::path> files;
   for (const auto& e : fs::directory_iterator(dir))
-    if (e.path().extension() == ".napkin") files.push_back(e.path());
+    if (e.path().extension() == ext) files.push_back(e.path());
   std::sort(files.begin(), files.end());
-  REQUIRE(files.size() >= 30);
+  REQUIRE(files.size() >= at_least);
 
   static const std::regex header(R"(^(.*):(\d+):(\d+): (error|warning): (.*)$)");
   for (const auto& path : files) {
@@ -71,7 +72,7 @@ TEST_CASE("every malformed file gets its located diagnostics and exit status 1",
     auto expects = expectations(path, rel);
     INFO(rel);
     REQUIRE_FALSE(expects.empty());
-    auto r = run_napkin("check " + path.string());
+    auto r = run_napkin(command(path));
     INFO(r.output);
     CHECK(r.status == 1);
     std::istringstream in(r.output);
@@ -99,4 +100,19 @@ TEST_CASE("every malformed file gets its located diagnostics and exit status 1",
       CHECK(x.seen);
     }
   }
+}
+
+}  // namespace
+
+TEST_CASE("every malformed diagram gets its located diagnostics and exit status 1", "[errors]") {
+  check_corpus(fs::path(NAPKIN_SOURCE_DIR) / "tests" / "errors", ".napkin", 30,
+               [](const fs::path& p) { return "check " + p.string(); });
+}
+
+TEST_CASE("every illegal schedule is a located error that names the reason", "[errors][schedule]") {
+  check_corpus(fs::path(NAPKIN_SOURCE_DIR) / "tests" / "errors" / "schedules", ".schedule", 15, [](const fs::path& p) {
+    std::string first = slurp(p.string()).substr(0, slurp(p.string()).find('\n'));
+    std::string diagram = (p.parent_path() / first.substr(first.find(':') + 2)).string();
+    return "derive " + diagram + " --hw h100 --schedule " + p.string();
+  });
 }
