@@ -17,6 +17,7 @@ const std::vector<Command>& commands() {
       {"eval", "Evaluate a diagram in fp64 on the CPU and write inputs and outputs as .npy", setup_eval},
       {"render", "Render a diagram as SVG (or DOT) through Graphviz", setup_render},
       {"derive", "Derive the best schedule by relabelling, with its cost per kernel and level", setup_derive},
+      {"emit", "Emit the derived schedule as pseudocode or a CPU loop nest", setup_emit},
       {"passes", "List the relabelling passes and the lemma library", setup_passes},
   };
   return table;

@@ -49,15 +49,33 @@ std::string kernel_illegal(const std::vector<const StatementWeave*>& stmts, cons
         if (auto why = partition_problem(stmts, a, dir.kind == Directive::Kind::group ? "group" : "weave"); !why.empty())
           return why;
   }
-  if (auto st = k.stream()) {
+  auto streams = k.streams();
+  std::vector<LemmaUse> all;
+  for (const auto& [axis, size] : streams) {
     bool touched = false;
-    for (const auto* w : stmts) touched |= w->touches(st->first);
-    if (!touched) return "cannot stream '" + st->first + "': no fused statement has this axis";
-    if (k.group(st->first)) return "cannot stream '" + st->first + "': it is also grouped";
-    StreamVerdict v = streamable(stmts, st->first, escaping, k.stream_passes());
+    for (const auto* w : stmts) touched |= w->touches(axis);
+    if (!touched) return "cannot stream '" + axis + "': no fused statement has this axis";
+    if (k.group(axis)) return "cannot stream '" + axis + "': it is also grouped";
+    StreamVerdict v = streamable(stmts, axis, escaping, k.stream_passes());
     if (!v.ok) return v.why;
-    if (lemmas) *lemmas = v.uses;
+    for (const auto& u : v.uses) {
+      if (streams.size() > 1 && u.lemma != "elementwise" && u.lemma != "associative-sum" && u.lemma != "max-monoid")
+        return "nested streams (over " + std::to_string(streams.size()) + " axes) fold only sums and maxima; '" + u.statement +
+               "' needs the " + u.lemma + " lemma: stream one axis";
+      if (std::none_of(all.begin(), all.end(), [&](const LemmaUse& x) { return x.statement == u.statement; })) all.push_back(u);
+    }
   }
+  if (streams.size() > 1 && k.stream_passes() == 2) return "a two-pass stream streams one axis";
+  if (streams.size() > 1)  // an accumulator spans whole chunks of every other streamed axis: none may be woven
+    for (const auto* w : stmts) {
+      std::string reduced, woven;
+      for (const auto& [axis, size] : streams)
+        if (w->touches(axis)) (w->role(axis) == AxisRole::reduced ? reduced : woven) = axis;
+      if (!reduced.empty() && !woven.empty())
+        return "nested streams: '" + w->statement->name + "' reduces " + reduced + " but is woven over " + woven +
+               ", also streamed; its accumulator would span every chunk of " + woven;
+    }
+  if (lemmas) *lemmas = all;
   return {};
 }
 
@@ -136,10 +154,6 @@ std::optional<CheckedSchedule> check_schedule(const Program& p, const Diagram& d
       }
       continue;
     }
-    if (plan.find(Directive::Kind::stream) && std::count_if(plan.directives.begin(), plan.directives.end(), [](const Directive& x) {
-          return x.kind == Directive::Kind::stream;
-        }) > 1)
-      diags.error(plan.directives.back().loc, "one stream partition per kernel");
     out.lemmas.push_back(uses);
   }
   if (diags.error_count() != before) return std::nullopt;

@@ -64,7 +64,11 @@ StreamVerdict streamable(const std::vector<const StatementWeave*>& kernel, const
   // loop, along the axis, would need a second pass.
   std::set<std::string> after_loop;
   for (const auto* w : kernel) {
-    if (!w->touches(axis)) continue;
+    if (!w->touches(axis)) {  // computed after the loop if it needs a loop result (post-composition)
+      for (const auto& in : w->reads)
+        if (after_loop.count(in)) after_loop.insert(w->statement->name);
+      continue;
+    }
     const RoleSource& r = w->roles.at(axis);
     const std::string& name = w->statement->name;
     for (const auto& in : w->reads)
@@ -79,7 +83,8 @@ StreamVerdict streamable(const std::vector<const StatementWeave*>& kernel, const
         std::string id = r.op == Op::max ? "max-monoid" : "associative-sum";
         for (const auto& in : w->reads) {  // a contraction fed by a normaliser takes the normaliser's lemma
           auto it = by_name.find(in);
-          if (it != by_name.end() && it->second->touches(axis) && it->second->roles.at(axis).role == AxisRole::normalised)
+          if (passes == 1 && it != by_name.end() && it->second->touches(axis) &&
+              it->second->roles.at(axis).role == AxisRole::normalised)
             id = normaliser_lemma(it->second->roles.at(axis).op);
         }
         v.uses.push_back({name, id});
@@ -105,7 +110,17 @@ StreamVerdict streamable(const std::vector<const StatementWeave*>& kernel, const
           if (ur.role != AxisRole::reduced || ur.op != Op::contract)
             return fail(w, opn + " is not streamable along " + axis + ": its output is indexed by " + axis + " and '" +
                                u->statement->name + "' does not contract it over " + axis +
-                               "; stream it together with the contraction that consumes it");
+                               "; stream it together with the contraction that consumes it, or in two passes (stream " + axis + " by N twice)");
+          // The running statistics are per row of the normaliser: the contraction must read it
+          // directly (it is linear in it) and keep its rows.
+          bool direct = false;
+          for (const auto& arg : ur.node->args) direct |= arg->kind == Expr::Kind::ref && arg->name == name;
+          for (const auto& a : w->statement->axes)
+            if (a != axis && u->touches(a) && u->role(a) == AxisRole::reduced) direct = false;
+          if (!direct)
+            return fail(w, opn + " is not streamable along " + axis + " in one pass: '" + u->statement->name +
+                               "' must contract " + name + " itself over " + axis + " only, keeping its other axes; stream it in two passes (stream " +
+                               axis + " by N twice)");
         }
         v.uses.push_back({name, normaliser_lemma(r.op)});
         break;

@@ -95,6 +95,8 @@ class Searcher {
     for (auto m : masks) kernel_best_[m] = best_plan(m);
   }
 
+  /** Connected through dataflow edges, or through a shared operand (horizontal fusion: Q, K and
+   *  V projections reading the same activations). */
   bool connected(std::uint64_t m) const {
     std::uint64_t seen = m & (~m + 1), frontier = seen;
     while (frontier) {
@@ -102,8 +104,12 @@ class Searcher {
       for (std::size_t i = 0; i < n_; ++i) {
         if (!(frontier & bit(i))) continue;
         next |= preds_[i] & m;
-        for (std::size_t j = 0; j < n_; ++j)
-          if ((m & bit(j)) && (preds_[j] & bit(i))) next |= bit(j);
+        for (std::size_t j = 0; j < n_; ++j) {
+          if (!(m & bit(j))) continue;
+          if (preds_[j] & bit(i)) next |= bit(j);
+          for (const auto& r : weave_[i].reads)
+            if (std::find(weave_[j].reads.begin(), weave_[j].reads.end(), r) != weave_[j].reads.end()) next |= bit(j);
+        }
       }
       frontier = next & ~seen;
       seen |= next;
@@ -160,10 +166,21 @@ class Searcher {
     best.score = kInf;
     best_traffic_ = kInf;
     bool call = stmts.size() == 1 && stmts[0]->has_call;
-    std::vector<std::pair<std::optional<std::string>, int>> streams{{std::nullopt, 1}};
+    std::vector<std::pair<std::vector<std::string>, int>> streams{{{}, 1}};
     if (!call) {
-      for (const auto& a : streamable_axes) streams.emplace_back(a, 1);
-      for (const auto& a : two_pass_axes) streams.emplace_back(a, 2);
+      for (const auto& a : streamable_axes) streams.push_back({{a}, 1});
+      for (const auto& a : two_pass_axes) streams.push_back({{a}, 2});
+      // A reduction over several axes folds over all of them, nested (outer chunks of 1).
+      for (const auto* w : stmts)
+        walk(*w->statement->expr, [&](const Expr& n) {
+          if (n.kind != Expr::Kind::apply || n.axes.size() < 2 || (n.op != Op::contract && n.op != Op::sum)) return;
+          std::vector<std::string> nested;
+          for (const auto* a : d_.axes())
+            if (std::find(n.axes.begin(), n.axes.end(), a->name) != n.axes.end() &&
+                std::find(streamable_axes.begin(), streamable_axes.end(), a->name) != streamable_axes.end())
+              nested.push_back(a->name);
+          if (nested.size() >= 2) streams.push_back({nested, 1});
+        });
     }
     std::vector<int> warp_options = call ? std::vector<int>{4} : std::vector<int>{4, 8};
     for (const auto& [st, passes] : streams)
@@ -186,7 +203,7 @@ class Searcher {
   }
 
   void search_tiles(const std::vector<const StatementWeave*>& stmts, const std::vector<std::string>& groupable,
-                    const std::optional<std::string>& stream, int passes, int warps, const std::set<std::string>& escaping,
+                    const std::vector<std::string>& streams, int passes, int warps, const std::set<std::string>& escaping,
                     KernelChoice& best, bool call) {
     std::string warp_axis;
     for (const auto& a : groupable)
@@ -206,7 +223,10 @@ class Searcher {
       return it == div.end() ? 1 : it->second.lcm;
     };
     std::vector<std::vector<std::int64_t>> options;
-    for (const auto& a : groupable) options.push_back(call ? std::vector<std::int64_t>{1} : sizes_for(sizes_.at(a), lcm(a), true));
+    for (const auto& a : groupable)  // a call is one launch of its callee: every axis whole
+      options.push_back(call ? std::vector<std::int64_t>{sizes_.at(a)} : sizes_for(sizes_.at(a), lcm(a), true));
+    std::optional<std::string> stream;
+    if (!streams.empty()) stream = streams.back();
     std::vector<std::int64_t> stream_sizes{0};
     if (stream) {
       stream_sizes = sizes_for(sizes_.at(*stream), lcm(*stream), false);
@@ -234,11 +254,11 @@ class Searcher {
           gd.size = g[i];
           k.directives.push_back(gd);
         }
-      if (stream) {
+      for (std::size_t i = 0; i < streams.size(); ++i) {  // outer streams in chunks of 1, the innermost searched
         Directive sd;
         sd.kind = Directive::Kind::stream;
-        sd.names = {*stream};
-        sd.size = s;
+        sd.names = {streams[i]};
+        sd.size = i + 1 == streams.size() ? s : 1;
         sd.passes = passes;
         k.directives.push_back(sd);
       }

@@ -22,9 +22,22 @@ std::optional<std::int64_t> KernelPlan::group(const std::string& axis) const {
 }
 
 std::optional<std::pair<std::string, std::int64_t>> KernelPlan::stream() const {
+  auto all = streams();
+  if (all.empty()) return std::nullopt;
+  return all.back();
+}
+
+std::vector<std::pair<std::string, std::int64_t>> KernelPlan::streams() const {
+  std::vector<std::pair<std::string, std::int64_t>> out;
   for (const auto& d : directives)
-    if (d.kind == Directive::Kind::stream && !d.names.empty()) return std::pair(d.names[0], d.size);
-  return std::nullopt;
+    if (d.kind == Directive::Kind::stream && !d.names.empty()) out.emplace_back(d.names[0], d.size);
+  return out;
+}
+
+bool KernelPlan::streams_axis(const std::string& axis) const {
+  for (const auto& [a, s] : streams())
+    if (a == axis) return true;
+  return false;
 }
 
 int KernelPlan::stream_passes() const {

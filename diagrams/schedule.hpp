@@ -48,8 +48,12 @@ struct KernelPlan {
   std::vector<std::string> fused() const;
   /** Group size of `axis` (1 for weave), or nullopt when it is not grouped. */
   std::optional<std::int64_t> group(const std::string& axis) const;
-  /** The streamed axis and its stream size, if any. */
+  /** The streamed axis and its stream size, if any (the innermost when several are nested). */
   std::optional<std::pair<std::string, std::int64_t>> stream() const;
+  /** Every streamed axis with its size, outermost loop first (nested streams fold a contraction
+   *  over several axes, e.g. `stream g by 1`, `stream d by 64`). */
+  std::vector<std::pair<std::string, std::int64_t>> streams() const;
+  bool streams_axis(const std::string& axis) const;
   int stream_passes() const;  ///< 1, or 2 for a two-pass stream
   int warps() const;  ///< 4 unless given
   const Directive* find(Directive::Kind k, const std::string& which = "") const;

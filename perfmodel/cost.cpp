@@ -47,7 +47,13 @@ class KernelModel {
     plan_axes();
     causal_skip();
     traffic();
-    residency();
+    bool call = std::any_of(stmts_.begin(), stmts_.end(), [](const StatementWeave* w) { return w->has_call; });
+    if (call) {  // a call's tiles are its callee's business: derive costs the callee's own schedule
+      c_.blocks_per_sm = 1;
+      c_.warps_per_sm = c_.warps;
+    } else {
+      residency();
+    }
     flops();
     timing();
     return std::move(c_);
@@ -88,7 +94,6 @@ class KernelModel {
     std::set<std::string> touched;
     for (const auto* w : stmts_)
       for (const auto& [a, _] : w->roles) touched.insert(a);
-    auto stream = plan_.stream();
     for (const auto* ad : d_.axes()) {
       if (!touched.count(ad->name)) continue;
       AxisPlan ap;
@@ -98,11 +103,13 @@ class KernelModel {
         ap.kind = AxisPlan::Kind::group;
         ap.tile = std::min(*g, ap.extent);
         ap.count = (ap.extent + *g - 1) / *g;
-      } else if (stream && stream->first == ad->name) {
-        ap.kind = AxisPlan::Kind::stream;
-        ap.tile = std::min(stream->second, ap.extent);
-        ap.count = (ap.extent + stream->second - 1) / stream->second;
       }
+      for (const auto& [sa, size] : plan_.streams())
+        if (sa == ad->name && ap.kind == AxisPlan::Kind::whole) {
+          ap.kind = AxisPlan::Kind::stream;
+          ap.tile = std::min(size, ap.extent);
+          ap.count = (ap.extent + size - 1) / size;
+        }
       c_.axes[ad->name] = ap;
       order_.push_back(ad->name);
     }
@@ -213,7 +220,7 @@ class KernelModel {
     int stages = opt_.two_level ? 1 : std::max(1, opt_.pipeline_stages);
     for (const auto& a : c_.inputs) {
       const AxisList& ax = axes_of(a);
-      bool streamed = stream && std::find(ax.begin(), ax.end(), stream->first) != ax.end();
+      bool streamed = std::any_of(ax.begin(), ax.end(), [&](const std::string& x) { return plan_.streams_axis(x); });
       c_.smem_resident_bytes += tile(ax) * bytes_of(storage_dtype(d_, a, opt_)) * (streamed ? stages : 1);
       c_.level[a] = MemLevel::smem;
     }
@@ -381,6 +388,12 @@ class KernelModel {
           bool split = !warp_axis_.empty() && std::find(ax.begin(), ax.end(), warp_axis_) != ax.end();
           c_.smem_read_bytes += t.bytes * (split ? 1 : c_.warps);
         }
+      // An intermediate moved to SMEM is written and read back at every stream step.
+      double steps = 1;
+      for (const auto& [sa, size] : plan_.streams()) steps *= static_cast<double>(c_.axes.at(sa).count);
+      for (const auto& a : c_.internal)
+        if (c_.level.at(a) == MemLevel::smem)
+          c_.smem_read_bytes += 2 * tile(axes_of(a)) * bytes_of(storage_dtype(d_, a, opt_)) * steps * static_cast<double>(c_.blocks);
       misses();
     }
     double slots = static_cast<double>(hw_.sm_count) * std::max(1, c_.blocks_per_sm);
@@ -399,7 +412,11 @@ class KernelModel {
     double memory = std::max({c_.t_hbm, c_.t_l2, c_.t_smem});
     double compute_t = c_.t_tensor + c_.t_fp32 + c_.t_sfu;
     bool pipelined = hw_.cp_async && opt_.pipeline_stages >= 2;
-    c_.t_total = (pipelined ? std::max(memory, compute_t) : memory + compute_t) + c_.t_launch;
+    // Overlap needs warps to switch between: with fewer than kWarpsToHide resident warps per SM,
+    // only that share of the shorter of memory and compute is hidden (an assumption to calibrate).
+    double hidden = opt_.two_level ? 1.0 : std::min(1.0, c_.warps_per_sm / kWarpsToHide);
+    c_.t_total = (pipelined ? std::max(memory, compute_t) + (1 - hidden) * std::min(memory, compute_t) : memory + compute_t) +
+                 c_.t_launch;
     std::vector<std::pair<double, const char*>> terms{{c_.t_hbm, "HBM bandwidth"},   {c_.t_l2, "L2->SMEM bandwidth"},
                                                       {c_.t_smem, "SMEM bandwidth"}, {c_.t_tensor, "tensor cores"},
                                                       {c_.t_fp32, "FP32 units"},     {c_.t_sfu, "special-function units (exp)"}};
@@ -428,6 +445,7 @@ class KernelModel {
   }
 
   static constexpr int kBaseRegisters = 32;                 ///< indices, pointers, MMA fragments
+  static constexpr double kWarpsToHide = 8;                 ///< resident warps per SM for full overlap
   static constexpr double kSmemReservedPerBlock = 1024;     ///< PG: 1 KB of SMEM reserved per block (cc 8.x, 9.0)
 
   const Program& p_;

@@ -14,7 +14,9 @@
  *  - FLOPs: 2 per multiply-add of a contraction of two or more arrays (tensor core when the dtype
  *    has one), 1 per element-wise operation (FP32), 1 special-function op per exp, log, tanh,
  *    sigmoid, silu, gelu, rsqrt, sqrt and softmax element; fully masked causal tiles are skipped.
- *  - Time: t = max(memory, compute) when streamed inputs are pipelined (cp.async, >= 2 stages),
+ *  - Time: t = max(memory, compute) when streamed inputs are pipelined (cp.async, >= 2 stages)
+ *    and at least 8 warps per SM can hide one under the other (with w < 8 warps, (1 - w/8) of the
+ *    shorter term is exposed),
  *    memory = max(HBM, L2->SMEM, SMEM reads), compute = tensor + FP32 + SFU (one warp issues
  *    all three: no overlap is assumed between them), each divided by the wave efficiency of the
  *    grid; plus the launch overhead. The bound is the largest term.

@@ -16,7 +16,7 @@ struct Array {
 
 class Generator {
  public:
-  Generator(std::uint64_t seed, bool labels) : rng_(seed), labels_(labels) {}
+  Generator(std::uint64_t seed, bool labels, int max_size) : rng_(seed), labels_(labels), max_size_(max_size) {}
 
   std::string run(const std::string& name) {
     out_ = "# random diagram, seed-generated\ndiagram " + name + "\n";
@@ -24,7 +24,7 @@ class Generator {
     for (int i = 0; i < n_axes; ++i) {
       std::string a(1, static_cast<char>('a' + i));
       axes_.push_back(a);
-      out_ += "axis " + a + " = " + std::to_string(pick(1, 6));
+      out_ += "axis " + a + " = " + std::to_string(pick(1, max_size_));
       if (labels_ && chance(0.2)) out_ += " group " + std::to_string(pick(1, 4));
       if (labels_ && chance(0.2)) out_ += " stream " + std::to_string(pick(1, 4));
       out_ += chance(0.3) ? "  # axis " + a + "\n" : "\n";
@@ -132,6 +132,7 @@ class Generator {
 
   std::mt19937_64 rng_;
   bool labels_;
+  int max_size_;
   std::string out_;
   std::vector<std::string> axes_;
   std::vector<Array> pool_;
@@ -140,8 +141,8 @@ class Generator {
 
 }  // namespace
 
-std::string random_diagram(std::uint64_t seed, const std::string& name, bool labels) {
-  return Generator(seed, labels).run(name);
+std::string random_diagram(std::uint64_t seed, const std::string& name, bool labels, int max_size) {
+  return Generator(seed, labels, max_size).run(name);
 }
 
 }  // namespace napkin::test

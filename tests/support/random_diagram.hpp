@@ -10,8 +10,9 @@
 
 namespace napkin::test {
 
-/** Text of a random diagram named `name` that verifies without errors. Axis sizes are 1..6 so
- *  that the evaluator runs it in microseconds. `labels` adds memory levels and partition sizes. */
-std::string random_diagram(std::uint64_t seed, const std::string& name = "random", bool labels = true);
+/** Text of a random diagram named `name` that verifies without errors. Axis sizes are
+ *  1..max_size (6: the evaluator runs it in microseconds). `labels` adds memory levels and
+ *  partition sizes. */
+std::string random_diagram(std::uint64_t seed, const std::string& name = "random", bool labels = true, int max_size = 6);
 
 }  // namespace napkin::test

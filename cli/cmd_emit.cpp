@@ -1,0 +1,33 @@
+// napkin emit: the derived (or given) schedule as pseudocode or as a C++ loop nest.
+#include <fmt/core.h>
+
+#include "cli/commands.hpp"
+#include "cli/common.hpp"
+#include "emit/cpu_emitter.hpp"
+#include "emit/pseudo_emitter.hpp"
+
+namespace napkin::cli {
+
+Runner setup_emit(CLI::App& sub) {
+  auto args = std::make_shared<DiagramArgs>();
+  auto hw = std::make_shared<std::string>("h100");
+  auto target = std::make_shared<std::string>("pseudo");
+  auto out = std::make_shared<std::string>();
+  args->add_to(sub);
+  sub.add_option("--hw", *hw, "Hardware the schedule is derived for")->capture_default_str();
+  sub.add_option("--target", *target, "pseudo (looped pseudocode) or cpu (compilable C++)")
+      ->check(CLI::IsMember({"pseudo", "cpu"}))
+      ->capture_default_str();
+  sub.add_option("-o,--output", *out, "Output file (default: standard output)");
+  return [=] {
+    auto l = load_checked(*args);
+    if (!l) return 1;
+    Hardware h = load_hardware(*hw);
+    Derivation dv = derive(*l->program, *l->diagram, l->sizes, h);
+    std::string text = *target == "cpu" ? emit_cpu(*l->program, *l->diagram, dv) : emit_pseudo(*l->program, *l->diagram, dv, h);
+    write_output(*out, text);
+    return 0;
+  };
+}
+
+}  // namespace napkin::cli
