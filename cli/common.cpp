@@ -18,6 +18,7 @@ const std::vector<Command>& commands() {
       {"render", "Render a diagram as SVG (or DOT) through Graphviz", setup_render},
       {"derive", "Derive the best schedule by relabelling, with its cost per kernel and level", setup_derive},
       {"emit", "Emit the derived schedule as pseudocode or a CPU loop nest", setup_emit},
+      {"compare", "Compare the best schedules across hardware and dtypes (table, CSV, SVG chart)", setup_compare},
       {"passes", "List the relabelling passes and the lemma library", setup_passes},
   };
   return table;

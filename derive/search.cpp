@@ -35,13 +35,18 @@ class Searcher {
   SearchResult run() {
     NAPKIN_ASSERT(n_ <= 62) << "too many statements";
     candidates();
-    std::map<std::uint64_t, std::pair<double, std::uint64_t>> memo;  // covered -> (best rest, kernel)
+    // covered -> (objective of the rest, its HBM bytes, first kernel). Partitions within 1% of the
+    // best objective (below the model's resolution) go to the one moving fewer HBM bytes.
+    struct Best {
+      double score, hbm;
+      std::uint64_t pick;
+    };
+    std::map<std::uint64_t, Best> memo;
     std::uint64_t all = n_ == 64 ? ~0ull : (1ull << n_) - 1;
-    std::function<double(std::uint64_t)> best = [&](std::uint64_t covered) -> double {
-      if (covered == all) return 0;
-      if (auto it = memo.find(covered); it != memo.end()) return it->second.first;
-      double b = kInf;
-      std::uint64_t pick = 0;
+    std::function<Best(std::uint64_t)> best = [&](std::uint64_t covered) -> Best {
+      if (covered == all) return {0, 0, 0};
+      if (auto it = memo.find(covered); it != memo.end()) return it->second;
+      Best b{kInf, kInf, 0};
       for (const auto& [mask, choice] : kernel_best_) {
         if (mask & covered) continue;
         std::uint64_t needs = 0;
@@ -49,19 +54,20 @@ class Searcher {
           if (mask & bit(i)) needs |= preds_[i];
         if ((needs & ~mask & ~covered) != 0) continue;  // not ready: a producer runs later
         if (choice.score == kInf) continue;
-        double v = choice.score + best(covered | mask);
-        if (v < b) b = v, pick = mask;
+        Best rest = best(covered | mask);
+        double v = choice.score + rest.score, hbm = choice.cost.hbm_bytes + rest.hbm;
+        if (v < b.score * 0.99 || (v <= b.score * 1.01 && hbm < b.hbm)) b = {v, hbm, mask};
       }
-      memo[covered] = {b, pick};
+      memo[covered] = b;
       return b;
     };
-    if (best(0) == kInf)
+    if (best(0).score == kInf)
       throw UserError("no legal schedule of diagram '" + d_.name + "' fits " + hw_.name + last_problem_);
     SearchResult r;
     r.schedule.name = "derived";
     r.schedule.diagram = d_.name;
     for (std::uint64_t covered = 0; covered != all;) {
-      std::uint64_t mask = memo.at(covered).second;
+      std::uint64_t mask = memo.at(covered).pick;
       KernelChoice c = kernel_best_.at(mask);
       r.schedule.kernels.push_back(c.plan);
       r.kernels.push_back(std::move(c));
