@@ -1,10 +1,14 @@
 // napkin render: the diagram as SVG (through libgvc) or as DOT.
 #include <fmt/core.h>
 
+#include <iostream>
+
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
+#include "derive/derivation.hpp"
 #include "diagrams/render_svg.hpp"
 #include "diagrams/to_dot.hpp"
+#include "emit/relabelled_dot.hpp"
 
 namespace napkin::cli {
 
@@ -12,13 +16,39 @@ Runner setup_render(CLI::App& sub) {
   auto args = std::make_shared<DiagramArgs>();
   auto out = std::make_shared<std::string>();
   auto format = std::make_shared<std::string>("svg");
+  auto schedule = std::make_shared<std::string>();
+  auto derived = std::make_shared<bool>(false);
+  auto hw = std::make_shared<std::string>("h100");
   args->add_to(sub);
+  sub.add_option("--schedule", *schedule, "Draw the diagram relabelled by this schedule file");
+  sub.add_flag("--derive", *derived, "Draw the diagram relabelled by the schedule derive finds");
+  sub.add_option("--hw", *hw, "Hardware for --derive and --schedule")->capture_default_str();
   sub.add_option("-o,--output", *out, "Output file (default: standard output)");
   sub.add_option("--format", *format, "svg or dot")->check(CLI::IsMember({"svg", "dot"}));
-  return [args, out, format] {
+  return [=] {
     auto l = load_checked(*args);
     if (!l) return 1;
-    std::string dot = diagram_to_dot(*l->program, *l->diagram, l->sizes);
+    std::optional<DotRelabelling> labels;
+    if (*derived || !schedule->empty()) {
+      Hardware h = load_hardware(*hw);
+      SearchResult r;
+      if (*derived) {
+        r = derive(*l->program, *l->diagram, l->sizes, h).chosen;
+      } else {
+        DiagnosticEngine diags;
+        SourceManager sm;
+        auto s = parse_schedule(*sm.add(*schedule, read_file(*schedule)), diags);
+        std::optional<CheckedSchedule> checked;
+        if (s) checked = check_schedule(*l->program, *l->diagram, *s, l->sizes, h, {}, diags);
+        std::cerr << diags.render();
+        if (!checked) return 1;
+        r.schedule = *s;
+        for (std::size_t k = 0; k < s->kernels.size(); ++k)
+          r.kernels.push_back({s->kernels[k], checked->lemmas[k], checked->cost.kernels[k], 0});
+      }
+      labels = relabelling_of(r);
+    }
+    std::string dot = diagram_to_dot(*l->program, *l->diagram, l->sizes, labels ? &*labels : nullptr);
     write_output(*out, *format == "dot" ? dot : render_svg(dot));
     if (!out->empty() && *out != "-") fmt::print(stderr, "wrote {} ({})\n", *out, *format);
     return 0;

@@ -1,6 +1,7 @@
 #include "diagrams/to_dot.hpp"
 
 #include <array>
+#include <optional>
 
 #include "diagrams/graph_view.hpp"
 #include "diagrams/printer.hpp"
@@ -44,8 +45,8 @@ std::string join_axes(const std::vector<std::string>& a) {
 
 class DotWriter {
  public:
-  DotWriter(const Program& p, const Diagram& d, const SizeMap& sizes)
-      : p_(p), d_(d), sizes_(sizes), typer_(d, p.diagrams, nullptr) {
+  DotWriter(const Program& p, const Diagram& d, const SizeMap& sizes, const DotRelabelling* r)
+      : p_(p), d_(d), sizes_(sizes), typer_(d, p.diagrams, nullptr), r_(r) {
     std::size_t i = 0;
     for (const auto* a : d.axes()) colour_[a->name] = kPalette[i++ % kPalette.size()];
   }
@@ -64,29 +65,57 @@ class DotWriter {
   }
 
  private:
-  std::string colours(const AxisList& axes) {
-    if (axes.empty()) return "#555555";
+  std::string colours(const AxisList& axes, std::optional<MemLevel> level = std::nullopt) {
+    if (axes.empty()) return level ? level_colour(*level) : "#555555";
     std::string c;
-    for (const auto& a : axes) c += (c.empty() ? "" : ":") + colour_[a];
+    for (const auto& a : axes) c += (c.empty() ? "" : ":") + (level ? level_colour(*level) : colour_[a]);
     return c;
+  }
+  static std::string level_colour(MemLevel l) {
+    switch (l) {
+      case MemLevel::hbm: return "#222222";
+      case MemLevel::l2: return "#7F7F7F";
+      case MemLevel::smem: return "#00897B";
+      case MemLevel::reg: return "#E67E22";
+    }
+    return "#222222";
+  }
+  /** Level of `array` where `kernel` reads it (HBM for diagram inputs and outputs outside). */
+  std::optional<MemLevel> level_in(const std::string& kernel, const std::string& array) const {
+    if (!r_) return std::nullopt;
+    auto k = r_->level.find(kernel);
+    if (k == r_->level.end()) return MemLevel::hbm;
+    auto a = k->second.find(array);
+    return a == k->second.end() ? MemLevel::hbm : a->second;
+  }
+  std::string axis_text(const std::string& kernel, const std::string& a) const {
+    if (!r_) return a;
+    auto k = r_->axis_note.find(kernel);
+    if (k == r_->axis_note.end()) return a;
+    auto n = k->second.find(a);
+    return n == k->second.end() ? a : a + "<sub>" + n->second + "</sub>";
   }
 
   /** Wire label: array name and axes; overlined = woven by the consumer, red = reduced by it. */
-  std::string wire_label(const std::string& array, const AxisList& axes, const AxisList* consumer_axes) {
-    std::string s = "<<b>" + html_escape(array) + "</b> ";
+  std::string wire_label(const std::string& array, const AxisList& axes, const AxisList* consumer_axes,
+                         const std::string& kernel, std::optional<MemLevel> level) {
+    std::string s = "<<b>" + html_escape(array) + "</b>" +
+                    (level ? "<font color=\"" + level_colour(*level) + "\">@" + std::string(level_name(*level)) + "</font>" : "") + " ";
     for (const auto& a : axes) {
+      std::string name = axis_text(kernel, a);
       bool reduced = consumer_axes && !contains(*consumer_axes, a);
-      if (reduced) s += "<font color=\"" + std::string(kReduced) + "\"><s>" + a + "</s></font> ";
-      else if (consumer_axes) s += "<font color=\"" + colour_[a] + "\"><o>" + a + "</o></font> ";
-      else s += "<font color=\"" + colour_[a] + "\">" + a + "</font> ";
+      if (reduced) s += "<font color=\"" + std::string(kReduced) + "\"><s>" + name + "</s></font> ";
+      else if (consumer_axes) s += "<font color=\"" + colour_[a] + "\"><o>" + name + "</o></font> ";
+      else s += "<font color=\"" + colour_[a] + "\">" + name + "</font> ";
     }
     return s + ">";
   }
 
   void wire(const std::string& from, const std::string& to, const std::string& array, const AxisList& axes,
-            const AxisList* consumer_axes) {
-    out_ += "  \"" + from + "\" -> \"" + to + "\" [color=\"" + colours(axes) + "\", penwidth=1.2, label=" +
-            wire_label(array, axes, consumer_axes);
+            const AxisList* consumer_axes, const std::string& kernel = "") {
+    auto level = r_ ? (kernel.empty() ? std::optional<MemLevel>(MemLevel::hbm) : level_in(kernel, array)) : std::nullopt;
+    out_ += "  \"" + from + "\" -> \"" + to + "\" [color=\"" + colours(axes, level) + "\", penwidth=1.2, label=" +
+            wire_label(array, axes, consumer_axes, kernel, level);
     AxisList ended;
     if (consumer_axes)
       for (const auto& a : axes)
@@ -116,6 +145,15 @@ class DotWriter {
   }
 
   void statements() {
+    if (r_) {  // one region per kernel, in execution order
+      for (const auto& k : r_->kernels) {
+        out_ += "  subgraph \"cluster_" + k + "\" {\n    style=\"rounded,dashed\"; color=\"#00897B\"; fontsize=10; labeljust=l;\n"
+                "    label=<<b>kernel " + html_escape(k) + "</b><br align=\"left\"/>" + r_->caption.at(k) + ">;\n";
+        for (const auto* s : d_.statements())
+          if (r_->kernel_of.count(s->name) && r_->kernel_of.at(s->name) == k) out_ += "    \"op:" + s->name + "\";\n";
+        out_ += "  }\n";
+      }
+    }
     for (const auto* s : d_.statements()) {
       const Expr* pr = principal(*s->expr);
       std::string title, detail = html_escape(print_expr(*s->expr));
@@ -138,9 +176,10 @@ class DotWriter {
               std::string(call ? "#FFF4DC" : "#EAF1FB") + "\"" + (call ? ", peripheries=2" : "") + ", label=<<b>" +
               html_escape(title) + "</b><br/><font point-size=\"9\" color=\"#444444\">" + html_escape(s->name) +
               " = " + detail + "</font>>];\n";
+      std::string kernel = r_ && r_->kernel_of.count(s->name) ? r_->kernel_of.at(s->name) : "";
       for (const auto& r : referenced_arrays(*s->expr, d_)) {
         const auto* axes = d_.array_axes(r);
-        wire(d_.find_input(r) ? "in:" + r : "op:" + r, "op:" + s->name, r, *axes, &s->axes);
+        wire(d_.find_input(r) ? "in:" + r : "op:" + r, "op:" + s->name, r, *axes, &s->axes, kernel);
       }
     }
   }
@@ -168,22 +207,29 @@ class DotWriter {
       std::string size = it == sizes_.end() ? "?" : std::to_string(it->second);
       s += "<font color=\"" + colour_[a->name] + "\"><b>" + a->name + "</b>=" + size + "</font>  ";
     }
-    return s + "   <o>a</o> woven over   <font color=\"" + std::string(kReduced) +
-           "\"><s>a</s> ⊣</font> reduced</font></td></tr></table>";
+    s += "   <o>a</o> woven over   <font color=\"" + std::string(kReduced) + "\"><s>a</s> ⊣</font> reduced</font></td></tr>";
+    if (r_) {
+      s += "<tr><td align=\"left\"><font point-size=\"9\">levels: ";
+      for (auto l : {MemLevel::hbm, MemLevel::smem, MemLevel::reg})
+        s += "<font color=\"" + level_colour(l) + "\"><b>" + std::string(level_name(l)) + "</b></font>  ";
+      s += "   partitions: g128 = group of 128 (thread blocks), s64 = stream of 64 (loop)</font></td></tr>";
+    }
+    return s + "</table>";
   }
 
   const Program& p_;
   const Diagram& d_;
   const SizeMap& sizes_;
   Typer typer_;
+  const DotRelabelling* r_;
   std::map<std::string, std::string> colour_;
   std::string out_;
 };
 
 }  // namespace
 
-std::string diagram_to_dot(const Program& p, const Diagram& d, const SizeMap& sizes) {
-  return DotWriter(p, d, sizes).run();
+std::string diagram_to_dot(const Program& p, const Diagram& d, const SizeMap& sizes, const DotRelabelling* relabelling) {
+  return DotWriter(p, d, sizes, relabelling).run();
 }
 
 }  // namespace napkin

@@ -90,9 +90,13 @@ class PseudoEmitter {
       if (!carries(in)) line(decl(in, MemLevel::smem, true) + " <- load " + slice(in));
     std::map<std::string, std::string> lemma;
     for (const auto& u : kc.lemmas) lemma[u.statement] = u.lemma;
-    for (const auto& o : kc.cost.outputs)
-      if (stream && !lemma[o].empty() && lemma[o] != "elementwise" && lemma[o] != "two-pass-normalisation" && !carries(o))
-        line(decl(o, MemLevel::reg, true) + " = 0  # head: " + lemma[o] + " accumulator");
+    for (const auto& st : kc.cost.statements)  // every fold over the stream starts from its identity
+      if (stream && !lemma[st].empty() && lemma[st] != "elementwise" && lemma[st] != "two-pass-normalisation" && !carries(st) &&
+          std::any_of(weave_.begin(), weave_.end(), [&](const StatementWeave& w) {
+            return w.statement->name == st && w.role(stream->first) == AxisRole::reduced;
+          }))
+        line(decl(st, MemLevel::reg, true) + (lemma[st] == "max-monoid" ? " = -inf" : " = 0") + "  # head: " + lemma[st] +
+             " accumulator");
     for (const auto& [stmt, id] : lemma)
       if (id == "online-softmax" || id == "normalised-contraction" || id == "welford" || id == "two-pass-normalisation")
         if (std::any_of(weave_.begin(), weave_.end(), [&](const StatementWeave& w) { return w.statement->name == stmt && w.role(stream->first) == AxisRole::normalised; }))

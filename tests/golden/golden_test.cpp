@@ -3,7 +3,10 @@
 #include <filesystem>
 #include <regex>
 
+#include "derive/derivation.hpp"
 #include "diagrams/render_svg.hpp"
+#include "emit/pseudo_emitter.hpp"
+#include "emit/relabelled_dot.hpp"
 #include "diagrams/to_dot.hpp"
 #include "diagrams/verify.hpp"
 #include "tests/support/run.hpp"
@@ -55,4 +58,25 @@ TEST_CASE("wires mark woven axes overlined and reduced axes struck and ended", "
   CHECK(attrs.find("<s>b</s>") != std::string::npos);
   CHECK(attrs.find("headlabel=<<font color=\"#C0392B\">b ⊣") != std::string::npos);
   CHECK(count(attrs.substr(0, attrs.find(',')), ":") == 1);  // a two-strand bundle: two colours
+}
+
+TEST_CASE("pseudocode and relabelled DOT of each bundled diagram match their golden files", "[golden][derive]") {
+  Hardware hw = load_hardware("h100");
+  for (const auto& path : library_files()) {
+    INFO(path);
+    DiagnosticEngine diags;
+    auto p = load_program(path, diags);
+    const Diagram& d = p->select("");
+    REQUIRE(verify_program(*p, diags, &d));
+    SizeMap sizes = *resolve_sizes(d, {}, diags);
+    Derivation dv = derive(*p, d, sizes, hw);
+    std::string stem = std::filesystem::path(path).stem().string();
+    check_golden("pseudo/" + stem + ".txt", emit_pseudo(*p, d, dv, hw));
+    DotRelabelling labels = relabelling_of(dv.chosen);
+    std::string dot = diagram_to_dot(*p, d, sizes, &labels);
+    check_golden("relabelled/" + stem + ".dot", dot);
+    CHECK(count(dot, "subgraph \"cluster_") == dv.chosen.kernels.size());  // one region per kernel
+    std::string svg = render_svg(dot);
+    CHECK(count(svg, "class=\"cluster\"") == dv.chosen.kernels.size());
+  }
 }
