@@ -63,6 +63,7 @@ StreamVerdict streamable(const std::vector<const StatementWeave*>& kernel, const
   // Arrays complete only after the stream loop (they reduce the axis); reading them inside the
   // loop, along the axis, would need a second pass.
   std::set<std::string> after_loop;
+  std::set<std::string> normalised_upstream;  // normalisers along the axis and what depends on them
   for (const auto* w : kernel) {
     if (!w->touches(axis)) {  // computed after the loop if it needs a loop result (post-composition)
       for (const auto& in : w->reads)
@@ -71,6 +72,8 @@ StreamVerdict streamable(const std::vector<const StatementWeave*>& kernel, const
     }
     const RoleSource& r = w->roles.at(axis);
     const std::string& name = w->statement->name;
+    for (const auto& in : w->reads)
+      if (normalised_upstream.count(in) && r.role != AxisRole::normalised) normalised_upstream.insert(name);
     for (const auto& in : w->reads)
       if (after_loop.count(in) && (r.role != AxisRole::reduced || w->statement->axes.end() != std::find(w->statement->axes.begin(), w->statement->axes.end(), axis)))
         return fail(w, "'" + name + "' reads '" + in + "' inside the loop over " + axis + ", but '" + in +
@@ -94,6 +97,12 @@ StreamVerdict streamable(const std::vector<const StatementWeave*>& kernel, const
       case AxisRole::normalised: {
         std::string opn(op_name(r.op));
         if (passes == 2) {
+          // Pass 1 folds statistics of inputs that exist in pass 1: not of another normaliser's output.
+          for (const auto& in : w->reads)
+            if (normalised_upstream.count(in))
+              return fail(w, "two passes cannot chain normalisations along " + axis + ": '" + name + "' needs '" + in +
+                                 "' normalised first (a third pass); split them into two kernels");
+          normalised_upstream.insert(name);
           v.uses.push_back({name, "two-pass-normalisation"});
           break;
         }

@@ -35,34 +35,53 @@ class Searcher {
   SearchResult run() {
     NAPKIN_ASSERT(n_ <= 62) << "too many statements";
     candidates();
-    // covered -> (objective of the rest, its HBM bytes, first kernel). Partitions within 1% of the
-    // best objective (below the model's resolution) go to the one moving fewer HBM bytes.
+    // covered -> (objective of the rest, its HBM bytes, first kernel). With a tolerance, partitions
+    // within it of the best (below the model's resolution) go to the one moving fewer HBM bytes.
     struct Best {
       double score, hbm;
       std::uint64_t pick;
     };
-    std::map<std::uint64_t, Best> memo;
     std::uint64_t all = n_ == 64 ? ~0ull : (1ull << n_) - 1;
-    std::function<Best(std::uint64_t)> best = [&](std::uint64_t covered) -> Best {
-      if (covered == all) return {0, 0, 0};
-      if (auto it = memo.find(covered); it != memo.end()) return it->second;
-      Best b{kInf, kInf, 0};
-      for (const auto& [mask, choice] : kernel_best_) {
-        if (mask & covered) continue;
-        std::uint64_t needs = 0;
-        for (std::size_t i = 0; i < n_; ++i)
-          if (mask & bit(i)) needs |= preds_[i];
-        if ((needs & ~mask & ~covered) != 0) continue;  // not ready: a producer runs later
-        if (choice.score == kInf) continue;
-        Best rest = best(covered | mask);
-        double v = choice.score + rest.score, hbm = choice.cost.hbm_bytes + rest.hbm;
-        if (v < b.score * 0.99 || (v <= b.score * 1.01 && hbm < b.hbm)) b = {v, hbm, mask};
-      }
-      memo[covered] = b;
-      return b;
+    auto solve = [&](double tolerance) {
+      std::map<std::uint64_t, Best> memo;
+      std::function<Best(std::uint64_t)> best = [&](std::uint64_t covered) -> Best {
+        if (covered == all) return {0, 0, 0};
+        if (auto it = memo.find(covered); it != memo.end()) return it->second;
+        Best b{kInf, kInf, 0};
+        for (const auto& [mask, choice] : kernel_best_) {
+          if (mask & covered) continue;
+          std::uint64_t needs = 0;
+          for (std::size_t i = 0; i < n_; ++i)
+            if (mask & bit(i)) needs |= preds_[i];
+          if ((needs & ~mask & ~covered) != 0) continue;  // not ready: a producer runs later
+          if (choice.score == kInf) continue;
+          Best rest = best(covered | mask);
+          double v = choice.score + rest.score, hbm = choice.cost.hbm_bytes + rest.hbm;
+          if (v < b.score * (1 - tolerance) || (v <= b.score * (1 + tolerance) && hbm < b.hbm)) b = {v, hbm, mask};
+        }
+        memo[covered] = b;
+        return b;
+      };
+      best(0);
+      return memo;
     };
-    if (best(0).score == kInf)
+    auto exact = solve(0), tied = solve(0.005);
+    double singles = 0;
+    for (std::size_t i = 0; i < n_; ++i) singles += kernel_best_.count(bit(i)) ? kernel_best_.at(bit(i)).score : kInf;
+    auto total = [&](const std::map<std::uint64_t, Best>& memo) {  // objective along the chosen path
+      double t = 0;
+      for (std::uint64_t c = 0; c != all;) {
+        std::uint64_t m = memo.at(c).pick;
+        if (m == 0) return kInf;
+        t += kernel_best_.at(m).score;
+        c |= m;
+      }
+      return t;
+    };
+    if (exact.at(0).score == kInf)
       throw UserError("no legal schedule of diagram '" + d_.name + "' fits " + hw_.name + last_problem_);
+    double t_exact = total(exact), t_tied = total(tied);
+    const auto& memo = t_tied <= t_exact * 1.005 && t_tied <= singles ? tied : exact;
     SearchResult r;
     r.schedule.name = "derived";
     r.schedule.diagram = d_.name;
