@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # napkin quick start: installs the dependencies if missing (Debian 12, apt), builds, and runs the
-# main job on the bundled attention diagram: check it, evaluate it at small sizes, render it.
+# main job on the bundled attention diagram: derive FlashAttention from it by relabelling (steps,
+# schedule, cost table on the H100), check and evaluate it at small sizes, write its pseudocode,
+# and render the plain and the relabelled diagram.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/tools/install-deps.sh"
@@ -12,11 +14,17 @@ napkin="$root/build/cli/napkin"
 diagram="$root/diagrams/library/attention.napkin"
 out="$root/build/quickstart"
 mkdir -p "$out"
-echo "== napkin check diagrams/library/attention.napkin"
-"$napkin" check "$diagram"
-echo "== napkin eval (fp64 reference, small sizes)"
-"$napkin" eval "$diagram" --set h=2 --set q=64 --set x=64 --set d=32 --seed 1 -o "$out/eval"
-echo "== napkin render"
-"$napkin" render "$diagram" -o "$out/attention.svg"
+echo "== napkin derive diagrams/library/attention.napkin --hw h100"
+"$napkin" derive "$diagram" --hw h100
 echo
-echo "outputs: $out/eval/*.npy (inputs and output, numpy.load reads them), $out/attention.svg"
+echo "== napkin check, eval (fp64 reference at small sizes), emit, render"
+"$napkin" check "$diagram"
+"$napkin" eval "$diagram" --set h=2 --set q=64 --set x=64 --set d=32 --seed 1 -o "$out/eval" > "$out/eval.txt"
+"$napkin" emit "$diagram" --hw h100 --target pseudo -o "$out/attention.pseudo.txt"
+"$napkin" render "$diagram" -o "$out/attention.svg" 2>/dev/null
+"$napkin" render "$diagram" --derive --hw h100 -o "$out/attention.relabelled.svg" 2>/dev/null
+echo
+echo "outputs in $out:"
+echo "  eval/*.npy                the fp64 reference: inputs and output (numpy.load reads them); summary in eval.txt"
+echo "  attention.pseudo.txt      looped pseudocode of the derived schedule"
+echo "  attention.svg             the diagram; attention.relabelled.svg: levels, partitions, kernels, bytes"
