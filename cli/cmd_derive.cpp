@@ -136,18 +136,10 @@ Runner setup_derive(CLI::App& sub) {
     }
     const Diagram& d = *l->diagram;
     if (!schedule->empty()) {
-      DiagnosticEngine diags;
-      SourceManager sm;
-      auto s = parse_schedule(*sm.add(*schedule, read_file(*schedule)), diags);
-      std::optional<CheckedSchedule> checked;
-      if (s) checked = check_schedule(*l->program, d, *s, l->sizes, h, opt, diags);
-      std::cerr << diags.render();
+      auto checked = load_schedule(*schedule, *l, h, opt);
       if (!checked) return 1;
-      SearchResult r;
-      r.schedule = *s;
-      for (std::size_t k = 0; k < s->kernels.size(); ++k) r.kernels.push_back({s->kernels[k], checked->lemmas[k], checked->cost.kernels[k], 0});
-      r.cost = checked->cost;
-      fmt::print("schedule '{}' for diagram '{}' is legal on {}\n\n", s->name, d.name, h.name);
+      const SearchResult& r = *checked;
+      fmt::print("schedule '{}' for diagram '{}' is legal on {}\n\n", r.schedule.name, d.name, h.name);
       print_cost_table(r, h);
       fmt::print("\n  predicted total: {}\n", us(r.cost.t_total));
       return 0;

@@ -35,16 +35,9 @@ Runner setup_render(CLI::App& sub) {
       if (*derived) {
         r = derive(*l->program, *l->diagram, l->sizes, h).chosen;
       } else {
-        DiagnosticEngine diags;
-        SourceManager sm;
-        auto s = parse_schedule(*sm.add(*schedule, read_file(*schedule)), diags);
-        std::optional<CheckedSchedule> checked;
-        if (s) checked = check_schedule(*l->program, *l->diagram, *s, l->sizes, h, {}, diags);
-        std::cerr << diags.render();
+        auto checked = load_schedule(*schedule, *l, h);
         if (!checked) return 1;
-        r.schedule = *s;
-        for (std::size_t k = 0; k < s->kernels.size(); ++k)
-          r.kernels.push_back({s->kernels[k], checked->lemmas[k], checked->cost.kernels[k], 0});
+        r = *checked;
       }
       labels = relabelling_of(r);
     }

@@ -76,6 +76,18 @@ std::optional<Loaded> load_checked(const DiagramArgs& args, bool verify) {
   return l;
 }
 
+std::optional<SearchResult> load_schedule(const std::string& path, const Loaded& l, const Hardware& hw,
+                                          const ModelOptions& opt) {
+  DiagnosticEngine diags;
+  SourceManager sm;
+  auto s = parse_schedule(*sm.add(path, read_file(path)), diags);
+  std::optional<CheckedSchedule> checked;
+  if (s) checked = check_schedule(*l.program, *l.diagram, *s, l.sizes, hw, opt, diags);
+  std::cerr << diags.render();
+  if (!checked) return std::nullopt;
+  return result_of(*s, *checked);
+}
+
 void write_output(const std::string& path, const std::string& text) {
   if (path.empty() || path == "-") {
     std::cout << text;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "diagrams/program.hpp"
+#include "derive/search.hpp"
 #include "diagrams/sizes.hpp"
 
 namespace napkin::cli {
@@ -36,6 +37,11 @@ std::optional<Loaded> load_checked(const DiagramArgs& args, bool verify = true);
 
 /** Parses `--set` values ("q=64") into a SizeMap; raises UserError on a malformed one. */
 SizeMap parse_sets(const std::vector<std::string>& sets);
+
+/** Reads, parses and checks the schedule file `path` for the loaded diagram on `hw`; prints its
+ *  diagnostics; nullopt when it has errors. */
+std::optional<SearchResult> load_schedule(const std::string& path, const Loaded& l, const Hardware& hw,
+                                          const ModelOptions& opt = {});
 
 /** Writes `text` to `path` atomically, or to stdout when path is empty or "-". */
 void write_output(const std::string& path, const std::string& text);

@@ -26,6 +26,8 @@ std::string partition_problem(const std::vector<const StatementWeave*>& stmts, c
   return {};
 }
 
+}  // namespace
+
 std::set<std::string> escaping_arrays(const Diagram& d, const std::vector<const StatementWeave*>& mine,
                                       const std::vector<StatementWeave>& all) {
   std::set<std::string> names, out;
@@ -38,8 +40,6 @@ std::set<std::string> escaping_arrays(const Diagram& d, const std::vector<const 
     if (names.count(o->name)) out.insert(o->name);
   return out;
 }
-
-}  // namespace
 
 std::string kernel_illegal(const std::vector<const StatementWeave*>& stmts, const KernelPlan& k,
                            const std::set<std::string>& escaping, std::vector<LemmaUse>* lemmas) {

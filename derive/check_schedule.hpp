@@ -12,6 +12,7 @@
  */
 #pragma once
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "derive/lemmas.hpp"
@@ -28,6 +29,10 @@ struct CheckedSchedule {
 std::optional<CheckedSchedule> check_schedule(const Program& p, const Diagram& d, const Schedule& s,
                                               const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt,
                                               DiagnosticEngine& diags);
+
+/** Arrays computed by `mine` that leave the kernel: read by other statements, or outputs. */
+std::set<std::string> escaping_arrays(const Diagram& d, const std::vector<const StatementWeave*>& mine,
+                                      const std::vector<StatementWeave>& all);
 
 /** The legality rules without the fit check, for the search: empty when legal, else the reason. */
 std::string kernel_illegal(const std::vector<const StatementWeave*>& stmts, const KernelPlan& k,

@@ -10,6 +10,14 @@
 
 namespace napkin {
 
+SearchResult result_of(const Schedule& s, const CheckedSchedule& checked) {
+  SearchResult r;
+  r.schedule = s;
+  for (std::size_t k = 0; k < s.kernels.size(); ++k) r.kernels.push_back({s.kernels[k], checked.lemmas[k], checked.cost.kernels[k], 0});
+  r.cost = checked.cost;
+  return r;
+}
+
 double objective(const ScheduleCost& c, const SearchOptions& so) {
   return so.objective == SearchOptions::Objective::time ? c.t_total : c.l2_to_smem_bytes;
 }
@@ -167,14 +175,7 @@ class Searcher {
     std::vector<const StatementWeave*> stmts;
     for (std::size_t i = 0; i < n_; ++i)
       if (mask & bit(i)) stmts.push_back(&weave_[i]);
-    std::set<std::string> names, escaping;
-    for (const auto* w : stmts) names.insert(w->statement->name);
-    for (const auto& w : weave_)
-      if (!names.count(w.statement->name))
-        for (const auto& r : w.reads)
-          if (names.count(r)) escaping.insert(r);
-    for (const auto* o : d_.outputs())
-      if (names.count(o->name)) escaping.insert(o->name);
+    std::set<std::string> escaping = escaping_arrays(d_, stmts, weave_);
 
     std::vector<std::string> axes, groupable, streamable_axes, two_pass_axes;
     for (const auto* a : d_.axes()) {

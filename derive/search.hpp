@@ -43,6 +43,9 @@ struct SearchResult {
 SearchResult search_schedule(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw,
                              const ModelOptions& opt, const SearchOptions& so);
 
+/** A checked hand-written schedule in the form the search returns. */
+SearchResult result_of(const Schedule& s, const CheckedSchedule& checked);
+
 /** The schedule's objective value: seconds, or bytes into the lower level. */
 double objective(const ScheduleCost& c, const SearchOptions& so);
 

@@ -15,21 +15,8 @@ using namespace napkin;
 
 namespace {
 
-struct Loaded {
-  std::unique_ptr<Program> p;
-  const Diagram* d = nullptr;
-  SizeMap sizes;
-};
-
-Loaded load(const std::string& text) {
-  DiagnosticEngine diags;
-  Loaded l;
-  l.p = load_program_text("t.napkin", text, diags);
-  l.d = &l.p->select("");
-  REQUIRE(verify_program(*l.p, diags, l.d));
-  l.sizes = *resolve_sizes(*l.d, {}, diags);
-  return l;
-}
+using Loaded = test::LoadedDiagram;
+Loaded load(const std::string& text) { return test::load_text(text); }
 
 const std::string kMatmul =
     "diagram mm\naxis a = 4096\naxis b = 4096\naxis c = 4096\nin A[a,b] : fp16\nin B[b,c] : fp16\nC[a,c] = contract(A, B; b)\nout C : fp16\n";
@@ -47,7 +34,7 @@ SearchResult minimise(const Loaded& l, double m_elements, DType dt = DType::fp16
   so.objective = SearchOptions::Objective::transfers;
   so.hardware_divisibility = false;
   Hardware hw = load_hardware("h100");
-  return search_schedule(*l.p, *l.d, l.sizes, hw, opt, so);
+  return search_schedule(*l.program, *l.diagram, l.sizes, hw, opt, so);
 }
 
 double elements(const SearchResult& r, DType dt = DType::fp16) { return r.cost.l2_to_smem_bytes / (dtype_bits(dt) / 8.0); }

@@ -10,27 +10,15 @@ using namespace napkin;
 using namespace napkin::test;
 
 namespace {
-struct Loaded {
-  std::unique_ptr<Program> p;
-  const Diagram* d = nullptr;
-  SizeMap sizes;
-};
-Loaded load(const std::string& file) {
-  DiagnosticEngine diags;
-  Loaded l;
-  l.p = load_program(std::string(NAPKIN_SOURCE_DIR) + "/diagrams/library/" + file, diags);
-  l.d = &l.p->select("");
-  REQUIRE(verify_program(*l.p, diags, l.d));
-  l.sizes = *resolve_sizes(*l.d, {}, diags);
-  return l;
-}
+using Loaded = LoadedDiagram;
+Loaded load(const std::string& file) { return load_library(file); }
 bool has(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 }  // namespace
 
 TEST_CASE("derive finds FlashAttention on attention.napkin by itself", "[derive]") {
   Loaded l = load("attention.napkin");
   Hardware hw = load_hardware("h100");
-  Derivation dv = derive(*l.p, *l.d, l.sizes, hw);
+  Derivation dv = derive(*l.program, *l.diagram, l.sizes, hw);
   REQUIRE(dv.chosen.kernels.size() == 1);  // one fused kernel
   const KernelChoice& k = dv.chosen.kernels[0];
   CHECK(k.plan.fused() == std::vector<std::string>{"S", "P", "O"});
@@ -57,25 +45,25 @@ TEST_CASE("derive finds FlashAttention on attention.napkin by itself", "[derive]
 TEST_CASE("the derived schedule prints, parses back and re-checks", "[derive][schedule]") {
   Loaded l = load("attention.napkin");
   Hardware hw = load_hardware("h100");
-  Derivation dv = derive(*l.p, *l.d, l.sizes, hw);
+  Derivation dv = derive(*l.program, *l.diagram, l.sizes, hw);
   std::string text = print_schedule(dv.chosen.schedule);
   SourceManager sm;
   DiagnosticEngine diags;
   auto s = parse_schedule(*sm.add("derived.schedule", text), diags);
   REQUIRE(s);
   CHECK(print_schedule(*s) == text);
-  auto checked = check_schedule(*l.p, *l.d, *s, l.sizes, hw, {}, diags);
+  auto checked = check_schedule(*l.program, *l.diagram, *s, l.sizes, hw, {}, diags);
   INFO(diags.render());
   REQUIRE(checked);
   CHECK(checked->cost.t_total == Approx(dv.chosen.cost.t_total));
   // Deterministic: the same derivation twice.
-  CHECK(print_schedule(derive(*l.p, *l.d, l.sizes, hw).chosen.schedule) == text);
+  CHECK(print_schedule(derive(*l.program, *l.diagram, l.sizes, hw).chosen.schedule) == text);
 }
 
 TEST_CASE("causal attention skips fully masked tiles in its cost", "[derive]") {
   Loaded plain = load("attention.napkin"), causal = load("causal_attention.napkin");
   Hardware hw = load_hardware("h100");
-  Derivation a = derive(*plain.p, *plain.d, plain.sizes, hw), c = derive(*causal.p, *causal.d, causal.sizes, hw);
+  Derivation a = derive(*plain.program, *plain.diagram, plain.sizes, hw), c = derive(*causal.program, *causal.diagram, causal.sizes, hw);
   REQUIRE(c.chosen.kernels.size() == 1);
   const KernelCost& k = c.chosen.kernels[0].cost;
   // q tiles of g rows and x chunks of s: about half the pairs, plus the diagonal band.
@@ -88,7 +76,7 @@ TEST_CASE("causal attention skips fully masked tiles in its cost", "[derive]") {
 TEST_CASE("the SwiGLU MLP fuses gate, up and product, and says why", "[derive]") {
   Loaded l = load("mlp_swiglu.napkin");
   Hardware hw = load_hardware("h100");
-  Derivation dv = derive(*l.p, *l.d, l.sizes, hw);
+  Derivation dv = derive(*l.program, *l.diagram, l.sizes, hw);
   bool gu_together = false;
   for (const auto& k : dv.chosen.kernels) gu_together |= has(k.plan.fused(), "G") && has(k.plan.fused(), "U") && has(k.plan.fused(), "H");
   CHECK(gu_together);
@@ -102,7 +90,7 @@ TEST_CASE("the SwiGLU MLP fuses gate, up and product, and says why", "[derive]")
 TEST_CASE("the transformer block derives each call on its own and fuses around them", "[derive]") {
   Loaded l = load("transformer_block.napkin");
   Hardware hw = load_hardware("h100");
-  Derivation dv = derive(*l.p, *l.d, l.sizes, hw);
+  Derivation dv = derive(*l.program, *l.diagram, l.sizes, hw);
   CHECK(dv.callees.size() == 4);  // two rmsnorm_layer, gqa_attention, mlp_swiglu
   for (const auto& [stmt, sub] : dv.callees) CHECK(sub->chosen.cost.t_total > 0);
   double sum = 0;
@@ -117,7 +105,7 @@ TEST_CASE("every bundled diagram derives on every bundled GPU", "[derive]") {
     for (const char* gpu : {"a100", "h100", "h200", "b200", "rtx4090"}) {
       INFO(file << " on " << gpu);
       Hardware hw = load_hardware(gpu);
-      Derivation dv = derive(*l.p, *l.d, l.sizes, hw);
+      Derivation dv = derive(*l.program, *l.diagram, l.sizes, hw);
       CHECK(dv.chosen.cost.fits());
       CHECK(dv.chosen.cost.t_total > 0);
       CHECK(dv.chosen.cost.t_total <= dv.unfused.cost.t_total * (1 + 1e-9));

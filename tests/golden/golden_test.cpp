@@ -25,11 +25,10 @@ std::size_t count(const std::string& s, const std::string& what) {
 TEST_CASE("DOT of each bundled diagram matches its golden file and its SVG has every node and wire", "[golden][render]") {
   for (const auto& path : library_files()) {
     INFO(path);
-    DiagnosticEngine diags;
-    auto p = load_program(path, diags);
-    const Diagram& d = p->select("");
-    REQUIRE(verify_program(*p, diags, &d));
-    SizeMap sizes = *resolve_sizes(d, {}, diags);
+    LoadedDiagram l = load_library(path);
+    const Program* p = l.program.get();
+    const Diagram& d = *l.diagram;
+    const SizeMap& sizes = l.sizes;
     std::string dot = diagram_to_dot(*p, d, sizes);
     std::string stem = std::filesystem::path(path).stem().string();
     check_golden("dot/" + stem + ".dot", dot);
@@ -64,11 +63,10 @@ TEST_CASE("pseudocode and relabelled DOT of each bundled diagram match their gol
   Hardware hw = load_hardware("h100");
   for (const auto& path : library_files()) {
     INFO(path);
-    DiagnosticEngine diags;
-    auto p = load_program(path, diags);
-    const Diagram& d = p->select("");
-    REQUIRE(verify_program(*p, diags, &d));
-    SizeMap sizes = *resolve_sizes(d, {}, diags);
+    LoadedDiagram l = load_library(path);
+    const Program* p = l.program.get();
+    const Diagram& d = *l.diagram;
+    const SizeMap& sizes = l.sizes;
     Derivation dv = derive(*p, d, sizes, hw);
     std::string stem = std::filesystem::path(path).stem().string();
     check_golden("pseudo/" + stem + ".txt", emit_pseudo(*p, d, dv, hw));

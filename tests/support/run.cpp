@@ -10,6 +10,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "diagrams/verify.hpp"
+
 namespace napkin::test {
 
 RunResult run_napkin(const std::string& args) {
@@ -38,6 +40,32 @@ std::vector<std::string> library_files() {
     if (e.path().extension() == ".napkin") out.push_back(e.path().string());
   std::sort(out.begin(), out.end());
   return out;
+}
+
+namespace {
+LoadedDiagram finish(std::unique_ptr<Program> p, DiagnosticEngine& diags, const SizeMap& overrides) {
+  LoadedDiagram l;
+  l.program = std::move(p);
+  l.diagram = &l.program->select("");
+  verify_program(*l.program, diags, l.diagram, overrides);
+  INFO(diags.render());
+  REQUIRE_FALSE(diags.has_errors());
+  l.sizes = *resolve_sizes(*l.diagram, overrides, diags);
+  return l;
+}
+}  // namespace
+
+LoadedDiagram load_text(const std::string& text, const SizeMap& overrides) {
+  DiagnosticEngine diags;
+  auto p = load_program_text("test.napkin", text, diags);
+  return finish(std::move(p), diags, overrides);
+}
+
+LoadedDiagram load_library(const std::string& file) {
+  std::string path = file.find('/') == std::string::npos ? std::string(NAPKIN_SOURCE_DIR) + "/diagrams/library/" + file : file;
+  DiagnosticEngine diags;
+  auto p = load_program(path, diags);
+  return finish(std::move(p), diags, {});
 }
 
 void check_golden(const std::string& name, const std::string& actual) {

@@ -2,8 +2,12 @@
  *  Test helpers: run the napkin binary, read files, compare golden files.
  */
 #pragma once
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "diagrams/program.hpp"
+#include "diagrams/sizes.hpp"
 
 namespace napkin::test {
 
@@ -17,6 +21,17 @@ RunResult run_napkin(const std::string& args);
 std::string slurp(const std::string& path);
 /** Bundled diagrams: every .napkin file of diagrams/library, sorted. */
 std::vector<std::string> library_files();
+/** A loaded and verified diagram (the last of its file) with its resolved sizes. */
+struct LoadedDiagram {
+  std::unique_ptr<Program> program;
+  const Diagram* diagram = nullptr;
+  SizeMap sizes;
+};
+/** Loads diagram text; REQUIREs that it verifies. */
+LoadedDiagram load_text(const std::string& text, const SizeMap& overrides = {});
+/** Loads a file of diagrams/library by name ("attention.napkin") or by path; REQUIREs that it verifies. */
+LoadedDiagram load_library(const std::string& file);
+
 /** Compares `actual` with tests/golden/<name>; UPDATE_GOLDEN=1 rewrites the file instead.
  *  A missing golden file fails. */
 void check_golden(const std::string& name, const std::string& actual);

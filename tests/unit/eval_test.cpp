@@ -4,6 +4,7 @@
 
 #include "diagrams/eval.hpp"
 #include "diagrams/verify.hpp"
+#include "tests/support/run.hpp"
 
 using namespace napkin;
 
@@ -13,17 +14,9 @@ struct Run {
   const Diagram* d = nullptr;
   SizeMap sizes;
 };
-
 Run load(const std::string& text, const SizeMap& overrides = {}) {
-  DiagnosticEngine diags;
-  Run r;
-  r.p = load_program_text("t.napkin", text, diags);
-  r.d = &r.p->select("");
-  verify_program(*r.p, diags, r.d, overrides);
-  INFO(diags.render());
-  REQUIRE_FALSE(diags.has_errors());
-  r.sizes = *resolve_sizes(*r.d, overrides, diags);
-  return r;
+  test::LoadedDiagram l = test::load_text(text, overrides);
+  return Run{std::move(l.program), l.diagram, l.sizes};
 }
 
 Tensor tensor(const AxisList& axes, std::vector<std::int64_t> shape, std::vector<double> data) {
