@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <tuple>
 
 #include "derive/registry.hpp"
 #include "diagrams/graph_view.hpp"
@@ -59,9 +61,13 @@ IoLowerBound io_lower_bound(const Program& p, const Diagram& d, const SizeMap& s
 
 namespace {
 
+/** Callee derivations by callee name and sizes: a diagram called twice at the same sizes (the two
+ *  RMSNorms of a transformer block), or by both the chosen and the unfused schedule, is derived once. */
+using CalleeCache = std::map<std::pair<std::string, SizeMap>, std::shared_ptr<Derivation>>;
+
 /** A call kernel costs what its callee's derivation costs, once per woven index. */
 void add_callees(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt,
-                 const SearchOptions& so, SearchResult& r, Derivation* keep) {
+                 const SearchOptions& so, SearchResult& r, Derivation* keep, CalleeCache& cache) {
   Typer typer(d, p.diagrams, nullptr);
   r.cost.t_total = r.cost.hbm_bytes = r.cost.l2_to_smem_bytes = r.cost.flops = 0;
   for (auto& kc : r.kernels) {
@@ -79,7 +85,8 @@ void add_callees(const Program& p, const Diagram& d, const SizeMap& sizes, const
       for (const auto& [ca, cr] : shape.bind) bound[ca] = sizes.at(cr);
       DiagnosticEngine diags;
       SizeMap inner = *resolve_sizes(*shape.callee, bound, diags);
-      auto sub = std::make_unique<Derivation>(derive(p, *shape.callee, inner, hw, opt, so));
+      auto& sub = cache[{shape.callee->name, inner}];
+      if (!sub) sub = std::make_shared<Derivation>(derive(p, *shape.callee, inner, hw, opt, so));
       double woven = static_cast<double>(product(sizes, shape.woven));
       kc.cost.t_total = (sub->chosen.cost.t_total - 0) * woven;
       kc.cost.hbm_bytes = sub->chosen.cost.hbm_bytes * woven;
@@ -87,7 +94,7 @@ void add_callees(const Program& p, const Diagram& d, const SizeMap& sizes, const
       kc.cost.flops_tensor = sub->chosen.cost.flops * woven;
       kc.cost.flops_fp32 = 0;
       kc.cost.bound = "as derived for " + shape.callee->name;
-      if (keep) keep->callees.emplace_back(s->name, std::move(sub));
+      if (keep) keep->callees.emplace_back(s->name, sub);
     }
     r.cost.t_total += kc.cost.t_total;
     r.cost.hbm_bytes += kc.cost.hbm_bytes;
@@ -103,12 +110,10 @@ void add_callees(const Program& p, const Diagram& d, const SizeMap& sizes, const
 Derivation derive(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt,
                   const SearchOptions& so) {
   Derivation out;
-  out.chosen = search_schedule(p, d, sizes, hw, opt, so);
-  SearchOptions unfused_opts = so;
-  unfused_opts.allow_fusion = false;
-  out.unfused = search_schedule(p, d, sizes, hw, opt, unfused_opts);
-  add_callees(p, d, sizes, hw, opt, so, out.chosen, &out);
-  add_callees(p, d, sizes, hw, opt, so, out.unfused, nullptr);
+  std::tie(out.chosen, out.unfused) = search_with_unfused(p, d, sizes, hw, opt, so);
+  CalleeCache cache;
+  add_callees(p, d, sizes, hw, opt, so, out.chosen, &out, cache);
+  add_callees(p, d, sizes, hw, opt, so, out.unfused, nullptr, cache);
   auto weave = weave_analysis(p, d);
   PassContext ctx{p, d, sizes, hw, opt, weave, out.chosen, out.unfused};
   for (const auto& pass : pass_registry()) {

@@ -18,7 +18,7 @@ struct Derivation {
   SearchResult chosen, unfused;
   std::vector<Step> steps;
   IoLowerBound bound;
-  std::vector<std::pair<std::string, std::unique_ptr<Derivation>>> callees;  ///< per call statement
+  std::vector<std::pair<std::string, std::shared_ptr<Derivation>>> callees;  ///< per call statement
 };
 
 /** Derives `d` at `sizes` on `hw`. Calls of other diagrams are derived recursively at the sizes

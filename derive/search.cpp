@@ -40,6 +40,28 @@ class Searcher {
         if (index_.count(r)) preds_[i] |= bit(index_[r]);
   }
 
+  /** Every statement its own kernel, in dataflow order (after run()). */
+  SearchResult unfused() {
+    SearchResult r;
+    r.schedule.name = "unfused";
+    r.schedule.diagram = d_.name;
+    std::uint64_t covered = 0;
+    while (std::popcount(covered) < static_cast<int>(n_)) {
+      for (std::size_t i = 0; i < n_; ++i) {
+        if ((covered & bit(i)) || (preds_[i] & ~covered) != 0) continue;
+        const KernelChoice& c = kernel_best_.at(bit(i));
+        if (c.score == kInf) throw UserError("no legal unfused schedule of diagram '" + d_.name + "' fits " + hw_.name + last_problem_);
+        r.schedule.kernels.push_back(c.plan);
+        r.kernels.push_back(c);
+        covered |= bit(i);
+      }
+    }
+    name_kernels(r);
+    r.cost = cost_schedule(p_, d_, r.schedule, sizes_, hw_, opt_);
+    r.candidates_scored = 0;
+    return r;
+  }
+
   SearchResult run() {
     NAPKIN_ASSERT(n_ <= 62) << "too many statements";
     candidates();
@@ -400,6 +422,13 @@ class Searcher {
 SearchResult search_schedule(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw,
                              const ModelOptions& opt, const SearchOptions& so) {
   return Searcher(p, d, sizes, hw, opt, so).run();
+}
+
+std::pair<SearchResult, SearchResult> search_with_unfused(const Program& p, const Diagram& d, const SizeMap& sizes,
+                                                          const Hardware& hw, const ModelOptions& opt, const SearchOptions& so) {
+  Searcher s(p, d, sizes, hw, opt, so);
+  SearchResult best = s.run();
+  return {std::move(best), s.unfused()};
 }
 
 }  // namespace napkin

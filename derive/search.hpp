@@ -43,6 +43,11 @@ struct SearchResult {
 SearchResult search_schedule(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw,
                              const ModelOptions& opt, const SearchOptions& so);
 
+/** The best schedule and the best unfused one (every statement its own kernel, each with its best
+ *  partition), from one search: the unfused kernels are among the candidates. */
+std::pair<SearchResult, SearchResult> search_with_unfused(const Program& p, const Diagram& d, const SizeMap& sizes,
+                                                          const Hardware& hw, const ModelOptions& opt, const SearchOptions& so);
+
 /** A checked hand-written schedule in the form the search returns. */
 SearchResult result_of(const Schedule& s, const CheckedSchedule& checked);
 
