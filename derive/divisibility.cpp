@@ -38,15 +38,25 @@ std::map<std::string, Divisibility> divisibility(const Program& p, const Diagram
       auto a = typer.axes_of(*n.args[0]), b = typer.axes_of(*n.args[1]);
       if (!a || !b || a->empty() || b->empty()) return;
       std::string shape = "m" + std::to_string(mma->m) + "n" + std::to_string(mma->n) + "k" + std::to_string(mma->k);
-      for (const auto& x : *a)
-        if (!contains(*b, x) && !contains(n.axes, x)) {
-          bool split = x == warp_axis;
-          need(x, mma->m * (split ? warps : 1),
-               "MMA " + shape + " rows (m=" + std::to_string(mma->m) + (split ? " x " + std::to_string(warps) + " warps" : "") + ")");
-        }
-      for (const auto& x : *b)
-        if (!contains(*a, x) && !contains(n.axes, x)) need(x, mma->n, "MMA " + shape + " columns (n=" + std::to_string(mma->n) + ")");
-      for (const auto& x : n.axes) need(x, mma->k, "MMA " + shape + " depth (k=" + std::to_string(mma->k) + ")");
+      // Several axes can make one MMA dimension (flattened, like the (g, r, d) columns of a head
+      // projection): the constraint falls on its innermost axis, the last in the operand's layout.
+      auto innermost = [](const AxisList& layout, auto&& in_dim) {
+        std::string last;
+        for (const auto& x : layout)
+          if (in_dim(x)) last = x;
+        return last;
+      };
+      std::string rows = innermost(*a, [&](const std::string& x) { return !contains(*b, x) && !contains(n.axes, x); });
+      std::string cols = innermost(*b, [&](const std::string& x) { return !contains(*a, x) && !contains(n.axes, x); });
+      std::string depth = innermost(*a, [&](const std::string& x) { return contains(n.axes, x); });
+      if (!rows.empty()) {
+        std::string split = !warp_axis.empty() && contains(*a, warp_axis) && !contains(*b, warp_axis) ? warp_axis : rows;
+        bool by_warps = split == warp_axis;
+        need(split, mma->m * (by_warps ? warps : 1),
+             "MMA " + shape + " rows (m=" + std::to_string(mma->m) + (by_warps ? " x " + std::to_string(warps) + " warps" : "") + ")");
+      }
+      if (!cols.empty()) need(cols, mma->n, "MMA " + shape + " columns (n=" + std::to_string(mma->n) + ")");
+      if (!depth.empty()) need(depth, mma->k, "MMA " + shape + " depth (k=" + std::to_string(mma->k) + ")");
     });
   return out;
 }

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "diagrams/diagnostics.hpp"
+#include "diagrams/graph_view.hpp"
 
 namespace napkin {
 
@@ -83,6 +84,23 @@ StreamVerdict streamable(const std::vector<const StatementWeave*>& kernel, const
         v.uses.push_back({name, "elementwise"});
         break;
       case AxisRole::reduced: {
+        // A reduction over the axis nested inside another one over it needs the inner result
+        // complete inside the loop: a second pass.
+        bool nested = false;
+        walk(*w->statement->expr, [&](const Expr& n) {
+          if (n.kind != Expr::Kind::apply || std::find(n.axes.begin(), n.axes.end(), axis) == n.axes.end() ||
+              (n.op != Op::contract && n.op != Op::sum && n.op != Op::max && n.op != Op::mean && n.op != Op::softmax &&
+               n.op != Op::layernorm && n.op != Op::rmsnorm))
+            return;
+          for (const auto& arg : n.args)
+            walk(*arg, [&](const Expr& inner) {
+              if (inner.kind == Expr::Kind::apply && &inner != &n && std::find(inner.axes.begin(), inner.axes.end(), axis) != inner.axes.end())
+                nested = true;
+            });
+        });
+        if (nested)
+          return fail(w, "'" + name + "' reduces " + axis + " over a value that itself reduces or normalises along " + axis +
+                             "; the inner result is complete only after the loop; keep " + axis + " whole");
         std::string id = r.op == Op::max ? "max-monoid" : "associative-sum";
         for (const auto& in : w->reads) {  // a contraction fed by a normaliser takes the normaliser's lemma
           auto it = by_name.find(in);

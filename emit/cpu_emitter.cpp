@@ -390,15 +390,20 @@ class FunctionEmitter {
     return std::find(ax.begin(), ax.end(), a) != ax.end();
   }
 
-  /** The topmost node of `e` reducing a streamed axis. */
-  const Expr* reducer(const Expr& e) const {
-    const Expr* found = nullptr;
-    walk(e, [&](const Expr& n) {
-      if (found || n.kind != Expr::Kind::apply || (n.op != Op::contract && n.op != Op::sum && n.op != Op::max && n.op != Op::mean)) return;
-      for (const auto& x : stream_axes_)
-        if (std::find(n.axes.begin(), n.axes.end(), x) != n.axes.end()) found = &n;
-    });
-    return found;
+  /** The outermost nodes of `e` reducing a streamed axis: each folds into an accumulator. */
+  std::vector<const Expr*> reducers(const Expr& e) const {
+    std::vector<const Expr*> out;
+    std::function<void(const Expr&)> visit = [&](const Expr& n) {
+      if (n.kind == Expr::Kind::apply && (n.op == Op::contract || n.op == Op::sum || n.op == Op::max || n.op == Op::mean))
+        for (const auto& x : stream_axes_)
+          if (std::find(n.axes.begin(), n.axes.end(), x) != n.axes.end()) {
+            out.push_back(&n);
+            return;
+          }
+      for (const auto& a : n.args) visit(*a);
+    };
+    visit(e);
+    return out;
   }
 
   bool touches_any(const StatementWeave& w) const {
@@ -457,19 +462,21 @@ class FunctionEmitter {
     }
     for (const auto* w : in_loop) {
       if (role_any(*w) != AxisRole::reduced) continue;
-      const Expr* r = reducer(*w->statement->expr);
-      AxisList out = axes_of(*r);
-      Buf b{"acc_" + w->statement->name, out};
-      acc[r] = b;
-      const std::string& lem = lemma[w->statement->name];
-      bool one_pass_consumer = lem == "online-softmax" || lem == "normalised-contraction" || lem == "welford";
-      for (const auto& arg : r->args)
-        if (one_pass_consumer && arg->kind == Expr::Kind::ref && norm_node.count(arg->name)) consumer_of[r] = arg->name;
-      line("std::vector<double> " + b.name + "(" + local_size(out) + ", " + (r->op == Op::max ? "-INFINITY" : "0.0") +
-           ");  // head: " + lemma[w->statement->name] + " accumulator");
-      if (consumer_of.count(r) && norm_node[consumer_of[r]]->op == Op::layernorm)
-        for (const char* extra : {"accw_", "accb_"})
-          line("std::vector<double> " + std::string(extra) + w->statement->name + "(" + local_size(out) + ", 0.0);");
+      int i = 0;
+      for (const Expr* r : reducers(*w->statement->expr)) {
+        AxisList out = axes_of(*r);
+        Buf b{"acc_" + w->statement->name + "_" + std::to_string(i++), out};
+        acc[r] = b;
+        const std::string& lem = lemma[w->statement->name];
+        bool one_pass_consumer = lem == "online-softmax" || lem == "normalised-contraction" || lem == "welford";
+        for (const auto& arg : r->args)
+          if (one_pass_consumer && arg->kind == Expr::Kind::ref && norm_node.count(arg->name)) consumer_of[r] = arg->name;
+        line("std::vector<double> " + b.name + "(" + local_size(out) + ", " + (r->op == Op::max ? "-INFINITY" : "0.0") +
+             ");  // head: " + lemma[w->statement->name] + " accumulator");
+        if (consumer_of.count(r) && norm_node[consumer_of[r]]->op == Op::layernorm)
+          for (const char* extra : {"accw_", "accb_"})
+            line("std::vector<double> " + std::string(extra) + b.name + "(" + local_size(out) + ", 0.0);");
+      }
     }
     bool skip = cost.causal_active_fraction < 1;
     std::string causal_q;
@@ -501,9 +508,10 @@ class FunctionEmitter {
           normaliser_chunk(*w, a, lemma[name], passes == 2, stats_pass);
           if (!stats_pass && std::find(cost.outputs.begin(), cost.outputs.end(), name) != cost.outputs.end()) save(name);
         } else if (!stats_pass) {
-          const Expr* r = reducer(*w->statement->expr);
-          for (const auto& arg : r->args) prepare(*arg);
-          accumulate(*r, acc.at(r), consumer_of.count(r) ? consumer_of[r] : "", a);
+          for (const Expr* r : reducers(*w->statement->expr)) {
+            for (const auto& arg : r->args) prepare(*arg);
+            accumulate(*r, acc.at(r), consumer_of.count(r) ? consumer_of[r] : "", a);
+          }
         }
       }
       for (std::size_t i = 0; i < axes.size(); ++i) close();
@@ -529,10 +537,9 @@ class FunctionEmitter {
         open("");
         loops(b.axes);
         if (node->op == Op::layernorm) {
-          std::string stmt = b.name.substr(4);
           line("const double inv = 1.0 / std::sqrt(" + st("m2") + " / " + st("cnt") + " + " + num(eps(*node)) + ");");
-          line(at(b) + " = (" + at(b) + " - " + st("mean") + " * accw_" + stmt + "[" + local_index(b.axes) + "]) * inv + accb_" +
-               stmt + "[" + local_index(b.axes) + "];");
+          line(at(b) + " = (" + at(b) + " - " + st("mean") + " * accw_" + b.name + "[" + local_index(b.axes) + "]) * inv + accb_" +
+               b.name + "[" + local_index(b.axes) + "];");
         } else {
           line(at(b) + " = " + at(b) + fix + ";");
         }
@@ -579,9 +586,8 @@ class FunctionEmitter {
     end_loops(inner);
     line(r.op == Op::max ? at(b) + " = std::fmax(" + at(b) + ", part);" : at(b) + " += part;");
     if (node && node->op == Op::layernorm) {
-      std::string stmt = b.name.substr(4);
-      line("accw_" + stmt + "[" + local_index(b.axes) + "] += part_w;");
-      line("accb_" + stmt + "[" + local_index(b.axes) + "] += part_b;");
+      line("accw_" + b.name + "[" + local_index(b.axes) + "] += part_w;");
+      line("accb_" + b.name + "[" + local_index(b.axes) + "] += part_b;");
     }
     end_loops(b.axes);
     close();

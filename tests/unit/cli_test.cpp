@@ -1,6 +1,7 @@
 // The napkin binary: exit codes, stdin, eval outputs, render, help and version.
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <unistd.h>
 
 #include "diagrams/npy.hpp"
 #include "tests/support/run.hpp"
@@ -10,13 +11,17 @@ using namespace napkin::test;
 
 namespace {
 std::string lib(const std::string& f) { return std::string(NAPKIN_SOURCE_DIR) + "/diagrams/library/" + f; }
+/** A scratch path of this process: concurrent test runs must not share files. */
+std::string scratch(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / (name + "-" + std::to_string(getpid()))).string();
+}
 }  // namespace
 
 TEST_CASE("check: 0 on a good file, 1 with located errors on a bad one", "[cli]") {
   auto ok = run_napkin("check " + lib("attention.napkin"));
   CHECK(ok.status == 0);
   CHECK(ok.output.find("ok: diagram 'attention'") != std::string::npos);
-  std::string bad_file = std::filesystem::temp_directory_path() / "napkin-cli-test-bad.napkin";
+  std::string bad_file = scratch("napkin-cli-test-bad.napkin");
   write_file_atomic(bad_file, "diagram t\naxis a = 4\nin X[a,z] : fp32\nout X : fp32\n");
   auto bad = run_napkin("check - < " + bad_file);
   CHECK(bad.status == 1);
@@ -34,7 +39,7 @@ TEST_CASE("usage errors exit 1, help and version exit 0", "[cli]") {
 }
 
 TEST_CASE("eval writes inputs and outputs as .npy, and refuses huge sizes without writing", "[cli][eval]") {
-  std::string dir = std::filesystem::temp_directory_path() / "napkin-cli-test-eval";
+  std::string dir = scratch("napkin-cli-test-eval");
   std::filesystem::remove_all(dir);
   auto r = run_napkin("eval " + lib("attention.napkin") + " --set q=8 --set x=8 --set d=4 --set h=2 --seed 3 -o " + dir);
   INFO(r.output);
@@ -51,7 +56,7 @@ TEST_CASE("eval writes inputs and outputs as .npy, and refuses huge sizes withou
 }
 
 TEST_CASE("eval reads an input from .npy and checks its shape", "[cli][eval]") {
-  std::string dir = std::filesystem::temp_directory_path() / "napkin-cli-test-npy";
+  std::string dir = scratch("napkin-cli-test-npy");
   std::filesystem::create_directories(dir);
   write_file_atomic(dir + "/A.npy", encode_npy({{2, 3}, {1, 2, 3, 4, 5, 6}}));
   write_file_atomic(dir + "/B.npy", encode_npy({{3, 2}, {7, 8, 9, 10, 11, 12}}));
@@ -66,7 +71,7 @@ TEST_CASE("eval reads an input from .npy and checks its shape", "[cli][eval]") {
 }
 
 TEST_CASE("render writes SVG and DOT", "[cli][render]") {
-  std::string out = std::filesystem::temp_directory_path() / "napkin-cli-test.svg";
+  std::string out = scratch("napkin-cli-test.svg");
   auto r = run_napkin("render " + lib("causal_attention.napkin") + " -o " + out);
   REQUIRE(r.status == 0);
   std::string svg = slurp(out);
