@@ -455,9 +455,13 @@ class FunctionEmitter {
           if (x != a) rows.push_back(x);
         state_rows_[name] = rows;
         line("// " + name + ": " + l + " state over rows [" + join(rows) + "]");
-        for (const char* s : {"m", "l", "c", "mean", "m2", "cnt"})
-          line("std::vector<double> " + std::string(s) + "_" + name + "(" + local_size(rows) + ", " +
-               (std::string(s) == "m" ? "-INFINITY" : "0.0") + ");");
+        // softmax: running max m, denominator l, last correction c; rmsnorm: sum of squares m2 and
+        // count; layernorm: Welford's count, mean and M2.
+        std::vector<std::string> state = n->op == Op::softmax   ? std::vector<std::string>{"m", "l", "c"}
+                                         : n->op == Op::rmsnorm ? std::vector<std::string>{"m2", "cnt"}
+                                                                : std::vector<std::string>{"cnt", "mean", "m2"};
+        for (const auto& st : state)
+          line("std::vector<double> " + st + "_" + name + "(" + local_size(rows) + ", " + (st == "m" ? "-INFINITY" : "0.0") + ");");
       }
     }
     for (const auto* w : in_loop) {

@@ -3,6 +3,8 @@
 #include <filesystem>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "diagrams/npy.hpp"
 #include "tests/support/run.hpp"
 
@@ -79,4 +81,55 @@ TEST_CASE("render writes SVG and DOT", "[cli][render]") {
   CHECK(svg.find("softmax along x") != std::string::npos);
   auto dot = run_napkin("render " + lib("matmul.napkin") + " --format dot");
   CHECK(dot.output.rfind("digraph \"matmul\"", 0) == 0);
+}
+
+TEST_CASE("derive prints steps, schedule and costs; JSON parses; a saved schedule re-checks", "[cli][derive]") {
+  auto text = run_napkin("derive " + lib("attention.napkin") + " --hw h100");
+  REQUIRE(text.status == 0);
+  for (const char* part : {"[derive-stream-partition]", "online-softmax", "Fusion Theorem", "schedule derived for attention",
+                           "L2 -> SMEM", "Comparison", "I/O lower bound"})
+    CHECK(text.output.find(part) != std::string::npos);
+  auto json = run_napkin("derive " + lib("attention.napkin") + " --hw h100 --format json");
+  REQUIRE(json.status == 0);
+  CHECK(json.output.find("\"predicted_seconds\"") != std::string::npos);
+  CHECK(json.output.find("\"lemma\": \"online-softmax\"") != std::string::npos);
+  // Save the printed schedule and score it back.
+  std::string sched = scratch("napkin-cli-test.schedule");
+  std::size_t at = text.output.find("  schedule derived for attention");
+  std::size_t end = text.output.find("\n\n", at);
+  std::string body;
+  for (std::size_t p = at; p < end;) {
+    std::size_t q = text.output.find('\n', p);
+    body += text.output.substr(p + 2, q - p - 2) + "\n";
+    p = q + 1;
+  }
+  write_file_atomic(sched, body);
+  auto rescored = run_napkin("derive " + lib("attention.napkin") + " --hw h100 --schedule " + sched);
+  INFO(body << rescored.output);
+  CHECK(rescored.status == 0);
+  CHECK(rescored.output.find("is legal on H100-SXM5") != std::string::npos);
+  auto relabelled = run_napkin("render " + lib("attention.napkin") + " --schedule " + sched + " --format dot");
+  CHECK(relabelled.status == 0);
+  CHECK(relabelled.output.find("subgraph \"cluster_") != std::string::npos);
+}
+
+TEST_CASE("emit, compare, render --derive and passes run end to end", "[cli][derive]") {
+  auto pseudo = run_napkin("emit " + lib("matmul.napkin") + " --target pseudo");
+  CHECK(pseudo.status == 0);
+  CHECK(pseudo.output.find("parallel for") != std::string::npos);
+  auto cpu = run_napkin("emit " + lib("matmul.napkin") + " --target cpu");
+  CHECK(cpu.output.find("extern \"C\" void napkin_run(") != std::string::npos);
+  std::string prefix = scratch("napkin-cli-compare");
+  auto cmp = run_napkin("compare " + lib("matmul.napkin") + " --hw a100,h100 --dtype bf16,fp8e4m3 -o " + prefix);
+  REQUIRE(cmp.status == 0);
+  CHECK(cmp.output.find("no fp8e4m3 tensor cores on A100-SXM4-80GB") != std::string::npos);
+  std::string csv = slurp(prefix + ".csv");
+  CHECK(std::count(csv.begin(), csv.end(), '\n') == 5);  // header and four pairs
+  CHECK(slurp(prefix + ".svg").find("<svg") != std::string::npos);
+  auto derived = run_napkin("render " + lib("mlp_swiglu.napkin") + " --derive --format dot");
+  CHECK(derived.output.find("@smem") != std::string::npos);
+  auto passes = run_napkin("passes");
+  CHECK(passes.output.find("derive-warp-recursion") != std::string::npos);
+  CHECK(passes.output.find("welford") != std::string::npos);
+  CHECK(run_napkin("derive " + lib("attention.napkin") + " --hw tpu").status == 1);
 }
