@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -193,6 +194,43 @@ std::string lower(std::string s) {
 
 std::optional<Hardware> parse_hardware(const SourceFile& src, DiagnosticEngine& diags) {
   return Reader(src, diags).run();
+}
+
+std::string format_hardware(const Hardware& h, const std::string& header) {
+  auto num = [](double v) {
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%.6g", v);
+    std::string s = buf;
+    return s.find_first_of(".e") == std::string::npos ? s + ".0" : s;
+  };
+  auto integer = [](double v) { return std::to_string(static_cast<long long>(v)); };
+  std::string out;
+  for (std::size_t p = 0, q; p < header.size(); p = q + 1) {
+    q = header.find('\n', p);
+    if (q == std::string::npos) q = header.size();
+    out += "# " + header.substr(p, q - p) + "\n";
+  }
+  out += "name = \"" + h.name + "\"\naliases = [";
+  for (std::size_t i = 0; i < h.aliases.size(); ++i) out += (i ? ", \"" : "\"") + h.aliases[i] + "\"";
+  out += "]\narch = \"" + h.arch + "\"\nsm_count = " + std::to_string(h.sm_count) + "\nclock_hz = " + num(h.clock_hz) +
+         "\nlaunch_overhead_s = " + num(h.launch_overhead_s) + "\n";
+  out += "\n[hbm]\ncapacity_bytes = " + integer(h.hbm.capacity_bytes) + "\nbandwidth_bytes_per_s = " + num(h.hbm.bandwidth_bytes_per_s) + "\n";
+  out += "\n[l2]\ncapacity_bytes = " + integer(h.l2.capacity_bytes) + "\nbandwidth_bytes_per_s = " + num(h.l2.bandwidth_bytes_per_s) + "\n";
+  out += "\n[smem]\ncapacity_per_sm_bytes = " + integer(h.smem.capacity_bytes) + "\nmax_per_block_bytes = " +
+         integer(h.smem_max_per_block_bytes) + "\nbandwidth_bytes_per_s = " + num(h.smem.bandwidth_bytes_per_s) + "\n";
+  out += "\n[registers]\nper_sm = " + std::to_string(h.registers_per_sm) + "\nmax_per_thread = " + std::to_string(h.max_registers_per_thread) + "\n";
+  out += "\n[limits]\nmax_warps_per_sm = " + std::to_string(h.max_warps_per_sm) + "\nmax_threads_per_block = " +
+         std::to_string(h.max_threads_per_block) + "\nmax_blocks_per_sm = " + std::to_string(h.max_blocks_per_sm) + "\n";
+  out += "\n[compute]\nfp32_flops_per_s = " + num(h.fp32_flops_per_s) + "\nsfu_ops_per_s = " + num(h.sfu_ops_per_s) +
+         "\nmma_sync_fraction = " + num(h.mma_sync_fraction) + "\n";
+  out += "\n[tensor_core]\n";
+  for (const auto& [t, rate] : h.tensor_flops_per_s) out += std::string(dtype_name(t)) + " = " + num(rate) + "\n";
+  out += std::string("\n[features]\ncp_async = ") + (h.cp_async ? "true" : "false") + "\ntma = " + (h.tma ? "true" : "false") +
+         "\nwgmma = " + (h.wgmma ? "true" : "false") + "\n";
+  for (const auto& m : h.mma)
+    out += "\n[[mma]]\ndtype = \"" + std::string(dtype_name(m.dtype)) + "\"\nshape = [" + std::to_string(m.m) + ", " +
+           std::to_string(m.n) + ", " + std::to_string(m.k) + "]\nscope = \"" + m.scope + "\"\nptx = \"" + m.ptx + "\"\n";
+  return out;
 }
 
 std::string hardware_dir() {

@@ -61,6 +61,10 @@ struct Hardware {
  *  nullopt if any was reported. Never throws on bad input. */
 std::optional<Hardware> parse_hardware(const SourceFile& src, DiagnosticEngine& diags);
 
+/** TOML text of `h` in the layout parse_hardware reads (round trip: parse(format(h)) == h's
+ *  fields), with `header` as leading comment lines. */
+std::string format_hardware(const Hardware& h, const std::string& header);
+
 /** The bundled descriptions' folder: $NAPKIN_HARDWARE_DIR, else the source tree's hardware/. */
 std::string hardware_dir();
 /** Loads a description by name or alias (case-insensitive: "h100", "H100-SXM5") from
