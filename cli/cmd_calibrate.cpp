@@ -2,6 +2,8 @@
 // elsewhere) and write a hardware description with them.
 #include <fmt/core.h>
 
+#include <filesystem>
+
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "diagrams/npy.hpp"
@@ -26,7 +28,8 @@ Runner setup_calibrate(CLI::App& sub) {
     std::string header = "Measured by napkin calibrate on " + device + " (kernels/calibrate/microbench.cu):\n" +
                          "bandwidths, FP32 and SFU rates, launch overhead, SM count and L2 size are measured;\n" +
                          "mma_sync_fraction = measured mma.sync bf16 rate / the datasheet peak of " + base.name + ";\n" +
-                         "capacities, limits, tensor-core peaks and MMA shapes are " + base.name + "'s (see " + base.file + ").";
+                         "capacities, limits, tensor-core peaks and MMA shapes are " + base.name + "'s (see hardware/" +
+                         std::filesystem::path(base.file).filename().string() + ").";
     std::string path = out->empty() ? (base.aliases.empty() ? base.name : base.aliases.front()) + "-measured.toml" : *out;
     write_file_atomic(path, format_hardware(h, header));
     fmt::print("{}: HBM {:.3g} TB/s, L2 {:.3g} TB/s, SMEM {:.3g} TB/s, mma.sync bf16 {:.0f} TFLOP/s ({:.0f}% of {:.0f}), "

@@ -1,7 +1,11 @@
 // Hardware descriptions: every bundled file loads with sane values; bad files give located errors.
 #include <catch2/catch.hpp>
 
+#include "kernels/calibrate.hpp"
 #include "perfmodel/hardware.hpp"
+#include "tests/support/run.hpp"
+
+using napkin::test::slurp;
 
 using namespace napkin;
 
@@ -43,4 +47,42 @@ TEST_CASE("malformed or incomplete descriptions are located errors", "[hardware]
   CHECK(negative.find("bad.toml:3:12: error: 'sm_count' must be positive") != std::string::npos);
   CHECK(negative.find("unknown dtype 'bf17'") != std::string::npos);
   CHECK(negative.find("'features.wgmma' must be true or false") != std::string::npos);
+}
+
+TEST_CASE("format_hardware round-trips with parse_hardware for every bundled description", "[hardware]") {
+  for (const auto& file : bundled_hardware()) {
+    INFO(file);
+    Hardware h = load_hardware(file);
+    SourceManager sm;
+    DiagnosticEngine diags;
+    auto back = parse_hardware(*sm.add("round.toml", format_hardware(h, "a header\nof two lines")), diags);
+    INFO(diags.render());
+    REQUIRE(back);
+    CHECK(back->name == h.name);
+    CHECK(back->aliases == h.aliases);
+    CHECK(back->sm_count == h.sm_count);
+    CHECK(back->hbm.bandwidth_bytes_per_s == Approx(h.hbm.bandwidth_bytes_per_s).epsilon(1e-5));
+    CHECK(back->smem_max_per_block_bytes == h.smem_max_per_block_bytes);
+    CHECK(back->tensor_flops_per_s.size() == h.tensor_flops_per_s.size());
+    CHECK(back->mma.size() == h.mma.size());
+    CHECK(back->mma.front().ptx == h.mma.front().ptx);
+    CHECK(back->wgmma == h.wgmma);
+  }
+}
+
+TEST_CASE("calibration merges measured figures into a description", "[hardware][calibrate]") {
+  Hardware base = load_hardware("h100");
+  std::string text = slurp(std::string(NAPKIN_SOURCE_DIR) + "/hardware/measured/h100-2026-11-21.txt");
+  auto m = parse_measurements(text);
+  Hardware h = apply_measurements(base, m);
+  CHECK(h.name == "H100-SXM5-measured");
+  CHECK(h.hbm.bandwidth_bytes_per_s == Approx(std::stod(m.at("hbm_bandwidth_bytes_per_s"))));
+  CHECK(h.mma_sync_fraction == Approx(std::stod(m.at("mma_sync_bf16_flops_per_s")) / 989.4e12));
+  CHECK(h.mma_sync_fraction < 1);
+  CHECK(h.smem_max_per_block_bytes == base.smem_max_per_block_bytes);  // limits stay the datasheet's
+  Hardware written = load_hardware(std::string(NAPKIN_SOURCE_DIR) + "/hardware/measured/h100-2026-11-21.toml");
+  CHECK(written.l2.bandwidth_bytes_per_s == Approx(h.l2.bandwidth_bytes_per_s).epsilon(1e-5));
+  m.erase("sfu_ops_per_s");
+  CHECK_THROWS_AS(apply_measurements(base, m), UserError);
+  CHECK_THROWS_AS(parse_measurements("just-a-key\n"), UserError);
 }
