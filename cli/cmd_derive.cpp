@@ -157,8 +157,10 @@ Runner setup_derive(CLI::App& sub) {
     fmt::print("\nComparison\n");
     fmt::print("  derived:  {} kernel(s), HBM {}, predicted {}\n", dv.chosen.kernels.size(), human_bytes(dv.chosen.cost.hbm_bytes),
                us(dv.chosen.cost.t_total));
-    fmt::print("  unfused:  {} kernel(s), HBM {}, predicted {}  (derived is {:.2f}x faster)\n", dv.unfused.kernels.size(),
-               human_bytes(dv.unfused.cost.hbm_bytes), us(dv.unfused.cost.t_total), dv.unfused.cost.t_total / dv.chosen.cost.t_total);
+    fmt::print("  unfused:  {} kernel(s), HBM {}, predicted {}{}\n", dv.unfused.kernels.size(), human_bytes(dv.unfused.cost.hbm_bytes),
+               us(dv.unfused.cost.t_total),
+               dv.chosen.cost.t_total > 0 ? fmt::format("  (derived is {:.2f}x faster)", dv.unfused.cost.t_total / dv.chosen.cost.t_total)
+                                          : std::string("  (nothing to compute)"));
     fmt::print("  I/O lower bound: HBM {} (compulsory), into SMEM {} ({}); derived moves {} into SMEM\n",
                human_bytes(dv.bound.hbm_bytes), human_bytes(dv.bound.smem_bytes), dv.bound.formula,
                human_bytes(dv.chosen.cost.l2_to_smem_bytes));

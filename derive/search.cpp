@@ -45,6 +45,7 @@ class Searcher {
     SearchResult r;
     r.schedule.name = "unfused";
     r.schedule.diagram = d_.name;
+    if (n_ == 0) return r;
     std::uint64_t covered = 0;
     while (std::popcount(covered) < static_cast<int>(n_)) {
       for (std::size_t i = 0; i < n_; ++i) {
@@ -64,6 +65,12 @@ class Searcher {
 
   SearchResult run() {
     NAPKIN_ASSERT(n_ <= 62) << "too many statements";
+    if (n_ == 0) {  // nothing to compute (inputs passed straight to outputs): no kernel
+      SearchResult r;
+      r.schedule.name = "derived";
+      r.schedule.diagram = d_.name;
+      return r;
+    }
     candidates();
     // covered -> (objective of the rest, its HBM bytes, first kernel). With a tolerance, partitions
     // within it of the best (below the model's resolution) go to the one moving fewer HBM bytes.

@@ -97,10 +97,13 @@ class PseudoEmitter {
           }))
         line(decl(st, MemLevel::reg, true) + (lemma[st] == "max-monoid" ? " = -inf" : " = 0") + "  # head: " + lemma[st] +
              " accumulator");
-    for (const auto& [stmt, id] : lemma)
+    for (const auto& entry : lemma) {
+      const std::string& stmt = entry.first;
+      const std::string& id = entry.second;
       if (id == "online-softmax" || id == "normalised-contraction" || id == "welford" || id == "two-pass-normalisation")
         if (std::any_of(weave_.begin(), weave_.end(), [&](const StatementWeave& w) { return w.statement->name == stmt && w.role(stream->first) == AxisRole::normalised; }))
           line("state of " + stmt + ": " + lemma_state(id) + "  # head");
+    }
     auto statement_line = [&](const std::string& name, const std::string& note) {
       const Statement* s = d_.find_statement(name);
       MemLevel lv = kc.cost.level.count(name) ? kc.cost.level.at(name) : MemLevel::reg;

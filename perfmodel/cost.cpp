@@ -251,7 +251,9 @@ class KernelModel {
       c_.warps_per_sm = c_.warps;
       return;
     }
-    auto regs = [&] { return static_cast<int>(std::ceil(c_.register_bytes / 4 / threads)) + kBaseRegisters; };
+    auto regs = [&] {  // clamped: an absurd tile must give a "does not fit", not an overflow
+      return static_cast<int>(std::min(1e9, std::ceil(c_.register_bytes / 4 / threads))) + kBaseRegisters;
+    };
     std::vector<std::pair<double, std::string>> internal;
     for (const auto& a : c_.internal) internal.emplace_back(tile(axes_of(a)) * acc_bytes(a), a);
     std::sort(internal.rbegin(), internal.rend());
@@ -273,11 +275,11 @@ class KernelModel {
                             " of " + hw_.name);
     if (c_.smem_resident_bytes > hw_.smem_max_per_block_bytes)
       c_.problems.push_back(over("SMEM", c_.smem_resident_bytes, hw_.smem_max_per_block_bytes));
-    int regs_rounded = (c_.registers_per_thread + 7) / 8 * 8;
+    std::int64_t regs_rounded = (std::int64_t{c_.registers_per_thread} + 7) / 8 * 8;
     int bps = hw_.max_blocks_per_sm;
     if (c_.smem_resident_bytes > 0)
-      bps = std::min(bps, static_cast<int>(hw_.smem.capacity_bytes / (c_.smem_resident_bytes + kSmemReservedPerBlock)));
-    bps = std::min(bps, hw_.registers_per_sm / std::max(1, regs_rounded * threads));
+      bps = static_cast<int>(std::min<double>(bps, hw_.smem.capacity_bytes / (c_.smem_resident_bytes + kSmemReservedPerBlock)));
+    bps = static_cast<int>(std::min<std::int64_t>(bps, hw_.registers_per_sm / std::max<std::int64_t>(1, regs_rounded * threads)));
     bps = std::min(bps, hw_.max_warps_per_sm / c_.warps);
     c_.blocks_per_sm = std::max(0, bps);
     c_.warps_per_sm = c_.blocks_per_sm * c_.warps;

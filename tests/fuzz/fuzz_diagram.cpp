@@ -5,7 +5,11 @@
 #include <cstdlib>
 #include <string>
 
+#include "derive/derivation.hpp"
 #include "diagrams/eval.hpp"
+#include "emit/cpu_emitter.hpp"
+#include "emit/pseudo_emitter.hpp"
+#include "emit/relabelled_dot.hpp"
 #include "diagrams/parser.hpp"
 #include "diagrams/printer.hpp"
 #include "diagrams/to_dot.hpp"
@@ -37,6 +41,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       std::map<std::string, Tensor> in;
       for (const auto* i : d.inputs()) in[i->name] = random_input(*i, *sizes, 1);
       (void)evaluate(*p, d, *sizes, in);
+    }
+    // Derivation and emission of small diagrams: the search, the model, the passes and the emitters.
+    if (d.statements().size() <= 6) {
+      static const Hardware hw = load_hardware("h100");
+      Derivation dv = derive(*p, d, *sizes, hw);
+      (void)emit_cpu(*p, d, dv);
+      (void)emit_pseudo(*p, d, dv, hw);
+      DotRelabelling labels = relabelling_of(dv.chosen);
+      (void)diagram_to_dot(*p, d, *sizes, &labels);
     }
   } catch (const UserError&) {
     // a user error raised as an exception (limits, sizes): fine

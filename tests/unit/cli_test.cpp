@@ -133,3 +133,17 @@ TEST_CASE("emit, compare, render --derive and passes run end to end", "[cli][der
   CHECK(passes.output.find("welford") != std::string::npos);
   CHECK(run_napkin("derive " + lib("attention.napkin") + " --hw tpu").status == 1);
 }
+
+TEST_CASE("inputs that once crashed napkin (tests/fuzz/regressions) give located errors or results", "[cli][fuzz]") {
+  std::size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(NAPKIN_SOURCE_DIR) + "/tests/fuzz/regressions")) {
+    std::string p = e.path().string();
+    std::string cmd = e.path().extension() == ".schedule" ? "derive " + lib("attention.napkin") + " --schedule " + p : "derive " + p;
+    auto r = run_napkin(cmd);
+    INFO(p << "\n" << r.output);
+    CHECK((r.status == 0 || r.status == 1));  // never an internal error (2) or a signal
+    CHECK(r.output.find("internal error") == std::string::npos);
+    ++n;
+  }
+  CHECK(n >= 2);
+}
