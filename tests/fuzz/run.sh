@@ -12,6 +12,7 @@ secs=${1:-300}
 target=${2:-diagram}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 work="$root/tests/fuzz/work/$target"
+rm -rf "$work/crashes"  # kept findings live in tests/fuzz/regressions
 mkdir -p "$work/corpus" "$work/crashes"
 if [ "$target" = schedule ]; then
   cp "$root"/tests/errors/schedules/*.schedule "$work/corpus/"
