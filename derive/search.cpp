@@ -141,18 +141,17 @@ class Searcher {
   // ---------------------------------------------------------------- candidate kernels
   void candidates() {
     std::vector<std::uint64_t> masks;
-    if (n_ <= 12 && so_.allow_fusion) {
+    if (n_ <= 12) {
       for (std::uint64_t m = 1; m < (1ull << n_); ++m)
         if (connected(m) && convex(m) && calls_alone(m)) masks.push_back(m);
     } else {
       for (std::size_t i = 0; i < n_; ++i) masks.push_back(bit(i));
-      if (so_.allow_fusion)
-        for (std::size_t len = 2; len <= 4; ++len)
-          for (std::size_t i = 0; i + len <= n_; ++i) {
-            std::uint64_t m = 0;
-            for (std::size_t j = i; j < i + len; ++j) m |= bit(j);
-            if (connected(m) && convex(m) && calls_alone(m)) masks.push_back(m);
-          }
+      for (std::size_t len = 2; len <= 4; ++len)
+        for (std::size_t i = 0; i + len <= n_; ++i) {
+          std::uint64_t m = 0;
+          for (std::size_t j = i; j < i + len; ++j) m |= bit(j);
+          if (connected(m) && convex(m) && calls_alone(m)) masks.push_back(m);
+        }
     }
     for (auto m : masks) kernel_best_[m] = best_plan(m);
   }

@@ -22,7 +22,6 @@ struct SearchOptions {
   /** Tile sizes as multiples of the hardware's divisibility LCM (coalescing, MMA shapes). Off for
    *  the paper's hardware-free closed forms: sizes then range over a fine grid, refined locally. */
   bool hardware_divisibility = true;
-  bool allow_fusion = true;
 };
 
 struct KernelChoice {
