@@ -58,7 +58,7 @@ class Searcher {
       }
     }
     name_kernels(r);
-    r.cost = cost_schedule(p_, d_, r.schedule, sizes_, hw_, opt_);
+    r.cost = total_of(r.kernels);
     r.candidates_scored = 0;
     return r;
   }
@@ -130,13 +130,27 @@ class Searcher {
       covered |= mask;
     }
     name_kernels(r);
-    r.cost = cost_schedule(p_, d_, r.schedule, sizes_, hw_, opt_);
+    r.cost = total_of(r.kernels);
     r.candidates_scored = scored_;
     return r;
   }
 
  private:
   static std::uint64_t bit(std::size_t i) { return 1ull << i; }
+
+  /** The schedule's cost from its kernels' costs, already computed by the search (a kernel's cost
+   *  does not depend on the other kernels). */
+  static ScheduleCost total_of(const std::vector<KernelChoice>& kernels) {
+    ScheduleCost sc;
+    for (const auto& k : kernels) {
+      sc.kernels.push_back(k.cost);
+      sc.t_total += k.cost.t_total;
+      sc.hbm_bytes += k.cost.hbm_bytes;
+      sc.l2_to_smem_bytes += k.cost.l2_to_smem_bytes;
+      sc.flops += k.cost.flops_tensor + k.cost.flops_fp32;
+    }
+    return sc;
+  }
 
   // ---------------------------------------------------------------- candidate kernels
   void candidates() {
