@@ -1,9 +1,10 @@
-// napkin emit: the derived (or given) schedule as pseudocode or as a C++ loop nest.
+// napkin emit: the derived (or given) schedule as pseudocode, a C++ loop nest or CUDA.
 #include <fmt/core.h>
 
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "emit/cpu_emitter.hpp"
+#include "emit/cuda_emitter.hpp"
 #include "emit/pseudo_emitter.hpp"
 
 namespace napkin::cli {
@@ -15,8 +16,8 @@ Runner setup_emit(CLI::App& sub) {
   auto out = std::make_shared<std::string>();
   args->add_to(sub);
   sub.add_option("--hw", *hw, "Hardware the schedule is derived for")->capture_default_str();
-  sub.add_option("--target", *target, "pseudo (looped pseudocode) or cpu (compilable C++)")
-      ->check(CLI::IsMember({"pseudo", "cpu"}))
+  sub.add_option("--target", *target, "pseudo (looped pseudocode), cpu (compilable C++) or cuda (a .cu file with a C entry point)")
+      ->check(CLI::IsMember({"pseudo", "cpu", "cuda"}))
       ->capture_default_str();
   sub.add_option("-o,--output", *out, "Output file (default: standard output)");
   return [=] {
@@ -24,7 +25,9 @@ Runner setup_emit(CLI::App& sub) {
     if (!l) return 1;
     Hardware h = load_hardware(*hw);
     Derivation dv = derive(*l->program, *l->diagram, l->sizes, h);
-    std::string text = *target == "cpu" ? emit_cpu(*l->program, *l->diagram, dv) : emit_pseudo(*l->program, *l->diagram, dv, h);
+    std::string text = *target == "cpu"    ? emit_cpu(*l->program, *l->diagram, dv)
+                       : *target == "cuda" ? emit_cuda(*l->program, *l->diagram, dv, h)
+                                           : emit_pseudo(*l->program, *l->diagram, dv, h);
     write_output(*out, text);
     return 0;
   };

@@ -28,6 +28,7 @@ Runner setup_passes(CLI::App& sub);
 Runner setup_emit(CLI::App& sub);
 Runner setup_compare(CLI::App& sub);
 Runner setup_calibrate(CLI::App& sub);
+Runner setup_bench(CLI::App& sub);
 
 /** Every subcommand, in the order `napkin --help` lists them. */
 const std::vector<Command>& commands();

@@ -1,0 +1,35 @@
+// napkin bench: build, check and time the derived kernels on this machine's GPU, against the
+// unfused schedule and cuBLAS measured in the same run (kernels/bench.hpp).
+#include "cli/commands.hpp"
+#include "cli/common.hpp"
+#include "kernels/bench.hpp"
+
+namespace napkin::cli {
+
+Runner setup_bench(CLI::App& sub) {
+  auto args = std::make_shared<DiagramArgs>();
+  auto hw = std::make_shared<std::string>("h100");
+  auto opt = std::make_shared<BenchOptions>();
+  auto format = std::make_shared<std::string>("text");
+  auto arch = std::make_shared<std::string>("sm_90a");
+  args->add_to(sub);
+  sub.add_option("--hw", *hw, "Hardware description the schedule is derived and predicted for")->capture_default_str();
+  sub.add_option("--arch", *arch, "GPU architecture to compile for: sm_80, sm_90a, ...")->capture_default_str();
+  sub.add_option("--runs", opt->runs, "Timed runs per measurement (median; at least 20)")->capture_default_str()->check(CLI::Range(20, 100000));
+  sub.add_option("--seed", opt->seed, "Seed of the random inputs")->capture_default_str();
+  sub.add_option("--workdir", opt->workdir, "Folder for the generated sources, binary and logs (default: napkin-bench-<diagram>)");
+  sub.add_option("--nvcc", opt->nvcc, "CUDA compiler")->capture_default_str();
+  sub.add_option("--format", *format, "text or json")->check(CLI::IsMember({"text", "json"}))->capture_default_str();
+  return [=] {
+    auto l = load_checked(*args);
+    if (!l) return 1;
+    BenchOptions o = *opt;
+    o.json = *format == "json";
+    std::string a = *arch;
+    std::string num = a.substr(a.find_first_of("0123456789"));
+    o.arch = {"-gencode=arch=compute_" + num + ",code=" + a};
+    return run_bench(*l->program, *l->diagram, l->sizes, load_hardware(*hw), o);
+  };
+}
+
+}  // namespace napkin::cli

@@ -1,0 +1,155 @@
+#include "emit/cuda/context.hpp"
+
+#include <cmath>
+#include <cstdio>
+
+namespace napkin::cuda {
+
+std::string ctype(DType t) {
+  switch (t) {
+    case DType::fp32: return "float";
+    case DType::bf16: return "__nv_bfloat16";
+    case DType::fp16: return "__half";
+    default: break;
+  }
+  throw UserError("emit --target cuda stores fp32, bf16 and fp16 arrays; " + std::string(dtype_name(t)) +
+                  " is not supported yet (use --dtype or change the diagram's dtypes)");
+}
+
+void Code::line(const std::string& s) {
+  if (s.empty()) {
+    text += "\n";
+    return;
+  }
+  text += std::string(2 * static_cast<std::size_t>(indent), ' ') + s + "\n";
+}
+void Code::open(const std::string& s) { line(s + " {"), ++indent; }
+void Code::close(const std::string& tail) { --indent, line("}" + tail); }
+
+std::string flit(double v) {
+  if (std::isinf(v)) return v > 0 ? "INFINITY" : "(-INFINITY)";
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  std::string s = buf;
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  return s + "f";
+}
+
+double eps_of(const Expr& e) {
+  for (const auto& b : e.bindings)
+    if (b.key == "eps" && b.number) return b.number->value;
+  return 1e-5;
+}
+
+std::string join(const std::vector<std::string>& v, const std::string& sep) {
+  std::string s;
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + v[i];
+  return s;
+}
+
+Context::Context(const Program& p, const Diagram& d, const Derivation& dv, EmitOptions opt)
+    : p_(p), d_(d), dv_(dv), opt_(std::move(opt)), typer_(d, p.diagrams, nullptr), weave_(weave_analysis(p, d)) {}
+
+DType Context::dtype(const std::string& array) const {
+  if (opt_.reference) return DType::fp32;
+  return storage_dtype(d_, array, ModelOptions{});
+}
+
+std::string Context::index(const std::string& array) const {
+  std::string s;
+  for (const auto& a : axes(array)) s = s.empty() ? "i_" + a : "(" + s + ") * N_" + a + " + i_" + a;
+  return s.empty() ? "0" : s;
+}
+
+std::string Context::load(const std::string& array) const { return "napkin::to_f(a." + array + "[" + index(array) + "])"; }
+
+void Context::declare_sizes(Code& c) const {
+  std::vector<std::string> parts;
+  for (const auto* ax : d_.axes()) parts.push_back("N_" + ax->name + " = a.N_" + ax->name);
+  c.line("const int64_t " + join(parts) + ";");
+}
+
+std::string Context::value(const Expr& e, const NodeOverride& over, const std::vector<std::string>& inl) {
+  if (over)
+    if (auto s = over(e)) return *s;
+  switch (e.kind) {
+    case Expr::Kind::number: return flit(e.number.value);
+    case Expr::Kind::ref: {
+      if (!d_.array_axes(e.name)) return "static_cast<float>(N_" + e.name + ")";
+      if (std::find(inl.begin(), inl.end(), e.name) != inl.end()) {
+        const Statement* s = d_.find_statement(e.name);
+        std::string v = value(*s->expr, over, inl);
+        if (s->dtype && !opt_.reference) v = "napkin::round_to<" + ctype(*s->dtype) + ">(" + v + ")";
+        return v;
+      }
+      return load(e.name);
+    }
+    case Expr::Kind::apply: break;
+  }
+  auto v = [&](std::size_t i) { return value(*e.args.at(i), over, inl); };
+  switch (e.op) {
+    case Op::neg: return "(-" + v(0) + ")";
+    case Op::exp: return "expf(" + v(0) + ")";
+    case Op::log: return "logf(" + v(0) + ")";
+    case Op::relu: return "napkin::relu(" + v(0) + ")";
+    case Op::gelu: return "napkin::gelu(" + v(0) + ")";
+    case Op::silu: return "napkin::silu(" + v(0) + ")";
+    case Op::sigmoid: return "napkin::sigmoid(" + v(0) + ")";
+    case Op::tanh: return "tanhf(" + v(0) + ")";
+    case Op::rsqrt: return "rsqrtf(" + v(0) + ")";
+    case Op::sqrt: return "sqrtf(" + v(0) + ")";
+    case Op::add: return "(" + v(0) + " + " + v(1) + ")";
+    case Op::sub: return "(" + v(0) + " - " + v(1) + ")";
+    case Op::mul: return "(" + v(0) + " * " + v(1) + ")";
+    case Op::div: return "(" + v(0) + " / " + v(1) + ")";
+    case Op::cast: return "napkin::round_to<" + ctype(*e.dtype) + ">(" + v(0) + ")";
+    case Op::mask: return "(" + v(1) + " != 0.0f ? " + v(0) + " : -INFINITY)";
+    case Op::causal: return "(i_" + e.axes[1] + " <= i_" + e.axes[0] + " ? 1.0f : 0.0f)";
+    case Op::contract: case Op::sum: case Op::max: case Op::mean: return reduction(e, over, inl);
+    case Op::softmax: case Op::layernorm: case Op::rmsnorm: return normaliser(e, over, inl);
+    default: break;
+  }
+  NAPKIN_ASSERT(false) << "the CUDA emitter has no value for " << op_name(e.op) << " here";
+  return {};
+}
+
+std::string Context::reduction(const Expr& e, const NodeOverride& over, const std::vector<std::string>& inl) {
+  std::string term;
+  for (const auto& a : e.args) term += (term.empty() ? "" : " * ") + value(*a, over, inl);
+  if (term.empty()) term = "1.0f";
+  std::string s = "([&]() -> float { float acc = " + std::string(e.op == Op::max ? "-INFINITY" : "0.0f") + "; ";
+  for (const auto& x : e.axes) s += "for (int64_t i_" + x + " = 0; i_" + x + " < N_" + x + "; ++i_" + x + ") ";
+  s += e.op == Op::max ? "acc = fmaxf(acc, " + term + "); " : "acc += " + term + "; ";
+  std::string count = "1.0f";
+  for (const auto& x : e.axes) count += " * static_cast<float>(N_" + x + ")";
+  s += e.op == Op::mean ? "return acc / (" + count + "); }())" : "return acc; }())";
+  return s;
+}
+
+std::string Context::normaliser(const Expr& e, const NodeOverride& over, const std::vector<std::string>& inl) {
+  const std::string& ax = e.axes[0];
+  std::string xf = "x" + std::to_string(lambdas_++);
+  std::string s = "([&]() -> float { auto " + xf + " = [&](int64_t i_" + ax + ") -> float { return " + value(*e.args[0], over, inl) +
+                  "; }; ";
+  std::string loop = "for (int64_t j = 0; j < N_" + ax + "; ++j) ";
+  if (e.op == Op::softmax) {
+    s += "float m = -INFINITY, l = 0.0f; " + loop + "m = fmaxf(m, " + xf + "(j)); ";
+    s += "if (m == -INFINITY) return 0.0f; " + loop + "l += expf(" + xf + "(j) - m); ";
+    s += "return expf(" + xf + "(i_" + ax + ") - m) / l; }())";
+    return s;
+  }
+  std::string n = "static_cast<float>(N_" + ax + ")";
+  if (e.op == Op::layernorm) {
+    s += "float mu = 0.0f, var = 0.0f; " + loop + "mu += " + xf + "(j); mu /= " + n + "; ";
+    s += loop + "var += (" + xf + "(j) - mu) * (" + xf + "(j) - mu); var /= " + n + "; ";
+    s += "float y = (" + xf + "(i_" + ax + ") - mu) * rsqrtf(var + " + flit(eps_of(e)) + ")";
+  } else {
+    s += "float var = 0.0f; " + loop + "var += " + xf + "(j) * " + xf + "(j); var /= " + n + "; ";
+    s += "float y = " + xf + "(i_" + ax + ") * rsqrtf(var + " + flit(eps_of(e)) + ")";
+  }
+  if (e.args.size() > 1) s += " * " + value(*e.args[1], over, inl);
+  if (e.args.size() > 2) s += " + " + value(*e.args[2], over, inl);
+  return s + "; return y; }())";
+}
+
+}  // namespace napkin::cuda

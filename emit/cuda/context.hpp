@@ -1,0 +1,96 @@
+/** \file context.hpp
+ *  Shared state of the CUDA emitter (emit/cuda_emitter.cpp) and its strategies (emit/cuda/ (one file per strategy)):
+ *  the arrays of the diagram with their storage types, the text buffer, and the translation of
+ *  expressions into CUDA C++ float arithmetic at named indices (`i_<axis>`).
+ *
+ *  Conventions of the emitted code (every strategy follows them):
+ *  - arrays are row-major in their declared axis order; `a.<array>` is the device pointer and
+ *    `N_<axis>` the runtime size (elements) of every axis, copied from the `Args` struct;
+ *  - element values are computed in fp32 (`float`), stored in the array's storage dtype;
+ *  - `i_<axis>` is the global index of an axis inside a kernel.
+ */
+#pragma once
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "derive/derivation.hpp"
+
+namespace napkin::cuda {
+
+/** Options of one emission. */
+struct EmitOptions {
+  std::string prefix = "napkin_";  ///< C entry points are `<prefix>run`, ...
+  /** Reference mode: every statement its own SIMT kernel, every array fp32 (the GPU reference
+   *  `napkin bench` checks large sizes against). */
+  bool reference = false;
+};
+
+/** C++ type of a storage dtype in emitted code: float, __nv_bfloat16 or __half. Raises
+ *  UserError for dtypes the CUDA emitter does not store (fp8, int8, int4, tf32). */
+std::string ctype(DType t);
+
+/** Text being generated, with indentation. */
+struct Code {
+  std::string text;
+  int indent = 0;
+  void line(const std::string& s);
+  void open(const std::string& s);   ///< `s {` and indent
+  void close(const std::string& tail = "");  ///< `}` + tail
+};
+
+/** How value() renders some nodes instead of recursing (accumulators, call results). */
+using NodeOverride = std::function<std::optional<std::string>(const Expr&)>;
+
+class Context {
+ public:
+  Context(const Program& p, const Diagram& d, const Derivation& dv, EmitOptions opt);
+
+  const Program& program() const { return p_; }
+  const Diagram& diagram() const { return d_; }
+  const Derivation& derivation() const { return dv_; }
+  const EmitOptions& options() const { return opt_; }
+  Typer& typer() { return typer_; }
+  const std::vector<StatementWeave>& weave() const { return weave_; }
+
+  /** Storage dtype of an array (fp32 for every array in reference mode). */
+  DType dtype(const std::string& array) const;
+  std::string ctype_of(const std::string& array) const { return ctype(dtype(array)); }
+  AxisList axes(const std::string& array) const { return *d_.array_axes(array); }
+  AxisList axes_of(const Expr& e) { return typer_.axes_of(e).value_or(AxisList{}); }
+
+  /** Row-major linear index of `array` at the indices `i_<axis>` (Horner over N_<axis>). */
+  std::string index(const std::string& array) const;
+  /** `napkin::to_f(a.X[index])`: the fp32 value of an array element. */
+  std::string load(const std::string& array) const;
+
+  /** fp32 CUDA expression of `e` at the current indices. Statements named in `inline_stmts` are
+   *  expanded in place (fused intermediates); reductions and normalisers not overridden become
+   *  loops in immediately invoked lambdas (the SIMT form). */
+  std::string value(const Expr& e, const NodeOverride& over = {}, const std::vector<std::string>& inline_stmts = {});
+
+  /** Declares `const int64_t N_<axis> = a.N_<axis>;` for every axis. */
+  void declare_sizes(Code& c) const;
+
+ private:
+  std::string reduction(const Expr& e, const NodeOverride& over, const std::vector<std::string>& inl);
+  std::string normaliser(const Expr& e, const NodeOverride& over, const std::vector<std::string>& inl);
+
+  const Program& p_;
+  const Diagram& d_;
+  const Derivation& dv_;
+  EmitOptions opt_;
+  Typer typer_;
+  std::vector<StatementWeave> weave_;
+  int lambdas_ = 0;
+};
+
+/** Float literal text ("0.0883883f"; "INFINITY"). */
+std::string flit(double v);
+/** eps binding of a normaliser (1e-5 unless given). */
+double eps_of(const Expr& e);
+std::string join(const std::vector<std::string>& v, const std::string& sep = ", ");
+
+}  // namespace napkin::cuda

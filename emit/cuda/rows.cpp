@@ -1,0 +1,140 @@
+// Strategy rows: one statement `Y = norm(args; a)` (softmax, layernorm, rmsnorm) whose arguments
+// are element-wise, `a` whole in the block or streamed (`stream a by s twice`: statistics, then
+// the map). Contract: see strategies.hpp. Rows (every other axis) are grouped ROWS per block;
+// a team of TEAM_WARPS warps (WARPS / ROWS, at least 1) walks each row with coalesced accesses,
+// keeping per-thread statistics (online max and sum for softmax, Welford's count, mean and M2 for
+// the norms) that warp shuffles (and SMEM across warps) combine; a second walk writes the output.
+#include "emit/cuda/strategies.hpp"
+
+namespace napkin::cuda {
+
+std::optional<KernelEmit> emit_rows(Context& c, const KernelChoice& kc, std::string& why) {
+  const Diagram& d = c.diagram();
+  const KernelCost& cost = kc.cost;
+  if (cost.statements.size() != 1) return why = "more than one statement", std::nullopt;
+  const Statement& st = *d.find_statement(cost.statements[0]);
+  const Expr& e = *st.expr;
+  if (e.kind != Expr::Kind::apply || (e.op != Op::softmax && e.op != Op::layernorm && e.op != Op::rmsnorm)) return why = "not a normaliser", std::nullopt;
+  bool elementwise = true;
+  for (const auto& arg : e.args)
+    walk(*arg, [&](const Expr& n) { elementwise &= n.kind != Expr::Kind::apply || is_elementwise(n.op) || n.op == Op::causal; });
+  if (!elementwise) return why = "the normaliser's arguments are not element-wise", std::nullopt;
+  const std::string ax = e.axes[0];
+  AxisList rows;
+  std::int64_t R = 1;
+  for (const auto& a : st.axes)
+    if (a != ax) rows.push_back(a), R *= kc.plan.group(a).value_or(1);
+  const int warps = kc.plan.warps();
+  const int team = R >= warps ? 1 : (warps % R == 0 ? warps / static_cast<int>(R) : 1);
+  const std::string ns = kernel_ns(kc.plan.name);
+  Code k;
+  k.line(describe_plan(kc.plan));
+  k.line("// strategy rows: " + std::string(op_name(e.op)) + " along " + ax + "; " + std::to_string(R) + " rows per block, " + std::to_string(team) +
+         " warp(s) per row; pass 1 statistics, pass 2 the map (the second read of the row is served by L1/L2)");
+  k.open("namespace " + ns);
+  k.line("constexpr int WARPS = " + std::to_string(warps) + ", THREADS = WARPS * 32, ROWS = " + std::to_string(R) + ", TEAM_WARPS = " + std::to_string(team) +
+         ", TEAM = TEAM_WARPS * 32;");
+  k.line("");
+  k.line("__global__ void __launch_bounds__(THREADS) kernel(const Args a) {");
+  ++k.indent;
+  c.declare_sizes(k);
+  k.line("__shared__ float red[WARPS][3];");
+  k.line("const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, t = (warp % TEAM_WARPS) * 32 + lane;");
+  std::string total = "int64_t{1}";
+  for (const auto& r : rows) total += " * N_" + r;
+  k.line("const int64_t total_rows = " + total + ";");
+  k.open("for (int rr = warp / TEAM_WARPS; rr < ROWS; rr += WARPS / TEAM_WARPS)");
+  k.line("int64_t row = int64_t{blockIdx.x} * ROWS + rr;");
+  k.line("const bool live = row < total_rows;");
+  k.line("if (TEAM_WARPS == 1 && !live) break;");
+  k.line("if (!live) row = 0;");
+  decompose(k, "row", rows);
+  std::string x = c.value(*e.args[0]);
+  if (e.op == Op::softmax) {
+    k.line("float m = -INFINITY, l = 0.0f;  // online max and sum (paper §4, one pass)");
+    k.open("for (int64_t i_" + ax + " = t; i_" + ax + " < N_" + ax + "; i_" + ax + " += TEAM)");
+    k.line("const float v = " + x + ";");
+    k.line("if (v > m) { l = l * (m == -INFINITY ? 0.0f : __expf(m - v)); m = v; }");
+    k.line("l += v == -INFINITY ? 0.0f : __expf(v - m);");
+    k.close();
+    k.open("for (int o = 16; o > 0; o /= 2)");
+    k.line("const float m2 = __shfl_xor_sync(0xffffffffu, m, o), l2 = __shfl_xor_sync(0xffffffffu, l, o);");
+    k.line("const float mm = fmaxf(m, m2);");
+    k.line("l = (m == -INFINITY ? 0.0f : l * __expf(m - mm)) + (m2 == -INFINITY ? 0.0f : l2 * __expf(m2 - mm));");
+    k.line("m = mm;");
+    k.close();
+    k.open("if (TEAM_WARPS > 1)");
+    k.line("if (lane == 0) red[warp][0] = m, red[warp][1] = l;");
+    k.line("__syncthreads();");
+    k.line("const int first = warp / TEAM_WARPS * TEAM_WARPS;");
+    k.line("m = -INFINITY;");
+    k.line("for (int w = 0; w < TEAM_WARPS; ++w) m = fmaxf(m, red[first + w][0]);");
+    k.line("l = 0.0f;");
+    k.line("for (int w = 0; w < TEAM_WARPS; ++w) l += red[first + w][0] == -INFINITY ? 0.0f : red[first + w][1] * __expf(red[first + w][0] - m);");
+    k.line("__syncthreads();");
+    k.close();
+    k.line("const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;");
+    k.line("if (!live) continue;");
+    k.open("for (int64_t i_" + ax + " = t; i_" + ax + " < N_" + ax + "; i_" + ax + " += TEAM)");
+    k.line("const float v = " + x + ";");
+    k.line("a." + st.name + "[" + c.index(st.name) + "] = napkin::from_f<" + c.ctype_of(st.name) + ">(m == -INFINITY ? 0.0f : __expf(v - m) * inv_l);");
+    k.close();
+  } else {
+    bool layer = e.op == Op::layernorm;
+    k.line("float n = 0.0f, mean = 0.0f, m2 = 0.0f;  // Welford: count, mean, sum of squared deviations" +
+           std::string(layer ? "" : " (rmsnorm uses m2 as the sum of squares)"));
+    k.open("for (int64_t i_" + ax + " = t; i_" + ax + " < N_" + ax + "; i_" + ax + " += TEAM)");
+    k.line("const float v = " + x + ";");
+    if (layer) k.line("n += 1.0f; const float delta = v - mean; mean += delta / n; m2 += delta * (v - mean);");
+    else k.line("n += 1.0f; m2 += v * v;");
+    k.close();
+    auto merge = [&](const std::string& n2, const std::string& mean2, const std::string& m22) {
+      if (layer) {
+        k.line("{ const float nn = n + " + n2 + "; const float delta = " + mean2 + " - mean;");
+        k.line("  if (nn > 0.0f) { m2 += " + m22 + " + delta * delta * n * " + n2 + " / nn; mean += delta * " + n2 + " / nn; } n = nn; }");
+      } else {
+        k.line("n += " + n2 + "; m2 += " + m22 + ";");
+      }
+    };
+    k.open("for (int o = 16; o > 0; o /= 2)");
+    k.line("const float n2 = __shfl_xor_sync(0xffffffffu, n, o), mean2 = __shfl_xor_sync(0xffffffffu, mean, o), m22 = __shfl_xor_sync(0xffffffffu, m2, o);");
+    merge("n2", "mean2", "m22");
+    k.close();
+    k.open("if (TEAM_WARPS > 1)");
+    k.line("if (lane == 0) red[warp][0] = n, red[warp][1] = mean, red[warp][2] = m2;");
+    k.line("__syncthreads();");
+    k.line("const int first = warp / TEAM_WARPS * TEAM_WARPS;");
+    k.line("n = red[first][0], mean = red[first][1], m2 = red[first][2];");
+    k.open("for (int w = 1; w < TEAM_WARPS; ++w)");
+    merge("red[first + w][0]", "red[first + w][1]", "red[first + w][2]");
+    k.close();
+    k.line("__syncthreads();");
+    k.close();
+    k.line("const float inv = rsqrtf(m2 / n + " + flit(eps_of(e)) + ");");
+    k.line("if (!live) continue;");
+    k.open("for (int64_t i_" + ax + " = t; i_" + ax + " < N_" + ax + "; i_" + ax + " += TEAM)");
+    std::string y = layer ? "(" + x + " - mean) * inv" : x + " * inv";
+    if (e.args.size() > 1) y += " * " + c.value(*e.args[1]);
+    if (e.args.size() > 2) y += " + " + c.value(*e.args[2]);
+    k.line("a." + st.name + "[" + c.index(st.name) + "] = napkin::from_f<" + c.ctype_of(st.name) + ">(" + y + ");");
+    k.close();
+  }
+  k.close();
+  --k.indent;
+  k.line("}");
+  k.close("  // namespace " + ns);
+  KernelEmit r;
+  r.strategy = "rows";
+  r.stored.insert(st.name);
+  r.device_code = k.text;
+  Code l;
+  std::string rows_total = "int64_t{1}";
+  for (const auto& rw : rows) rows_total += " * a.N_" + rw;
+  l.line("const int64_t blocks = (" + rows_total + " + " + std::to_string(R) + " - 1) / " + std::to_string(R) + ";");
+  l.line("if (blocks == 0) return 0;");
+  l.line(ns + "::kernel<<<static_cast<unsigned>(blocks), " + ns + "::THREADS, 0, stream>>>(a);");
+  r.launch_code = l.text;
+  return r;
+}
+
+}  // namespace napkin::cuda

@@ -1,0 +1,256 @@
+// napkin bench harness: compiled by `napkin bench` together with three emitted files (the derived
+// kernels, prefix napkin_; the unfused schedule, prefix unfused_; the fp32 SIMT reference, prefix
+// ref_) and bench_spec.h (arrays, sizes, cuBLAS problems of the diagram). It fills seeded random
+// inputs, checks the derived kernels against the reference, then times everything with CUDA
+// events (warm-up, median of --runs, input sets rotated so L2 does not hold them) and prints one
+// JSON object on stdout. Usage: harness [--runs N] [--seed S] [--dump DIR] [--no-time]
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "bench_spec.h"
+
+#define NAPKIN_ENTRY(P)                                                                                           \
+  extern "C" int P##kernel_count(void);                                                                           \
+  extern "C" const char* P##kernel_name(int);                                                                     \
+  extern "C" const char* P##kernel_strategy(int);                                                                 \
+  extern "C" size_t P##workspace_bytes(const int64_t*);                                                           \
+  extern "C" int P##run_kernel(int, const void* const*, void* const*, const int64_t*, void*, cudaStream_t);      \
+  extern "C" int P##run(const void* const*, void* const*, const int64_t*, void*, cudaStream_t);                  \
+  extern "C" const char* P##last_error(void);
+NAPKIN_ENTRY(napkin_)
+NAPKIN_ENTRY(unfused_)
+NAPKIN_ENTRY(ref_)
+
+static void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "harness: %s: %s\n", what, cudaGetErrorString(e));
+    std::exit(3);
+  }
+}
+static void check_blas(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    std::fprintf(stderr, "harness: %s: cuBLAS status %d\n", what, static_cast<int>(s));
+    std::exit(3);
+  }
+}
+static void check_napkin(int rc, const char* (*err)(void), const char* what) {
+  if (rc != 0) {
+    std::fprintf(stderr, "harness: %s: %s\n", what, err());
+    std::exit(3);
+  }
+}
+
+static size_t elem_bytes(int dtype) { return dtype == 0 ? 4 : 2; }
+
+/** Uniform in [-1, 1) from (seed, array, index): SplitMix64, the same function as napkin's host side. */
+__host__ __device__ inline float uniform(uint64_t seed, uint64_t array, uint64_t i) {
+  uint64_t z = seed * 0x9E3779B97F4A7C15ull + array * 0xBF58476D1CE4E5B9ull + i + 1;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return static_cast<float>(z >> 40) * (2.0f / 16777216.0f) - 1.0f;
+}
+
+__global__ void fill(void* dst, int dtype, int64_t n, uint64_t seed, uint64_t array) {
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    const float v = uniform(seed, array, static_cast<uint64_t>(i));
+    if (dtype == 0) static_cast<float*>(dst)[i] = v;
+    else if (dtype == 1) static_cast<__nv_bfloat16*>(dst)[i] = __float2bfloat16(v);
+    else static_cast<__half*>(dst)[i] = __float2half(v);
+  }
+}
+__global__ void to_fp32(const void* src, int dtype, int64_t n, float* dst) {
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+    dst[i] = dtype == 0 ? static_cast<const float*>(src)[i]
+             : dtype == 1 ? __bfloat162float(static_cast<const __nv_bfloat16*>(src)[i])
+                          : __half2float(static_cast<const __half*>(src)[i]);
+}
+
+static unsigned grid_for(int64_t n) { return static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 65535)); }
+
+/** Median of `runs` timed calls of f (after `warm` untimed ones), seconds. f(r) gets the run index. */
+template <class F>
+static double median_time(int warm, int runs, F f) {
+  for (int i = 0; i < warm; ++i) f(i);
+  check(cudaDeviceSynchronize(), "warm-up");
+  std::vector<cudaEvent_t> ev(2 * runs);
+  for (auto& e : ev) check(cudaEventCreate(&e), "event");
+  for (int i = 0; i < runs; ++i) {
+    cudaEventRecord(ev[2 * i]);
+    f(warm + i);
+    cudaEventRecord(ev[2 * i + 1]);
+  }
+  check(cudaDeviceSynchronize(), "timed runs");
+  std::vector<double> t(runs);
+  for (int i = 0; i < runs; ++i) {
+    float ms = 0;
+    cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]);
+    t[i] = ms * 1e-3;
+  }
+  for (auto& e : ev) cudaEventDestroy(e);
+  std::sort(t.begin(), t.end());
+  return t[runs / 2];
+}
+
+static void write_npy(const std::string& path, const std::vector<float>& v, const std::vector<int64_t>& shape) {
+  std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (";
+  for (auto s : shape) dict += std::to_string(s) + ", ";
+  dict += "), }";
+  while ((10 + dict.size() + 1) % 64 != 0) dict += ' ';
+  dict += '\n';
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) return;
+  const unsigned char magic[] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
+  std::fwrite(magic, 1, 8, f);
+  const uint16_t len = static_cast<uint16_t>(dict.size());
+  std::fwrite(&len, 2, 1, f);
+  std::fwrite(dict.data(), 1, dict.size(), f);
+  std::fwrite(v.data(), 4, v.size(), f);
+  std::fclose(f);
+}
+
+int main(int argc, char** argv) {
+  int runs = 30;
+  uint64_t seed = 1;
+  std::string dump;
+  bool time = true;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--runs" && i + 1 < argc) runs = std::max(20, std::atoi(argv[++i]));
+    else if (a == "--seed" && i + 1 < argc) seed = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--dump" && i + 1 < argc) dump = argv[++i];
+    else if (a == "--no-time") time = false;
+  }
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, 0), "device");
+  cudaStream_t stream = nullptr;
+  // Inputs: one set, filled from the seed; fp32 copies for the reference.
+  size_t in_bytes = 0;
+  std::vector<void*> in(kNumInputs), in32(kNumInputs), out(kNumOutputs), out32(kNumOutputs);
+  for (int i = 0; i < kNumInputs; ++i) {
+    const auto& s = kInputs[i];
+    in_bytes += s.count * elem_bytes(s.dtype);
+    check(cudaMalloc(&in[i], s.count * elem_bytes(s.dtype)), "alloc input");
+    check(cudaMalloc(&in32[i], s.count * 4), "alloc fp32 input");
+    fill<<<grid_for(s.count), 256>>>(in[i], s.dtype, s.count, seed, static_cast<uint64_t>(i));
+    to_fp32<<<grid_for(s.count), 256>>>(in[i], s.dtype, s.count, static_cast<float*>(in32[i]));
+  }
+  for (int i = 0; i < kNumOutputs; ++i) {
+    check(cudaMalloc(&out[i], kOutputs[i].count * elem_bytes(kOutputs[i].dtype)), "alloc output");
+    check(cudaMalloc(&out32[i], kOutputs[i].count * 4), "alloc fp32 output");
+    check(cudaMemset(out[i], 0xff, kOutputs[i].count * elem_bytes(kOutputs[i].dtype)), "poison output");
+  }
+  void *ws = nullptr, *ws_ref = nullptr, *ws_unf = nullptr;
+  check(cudaMalloc(&ws, std::max<size_t>(256, napkin_workspace_bytes(kSizes))), "workspace");
+  check(cudaMalloc(&ws_ref, std::max<size_t>(256, ref_workspace_bytes(kSizes))), "reference workspace");
+  check(cudaMalloc(&ws_unf, std::max<size_t>(256, unfused_workspace_bytes(kSizes))), "unfused workspace");
+  // Correctness: derived kernels vs the fp32 reference on the same inputs.
+  check_napkin(napkin_run(in.data(), out.data(), kSizes, ws, stream), napkin_last_error, "derived kernels");
+  check(cudaDeviceSynchronize(), "derived kernels");
+  check_napkin(ref_run(in32.data(), out32.data(), kSizes, ws_ref, stream), ref_last_error, "reference");
+  check(cudaDeviceSynchronize(), "reference");
+  std::printf("{\n  \"device\": \"%s\",\n  \"sm_count\": %d,\n  \"check\": [", prop.name, prop.multiProcessorCount);
+  for (int i = 0; i < kNumOutputs; ++i) {
+    const int64_t n = kOutputs[i].count;
+    std::vector<float> got(n), want(n);
+    float* tmp = nullptr;
+    check(cudaMalloc(&tmp, n * 4), "alloc");
+    to_fp32<<<grid_for(n), 256>>>(out[i], kOutputs[i].dtype, n, tmp);
+    check(cudaMemcpy(got.data(), tmp, n * 4, cudaMemcpyDeviceToHost), "copy");
+    check(cudaMemcpy(want.data(), out32[i], n * 4, cudaMemcpyDeviceToHost), "copy");
+    cudaFree(tmp);
+    double max_err = 0, max_ref = 0, se = 0, sr = 0;
+    int64_t bad = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      const double e = std::fabs(static_cast<double>(got[j]) - want[j]);
+      if (!(e == e) || std::isinf(got[j])) ++bad;
+      max_err = std::max(max_err, e), max_ref = std::max(max_ref, std::fabs(static_cast<double>(want[j])));
+      se += e * e, sr += static_cast<double>(want[j]) * want[j];
+    }
+    std::printf("%s\n    {\"output\": \"%s\", \"elements\": %lld, \"max_abs_err\": %.6g, \"max_abs_ref\": %.6g, \"rel_l2\": %.6g, \"nonfinite\": %lld}",
+                i ? "," : "", kOutputs[i].name, static_cast<long long>(n), max_err, max_ref, sr > 0 ? std::sqrt(se / sr) : std::sqrt(se),
+                static_cast<long long>(bad));
+    if (!dump.empty()) {
+      std::vector<int64_t> shape(kOutputs[i].shape, kOutputs[i].shape + kOutputs[i].rank);
+      write_npy(dump + "/" + kOutputs[i].name + ".npy", got, shape);
+    }
+  }
+  std::printf("\n  ]");
+  if (!dump.empty())
+    for (int i = 0; i < kNumInputs; ++i) {
+      std::vector<float> v(kInputs[i].count);
+      check(cudaMemcpy(v.data(), in32[i], v.size() * 4, cudaMemcpyDeviceToHost), "copy");
+      write_npy(dump + "/" + kInputs[i].name + ".npy", v, std::vector<int64_t>(kInputs[i].shape, kInputs[i].shape + kInputs[i].rank));
+    }
+  if (!time) {
+    std::printf("\n}\n");
+    return 0;
+  }
+  // Rotating input sets: enough copies that one pass over them exceeds twice the L2.
+  const int sets = static_cast<int>(std::min<size_t>(8, std::max<size_t>(1, (2 * static_cast<size_t>(prop.l2CacheSize) + in_bytes - 1) / std::max<size_t>(in_bytes, 1))));
+  std::vector<std::vector<void*>> rot(sets, in);
+  for (int r = 1; r < sets; ++r)
+    for (int i = 0; i < kNumInputs; ++i) {
+      const size_t b = kInputs[i].count * elem_bytes(kInputs[i].dtype);
+      check(cudaMalloc(&rot[r][i], b), "alloc rotation");
+      check(cudaMemcpy(rot[r][i], in[i], b, cudaMemcpyDeviceToDevice), "copy rotation");
+    }
+  std::printf(",\n  \"rotating_input_sets\": %d,\n  \"runs\": %d,\n  \"kernels\": [", sets, runs);
+  const int nk = napkin_kernel_count();
+  for (int k = 0; k < nk; ++k) {
+    const double t = median_time(3, runs, [&](int r) { napkin_run_kernel(k, rot[r % sets].data(), out.data(), kSizes, ws, stream); });
+    std::printf("%s\n    {\"name\": \"%s\", \"strategy\": \"%s\", \"seconds\": %.9g}", k ? "," : "", napkin_kernel_name(k), napkin_kernel_strategy(k), t);
+  }
+  const double t_all = median_time(3, runs, [&](int r) { napkin_run(rot[r % sets].data(), out.data(), kSizes, ws, stream); });
+  const double t_unf = median_time(3, runs, [&](int r) { unfused_run(rot[r % sets].data(), out.data(), kSizes, ws_unf, stream); });
+  std::printf("\n  ],\n  \"derived_seconds\": %.9g,\n  \"unfused_seconds\": %.9g,\n  \"unfused_kernels\": %d", t_all, t_unf, unfused_kernel_count());
+  // cuBLAS: each contraction of the diagram as one strided-batched GEMM (fp32 accumulate), on
+  // buffers of its own (random, rotated likewise).
+  std::printf(",\n  \"cublas\": [");
+  if (kNumGemms > 0) {
+    cublasHandle_t h;
+    check_blas(cublasCreate(&h), "cublasCreate");
+    for (int g = 0; g < kNumGemms; ++g) {
+      const GemmSpec& s = kGemms[g];
+      const cudaDataType t = s.dtype == 1 ? CUDA_R_16BF : CUDA_R_16F;
+      const size_t ab = static_cast<size_t>(s.batch_a) * s.sa + static_cast<size_t>(s.m) * s.k, bb = static_cast<size_t>(s.batch_b) * s.sb + static_cast<size_t>(s.k) * s.n,
+                   cb = static_cast<size_t>(s.batch) * static_cast<size_t>(s.m) * s.n;
+      const int gsets = static_cast<int>(std::min<size_t>(8, std::max<size_t>(1, 2 * static_cast<size_t>(prop.l2CacheSize) / ((ab + bb) * 2 + 1) + 1)));
+      std::vector<void*> A(gsets), B(gsets);
+      void* C = nullptr;
+      for (int r = 0; r < gsets; ++r) {
+        check(cudaMalloc(&A[r], ab * 2), "alloc"), check(cudaMalloc(&B[r], bb * 2), "alloc");
+        fill<<<grid_for(ab), 256>>>(A[r], s.dtype, ab, seed + 100 + r, 0);
+        fill<<<grid_for(bb), 256>>>(B[r], s.dtype, bb, seed + 100 + r, 1);
+      }
+      check(cudaMalloc(&C, cb * 2), "alloc");
+      const float alpha = 1.0f, beta = 0.0f;
+      auto call = [&](int r) {
+        check_blas(cublasGemmStridedBatchedEx(h, s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(s.n),
+                                              static_cast<int>(s.m), static_cast<int>(s.k), &alpha, B[r % gsets], t, static_cast<int>(s.ldb), s.sb,
+                                              A[r % gsets], t, static_cast<int>(s.lda), s.sa, &beta, C, t, static_cast<int>(s.n),
+                                              static_cast<long long>(s.m) * s.n, static_cast<int>(s.batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                   "cublasGemmStridedBatchedEx");
+      };
+      const double tg = median_time(3, runs, call);
+      std::printf("%s\n    {\"statement\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": %lld, \"batch\": %lld, \"seconds\": %.9g}", g ? "," : "", s.statement,
+                  static_cast<long long>(s.m), static_cast<long long>(s.n), static_cast<long long>(s.k), static_cast<long long>(s.batch), tg);
+      for (int r = 0; r < gsets; ++r) cudaFree(A[r]), cudaFree(B[r]);
+      cudaFree(C);
+    }
+    cublasDestroy(h);
+  }
+  std::printf("\n  ]\n}\n");
+  return 0;
+}
