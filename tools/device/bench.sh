@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Runs napkin bench on a lent GPU machine (see docs/benchmarks.md). The machine lacks napkin's
 # Debian libraries, so the call carries build/cli/napkin and .devlibs/ (tools/device/pack.sh).
-# Usage: tools/device/bench.sh quick|perf|sweep   (outputs under $OUT when set)
+# Usage: tools/device/bench.sh quick|perf|torch [MODE...]   (outputs under $OUT when set)
 set -u
-mode=${1:-quick}
-out=${OUT:-/tmp/napkin-bench-out}
+modes=${*:-quick}
+out=/tmp/napkin-bench-out  # everything lands here; $OUT gets one results.tgz of it
 mkdir -p "$out"
 export LD_LIBRARY_PATH=$PWD/.devlibs:${LD_LIBRARY_PATH:-}
 export NAPKIN_HARDWARE_DIR=$PWD/hardware
@@ -20,6 +20,7 @@ bench() {  # bench TAG DIAGRAM [napkin bench options...]
   if ! $N bench "diagrams/library/$file.napkin" --workdir "/tmp/nb-$tag" "$@" 2>&1 | tee "$out/$tag.txt"; then fails=$((fails + 1)); fi
   cp "/tmp/nb-$tag/harness.json" "$out/$tag.harness.json" 2>/dev/null
 }
+for mode in $modes; do
 case $mode in
   quick)
     bench att-small attention --set b=1 --set h=2 --set q=200 --set x=200 --runs 20
@@ -34,11 +35,30 @@ case $mode in
     bench bmm-small batched_matmul --set n=3 --set a=200 --set b=128 --set c=300 --runs 20
     ;;
   perf)
-    bench att-4x16x4096 attention --set b=4 --set h=16 --set q=4096 --set x=4096 --format json
-    bench causal-4x16x4096 causal_attention --set b=4 --set h=16 --set q=4096 --set x=4096 --format json
-    bench gemm-8192 matmul --set a=8192 --set b=8192 --set c=8192 --format json
-    bench swiglu mlp_swiglu --format json
-    bench layernorm layernorm --format json
+    bench att-4x16x4096 attention --set b=4 --set h=16 --set q=4096 --set x=4096
+    bench causal-4x16x4096 causal_attention --set b=4 --set h=16 --set q=4096 --set x=4096
+    bench gemm-8192 matmul --set a=8192 --set b=8192 --set c=8192
+    bench swiglu mlp_swiglu
+    bench layernorm layernorm
+    ;;
+  torch)
+    torch_vs() {  # torch_vs TAG DIAGRAM KIND SIZES [--set ...] [-- extra script args]
+      local tag=$1 file=$2 kind=$3 sizes=$4
+      shift 4
+      echo "=== $tag: compare_torch.py $kind $sizes $*"
+      local sets=() extra=()
+      while [ $# -gt 0 ]; do case $1 in --set) sets+=("$1" "$2"); shift 2 ;; *) extra+=("$1"); shift ;; esac; done
+      $N emit "diagrams/library/$file.napkin" --target cuda "${sets[@]}" -o "/tmp/$tag.cu" &&
+        nvcc -O3 -std=c++17 -shared -Xcompiler -fPIC -gencode=arch=compute_90a,code=sm_90a -o "/tmp/$tag.so" "/tmp/$tag.cu" &&
+        python3 kernels/reference/compare_torch.py "$kind" --so "/tmp/$tag.so" --sizes "$sizes" --json "$out/$tag.torch.json" "${extra[@]}" | tee "$out/$tag.torch.txt" ||
+        fails=$((fails + 1))
+    }
+    torch_vs att attention attention 4,16,4096,4096,128 --set b=4 --set h=16 --set q=4096 --set x=4096
+    torch_vs causal causal_attention attention 4,16,4096,4096,128 --set b=4 --set h=16 --set q=4096 --set x=4096 --causal
+    torch_vs swiglu mlp_swiglu swiglu 8192,4096,14336
+    torch_vs layernorm layernorm layernorm 4096,1024
     ;;
 esac
+done
+[ -n "${OUT:-}" ] && tar czf "$OUT/results.tgz" -C "$out" .
 echo "benchmarks failed: $fails"

@@ -1,0 +1,201 @@
+#!/usr/bin/env python3
+"""Loads a napkin-emitted kernel (a .cu built into a shared library) through its C entry point and
+times it against PyTorch in one run, after checking that the outputs agree:
+  attention: SDPA with the flash (FlashAttention-2) and cuDNN back ends, and naive attention;
+  swiglu:    the eager chain silu(x @ W1) * (x @ W3) @ W2 (cuBLAS GEMMs plus element-wise kernels);
+  layernorm: F.layer_norm, and the eager chain of its primitive operations;
+  matmul:    torch.matmul (cuBLAS).
+Timing: CUDA events, 5 warm-up runs, median of --runs, inputs rotated over sets whose total exceeds
+twice the L2. Usage (see tools/device/bench.sh):
+  napkin emit diagrams/library/attention.napkin --target cuda --set b=4 ... -o att.cu
+  nvcc -O3 -shared -Xcompiler -fPIC -gencode=arch=compute_90a,code=sm_90a -o att.so att.cu
+  python3 kernels/reference/compare_torch.py attention --so att.so --sizes 4,16,4096,4096,128 [--causal]
+"""
+import argparse
+import ctypes
+import json
+import statistics
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+
+class Napkin:
+    """The emitted file's C entry points (emit/cuda_emitter.hpp)."""
+
+    def __init__(self, path):
+        self.lib = ctypes.CDLL(path)
+        self.lib.napkin_run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        self.lib.napkin_workspace_bytes.argtypes = [ctypes.c_void_p]
+        self.lib.napkin_workspace_bytes.restype = ctypes.c_size_t
+        self.lib.napkin_last_error.restype = ctypes.c_char_p
+
+    def runner(self, inputs, outputs, sizes):
+        sz = (ctypes.c_int64 * len(sizes))(*sizes)
+        ws = torch.empty(max(256, self.lib.napkin_workspace_bytes(sz)), dtype=torch.uint8, device="cuda")
+        ins = (ctypes.c_void_p * len(inputs))(*[t.data_ptr() for t in inputs])
+        outs = (ctypes.c_void_p * len(outputs))(*[t.data_ptr() for t in outputs])
+        stream = torch.cuda.current_stream().cuda_stream
+
+        def run(ins=ins):
+            rc = self.lib.napkin_run(ins, outs, sz, ctypes.c_void_p(ws.data_ptr()), ctypes.c_void_p(stream))
+            if rc != 0:
+                raise RuntimeError(self.lib.napkin_last_error().decode())
+
+        def with_inputs(tensors):
+            return (ctypes.c_void_p * len(tensors))(*[t.data_ptr() for t in tensors])
+
+        return run, with_inputs
+
+
+def median_ms(fn, sets, runs):
+    for i in range(5):
+        fn(sets[i % len(sets)])
+    torch.cuda.synchronize()
+    times = []
+    for i in range(runs):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn(sets[i % len(sets)])
+        b.record()
+        torch.cuda.synchronize()
+        times.append(a.elapsed_time(b))
+    return statistics.median(times)
+
+
+def rotating(make, bytes_per_set):
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    n = max(1, min(8, -(-2 * l2 // max(bytes_per_set, 1))))
+    return [make(i) for i in range(n)]
+
+
+def rel_err(got, want):
+    return ((got.float() - want.float()).abs().max() / want.float().abs().max()).item()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("kind", choices=["attention", "swiglu", "layernorm", "matmul"])
+    ap.add_argument("--so", required=True)
+    ap.add_argument("--sizes", required=True, help="the diagram's axis sizes, in declaration order, comma-separated")
+    ap.add_argument("--causal", action="store_true")
+    ap.add_argument("--runs", type=int, default=30)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    nap = Napkin(args.so)
+    torch.manual_seed(0)
+    dev, bf = "cuda", torch.bfloat16
+    rows = []
+    if args.kind == "attention":
+        b, h, q, x, d = sizes
+        flops = 4 * b * h * q * x * d * (0.5 if args.causal else 1.0)
+
+        def make(i):
+            g = torch.Generator(device=dev).manual_seed(i)
+            return [torch.randn(b, h, n, d, device=dev, dtype=bf, generator=g) for n in (q, x, x)]
+
+        sets = rotating(make, 2 * b * h * (q + 2 * x) * d)
+        out = torch.empty(b, h, q, d, device=dev, dtype=bf)
+        run, with_inputs = nap.runner(sets[0], [out], sizes)
+        run()
+        Q, K, V = sets[0]
+        ref = F.scaled_dot_product_attention(Q.float(), K.float(), V.float(), is_causal=args.causal)
+        check = {"napkin": rel_err(out, ref)}
+        ptrs = [with_inputs(s) for s in sets]
+        rows.append(("napkin", median_ms(lambda i: run(i), ptrs, args.runs)))
+        for name, backend in (("sdpa flash (FA2)", SDPBackend.FLASH_ATTENTION), ("sdpa cuDNN", SDPBackend.CUDNN_ATTENTION)):
+            with sdpa_kernel(backend):
+                check[name] = rel_err(F.scaled_dot_product_attention(Q, K, V, is_causal=args.causal), ref)
+                rows.append((name, median_ms(lambda s: F.scaled_dot_product_attention(*s, is_causal=args.causal), sets, args.runs)))
+        mask = torch.ones(q, x, device=dev, dtype=torch.bool).tril() if args.causal else None
+
+        def naive(s):
+            Qs, Ks, Vs = s
+            S = (Qs @ Ks.transpose(-1, -2)) * d**-0.5
+            if mask is not None:
+                S = S.masked_fill(~mask, float("-inf"))
+            return torch.softmax(S, dim=-1) @ Vs
+
+        check["naive"] = rel_err(naive(sets[0]), ref)
+        rows.append(("naive PyTorch", median_ms(naive, sets, args.runs)))
+    elif args.kind == "swiglu":
+        t, m, f = sizes
+        flops = 2 * t * m * f * 3
+
+        def make(i):
+            g = torch.Generator(device=dev).manual_seed(i)
+            return [torch.randn(*s, device=dev, dtype=bf, generator=g) * sc for s, sc in (((t, m), 1.0), ((m, f), m**-0.5), ((m, f), m**-0.5), ((f, m), f**-0.5))]
+
+        sets = rotating(make, 2 * (t * m + 3 * m * f))
+        out = torch.empty(t, m, device=dev, dtype=bf)
+        run, with_inputs = nap.runner(sets[0], [out], sizes)
+        run()
+        X, W1, W3, W2 = [s.float() for s in sets[0]]
+        ref = (F.silu(X @ W1) * (X @ W3)) @ W2
+        chain = lambda s: (F.silu(s[0] @ s[1]) * (s[0] @ s[2])) @ s[3]
+        check = {"napkin": rel_err(out, ref), "eager chain": rel_err(chain(sets[0]), ref)}
+        ptrs = [with_inputs(s) for s in sets]
+        rows.append(("napkin", median_ms(lambda i: run(i), ptrs, args.runs)))
+        rows.append(("eager PyTorch chain", median_ms(chain, sets, args.runs)))
+    elif args.kind == "layernorm":
+        t, m = sizes
+        flops = 8 * t * m
+
+        def make(i):
+            g = torch.Generator(device=dev).manual_seed(i)
+            return [torch.randn(t, m, device=dev, dtype=bf, generator=g), torch.randn(m, device=dev, dtype=bf, generator=g),
+                    torch.randn(m, device=dev, dtype=bf, generator=g)]
+
+        sets = rotating(make, 2 * t * m)
+        out = torch.empty(t, m, device=dev, dtype=bf)
+        run, with_inputs = nap.runner(sets[0], [out], sizes)
+        run()
+        X, W, B = [s.float() for s in sets[0]]
+        ref = F.layer_norm(X, (m,), W, B, 1e-5)
+
+        def chain(s):
+            x = s[0]
+            mu = x.mean(-1, keepdim=True)
+            var = ((x - mu) ** 2).mean(-1, keepdim=True)
+            return (x - mu) * torch.rsqrt(var + 1e-5) * s[1] + s[2]
+
+        check = {"napkin": rel_err(out, ref), "F.layer_norm": rel_err(F.layer_norm(*sets[0][:1], (m,), sets[0][1], sets[0][2], 1e-5), ref),
+                 "eager chain": rel_err(chain(sets[0]), ref)}
+        ptrs = [with_inputs(s) for s in sets]
+        rows.append(("napkin", median_ms(lambda i: run(i), ptrs, args.runs)))
+        rows.append(("F.layer_norm (one kernel)", median_ms(lambda s: F.layer_norm(s[0], (m,), s[1], s[2], 1e-5), sets, args.runs)))
+        rows.append(("eager chain of primitives", median_ms(chain, sets, args.runs)))
+    else:
+        a, k, c = sizes
+        flops = 2 * a * k * c
+
+        def make(i):
+            g = torch.Generator(device=dev).manual_seed(i)
+            return [torch.randn(a, k, device=dev, dtype=bf, generator=g), torch.randn(k, c, device=dev, dtype=bf, generator=g) * k**-0.5]
+
+        sets = rotating(make, 2 * (a * k + k * c))
+        out = torch.empty(a, c, device=dev, dtype=bf)
+        run, with_inputs = nap.runner(sets[0], [out], sizes)
+        run()
+        ref = sets[0][0].float() @ sets[0][1].float()
+        check = {"napkin": rel_err(out, ref), "torch.matmul": rel_err(sets[0][0] @ sets[0][1], ref)}
+        ptrs = [with_inputs(s) for s in sets]
+        rows.append(("napkin", median_ms(lambda i: run(i), ptrs, args.runs)))
+        rows.append(("torch.matmul (cuBLAS)", median_ms(lambda s: s[0] @ s[1], sets, args.runs)))
+    ok = all(v < 2e-2 for v in check.values())
+    print(f"{args.kind} sizes {sizes}{' causal' if args.causal else ''} on {torch.cuda.get_device_name()}, torch {torch.__version__}, "
+          f"median of {args.runs}, {len(sets)} rotating input sets")
+    print("check (max|err| / max|fp32 ref|): " + ", ".join(f"{k} {v:.2e}" for k, v in check.items()) + ("  ok" if ok else "  FAILED"))
+    t_nap = rows[0][1]
+    for name, ms in rows:
+        print(f"  {name:<28} {ms * 1e3:10.1f} us {flops / ms / 1e9:8.1f} TFLOP/s   napkin speed-up {ms / t_nap:6.2f}x")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"kind": args.kind, "sizes": sizes, "causal": args.causal, "check": check, "ms": dict(rows)}, fh, indent=1)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
