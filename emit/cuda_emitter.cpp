@@ -93,8 +93,8 @@ std::string emit_cuda(const Program& p, const Diagram& d, const Derivation& dv, 
   for (const auto* in : d.inputs()) out.line("a." + in->name + " = static_cast<const " + c.ctype_of(in->name) + "*>(in[" + std::to_string(i++) + "]);");
   i = 0;
   for (const auto* o : d.outputs()) out.line("a." + o->name + " = static_cast<" + c.ctype_of(o->name) + "*>(out[" + std::to_string(i++) + "]);");
-  out.line("size_t at = 0;");
-  out.line("(void)workspace, (void)at;");
+  out.line("(void)workspace;");
+  if (!workspace.empty()) out.line("size_t at = 0;");
   for (const auto& w : workspace) {
     out.line("a." + w + " = reinterpret_cast<" + c.ctype_of(w) + "*>(static_cast<char*>(workspace) + at);");
     out.line("at += (" + bytes_of(w) + " + 255) / 256 * 256;");

@@ -129,7 +129,13 @@ int run_bench(const Program& p, const Diagram& d, const SizeMap& sizes, const Ha
   if (run_command(cmd, dir + "/nvcc.out", dir + "/nvcc.log") != 0)
     throw UserError("nvcc failed (" + cmd + "):\n" + tail(read_all(dir + "/nvcc.log")));
   // Small problems: also dump inputs and outputs for the fp64 evaluator.
-  const bool small = estimate_work(p, d, sizes) < 2e8;
+  bool small = false;  // the fp64 evaluator's limits (diagrams/eval.hpp) also bound this check
+  try {
+    check_eval_limits(p, d, sizes);
+    small = estimate_work(p, d, sizes) < 2e8;
+  } catch (const UserError&) {
+    small = false;
+  }
   std::string run = dir + "/harness --runs " + std::to_string(opt.runs) + " --seed " + std::to_string(opt.seed) + (small ? " --dump " + dir : "");
   if (run_command(run, dir + "/harness.json", dir + "/harness.log") != 0)
     throw UserError("the benchmark harness failed (" + run + "):\n" + tail(read_all(dir + "/harness.log")));

@@ -184,7 +184,7 @@ def main():
         ptrs = [with_inputs(s) for s in sets]
         rows.append(("napkin", median_ms(lambda i: run(i), ptrs, args.runs)))
         rows.append(("torch.matmul (cuBLAS)", median_ms(lambda s: s[0] @ s[1], sets, args.runs)))
-    ok = all(v < 2e-2 for v in check.values())
+    ok = check["napkin"] < 2e-2  # the references' own errors are printed, not judged
     print(f"{args.kind} sizes {sizes}{' causal' if args.causal else ''} on {torch.cuda.get_device_name()}, torch {torch.__version__}, "
           f"median of {args.runs}, {len(sets)} rotating input sets")
     print("check (max|err| / max|fp32 ref|): " + ", ".join(f"{k} {v:.2e}" for k, v in check.items()) + ("  ok" if ok else "  FAILED"))

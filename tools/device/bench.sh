@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs napkin bench on a lent GPU machine (see docs/benchmarks.md). The machine lacks napkin's
 # Debian libraries, so the call carries build/cli/napkin and .devlibs/ (tools/device/pack.sh).
-# Usage: tools/device/bench.sh quick|perf|torch [MODE...]   (outputs under $OUT when set)
+# Usage: tools/device/bench.sh quick|bundled|perf|torch|sweep [MODE...]   (outputs under $OUT when set)
 set -u
 modes=${*:-quick}
 out=/tmp/napkin-bench-out  # everything lands here; $OUT gets one results.tgz of it
@@ -34,12 +34,18 @@ case $mode in
     bench rms-small rmsnorm --set t=100 --set m=1000 --runs 20
     bench bmm-small batched_matmul --set n=3 --set a=200 --set b=128 --set c=300 --runs 20
     ;;
+  bundled)
+    bench attention-bundled attention
+    ;;
   perf)
     bench att-4x16x4096 attention --set b=4 --set h=16 --set q=4096 --set x=4096
     bench causal-4x16x4096 causal_attention --set b=4 --set h=16 --set q=4096 --set x=4096
     bench gemm-8192 matmul --set a=8192 --set b=8192 --set c=8192
     bench swiglu mlp_swiglu
     bench layernorm layernorm
+    ;;
+  sweep)
+    tests/gpu/sweep.sh "$N" 2>&1 | tee "$out/sweep.txt"
     ;;
   torch)
     torch_vs() {  # torch_vs TAG DIAGRAM KIND SIZES [--set ...] [-- extra script args]

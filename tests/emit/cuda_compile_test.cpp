@@ -1,0 +1,95 @@
+// CI compile checks of the CUDA emitter (no GPU needed): every bundled diagram's emitted .cu
+// matches its golden file (tests/golden/cuda/), compiles with nvcc for sm_80 and sm_90a, and its
+// PTX holds the instructions the chosen strategy promises (mma.sync m16n8k16, ldmatrix, cp.async
+// for tensor-core kernels). The GPU runs are `napkin bench` on the device (docs/benchmarks.md).
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <unistd.h>
+
+#include "emit/cuda_emitter.hpp"
+#include "tests/support/run.hpp"
+
+using namespace napkin;
+using namespace napkin::test;
+
+namespace {
+
+std::size_t count(const std::string& s, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+
+/** nvcc -ptx for `arch`; REQUIREs success and returns the PTX. */
+std::string ptx_of(const std::string& cu, const std::string& arch, const std::string& dir) {
+  const std::string ptx = dir + "/" + arch + ".ptx";
+  const std::string num = arch.substr(3);
+  const std::string cmd = std::string(NAPKIN_NVCC) + " -std=c++17 -O3 -ptx -arch=compute_" + num + " -o " + ptx + " " + cu + " > " + dir + "/nvcc.log 2>&1";
+  INFO(cmd << "\n" << slurp(dir + "/nvcc.log"));
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  CHECK(slurp(dir + "/nvcc.log").find("warning") == std::string::npos);
+  return slurp(ptx);
+}
+
+}  // namespace
+
+TEST_CASE("every bundled diagram's CUDA matches its golden file and compiles for sm_80 and sm_90a", "[emit][cuda]") {
+  Hardware hw = load_hardware("h100");
+  const std::string dir = std::filesystem::temp_directory_path().string() + "/napkin-cuda-test-" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  int tensor_core_kernels = 0, compiled = 0;
+  for (const auto& path : library_files()) {
+    const std::string stem = std::filesystem::path(path).stem().string();
+    if (stem == "transformer_block") continue;  // calls: checked below
+    INFO(path);
+    LoadedDiagram l = load_library(path);
+    Derivation dv = derive(*l.program, *l.diagram, l.sizes, hw);
+    const std::string text = emit_cuda(*l.program, *l.diagram, dv, hw);
+    check_golden("cuda/" + stem + ".cu", text);
+    const std::string cu = dir + "/" + stem + ".cu";
+    std::ofstream(cu) << text;
+    const int mma_kernels = static_cast<int>(count(text, "// strategy gemm") + count(text, "// strategy flash"));
+    tensor_core_kernels += mma_kernels;
+    for (const std::string arch : {"sm_80", "sm_90a"}) {
+      const std::string ptx = ptx_of(cu, arch, dir);
+      ++compiled;
+      CHECK(count(ptx, ".entry") >= dv.chosen.kernels.size());
+      if (mma_kernels > 0) {
+        CHECK(count(ptx, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") > 0);
+        CHECK(count(ptx, "ldmatrix.sync.aligned.m8n8.x4") > 0);
+        CHECK(count(ptx, "cp.async.cg.shared.global") > 0);
+      } else {
+        CHECK(count(ptx, "mma.sync") == 0);
+      }
+    }
+  }
+  // The tensor-core strategies cover the matmul family and the three attention diagrams.
+  CHECK(tensor_core_kernels >= 8);
+  CHECK(compiled == 20);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("napkin emit --target cuda: strategies per bundled diagram, and calls are a clean user error", "[emit][cuda]") {
+  auto strategy = [](const std::string& file) {
+    RunResult r = run_napkin("emit " + std::string(NAPKIN_SOURCE_DIR) + "/diagrams/library/" + file + " --target cuda");
+    REQUIRE(r.status == 0);
+    std::string s;
+    const std::regex re("// strategy (\\w+)");
+    for (auto it = std::sregex_iterator(r.output.begin(), r.output.end(), re); it != std::sregex_iterator(); ++it)
+      s += (s.empty() ? "" : ",") + (*it)[1].str();
+    return s;
+  };
+  CHECK(strategy("attention.napkin") == "flash");
+  CHECK(strategy("causal_attention.napkin") == "flash");
+  CHECK(strategy("gqa_attention.napkin") == "flash");
+  CHECK(strategy("matmul.napkin") == "gemm");
+  CHECK(strategy("mlp_swiglu.napkin") == "gemm,gemm");
+  CHECK(strategy("layernorm.napkin") == "rows");
+  CHECK(strategy("softmax.napkin") == "rows");
+  RunResult r = run_napkin("emit " + std::string(NAPKIN_SOURCE_DIR) + "/diagrams/library/transformer_block.napkin --target cuda");
+  CHECK(r.status == 1);
+  CHECK(r.output.find("calls are not supported on this target yet") != std::string::npos);
+}
