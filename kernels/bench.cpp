@@ -36,7 +36,6 @@ int run_command(const std::string& cmd, const std::string& out_path, const std::
   return rc == -1 ? -1 : WEXITSTATUS(rc);
 }
 
-bool has(const AxisList& l, const std::string& a) { return std::find(l.begin(), l.end(), a) != l.end(); }
 
 }  // namespace
 
@@ -74,8 +73,8 @@ std::string bench_spec(const Program& p, const Diagram& d, const SizeMap& sizes)
       if (out.size() < 2) return;
       const std::string M = out[out.size() - 2], N = out.back();
       std::string A = x.name, B = y.name;
-      if (has(ya, M) && !has(xa, M)) std::swap(A, B), std::swap(xa, ya);
-      if (!has(xa, M) || has(ya, M) || !has(ya, N) || has(xa, N)) return;
+      if (contains(ya, M) && !contains(xa, M)) std::swap(A, B), std::swap(xa, ya);
+      if (!contains(xa, M) || contains(ya, M) || !contains(ya, N) || contains(xa, N)) return;
       AxisList batch(out.begin(), out.end() - 2);
       // Each operand: its batch axes first (in C's order, possibly missing), then its two matrix axes.
       auto matrix_ok = [&](const AxisList& ax, const std::string& free) {

@@ -12,10 +12,6 @@
 
 namespace napkin::cuda {
 
-namespace {
-bool has(const AxisList& l, const std::string& a) { return std::find(l.begin(), l.end(), a) != l.end(); }
-}  // namespace
-
 std::optional<KernelEmit> emit_flash(Context& c, const KernelChoice& kc, const Hardware& hw, std::string& why) {
   if (c.options().reference) return why = "reference mode", std::nullopt;
   const Diagram& d = c.diagram();
@@ -61,13 +57,13 @@ std::optional<KernelEmit> emit_flash(Context& c, const KernelChoice& kc, const H
   if (q_ref.kind != Expr::Kind::ref || k_ref.kind != Expr::Kind::ref || v_ref.kind != Expr::Kind::ref) return why = "operands are not arrays", std::nullopt;
   std::string Qn = q_ref.name, Kn = k_ref.name, Vn = v_ref.name;
   AxisList qa = c.axes(Qn), ka = c.axes(Kn), va = c.axes(Vn);
-  if (has(qa, x)) std::swap(Qn, Kn), std::swap(qa, ka);
+  if (contains(qa, x)) std::swap(Qn, Kn), std::swap(qa, ka);
   std::string M;
   for (const auto& dir : kc.plan.directives)
-    if (dir.kind == Directive::Kind::group && M.empty() && has(qa, dir.names[0]) && !has(ka, dir.names[0])) M = dir.names[0];
-  if (M.empty() || !has(ka, x)) return why = "no grouped query axis", std::nullopt;
+    if (dir.kind == Directive::Kind::group && M.empty() && contains(qa, dir.names[0]) && !contains(ka, dir.names[0])) M = dir.names[0];
+  if (M.empty() || !contains(ka, x)) return why = "no grouped query axis", std::nullopt;
   const std::string dv = va.back();  // the value dimension: V's innermost axis
-  if (dv == x || !has(O->axes, dv)) return why = "V's innermost axis is not an output axis", std::nullopt;
+  if (dv == x || !contains(O->axes, dv)) return why = "V's innermost axis is not an output axis", std::nullopt;
   if (qa.back() != dk || ka.back() != dk || false) return why = "Q, K, V not stored with the head dimension innermost", std::nullopt;
   DType dt = c.dtype(Qn);
   if ((dt != DType::bf16 && dt != DType::fp16) || c.dtype(Kn) != dt || c.dtype(Vn) != dt) return why = "operands are not all bf16 or all fp16", std::nullopt;
@@ -117,7 +113,7 @@ std::optional<KernelEmit> emit_flash(Context& c, const KernelChoice& kc, const H
   decompose(k, "bid", batch);
   k.line("const int n_q = static_cast<int>(min(int64_t{T_Q}, N_" + M + " - o_" + M + "));");
   auto origin = [&](const std::string& arr, const std::string& row_axis, const std::string& row0) {
-    return "a." + arr + " + " + offset(c, arr, [&](const std::string& ax) { return ax == row_axis ? row0 : (has(batch, ax) ? "i_" + ax : "0"); });
+    return "a." + arr + " + " + offset(c, arr, [&](const std::string& ax) { return ax == row_axis ? row0 : (contains(batch, ax) ? "i_" + ax : "0"); });
   };
   k.line("const T* g_Q = " + origin(Qn, M, "o_" + M) + ";  // " + Qn + " tile [" + M + "][" + dk + "]");
   k.line("const T* g_K = " + origin(Kn, x, "0") + ";  // " + Kn + " [" + x + "][" + dk + "]");
@@ -275,7 +271,6 @@ std::optional<KernelEmit> emit_flash(Context& c, const KernelChoice& kc, const H
   l.line("NAPKIN_CUDA(cudaFuncSetAttribute(" + ns + "::kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(" + ns + "::SMEM_BYTES)));");
   l.line(ns + "::kernel<<<static_cast<unsigned>(blocks), " + ns + "::THREADS, " + ns + "::SMEM_BYTES, stream>>>(a);");
   r.launch_code = l.text;
-  (void)qa;
   return r;
 }
 

@@ -22,7 +22,6 @@ struct Gemm {
   Operand a, b;  ///< a holds M, b holds N
 };
 
-bool has(const AxisList& l, const std::string& a) { return std::find(l.begin(), l.end(), a) != l.end(); }
 
 }  // namespace
 
@@ -44,13 +43,13 @@ std::optional<KernelEmit> emit_gemm(Context& c, const KernelChoice& kc, const Ha
   if (k.empty()) return why = "a contraction over several axes", std::nullopt;
   for (const auto& s : cost.statements) {
     AxisList sa = d.find_statement(s)->axes;
-    if (sa.size() != out.size() || !std::all_of(sa.begin(), sa.end(), [&](const std::string& a) { return has(out, a); }))
+    if (sa.size() != out.size() || !std::all_of(sa.begin(), sa.end(), [&](const std::string& a) { return contains(out, a); }))
       return why = "statements of different shapes", std::nullopt;
   }
   // M and N: the first two grouped axes of the output, each in exactly one operand.
   std::vector<std::string> grouped;
   for (const auto& dir : kc.plan.directives)
-    if (dir.kind == Directive::Kind::group && has(out, dir.names[0])) grouped.push_back(dir.names[0]);
+    if (dir.kind == Directive::Kind::group && contains(out, dir.names[0])) grouped.push_back(dir.names[0]);
   if (grouped.size() < 2) return why = "fewer than two grouped axes", std::nullopt;
   const std::string M = grouped[0], N = grouped[1];
   std::vector<Gemm> gemms;
@@ -65,8 +64,8 @@ std::optional<KernelEmit> emit_gemm(Context& c, const KernelChoice& kc, const Ha
       return why = "a contraction operand is not an array read from global memory", std::nullopt;
     AxisList xa = c.axes(x.name), ya = c.axes(y.name);
     Gemm g{e, {x.name}, {y.name}};
-    if (has(ya, M) && !has(xa, M)) std::swap(g.a, g.b), std::swap(xa, ya);
-    if (!has(xa, M) || has(ya, M) || !has(ya, N) || has(xa, N)) return why = "M and N are not one operand's each", std::nullopt;
+    if (contains(ya, M) && !contains(xa, M)) std::swap(g.a, g.b), std::swap(xa, ya);
+    if (!contains(xa, M) || contains(ya, M) || !contains(ya, N) || contains(xa, N)) return why = "M and N are not one operand's each", std::nullopt;
     if (xa.back() != k && xa.back() != M) return why = g.a.array + " has neither K nor M innermost", std::nullopt;
     if (ya.back() != k && ya.back() != N) return why = g.b.array + " has neither K nor N innermost", std::nullopt;
     g.a.k_inner = xa.back() == k;
