@@ -12,6 +12,7 @@ using namespace cuda;
 namespace {
 
 const char* kHostSupport = R"(static const char* napkin_error = "";
+static const char* napkin_variant = "";  // the variant the last launch ran (strategy, or mma.sync / wgmma)
 static int napkin_fail(const char* message) {
   napkin_error = message;
   return 1;
@@ -65,7 +66,9 @@ std::string emit_cuda(const Program& p, const Diagram& d, const Derivation& dv, 
            " for " + hw.name + ".");
   out.line("// Schedule:");
   for (const auto& kc : dv.chosen.kernels) out.line(describe_plan(kc.plan));
-  out.text += preamble(hw.mma);
+  bool hopper = false;
+  for (const auto& k : kernels) hopper |= k.hopper;
+  out.text += preamble(hw.mma, hopper);
   out.open("namespace " + ns);
   out.text += kHostSupport;
   out.line("");
@@ -113,6 +116,7 @@ std::string emit_cuda(const Program& p, const Diagram& d, const Derivation& dv, 
   for (std::size_t k = 0; k < kernels.size(); ++k) {
     out.line("// " + dv.chosen.kernels[k].plan.name + " (" + kernels[k].strategy + ")");
     out.open("case " + std::to_string(k) + ":");
+    out.line("napkin_variant = \"" + kernels[k].strategy + "\";");
     std::size_t pos = 0;
     const std::string& lc = kernels[k].launch_code;
     while (pos < lc.size()) {
@@ -158,6 +162,8 @@ std::string emit_cuda(const Program& p, const Diagram& d, const Derivation& dv, 
   out.line("return 0;");
   out.close();
   out.line("const char* " + P + "last_error(void) { return " + ns + "::napkin_error; }");
+  out.line("/** The variant the last launched kernel ran: its strategy, or \"mma.sync\" / \"wgmma\" for gemm. */");
+  out.line("const char* " + P + "last_variant(void) { return " + ns + "::napkin_variant; }");
   out.close("  // extern \"C\"");
   return out.text;
 }

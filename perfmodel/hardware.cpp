@@ -24,6 +24,12 @@ const MmaShape* Hardware::warp_mma(DType t) const {
   return nullptr;
 }
 
+const MmaShape* Hardware::warpgroup_mma(DType t) const {
+  for (const auto& m : mma)
+    if (m.dtype == t && m.scope == "warpgroup" && m.m == 64 && m.k == 16 && m.ptx.find(".f32.") != std::string::npos) return &m;
+  return nullptr;
+}
+
 namespace {
 
 class Reader {

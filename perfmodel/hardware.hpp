@@ -54,6 +54,8 @@ struct Hardware {
   std::optional<double> tensor_rate(DType t) const;
   /** The warp-level MMA (mma.sync) for `t`, or nullptr. */
   const MmaShape* warp_mma(DType t) const;
+  /** The warpgroup-scope (wgmma) m64nNk16 instruction with fp32 accumulate for `t`, or nullptr. */
+  const MmaShape* warpgroup_mma(DType t) const;
 };
 
 /** Reads a hardware description from TOML text. Every problem (a TOML syntax error, a missing or

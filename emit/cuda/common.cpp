@@ -47,4 +47,63 @@ std::string stride(const Context& c, const std::string& array, const std::string
   return s;
 }
 
+std::string tma_batch_coords(const Context& c, const std::string& array, const std::string& rows, const std::string& cols) {
+  std::string s;
+  AxisList ax = c.axes(array);
+  for (auto it = ax.rbegin(); it != ax.rend(); ++it)
+    if (*it != rows && *it != cols) s += ", static_cast<int>(i_" + *it + ")";
+  return s;
+}
+
+std::string tma_launch(const Context& c, const std::string& ns, const std::vector<TmaOperand>& ops, DType dtype, const std::string& fallback) {
+  const std::string dtype_enum = dtype == DType::bf16 ? "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16" : "CU_TENSOR_MAP_DATA_TYPE_FLOAT16";
+  Code l;
+  l.line("static const int wgmma_built = napkin::hopper_kernel(reinterpret_cast<const void*>(" + ns + "::wg::kernel)) ? 1 : 0;");
+  l.line("bool use_wgmma = wgmma_built == 1;");
+  std::string maps;
+  for (const auto& op : ops) {
+    AxisList ax = c.axes(op.array);
+    std::vector<std::string> order{op.cols, op.rows};  // innermost first
+    for (auto it = ax.rbegin(); it != ax.rend(); ++it)
+      if (*it != op.rows && *it != op.cols) order.push_back(*it);
+    auto stride_bytes = [&](const std::string& axis) {
+      std::string s = "uint64_t{2}";
+      bool after = false;
+      for (const auto& x : ax) {
+        if (after) s += " * static_cast<uint64_t>(a.N_" + x + ")";
+        if (x == axis) after = true;
+      }
+      return s;
+    };
+    std::string dims, strides, box = std::to_string(op.box_cols) + ", " + std::to_string(op.box_rows);
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      dims += (i ? ", " : "") + std::string("static_cast<uint64_t>(a.N_") + order[i] + ")";
+      if (i > 0) strides += (i > 1 ? ", " : "") + stride_bytes(order[i]);
+      if (i > 1) box += ", 1";
+    }
+    l.line("CUtensorMap tm_" + op.array + "{};");
+    l.open("if (use_wgmma)");
+    l.line("const uint64_t dims[] = {" + dims + "}, strides[] = {" + strides + "};");
+    l.line("const uint32_t box[] = {" + box + "};");
+    l.line("use_wgmma = napkin::make_tmap(&tm_" + op.array + ", a." + op.array + ", " + std::to_string(order.size()) + ", dims, strides, box, " + dtype_enum + ");");
+    l.close();
+    maps += ", tm_" + op.array;
+  }
+  l.open("if (use_wgmma)");
+  l.line("NAPKIN_CUDA(cudaFuncSetAttribute(" + ns + "::wg::kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(" + ns + "::wg::SMEM_BYTES)));");
+  l.line(ns + "::wg::kernel<<<static_cast<unsigned>(blocks), " + ns + "::wg::THREADS, " + ns + "::wg::SMEM_BYTES, stream>>>(a" + maps + ");");
+  l.line("napkin_variant = \"wgmma\";");
+  l.close(" else {");
+  ++l.indent;
+  std::size_t pos = 0;
+  while (pos < fallback.size()) {
+    std::size_t nl = fallback.find('\n', pos);
+    std::string line = fallback.substr(pos, nl - pos);
+    l.line(line.substr(line.find_first_not_of(' ')));
+    pos = nl + 1;
+  }
+  l.close();
+  return l.text;
+}
+
 }  // namespace napkin::cuda

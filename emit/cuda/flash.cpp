@@ -4,11 +4,12 @@
 // of q each; Q's tile is loaded once into registers (ldmatrix); per chunk of x, K and V arrive by
 // cp.async into double buffers (K of the next chunk loads during this chunk's softmax, V during
 // the next S), S = Q K^T and O += P V run on mma.sync, and S, P, the running max m and sum l
-// never leave registers. Causal masks skip the chunks past the tile's last row.
+// never leave registers. Causal masks skip the chunks past the tile's last row. Where the hardware
+// has wgmma and TMA, emit_flash_wgmma (flash_wgmma.cpp) adds the sm_90a variant, picked at run time.
 #include <algorithm>
 
+#include "emit/cuda/flash_form.hpp"
 #include "emit/cuda/preamble.hpp"
-#include "emit/cuda/strategies.hpp"
 
 namespace napkin::cuda {
 
@@ -83,6 +84,7 @@ std::optional<KernelEmit> emit_flash(Context& c, const KernelChoice& kc, const H
   walk(*P->expr, [&](const Expr& e) { causal |= e.kind == Expr::Kind::apply && e.op == Op::causal && e.axes[0] == M && e.axes[1] == x; });
   const bool skip = causal && cost.causal_active_fraction < 1;
 
+  FlashForm f{x, M, dk, dv, Qn, Kn, Vn, S, P, O, cs, co, batch, dt, TQ, TX, DK, DV, warps, skip, x_note};
   const std::string ns = kernel_ns(kc.plan.name), T = ctype(dt), mf = "napkin::" + mma_function(*mma);
   Code k;
   k.line(describe_plan(kc.plan));
@@ -256,11 +258,9 @@ std::optional<KernelEmit> emit_flash(Context& c, const KernelChoice& kc, const H
   k.close();
   --k.indent;
   k.line("}");
-  k.close("  // namespace " + ns);
   KernelEmit r;
   r.strategy = "flash";
   r.stored.insert(O->name);
-  r.device_code = k.text;
   Code l;
   l.line("if (a.N_" + dk + " != " + std::to_string(DK) + " || a.N_" + dv + " != " + std::to_string(DV) + ") return napkin_fail(\"" + ns +
          ": this kernel was emitted for " + dk + " = " + std::to_string(DK) + ", " + dv + " = " + std::to_string(DV) + "\");");
@@ -268,8 +268,24 @@ std::optional<KernelEmit> emit_flash(Context& c, const KernelChoice& kc, const H
   for (const auto& b : batch) blocks += " * a.N_" + b;
   l.line("const int64_t blocks = " + blocks + ";");
   l.line("if (blocks == 0) return 0;");
-  l.line("NAPKIN_CUDA(cudaFuncSetAttribute(" + ns + "::kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(" + ns + "::SMEM_BYTES)));");
-  l.line(ns + "::kernel<<<static_cast<unsigned>(blocks), " + ns + "::THREADS, " + ns + "::SMEM_BYTES, stream>>>(a);");
+  Code fallback;
+  fallback.line("NAPKIN_CUDA(cudaFuncSetAttribute(" + ns + "::kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(" + ns + "::SMEM_BYTES)));");
+  fallback.line(ns + "::kernel<<<static_cast<unsigned>(blocks), " + ns + "::THREADS, " + ns + "::SMEM_BYTES, stream>>>(a);");
+  fallback.line("napkin_variant = \"mma.sync\";");
+  std::string why_wgmma;
+  std::optional<KernelEmit> wg;
+  if (hw.wgmma && hw.tma) wg = emit_flash_wgmma(c, kc, f, hw, fallback.text, why_wgmma);
+  else why_wgmma = hw.name + " has no wgmma and TMA";
+  if (wg) {
+    r.hopper = true;
+    k.text += wg->device_code;
+    l.text += wg->launch_code;
+  } else {
+    k.line("// no wgmma variant: " + why_wgmma);
+    l.text += fallback.text;
+  }
+  k.close("  // namespace " + ns);
+  r.device_code = k.text;
   r.launch_code = l.text;
   return r;
 }

@@ -1,31 +1,20 @@
-// Strategy gemm: contractions over one axis of 16-bit operands, element-wise epilogues, on
-// mma.sync tensor cores. Contract: see strategies.hpp. Grid = tiles of (M, N) rasterised in groups
-// of 8 M tiles (concurrent blocks share operand tiles in L2) x batch axes; the contracted axis K is
-// streamed in chunks of T_K through a STAGES-deep cp.async pipeline; each warp owns WM = T_M/WARPS
-// rows of M and all T_N columns; fragments come from SMEM by ldmatrix (.trans for operands stored
-// with M or N contiguous); accumulators stay in registers until the epilogue stores the outputs.
+// Strategy gemm: contractions over one axis of 16-bit operands, element-wise epilogues. Contract:
+// see strategies.hpp and gemm_form.hpp. This file reads the kernel as a gemm (analyse_gemm), emits
+// the grid decode and the epilogue both variants share, and the mma.sync variant: grid = tiles of
+// (M, N) rasterised in groups of 8 M tiles (concurrent blocks share operand tiles in L2) x batch
+// axes; K streamed in chunks of T_K through a STAGES-deep cp.async pipeline; each warp owns
+// WM = T_M/WARPS rows of M and all T_N columns; fragments come from SMEM by ldmatrix (.trans for
+// operands stored with M or N contiguous); accumulators stay in registers until the epilogue.
+// Where the hardware has wgmma and TMA, emit_gemm_wgmma (gemm_wgmma.cpp) adds the sm_90a variant
+// and the launcher picks it at run time.
 #include <algorithm>
 
+#include "emit/cuda/gemm_form.hpp"
 #include "emit/cuda/preamble.hpp"
-#include "emit/cuda/strategies.hpp"
 
 namespace napkin::cuda {
 
-namespace {
-
-struct Operand {
-  std::string array;
-  bool k_inner = true;  ///< stored with K contiguous (else M or N contiguous)
-};
-struct Gemm {
-  const Expr* node = nullptr;
-  Operand a, b;  ///< a holds M, b holds N
-};
-
-
-}  // namespace
-
-std::optional<KernelEmit> emit_gemm(Context& c, const KernelChoice& kc, const Hardware& hw, std::string& why) {
+std::optional<GemmForm> analyse_gemm(Context& c, const KernelChoice& kc, std::string& why) {
   if (c.options().reference) return why = "reference mode", std::nullopt;
   const Diagram& d = c.diagram();
   const KernelCost& cost = kc.cost;
@@ -39,7 +28,9 @@ std::optional<KernelEmit> emit_gemm(Context& c, const KernelChoice& kc, const Ha
     });
   if (contractions.empty() || other) return why = "not only contractions and element-wise maps", std::nullopt;
   const AxisList out = c.axes_of(*contractions[0]);
-  const std::string k = contractions[0]->axes.size() == 1 ? contractions[0]->axes[0] : "";
+  GemmForm g;
+  g.K = contractions[0]->axes.size() == 1 ? contractions[0]->axes[0] : "";
+  const std::string& k = g.K;
   if (k.empty()) return why = "a contraction over several axes", std::nullopt;
   for (const auto& s : cost.statements) {
     AxisList sa = d.find_statement(s)->axes;
@@ -51,9 +42,9 @@ std::optional<KernelEmit> emit_gemm(Context& c, const KernelChoice& kc, const Ha
   for (const auto& dir : kc.plan.directives)
     if (dir.kind == Directive::Kind::group && contains(out, dir.names[0])) grouped.push_back(dir.names[0]);
   if (grouped.size() < 2) return why = "fewer than two grouped axes", std::nullopt;
-  const std::string M = grouped[0], N = grouped[1];
-  std::vector<Gemm> gemms;
-  DType dt = DType::fp32;
+  g.M = grouped[0], g.N = grouped[1];
+  const std::string &M = g.M, &N = g.N;
+  bool have_dtype = false;
   for (const Expr* e : contractions) {
     if (e->axes != std::vector<std::string>{k} || c.axes_of(*e) != out || e->args.size() != 2) return why = "contractions differ", std::nullopt;
     const Expr& x = *e->args[0];
@@ -63,68 +54,116 @@ std::optional<KernelEmit> emit_gemm(Context& c, const KernelChoice& kc, const Ha
         std::find(cost.inputs.begin(), cost.inputs.end(), y.name) == cost.inputs.end())
       return why = "a contraction operand is not an array read from global memory", std::nullopt;
     AxisList xa = c.axes(x.name), ya = c.axes(y.name);
-    Gemm g{e, {x.name}, {y.name}};
-    if (contains(ya, M) && !contains(xa, M)) std::swap(g.a, g.b), std::swap(xa, ya);
+    GemmContraction gc{e, {x.name}, {y.name}};
+    if (contains(ya, M) && !contains(xa, M)) std::swap(gc.a, gc.b), std::swap(xa, ya);
     if (!contains(xa, M) || contains(ya, M) || !contains(ya, N) || contains(xa, N)) return why = "M and N are not one operand's each", std::nullopt;
-    if (xa.back() != k && xa.back() != M) return why = g.a.array + " has neither K nor M innermost", std::nullopt;
-    if (ya.back() != k && ya.back() != N) return why = g.b.array + " has neither K nor N innermost", std::nullopt;
-    g.a.k_inner = xa.back() == k;
-    g.b.k_inner = ya.back() == k;
-    for (const auto& arr : {g.a.array, g.b.array}) {
+    if (xa.back() != k && xa.back() != M) return why = gc.a.array + " has neither K nor M innermost", std::nullopt;
+    if (ya.back() != k && ya.back() != N) return why = gc.b.array + " has neither K nor N innermost", std::nullopt;
+    gc.a.k_inner = xa.back() == k;
+    gc.b.k_inner = ya.back() == k;
+    for (const auto& arr : {gc.a.array, gc.b.array}) {
       DType t = c.dtype(arr);
       if (t != DType::bf16 && t != DType::fp16) return why = "operands are not bf16 or fp16", std::nullopt;
-      if (dt != DType::fp32 && t != dt) return why = "operands of different dtypes", std::nullopt;
-      dt = t;
+      if (have_dtype && t != g.dtype) return why = "operands of different dtypes", std::nullopt;
+      g.dtype = t, have_dtype = true;
     }
-    gemms.push_back(g);
+    if (!g.gemms.empty() && gc.a.array != g.gemms[0].a.array) return why = "contractions with different M operands", std::nullopt;
+    g.gemms.push_back(gc);
   }
-  const MmaShape* mma = hw.warp_mma(dt);
-  if (!mma || mma->m != 16 || mma->n != 8 || mma->k != 16) return why = "no m16n8k16 mma.sync for " + std::string(dtype_name(dt)), std::nullopt;
-  const int warps = kc.plan.warps();
-  const std::int64_t TM = *kc.plan.group(M), TN = *kc.plan.group(N);
-  if (TM % (16 * warps) != 0 || TN % 16 != 0) return why = "tiles not multiples of the mma shape per warp", std::nullopt;
+  g.warps = kc.plan.warps();
+  g.TM = *kc.plan.group(M), g.TN = *kc.plan.group(N);
   auto streams = kc.plan.streams();
-  std::int64_t TK = 64;
-  std::string k_note = "kept whole in the schedule; staged through SMEM in chunks of 64";
+  g.TK = 64;
+  g.k_note = "kept whole in the schedule; staged through SMEM in chunks of 64";
   if (!streams.empty()) {
     if (streams.size() != 1 || streams[0].first != k) return why = "streams an axis other than K", std::nullopt;
-    TK = streams[0].second;
-    k_note = "streamed by " + std::to_string(TK);
+    g.TK = streams[0].second;
+    g.k_note = "streamed by " + std::to_string(g.TK);
   }
-  if (TK % 16 != 0) return why = "K chunk not a multiple of 16", std::nullopt;
-  const std::string T = ctype(dt);
-  // Operand tiles, deduplicated by array.
-  struct Tile { std::string array, rows, cols; std::int64_t R, C; bool k_rows; };
-  std::vector<Tile> tiles;
-  auto add_tile = [&](const Operand& o, const std::string& free, std::int64_t Tf) {
-    for (const auto& t : tiles)
+  if (g.TK % 16 != 0) return why = "K chunk not a multiple of 16", std::nullopt;
+  auto add_tile = [&](const GemmOperand& o, const std::string& free, std::int64_t Tf) {
+    for (const auto& t : g.tiles)
       if (t.array == o.array) return;
-    if (o.k_inner) tiles.push_back({o.array, free, k, Tf, TK, false});
-    else tiles.push_back({o.array, k, free, TK, Tf, true});
+    if (o.k_inner) g.tiles.push_back({o.array, free, k, Tf, g.TK, false});
+    else g.tiles.push_back({o.array, k, free, g.TK, Tf, true});
   };
-  for (const auto& g : gemms) add_tile(g.a, M, TM), add_tile(g.b, N, TN);
+  for (const auto& gc : g.gemms) add_tile(gc.a, M, g.TM), add_tile(gc.b, N, g.TN);
+  for (const auto& a : d.find_statement(cost.statements[0])->axes)
+    if (a != M && a != N) g.batch.push_back(a);
+  return g;
+}
+
+void gemm_tile_origin(Code& code, const GemmForm& g) {
+  const std::string &M = g.M, &N = g.N;
+  code.line("// grid: tiles of " + M + " x tiles of " + N + ", in groups of 8 " + M + " tiles; then " +
+            (g.batch.empty() ? "no batch axes" : "batch axes " + join(g.batch)));
+  code.line("const int64_t tiles_m = (N_" + M + " + T_M - 1) / T_M, tiles_n = (N_" + N + " + T_N - 1) / T_N;");
+  code.line("int64_t bid = blockIdx.x;");
+  code.line("const int64_t tile = bid % (tiles_m * tiles_n);");
+  code.line("bid /= tiles_m * tiles_n;");
+  code.line("const int64_t first_m = tile / (8 * tiles_n) * 8, group_m = min(int64_t{8}, tiles_m - first_m);");
+  code.line("const int64_t o_" + M + " = (first_m + tile % (8 * tiles_n) % group_m) * T_M;");
+  code.line("const int64_t o_" + N + " = tile % (8 * tiles_n) / group_m * T_N;");
+  decompose(code, "bid", g.batch);
+  code.line("const int n_M = static_cast<int>(min(int64_t{T_M}, N_" + M + " - o_" + M + ")), n_N = static_cast<int>(min(int64_t{T_N}, N_" + N +
+            " - o_" + N + "));");
+}
+
+void gemm_store_pair(Code& code, Context& c, const KernelChoice& kc, const GemmForm& g,
+                     const std::function<std::string(std::size_t)>& acc, std::set<std::string>& stored) {
+  const Diagram& d = c.diagram();
+  code.open("if (row < n_M && col < n_N)");
+  code.line("const int64_t i_" + g.M + " = o_" + g.M + " + row;");
+  for (const auto& o : kc.cost.outputs) code.line("float v_" + o + "[2] = {}; int64_t x_" + o + "[2] = {};");
+  code.line("#pragma unroll");
+  code.open("for (int q = 0; q < 2; ++q)");
+  code.line("if (col + q >= n_N) break;");
+  code.line("const int64_t i_" + g.N + " = o_" + g.N + " + col + q;");
+  for (const auto& o : kc.cost.outputs) {
+    NodeOverride over = [&](const Expr& e) -> std::optional<std::string> {
+      for (std::size_t i = 0; i < g.gemms.size(); ++i)
+        if (g.gemms[i].node == &e) return acc(i);
+      return std::nullopt;
+    };
+    code.line("x_" + o + "[q] = " + c.index(o) + ";");
+    code.line("v_" + o + "[q] = " + c.value(*d.find_statement(o)->expr, over, kc.cost.internal) + ";");
+  }
+  code.close();
+  for (const auto& o : kc.cost.outputs) {
+    code.line("napkin::store_pair(a." + o + ", x_" + o + ", v_" + o + ", col + 1 < n_N);");
+    stored.insert(o);
+  }
+  code.close();
+}
+
+std::optional<KernelEmit> emit_gemm(Context& c, const KernelChoice& kc, const Hardware& hw, std::string& why) {
+  auto form = analyse_gemm(c, kc, why);
+  if (!form) return std::nullopt;
+  const GemmForm& g = *form;
+  const std::string &M = g.M, &N = g.N, &k = g.K;
+  const MmaShape* mma = hw.warp_mma(g.dtype);
+  if (!mma || mma->m != 16 || mma->n != 8 || mma->k != 16) return why = "no m16n8k16 mma.sync for " + std::string(dtype_name(g.dtype)), std::nullopt;
+  if (g.TM % (16 * g.warps) != 0 || g.TN % 16 != 0) return why = "tiles not multiples of the mma shape per warp", std::nullopt;
   std::int64_t stage_elems = 0;
-  for (const auto& t : tiles) stage_elems += t.R * (t.C + 8);
+  for (const auto& t : g.tiles) stage_elems += t.R * (t.C + 8);
   const std::int64_t elem = 2;
   int stages = static_cast<int>(std::min<double>(4, hw.smem_max_per_block_bytes / static_cast<double>(stage_elems * elem)));
   if (stages < 2) return why = "two pipeline stages do not fit SMEM", std::nullopt;
-  AxisList batch;
-  for (const auto& a : d.find_statement(cost.statements[0])->axes)
-    if (a != M && a != N) batch.push_back(a);
 
   const std::string ns = kernel_ns(kc.plan.name);
   Code code;
   code.line(describe_plan(kc.plan));
-  code.line("// strategy gemm: M = " + M + " (group " + std::to_string(TM) + ", " + std::to_string(warps) + " warps x " +
-         std::to_string(TM / warps) + " rows), N = " + N + " (group " + std::to_string(TN) + "), K = " + k + " (" + k_note + ")");
-  code.line("// " + std::to_string(stages) + "-stage cp.async pipeline; " + mma->ptx + "; fp32 accumulators in registers");
+  code.line("// strategy gemm: M = " + M + " (group " + std::to_string(g.TM) + ", " + std::to_string(g.warps) + " warps x " +
+            std::to_string(g.TM / g.warps) + " rows), N = " + N + " (group " + std::to_string(g.TN) + "), K = " + k + " (" + g.k_note + ")");
+  code.line("// mma.sync variant (sm_80 and later): " + std::to_string(stages) + "-stage cp.async pipeline; " + mma->ptx +
+            "; fp32 accumulators in registers");
   code.open("namespace " + ns);
-  code.line("using T = " + T + ";");
-  code.line("constexpr int T_M = " + std::to_string(TM) + ", T_N = " + std::to_string(TN) + ", T_K = " + std::to_string(TK) + ";");
-  code.line("constexpr int WARPS = " + std::to_string(warps) + ", THREADS = WARPS * 32, STAGES = " + std::to_string(stages) + ";");
+  code.line("using T = " + ctype(g.dtype) + ";");
+  code.line("constexpr int T_M = " + std::to_string(g.TM) + ", T_N = " + std::to_string(g.TN) + ", T_K = " + std::to_string(g.TK) + ";");
+  code.line("constexpr int WARPS = " + std::to_string(g.warps) + ", THREADS = WARPS * 32, STAGES = " + std::to_string(stages) + ";");
   code.line("constexpr int WM = T_M / WARPS, MT = WM / 16, NT = T_N / 8;  // rows per warp; m16 and n8 tiles per warp");
   std::int64_t off = 0;
-  for (const auto& t : tiles) {
+  for (const auto& t : g.tiles) {
     code.line("// SMEM tile of " + t.array + ": [" + t.rows + "][" + t.cols + "], rows padded by 8 elements (16 bytes) so ldmatrix is free of bank conflicts");
     code.line("constexpr int P_" + t.array + " = " + std::to_string(t.C) + " + 8, OFF_" + t.array + " = " + std::to_string(off) + ";");
     off += t.R * (t.C + 8);
@@ -138,17 +177,8 @@ std::optional<KernelEmit> emit_gemm(Context& c, const KernelChoice& kc, const Ha
   code.line("extern __shared__ __align__(16) unsigned char smem_raw[];");
   code.line("T* smem = reinterpret_cast<T*>(smem_raw);");
   code.line("const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;");
-  code.line("// grid: tiles of " + M + " x tiles of " + N + ", in groups of 8 " + M + " tiles; then " + (batch.empty() ? "no batch axes" : "batch axes " + join(batch)));
-  code.line("const int64_t tiles_m = (N_" + M + " + T_M - 1) / T_M, tiles_n = (N_" + N + " + T_N - 1) / T_N;");
-  code.line("int64_t bid = blockIdx.x;");
-  code.line("const int64_t tile = bid % (tiles_m * tiles_n);");
-  code.line("bid /= tiles_m * tiles_n;");
-  code.line("const int64_t first_m = tile / (8 * tiles_n) * 8, group_m = min(int64_t{8}, tiles_m - first_m);");
-  code.line("const int64_t o_" + M + " = (first_m + tile % (8 * tiles_n) % group_m) * T_M;");
-  code.line("const int64_t o_" + N + " = tile % (8 * tiles_n) / group_m * T_N;");
-  decompose(code, "bid", batch);
-  code.line("const int n_M = static_cast<int>(min(int64_t{T_M}, N_" + M + " - o_" + M + ")), n_N = static_cast<int>(min(int64_t{T_N}, N_" + N + " - o_" + N + "));");
-  for (const auto& t : tiles) {
+  gemm_tile_origin(code, g);
+  for (const auto& t : g.tiles) {
     std::string origin = offset(c, t.array, [&](const std::string& a) {
       if (a == k) return std::string("0");
       if (a == M || a == N) return "o_" + a;
@@ -162,16 +192,16 @@ std::optional<KernelEmit> emit_gemm(Context& c, const KernelChoice& kc, const Ha
   code.open("auto load_chunk = [&](int stage, int64_t o_k)");
   code.line("T* s = smem + stage * STAGE_ELEMS;");
   code.line("const int n_K = static_cast<int>(min(int64_t{T_K}, N_" + k + " - o_k));");
-  for (const auto& t : tiles) {
+  for (const auto& t : g.tiles) {
     std::string R = t.rows == k ? "T_K" : (t.rows == M ? "T_M" : "T_N"), C = t.cols == k ? "T_K" : (t.cols == M ? "T_M" : "T_N");
     std::string nr = t.rows == k ? "n_K" : (t.rows == M ? "n_M" : "n_N"), nc = t.cols == k ? "n_K" : (t.cols == M ? "n_M" : "n_N");
     std::string src = t.k_rows ? "g_" + t.array + " + o_k * rs_" + t.array : "g_" + t.array + " + o_k";
     code.line("napkin::load_tile<" + R + ", " + C + ", P_" + t.array + ", THREADS>(s + OFF_" + t.array + ", " + src + ", rs_" + t.array + ", " + nr +
-           ", " + nc + ", vec_" + t.array + ");");
+              ", " + nc + ", vec_" + t.array + ");");
   }
   code.close(";");
-  for (std::size_t i = 0; i < gemms.size(); ++i)
-    code.line("float acc" + std::to_string(i) + "[MT][NT][4] = {};  // registers: contract(" + gemms[i].a.array + ", " + gemms[i].b.array + "; " + k + ")");
+  for (std::size_t i = 0; i < g.gemms.size(); ++i)
+    code.line("float acc" + std::to_string(i) + "[MT][NT][4] = {};  // registers: contract(" + g.gemms[i].a.array + ", " + g.gemms[i].b.array + "; " + k + ")");
   code.line("// prologue: the first STAGES - 1 chunks in flight");
   code.open("for (int s = 0; s < STAGES - 1; ++s)");
   code.line("if (s < chunks) load_chunk(s, s * int64_t{T_K});");
@@ -186,72 +216,75 @@ std::optional<KernelEmit> emit_gemm(Context& c, const KernelChoice& kc, const Ha
   code.line("#pragma unroll");
   code.open("for (int kk = 0; kk < T_K; kk += 16)");
   std::set<std::string> loaded;
-  for (const auto& g : gemms) {
-    if (!loaded.count(g.a.array)) {
-      loaded.insert(g.a.array);
-      code.line("uint32_t fa_" + g.a.array + "[MT][4];");
+  for (const auto& gc : g.gemms) {
+    if (!loaded.count(gc.a.array)) {
+      loaded.insert(gc.a.array);
+      code.line("uint32_t fa_" + gc.a.array + "[MT][4];");
       code.line("#pragma unroll");
-      code.line("for (int mt = 0; mt < MT; ++mt) napkin::frag_a" + std::string(g.a.k_inner ? "" : "_t") + "(fa_" + g.a.array + "[mt], s + OFF_" +
-             g.a.array + ", P_" + g.a.array + ", warp * WM + mt * 16, kk, lane);");
+      code.line("for (int mt = 0; mt < MT; ++mt) napkin::frag_a" + std::string(gc.a.k_inner ? "" : "_t") + "(fa_" + gc.a.array + "[mt], s + OFF_" +
+                gc.a.array + ", P_" + gc.a.array + ", warp * WM + mt * 16, kk, lane);");
     }
-    if (!loaded.count(g.b.array)) {
-      loaded.insert(g.b.array);
-      code.line("uint32_t fb_" + g.b.array + "[NT / 2][4];");
+    if (!loaded.count(gc.b.array)) {
+      loaded.insert(gc.b.array);
+      code.line("uint32_t fb_" + gc.b.array + "[NT / 2][4];");
       code.line("#pragma unroll");
-      code.line("for (int nt = 0; nt < NT / 2; ++nt) napkin::frag_b" + std::string(g.b.k_inner ? "" : "_t") + "(fb_" + g.b.array + "[nt], s + OFF_" +
-             g.b.array + ", P_" + g.b.array + ", nt * 16, kk, lane);");
+      code.line("for (int nt = 0; nt < NT / 2; ++nt) napkin::frag_b" + std::string(gc.b.k_inner ? "" : "_t") + "(fb_" + gc.b.array + "[nt], s + OFF_" +
+                gc.b.array + ", P_" + gc.b.array + ", nt * 16, kk, lane);");
     }
   }
   code.line("#pragma unroll");
   code.open("for (int mt = 0; mt < MT; ++mt)");
   code.line("#pragma unroll");
   code.open("for (int nt = 0; nt < NT; ++nt)");
-  for (std::size_t i = 0; i < gemms.size(); ++i)
-    code.line("napkin::" + mma_function(*mma) + "(acc" + std::to_string(i) + "[mt][nt], fa_" + gemms[i].a.array + "[mt], &fb_" + gemms[i].b.array +
-           "[nt / 2][(nt % 2) * 2]);");
+  for (std::size_t i = 0; i < g.gemms.size(); ++i)
+    code.line("napkin::" + mma_function(*mma) + "(acc" + std::to_string(i) + "[mt][nt], fa_" + g.gemms[i].a.array + "[mt], &fb_" + g.gemms[i].b.array +
+              "[nt / 2][(nt % 2) * 2]);");
   code.close();
   code.close();
   code.close();
   code.close();
   code.line("napkin::cp_async_wait<0>();");
-  code.line("// epilogue: accumulator element (row, col) of each m16n8 tile -> outputs, predicated at the edges");
+  code.line("// epilogue: accumulator elements (row, col + q) of each m16n8 tile -> outputs, predicated at the edges");
   code.line("#pragma unroll");
   code.open("for (int mt = 0; mt < MT; ++mt)");
   code.line("#pragma unroll");
   code.open("for (int nt = 0; nt < NT; ++nt)");
   code.line("#pragma unroll");
-  code.open("for (int e = 0; e < 4; ++e)");
-  code.line("const int row = warp * WM + mt * 16 + lane / 4 + (e / 2) * 8, col = nt * 8 + (lane % 4) * 2 + e % 2;");
-  code.line("if (row >= n_M || col >= n_N) continue;");
-  code.line("const int64_t i_" + M + " = o_" + M + " + row, i_" + N + " = o_" + N + " + col;");
-  NodeOverride over = [&](const Expr& e) -> std::optional<std::string> {
-    for (std::size_t i = 0; i < gemms.size(); ++i)
-      if (gemms[i].node == &e) return "acc" + std::to_string(i) + "[mt][nt][e]";
-    return std::nullopt;
-  };
+  code.open("for (int h = 0; h < 2; ++h)");
+  code.line("const int row = warp * WM + mt * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;");
   KernelEmit r;
   r.strategy = "gemm";
-  for (const auto& o : cost.outputs) {
-    code.line("a." + o + "[" + c.index(o) + "] = napkin::from_f<" + c.ctype_of(o) + ">(" + c.value(*d.find_statement(o)->expr, over, cost.internal) + ");");
-    r.stored.insert(o);
-  }
+  gemm_store_pair(code, c, kc, g, [](std::size_t i) { return "acc" + std::to_string(i) + "[mt][nt][h * 2 + q]"; }, r.stored);
   code.close();
   code.close();
   code.close();
   --code.indent;
   code.line("}");
+  code.line("");
+  Code l;
+  std::string blocks = "blocks = ((a.N_" + M + " + " + std::to_string(g.TM) + " - 1) / " + std::to_string(g.TM) + ") * ((a.N_" + N + " + " +
+                       std::to_string(g.TN) + " - 1) / " + std::to_string(g.TN) + ")";
+  for (const auto& b : g.batch) blocks += " * a.N_" + b;
+  Code fallback;
+  fallback.line("NAPKIN_CUDA(cudaFuncSetAttribute(" + ns + "::kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(" + ns + "::SMEM_BYTES)));");
+  fallback.line(ns + "::kernel<<<static_cast<unsigned>(blocks), " + ns + "::THREADS, " + ns + "::SMEM_BYTES, stream>>>(a);");
+  fallback.line("napkin_variant = \"mma.sync\";");
+  l.line("const int64_t " + blocks + ";");
+  l.line("if (blocks == 0) return 0;");
+  std::string why_wgmma;
+  std::optional<KernelEmit> wg;
+  if (hw.wgmma && hw.tma) wg = emit_gemm_wgmma(c, kc, g, hw, fallback.text, why_wgmma);
+  else why_wgmma = hw.name + " has no wgmma and TMA";
+  if (wg) {
+    r.hopper = true;
+    code.text += wg->device_code;
+    l.text += wg->launch_code;
+  } else {
+    code.line("// no wgmma variant: " + why_wgmma);
+    l.text += fallback.text;
+  }
   code.close("  // namespace " + ns);
   r.device_code = code.text;
-  Code l;
-  l.line("const int64_t " + [&] {
-    std::string s = "blocks = ((a.N_" + M + " + " + std::to_string(TM) + " - 1) / " + std::to_string(TM) + ") * ((a.N_" + N + " + " + std::to_string(TN) +
-                    " - 1) / " + std::to_string(TN) + ")";
-    for (const auto& b : batch) s += " * a.N_" + b;
-    return s;
-  }() + ";");
-  l.line("if (blocks == 0) return 0;");
-  l.line("NAPKIN_CUDA(cudaFuncSetAttribute(" + ns + "::kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(" + ns + "::SMEM_BYTES)));");
-  l.line(ns + "::kernel<<<static_cast<unsigned>(blocks), " + ns + "::THREADS, " + ns + "::SMEM_BYTES, stream>>>(a);");
   r.launch_code = l.text;
   return r;
 }

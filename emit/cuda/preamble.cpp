@@ -36,6 +36,21 @@ template <> __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi
   return *reinterpret_cast<uint32_t*>(&v);
 }
 
+/** Stores v[0] at p[x[0]] and, when `second`, v[1] at p[x[1]]: one 4- or 8-byte store when the two
+ *  are adjacent and aligned (an epilogue's pair of accumulator columns), else two stores. */
+template <class T> __device__ __forceinline__ void store_pair(T* p, const int64_t x[2], const float v[2], bool second) {
+  if (second && x[1] == x[0] + 1 && reinterpret_cast<uintptr_t>(p + x[0]) % (2 * sizeof(T)) == 0) {
+    if constexpr (sizeof(T) == 4) {
+      *reinterpret_cast<float2*>(p + x[0]) = make_float2(v[0], v[1]);
+    } else {
+      *reinterpret_cast<uint32_t*>(p + x[0]) = pack2<T>(v[0], v[1]);
+    }
+    return;
+  }
+  p[x[0]] = from_f<T>(v[0]);
+  if (second) p[x[1]] = from_f<T>(v[1]);
+}
+
 __device__ __forceinline__ float relu(float x) { return fmaxf(x, 0.0f); }
 __device__ __forceinline__ float gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678f)); }
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + __expf(-x)); }
@@ -125,10 +140,115 @@ __device__ __forceinline__ float warp_max(float x) {
 
 )";
 
+
+const char* kHopper = R"(// Hopper (sm_90a) primitives, used by the wgmma variants. Device code only where the target has them.
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cstdlib>
+namespace napkin {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+__device__ __forceinline__ unsigned smem_u32(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
+// mbarrier (PTX ISA 9.7.13.15): a phase completes when `count` arrivals and the expected
+// transaction bytes have been seen; waiters name the parity of the phase they wait for.
+__device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count));
+}
+__device__ __forceinline__ void mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
+  unsigned done = 0;
+  do {
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done) : "r"(smem_u32(bar)), "r"(parity) : "memory");
+  } while (!done);
+}
+// TMA (PTX ISA 9.7.9.25.5.1, cp.async.bulk.tensor): one box of the tensor map at coordinates
+// (innermost first) into SMEM, completing `bytes` on the mbarrier; out-of-bounds elements are zeros.
+__device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+               ::"r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n"
+               ::"r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1, int c2, int c3) {
+  asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];\n"
+               ::"r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1, int c2, int c3, int c4) {
+  asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5, %6}], [%7];\n"
+               ::"r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(smem_u32(bar)) : "memory");
+}
+// wgmma (PTX ISA 9.7.15): SMEM matrix descriptor (9.7.15.5.1.2.2) of a 128-byte-swizzled tile whose
+// swizzle atoms (8 rows of 128 bytes) start 1024-byte aligned. `lbo`, `sbo`: leading and stride
+// dimension byte offsets (for K-major tiles lbo is unused and sbo = 1024; for MN-major tiles lbo is
+// the distance between 64-element column blocks and sbo = 1024).
+__device__ __forceinline__ uint64_t smem_desc(const void* p, unsigned lbo, unsigned sbo) {
+  return static_cast<uint64_t>((smem_u32(p) & 0x3FFFF) >> 4) | static_cast<uint64_t>((lbo >> 4) & 0x3FFF) << 16 |
+         static_cast<uint64_t>((sbo >> 4) & 0x3FFF) << 32 | uint64_t{1} << 62;
+}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
+/** Keeps the compiler from moving accesses of accumulators across wgmma issue and wait. */
+template <int N> __device__ __forceinline__ void fence_regs(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+// setmaxnreg (PTX ISA 9.7.17.1): moves registers between the warpgroups of a block.
+template <int R> __device__ __forceinline__ void setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R)); }
+template <int R> __device__ __forceinline__ void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R)); }
+#endif
+
+/** True when `kernel` was built for sm_90a (binaryVersion 90), the current device is a Hopper GPU,
+ *  the driver has cuTensorMapEncodeTiled, and NAPKIN_NO_WGMMA is unset or 0. Clears the errors it meets. */
+static bool hopper_kernel(const void* kernel) {
+  if (const char* e = std::getenv("NAPKIN_NO_WGMMA"); e && *e && *e != '0') return false;
+  int dev = 0, major = 0;
+  cudaFuncAttributes fa{};
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaFuncGetAttributes(&fa, kernel) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return major == 9 && fa.binaryVersion == 90;
+}
+/** Tensor map (CUDA driver API, cuTensorMapEncodeTiled) of a 16-bit array seen as `rank` axes,
+ *  innermost first: dims (elements), strides of axes 1.. (bytes), box (elements; box[0] * 2 bytes
+ *  = 128 for the 128-byte swizzle wgmma reads). False when TMA cannot address it: the base or a
+ *  stride not 16-byte aligned, or no driver entry point. */
+static bool make_tmap(CUtensorMap* map, const void* base, unsigned rank, const uint64_t* dims, const uint64_t* strides,
+                      const uint32_t* box, CUtensorMapDataType type) {
+  static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      f = nullptr, (void)cudaGetLastError();
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  if (!encode || reinterpret_cast<uintptr_t>(base) % 16 != 0) return false;
+  for (unsigned i = 0; i + 1 < rank; ++i)
+    if (strides[i] % 16 != 0) return false;
+  const uint32_t ones[5] = {1, 1, 1, 1, 1};
+  return encode(map, type, rank, const_cast<void*>(base), dims, strides, box, ones, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+}  // namespace napkin
+
+)";
+
 }  // namespace
 
-std::string preamble(const std::vector<MmaShape>& mmas) {
+std::string preamble(const std::vector<MmaShape>& mmas, bool hopper) {
   std::string s = kPrimitives;
+  if (hopper) s += kHopper;
   s += "namespace napkin {\n";
   for (const auto& m : mmas) {
     if (m.scope != "warp" || m.m != 16 || m.n != 8 || m.k != 16 || m.ptx.find(".f32.") == std::string::npos) continue;
@@ -139,6 +259,46 @@ std::string preamble(const std::vector<MmaShape>& mmas) {
     s += "               : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1]));\n}\n";
   }
   s += "}  // namespace napkin\n\n";
+  return s;
+}
+
+}  // namespace napkin::cuda
+
+namespace napkin::cuda {
+
+std::string wgmma_function(const MmaShape& m, int n, bool a_in_registers, std::string& name) {
+  std::string ptx = m.ptx;
+  const std::string from = "m" + std::to_string(m.m) + "n" + std::to_string(m.n) + "k";
+  if (auto at = ptx.find(from); at != std::string::npos) ptx.replace(at, from.size(), "m64n" + std::to_string(n) + "k");
+  name = "wgmma_m64n" + std::to_string(n) + "k16_" + std::string(dtype_name(m.dtype)) + (a_in_registers ? "_rs" : "");
+  const int regs = n / 2;
+  std::string d, outs;
+  for (int i = 0; i < regs; ++i) {
+    d += (i ? ", %" : "%") + std::to_string(i);
+    outs += std::string(i ? ", " : "") + "\"+f\"(d[" + std::to_string(i) + "])";
+  }
+  const std::string r = std::to_string(regs);
+  auto op = [&](int k) { return "%" + std::to_string(regs + k); };
+  std::string s;
+  if (!a_in_registers) {
+    s += "/** " + ptx + " (from the hardware description's [[mma]] table): D += A B, A and B in SMEM. */\n";
+    s += "template <int TA, int TB>\n";
+    s += "__device__ __forceinline__ void " + name + "(float (&d)[" + r + "], uint64_t desc_a, uint64_t desc_b) {\n";
+    s += "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, " + op(2) + ", 0;\\n\"\n";
+    s += "               \"" + ptx + " {" + d + "}, " + op(0) + ", " + op(1) + ", p, 1, 1, " + op(3) + ", " + op(4) + ";\\n}\\n\"\n";
+    s += "               : " + outs + "\n";
+    s += "               : \"l\"(desc_a), \"l\"(desc_b), \"r\"(1), \"n\"(TA), \"n\"(TB));\n}\n";
+    return s;
+  }
+  s += "/** " + ptx + " (from the hardware description's [[mma]] table): D += A B, A in registers (the m16n8k16\n";
+  s += " *  A fragment layout per warp, PTX ISA 9.7.15.5.1.1), B in SMEM. */\n";
+  s += "template <int TB>\n";
+  s += "__device__ __forceinline__ void " + name + "(float (&d)[" + r + "], const uint32_t (&a)[4], uint64_t desc_b) {\n";
+  s += "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, " + op(5) + ", 0;\\n\"\n";
+  s += "               \"" + ptx + " {" + d + "}, {" + op(0) + ", " + op(1) + ", " + op(2) + ", " + op(3) + "}, " + op(4) + ", p, 1, 1, " + op(6) +
+       ";\\n}\\n\"\n";
+  s += "               : " + outs + "\n";
+  s += "               : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(desc_b), \"r\"(1), \"n\"(TB));\n}\n";
   return s;
 }
 

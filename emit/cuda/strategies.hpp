@@ -5,6 +5,8 @@
  *           batch axes, warps split the first grouped axis, the contracted axis is the stream (a
  *           cp.async pipeline of 2-4 stages), operands through ldmatrix into mma.sync, fp32
  *           accumulators in registers, the epilogue applied to the accumulators before the store;
+ *           on hardware with wgmma and TMA also an sm_90a variant (gemm_wgmma.cpp) that the
+ *           launcher picks at run time on a Hopper GPU;
  *  - flash: contraction, softmax along the streamed axis, contraction (attention): the
  *           online-softmax lemma (paper §4) with S and P in registers;
  *  - rows:  a normaliser (softmax, layernorm, rmsnorm) along an axis kept whole or streamed: one
@@ -27,6 +29,7 @@ struct KernelEmit {
   std::string device_code;  ///< namespace k_<kernel> { ... __global__ ... }
   std::string launch_code;  ///< host statements launching it on `stream` from `const Args& a`
   std::set<std::string> stored;  ///< arrays this kernel writes to global memory
+  bool hopper = false;           ///< uses the Hopper primitives (an sm_90a variant)
 };
 
 std::optional<KernelEmit> emit_gemm(Context& c, const KernelChoice& k, const Hardware& hw, std::string& why);
@@ -49,5 +52,20 @@ void decompose(Code& code, const std::string& linear, const AxisList& axes);
 std::string offset(const Context& c, const std::string& array, const std::function<std::string(const std::string&)>& at);
 /** Stride (elements) of axis `axis` in `array`: the product of the later axes' sizes. */
 std::string stride(const Context& c, const std::string& array, const std::string& axis);
+
+/** An operand loaded by TMA in 128-byte swizzled boxes: the array, its two tile axes (cols
+ *  contiguous), and the box (elements; box_cols * 2 bytes = 128). */
+struct TmaOperand {
+  std::string array, cols, rows;
+  std::uint32_t box_cols = 64, box_rows = 0;
+};
+/** Device code: the TMA coordinates of `array`'s axes other than `rows` and `cols` (its batch
+ *  axes at `i_<axis>`, innermost first), each as ", static_cast<int>(i_<axis>)". */
+std::string tma_batch_coords(const Context& c, const std::string& array, const std::string& rows, const std::string& cols);
+/** Host statements (inside run_kernel, with `blocks` defined) that build a tensor map per operand
+ *  (axes innermost first: cols, rows, then the other axes) and launch `ns`::wg::kernel(a, maps...)
+ *  when napkin::hopper_kernel says the sm_90a code can run and every map encodes; `fallback`
+ *  (the mma.sync launch) otherwise. */
+std::string tma_launch(const Context& c, const std::string& ns, const std::vector<TmaOperand>& ops, DType dtype, const std::string& fallback);
 
 }  // namespace napkin::cuda

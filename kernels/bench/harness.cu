@@ -27,7 +27,8 @@
   extern "C" size_t P##workspace_bytes(const int64_t*);                                                           \
   extern "C" int P##run_kernel(int, const void* const*, void* const*, const int64_t*, void*, cudaStream_t);      \
   extern "C" int P##run(const void* const*, void* const*, const int64_t*, void*, cudaStream_t);                  \
-  extern "C" const char* P##last_error(void);
+  extern "C" const char* P##last_error(void);                                                                     \
+  extern "C" const char* P##last_variant(void);
 NAPKIN_ENTRY(napkin_)
 NAPKIN_ENTRY(unfused_)
 NAPKIN_ENTRY(ref_)
@@ -210,7 +211,15 @@ int main(int argc, char** argv) {
   const int nk = napkin_kernel_count();
   for (int k = 0; k < nk; ++k) {
     const double t = median_time(3, runs, [&](int r) { napkin_run_kernel(k, rot[r % sets].data(), out.data(), kSizes, ws, stream); });
-    std::printf("%s\n    {\"name\": \"%s\", \"strategy\": \"%s\", \"seconds\": %.9g}", k ? "," : "", napkin_kernel_name(k), napkin_kernel_strategy(k), t);
+    std::printf("%s\n    {\"name\": \"%s\", \"strategy\": \"%s\", \"variant\": \"%s\", \"seconds\": %.9g}", k ? "," : "", napkin_kernel_name(k),
+                napkin_kernel_strategy(k), napkin_last_variant(), t);
+  }
+  // The unfused schedule's kernels one by one: the eager chain replaces its contractions by cuBLAS.
+  std::printf("\n  ],\n  \"unfused_kernel_times\": [");
+  for (int k = 0; k < unfused_kernel_count(); ++k) {
+    const double t = median_time(3, runs, [&](int r) { unfused_run_kernel(k, rot[r % sets].data(), out.data(), kSizes, ws_unf, stream); });
+    std::printf("%s\n    {\"name\": \"%s\", \"strategy\": \"%s\", \"variant\": \"%s\", \"seconds\": %.9g}", k ? "," : "", unfused_kernel_name(k),
+                unfused_kernel_strategy(k), unfused_last_variant(), t);
   }
   const double t_all = median_time(3, runs, [&](int r) { napkin_run(rot[r % sets].data(), out.data(), kSizes, ws, stream); });
   const double t_unf = median_time(3, runs, [&](int r) { unfused_run(rot[r % sets].data(), out.data(), kSizes, ws_unf, stream); });

@@ -40,7 +40,7 @@ TEST_CASE("every bundled diagram's CUDA matches its golden file and compiles for
   Hardware hw = load_hardware("h100");
   const std::string dir = std::filesystem::temp_directory_path().string() + "/napkin-cuda-test-" + std::to_string(getpid());
   std::filesystem::create_directories(dir);
-  int tensor_core_kernels = 0, compiled = 0;
+  int tensor_core_kernels = 0, compiled = 0, hopper_variants = 0;
   for (const auto& path : library_files()) {
     const std::string stem = std::filesystem::path(path).stem().string();
     if (stem == "transformer_block") continue;  // calls: checked below
@@ -52,7 +52,9 @@ TEST_CASE("every bundled diagram's CUDA matches its golden file and compiles for
     const std::string cu = dir + "/" + stem + ".cu";
     std::ofstream(cu) << text;
     const int mma_kernels = static_cast<int>(count(text, "// strategy gemm") + count(text, "// strategy flash"));
+    const int wgmma_variants = static_cast<int>(count(text, "// wgmma variant (sm_90a)"));
     tensor_core_kernels += mma_kernels;
+    hopper_variants += wgmma_variants;
     for (const std::string arch : {"sm_80", "sm_90a"}) {
       const std::string ptx = ptx_of(cu, arch, dir);
       ++compiled;
@@ -64,10 +66,22 @@ TEST_CASE("every bundled diagram's CUDA matches its golden file and compiles for
       } else {
         CHECK(count(ptx, "mma.sync") == 0);
       }
+      // The sm_90a variants: wgmma on SMEM descriptors fed by TMA, registers moved by setmaxnreg;
+      // none of it in the sm_80 PTX (the launcher falls back to mma.sync there).
+      if (arch == "sm_90a" && wgmma_variants > 0) {
+        CHECK(count(ptx, "wgmma.mma_async.sync.aligned.m64n") >= static_cast<std::size_t>(wgmma_variants));
+        CHECK(count(ptx, "cp.async.bulk.tensor") > 0);
+        CHECK(count(ptx, "mbarrier.try_wait.parity") > 0);
+        CHECK(count(ptx, "setmaxnreg.inc") > 0);
+      } else {
+        CHECK(count(ptx, "wgmma.mma_async") == 0);
+      }
     }
   }
   // The tensor-core strategies cover the matmul family and the three attention diagrams.
   CHECK(tensor_core_kernels >= 8);
+  // Every gemm kernel of the matmul family has its wgmma variant on the H100 description.
+  CHECK(hopper_variants >= 5);
   CHECK(compiled == 20);
   std::filesystem::remove_all(dir);
 }

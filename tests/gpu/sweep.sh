@@ -14,7 +14,7 @@ check() {  # check TAG FILE [--set ...]
   shift 2
   runs=$((runs + 1))
   if out=$("$N" bench "$file" --workdir "/tmp/sweep-$tag" --runs 20 "$@" 2>&1) && echo "$out" | grep -q "result: correct"; then
-    echo "ok    $tag: $(echo "$out" | grep -m1 'check .* fp32' | sed 's/.*= //')"
+    echo "ok    $tag: $(echo "$out" | grep -m1 'check .* fp32' | sed 's/.*= //')  [$(echo "$out" | grep -oE '^  [A-Za-z_]+ +(gemm/[a-z.]+|flash|rows|simt) ' | awk '{print $2}' | tr '\n' ' ')]"
   else
     fails=$((fails + 1))
     echo "FAIL  $tag"
@@ -41,7 +41,7 @@ check layernorm-100x1000 "$lib/layernorm.napkin" --set t=100 --set m=1000
 check rmsnorm-100x1000 "$lib/rmsnorm.napkin" --set t=100 --set m=1000
 # compute-sanitizer over the harness binaries of the tensor-core kernels (the check run only).
 if command -v compute-sanitizer >/dev/null; then
-  for tag in att-d128-n1000 causal-d64-n1000 mm-777x333x1001 mlp-300x256x520; do
+  for tag in att-d128-n1000 causal-d64-n1000 mm-777x333x1001 mm-1000x1000x1000 mlp-300x256x520 bmm-3x200x128x300; do
     for tool in memcheck racecheck; do
       runs=$((runs + 1))
       if out=$(cd "/tmp/sweep-$tag" && compute-sanitizer --tool $tool --error-exitcode 9 ./harness --no-time 2>&1); then

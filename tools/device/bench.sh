@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs napkin bench on a lent GPU machine (see docs/benchmarks.md). The machine lacks napkin's
 # Debian libraries, so the call carries build/cli/napkin and .devlibs/ (tools/device/pack.sh).
-# Usage: tools/device/bench.sh quick|bundled|perf|torch|sweep [MODE...]   (outputs under $OUT when set)
+# Usage: tools/device/bench.sh quick|bundled|gemm|perf|torch|sweep [MODE...]   (outputs under $OUT when set)
 set -u
 modes=${*:-quick}
 out=/tmp/napkin-bench-out  # everything lands here; $OUT gets one results.tgz of it
@@ -43,6 +43,19 @@ case $mode in
     bench gemm-8192 matmul --set a=8192 --set b=8192 --set c=8192
     bench swiglu mlp_swiglu
     bench layernorm layernorm
+    ;;
+  gemm)  # the gemm strategy's two variants: correctness at odd sizes, then GEMM 8192^3 and SwiGLU
+    bench mm-odd matmul --set a=1000 --set b=1000 --set c=1000 --runs 20
+    bench mm-unaligned matmul --set a=777 --set b=333 --set c=1001 --runs 20
+    bench gelu-small matmul_bias_gelu --set t=300 --set m=256 --set f=520 --runs 20
+    bench mlp-small mlp_swiglu --set t=300 --set m=256 --set f=520 --runs 20
+    bench bmm-small batched_matmul --set n=3 --set a=200 --set b=128 --set c=300 --runs 20
+    bench gemm-8192 matmul --set a=8192 --set b=8192 --set c=8192
+    NAPKIN_NO_WGMMA=1 bench gemm-8192-mma.sync matmul --set a=8192 --set b=8192 --set c=8192
+    bench swiglu mlp_swiglu
+    for tag in mm-odd bmm-small; do
+      (cd "/tmp/nb-$tag" && compute-sanitizer --tool memcheck --error-exitcode 9 ./harness --no-time 2>&1 | tail -3) | tee -a "$out/sanitizer.txt"
+    done
     ;;
   sweep)
     tests/gpu/sweep.sh "$N" 2>&1 | tee "$out/sweep.txt"

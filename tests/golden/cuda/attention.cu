@@ -29,6 +29,21 @@ template <> __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi
   return *reinterpret_cast<uint32_t*>(&v);
 }
 
+/** Stores v[0] at p[x[0]] and, when `second`, v[1] at p[x[1]]: one 4- or 8-byte store when the two
+ *  are adjacent and aligned (an epilogue's pair of accumulator columns), else two stores. */
+template <class T> __device__ __forceinline__ void store_pair(T* p, const int64_t x[2], const float v[2], bool second) {
+  if (second && x[1] == x[0] + 1 && reinterpret_cast<uintptr_t>(p + x[0]) % (2 * sizeof(T)) == 0) {
+    if constexpr (sizeof(T) == 4) {
+      *reinterpret_cast<float2*>(p + x[0]) = make_float2(v[0], v[1]);
+    } else {
+      *reinterpret_cast<uint32_t*>(p + x[0]) = pack2<T>(v[0], v[1]);
+    }
+    return;
+  }
+  p[x[0]] = from_f<T>(v[0]);
+  if (second) p[x[1]] = from_f<T>(v[1]);
+}
+
 __device__ __forceinline__ float relu(float x) { return fmaxf(x, 0.0f); }
 __device__ __forceinline__ float gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678f)); }
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + __expf(-x)); }
@@ -116,6 +131,107 @@ __device__ __forceinline__ float warp_max(float x) {
 
 }  // namespace napkin
 
+// Hopper (sm_90a) primitives, used by the wgmma variants. Device code only where the target has them.
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cstdlib>
+namespace napkin {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+__device__ __forceinline__ unsigned smem_u32(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
+// mbarrier (PTX ISA 9.7.13.15): a phase completes when `count` arrivals and the expected
+// transaction bytes have been seen; waiters name the parity of the phase they wait for.
+__device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count));
+}
+__device__ __forceinline__ void mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
+  unsigned done = 0;
+  do {
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done) : "r"(smem_u32(bar)), "r"(parity) : "memory");
+  } while (!done);
+}
+// TMA (PTX ISA 9.7.9.25.5.1, cp.async.bulk.tensor): one box of the tensor map at coordinates
+// (innermost first) into SMEM, completing `bytes` on the mbarrier; out-of-bounds elements are zeros.
+__device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+               ::"r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n"
+               ::"r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1, int c2, int c3) {
+  asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];\n"
+               ::"r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1, int c2, int c3, int c4) {
+  asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5, %6}], [%7];\n"
+               ::"r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(smem_u32(bar)) : "memory");
+}
+// wgmma (PTX ISA 9.7.15): SMEM matrix descriptor (9.7.15.5.1.2.2) of a 128-byte-swizzled tile whose
+// swizzle atoms (8 rows of 128 bytes) start 1024-byte aligned. `lbo`, `sbo`: leading and stride
+// dimension byte offsets (for K-major tiles lbo is unused and sbo = 1024; for MN-major tiles lbo is
+// the distance between 64-element column blocks and sbo = 1024).
+__device__ __forceinline__ uint64_t smem_desc(const void* p, unsigned lbo, unsigned sbo) {
+  return static_cast<uint64_t>((smem_u32(p) & 0x3FFFF) >> 4) | static_cast<uint64_t>((lbo >> 4) & 0x3FFF) << 16 |
+         static_cast<uint64_t>((sbo >> 4) & 0x3FFF) << 32 | uint64_t{1} << 62;
+}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
+/** Keeps the compiler from moving accesses of accumulators across wgmma issue and wait. */
+template <int N> __device__ __forceinline__ void fence_regs(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+// setmaxnreg (PTX ISA 9.7.17.1): moves registers between the warpgroups of a block.
+template <int R> __device__ __forceinline__ void setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R)); }
+template <int R> __device__ __forceinline__ void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R)); }
+#endif
+
+/** True when `kernel` was built for sm_90a (binaryVersion 90), the current device is a Hopper GPU,
+ *  the driver has cuTensorMapEncodeTiled, and NAPKIN_NO_WGMMA is unset or 0. Clears the errors it meets. */
+static bool hopper_kernel(const void* kernel) {
+  if (const char* e = std::getenv("NAPKIN_NO_WGMMA"); e && *e && *e != '0') return false;
+  int dev = 0, major = 0;
+  cudaFuncAttributes fa{};
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaFuncGetAttributes(&fa, kernel) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return major == 9 && fa.binaryVersion == 90;
+}
+/** Tensor map (CUDA driver API, cuTensorMapEncodeTiled) of a 16-bit array seen as `rank` axes,
+ *  innermost first: dims (elements), strides of axes 1.. (bytes), box (elements; box[0] * 2 bytes
+ *  = 128 for the 128-byte swizzle wgmma reads). False when TMA cannot address it: the base or a
+ *  stride not 16-byte aligned, or no driver entry point. */
+static bool make_tmap(CUtensorMap* map, const void* base, unsigned rank, const uint64_t* dims, const uint64_t* strides,
+                      const uint32_t* box, CUtensorMapDataType type) {
+  static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      f = nullptr, (void)cudaGetLastError();
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  if (!encode || reinterpret_cast<uintptr_t>(base) % 16 != 0) return false;
+  for (unsigned i = 0; i + 1 < rank; ++i)
+    if (strides[i] % 16 != 0) return false;
+  const uint32_t ones[5] = {1, 1, 1, 1, 1};
+  return encode(map, type, rank, const_cast<void*>(base), dims, strides, box, ones, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+}  // namespace napkin
+
 namespace napkin {
 /** mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 (from the hardware description's [[mma]] table): C += A * B, fp32 C. */
 __device__ __forceinline__ void mma_m16n8k16_bf16(float c[4], const uint32_t a[4], const uint32_t* b) {
@@ -133,6 +249,7 @@ __device__ __forceinline__ void mma_m16n8k16_fp16(float c[4], const uint32_t a[4
 
 namespace napkin_attention {
 static const char* napkin_error = "";
+static const char* napkin_variant = "";  // the variant the last launch ran (strategy, or mma.sync / wgmma)
 static int napkin_fail(const char* message) {
   napkin_error = message;
   return 1;
@@ -307,6 +424,163 @@ namespace k_S_to_O {
       }
     }
   }
+// wgmma variant (sm_90a): warpgroup 0 loads Q once and K, V chunks by TMA into 2-stage rings; 2 consumer warpgroup(s) x 64 rows of q
+// S = Q K^T and O += P V on wgmma (P from registers), online softmax in registers
+namespace wg {
+/** wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 (from the hardware description's [[mma]] table): D += A B, A and B in SMEM. */
+template <int TA, int TB>
+__device__ __forceinline__ void wgmma_m64n128k16_bf16(float (&d)[64], uint64_t desc_a, uint64_t desc_b) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, %67, %68;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+               : "l"(desc_a), "l"(desc_b), "r"(1), "n"(TA), "n"(TB));
+}
+/** wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 (from the hardware description's [[mma]] table): D += A B, A in registers (the m16n8k16
+ *  A fragment layout per warp, PTX ISA 9.7.15.5.1.1), B in SMEM. */
+template <int TB>
+__device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1), "n"(TB));
+}
+  constexpr int CONSUMERS = 2, THREADS = (CONSUMERS + 1) * 128;
+  constexpr int Q_BYTES = T_Q * D_K * 2, K_BYTES = T_X * D_K * 2, V_BYTES = T_X * D_V * 2;
+  constexpr int OFF_K = Q_BYTES, OFF_V = OFF_K + 2 * K_BYTES, OFF_BAR = OFF_V + 2 * V_BYTES;  // SMEM bytes: Q, K ring, V ring, barriers
+  constexpr size_t SMEM_BYTES = OFF_BAR + 16 * sizeof(uint64_t) + 1024;  // + alignment
+  __global__ void __launch_bounds__(THREADS, 1) kernel(const Args a, const __grid_constant__ CUtensorMap tm_Q, const __grid_constant__ CUtensorMap tm_K, const __grid_constant__ CUtensorMap tm_V) {
+    #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    const int64_t N_b = a.N_b, N_h = a.N_h, N_q = a.N_q, N_x = a.N_x, N_d = a.N_d;
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) / 1024 * 1024);
+    uint64_t* bar = reinterpret_cast<uint64_t*>(smem + OFF_BAR);
+    uint64_t *q_full = bar, *k_full = bar + 1, *k_empty = bar + 3, *v_full = bar + 5, *v_empty = bar + 7;
+    int64_t bid = blockIdx.x;
+    const int64_t tiles_q = (N_q + T_Q - 1) / T_Q, o_q = bid % tiles_q * T_Q;
+    bid /= tiles_q;
+    const int64_t i_h = bid % N_h;
+    bid /= N_h;
+    const int64_t i_b = bid % N_b;
+    bid /= N_b;
+    const int n_q = static_cast<int>(min(int64_t{T_Q}, N_q - o_q));
+    const int64_t chunks = (N_x + T_X - 1) / T_X;
+    if (threadIdx.x == 0) {
+      napkin::mbar_init(q_full, 1);
+      for (int s = 0; s < 2; ++s) napkin::mbar_init(&k_full[s], 1), napkin::mbar_init(&v_full[s], 1), napkin::mbar_init(&k_empty[s], CONSUMERS * 128), napkin::mbar_init(&v_empty[s], CONSUMERS * 128);
+      napkin::mbar_init_fence();
+    }
+    __syncthreads();
+    if (threadIdx.x / 128 == 0) {
+      // producer warpgroup
+      napkin::setmaxnreg_dec<24>();
+      if (threadIdx.x != 0) return;
+      napkin::mbar_expect_tx(q_full, Q_BYTES);
+      for (int j = 0; j < D_K / 64; ++j) napkin::tma_load(smem + j * T_Q * 128, &tm_Q, q_full, j * 64, static_cast<int>(o_q), static_cast<int>(i_h), static_cast<int>(i_b));
+      for (int64_t kc = 0; kc < chunks; ++kc) {
+        const int s = static_cast<int>(kc % 2);
+        const unsigned parity = static_cast<unsigned>((kc / 2 - 1) & 1);
+        if (kc >= 2) napkin::mbar_wait(&k_empty[s], parity);
+        napkin::mbar_expect_tx(&k_full[s], K_BYTES);
+        for (int j = 0; j < D_K / 64; ++j) napkin::tma_load(smem + OFF_K + s * K_BYTES + j * T_X * 128, &tm_K, &k_full[s], j * 64, static_cast<int>(kc * T_X), static_cast<int>(i_h), static_cast<int>(i_b));
+        if (kc >= 2) napkin::mbar_wait(&v_empty[s], parity);
+        napkin::mbar_expect_tx(&v_full[s], V_BYTES);
+        for (int j = 0; j < D_V / 64; ++j) napkin::tma_load(smem + OFF_V + s * V_BYTES + j * T_X * 128, &tm_V, &v_full[s], j * 64, static_cast<int>(kc * T_X), static_cast<int>(i_h), static_cast<int>(i_b));
+      }
+      return;
+    }
+    // consumer warpgroups: rows cw * 64 .. cw * 64 + 63 of the q tile
+    napkin::setmaxnreg_inc<240>();
+    const int cw = threadIdx.x / 128 - 1, warp = threadIdx.x % 128 / 32, lane = threadIdx.x % 32;
+    float o[D_V / 2] = {};           // registers: O accumulator (unnormalised), m16n8 tiles
+    float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};  // rows lane/4 and lane/4 + 8 of the warp's 16
+    napkin::mbar_wait(q_full, 0);
+    for (int64_t kc = 0; kc < chunks; ++kc) {
+      const int s = static_cast<int>(kc % 2);
+      const unsigned parity = static_cast<unsigned>((kc / 2) & 1);
+      float sacc[T_X / 2] = {};    // registers: S = Q K^T for this chunk
+      napkin::mbar_wait(&k_full[s], parity);
+      napkin::fence_regs(sacc);
+      napkin::wgmma_fence();
+      #pragma unroll
+      for (int kk = 0; kk < D_K; kk += 16)
+        wgmma_m64n128k16_bf16<0, 0>(sacc, napkin::smem_desc(smem + (kk / 64) * T_Q * 128 + cw * 64 * 128 + (kk % 64) * 2, 16, 1024),
+            napkin::smem_desc(smem + OFF_K + s * K_BYTES + (kk / 64) * T_X * 128 + (kk % 64) * 2, 16, 1024));
+      napkin::wgmma_commit();
+      napkin::wgmma_wait<0>();
+      napkin::fence_regs(sacc);
+      napkin::mbar_arrive(&k_empty[s]);  // K of this stage is consumed
+      // S and P's argument element by element; keys past N_x are masked
+      float mx[2] = {m_run[0], m_run[1]};
+      #pragma unroll
+      for (int nt = 0; nt < T_X / 8; ++nt) {
+        #pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int64_t i_q = o_q + cw * 64 + warp * 16 + lane / 4 + (e / 2) * 8;
+          const int64_t i_x = kc * T_X + nt * 8 + (lane % 4) * 2 + e % 2;
+          (void)i_q;
+          const float v = (sacc[nt * 4 + e] * rsqrtf(static_cast<float>(N_d)));
+          sacc[nt * 4 + e] = i_x < N_x ? v : -INFINITY;
+          mx[e / 2] = fmaxf(mx[e / 2], sacc[nt * 4 + e]);
+        }
+      }
+      // online softmax (P): new running max, rescale l and O by exp(m_old - m_new)
+      #pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        mx[h] = napkin::quad_max(mx[h]);
+        const float corr = mx[h] == -INFINITY ? 1.0f : exp2f((m_run[h] - mx[h]) * LOG2E);
+        m_run[h] = mx[h];
+        l_run[h] *= corr;
+        #pragma unroll
+        for (int nt = 0; nt < D_V / 8; ++nt) o[nt * 4 + 2 * h] *= corr, o[nt * 4 + 2 * h + 1] *= corr;
+      }
+      const float ms[2] = {mx[0] == -INFINITY ? 0.0f : mx[0] * LOG2E, mx[1] == -INFINITY ? 0.0f : mx[1] * LOG2E};
+      uint32_t pa[T_X / 16][4];     // registers: P in 16 bits as wgmma A fragments
+      #pragma unroll
+      for (int nt = 0; nt < T_X / 8; ++nt) {
+        #pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          sacc[nt * 4 + e] = exp2f(sacc[nt * 4 + e] * LOG2E - ms[e / 2]);  // P, unnormalised
+          l_run[e / 2] += sacc[nt * 4 + e];
+        }
+        pa[nt / 2][(nt % 2) * 2] = napkin::pack2<T>(sacc[nt * 4], sacc[nt * 4 + 1]);
+        pa[nt / 2][(nt % 2) * 2 + 1] = napkin::pack2<T>(sacc[nt * 4 + 2], sacc[nt * 4 + 3]);
+      }
+      napkin::mbar_wait(&v_full[s], parity);
+      napkin::fence_regs(o);
+      napkin::wgmma_fence();
+      #pragma unroll
+      for (int kk = 0; kk < T_X / 16; ++kk)
+        wgmma_m64n128k16_bf16_rs<1>(o, pa[kk], napkin::smem_desc(smem + OFF_V + s * V_BYTES + kk * 16 * 128, T_X * 128, 1024));
+      napkin::wgmma_commit();
+      napkin::wgmma_wait<0>();
+      napkin::fence_regs(o);
+      napkin::mbar_arrive(&v_empty[s]);  // V of this stage is consumed
+    }
+    // finalise: O / l (normalised contraction), then O's epilogue, two adjacent columns per store
+    float inv_l[2];
+    #pragma unroll
+    for (int h = 0; h < 2; ++h) { const float l = napkin::quad_sum(l_run[h]); inv_l[h] = l > 0.0f ? 1.0f / l : 0.0f; }
+    #pragma unroll
+    for (int nt = 0; nt < D_V / 8; ++nt) {
+      #pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = cw * 64 + warp * 16 + lane / 4 + h * 8;
+        if (row >= n_q) continue;
+        const int64_t i_q = o_q + row;
+        float v[2];
+        int64_t at[2];
+        #pragma unroll
+        for (int q = 0; q < 2; ++q) {
+          const int64_t i_d = nt * 8 + (lane % 4) * 2 + q;
+          at[q] = (((i_b) * N_h + i_h) * N_q + i_q) * N_d + i_d;
+          v[q] = (o[nt * 4 + h * 2 + q] * inv_l[h]);
+        }
+        napkin::store_pair(a.O, at, v, true);
+      }
+    }
+    #endif
+  }
+}  // namespace wg
 }  // namespace k_S_to_O
 
   /** Fills Args from the C entry points' arrays; intermediates are carved from `workspace` (256-byte aligned). */
@@ -334,11 +608,39 @@ namespace k_S_to_O {
     switch (k) {
       // S_to_O (flash)
       case 0: {
+        napkin_variant = "flash";
         if (a.N_d != 128 || a.N_d != 128) return napkin_fail("k_S_to_O: this kernel was emitted for d = 128, d = 128");
         const int64_t blocks = ((a.N_q + 128 - 1) / 128) * a.N_b * a.N_h;
         if (blocks == 0) return 0;
-        NAPKIN_CUDA(cudaFuncSetAttribute(k_S_to_O::kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(k_S_to_O::SMEM_BYTES)));
-        k_S_to_O::kernel<<<static_cast<unsigned>(blocks), k_S_to_O::THREADS, k_S_to_O::SMEM_BYTES, stream>>>(a);
+        static const int wgmma_built = napkin::hopper_kernel(reinterpret_cast<const void*>(k_S_to_O::wg::kernel)) ? 1 : 0;
+        bool use_wgmma = wgmma_built == 1;
+        CUtensorMap tm_Q{};
+        if (use_wgmma) {
+          const uint64_t dims[] = {static_cast<uint64_t>(a.N_d), static_cast<uint64_t>(a.N_q), static_cast<uint64_t>(a.N_h), static_cast<uint64_t>(a.N_b)}, strides[] = {uint64_t{2} * static_cast<uint64_t>(a.N_d), uint64_t{2} * static_cast<uint64_t>(a.N_q) * static_cast<uint64_t>(a.N_d), uint64_t{2} * static_cast<uint64_t>(a.N_h) * static_cast<uint64_t>(a.N_q) * static_cast<uint64_t>(a.N_d)};
+          const uint32_t box[] = {64, 128, 1, 1};
+          use_wgmma = napkin::make_tmap(&tm_Q, a.Q, 4, dims, strides, box, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
+        }
+        CUtensorMap tm_K{};
+        if (use_wgmma) {
+          const uint64_t dims[] = {static_cast<uint64_t>(a.N_d), static_cast<uint64_t>(a.N_x), static_cast<uint64_t>(a.N_h), static_cast<uint64_t>(a.N_b)}, strides[] = {uint64_t{2} * static_cast<uint64_t>(a.N_d), uint64_t{2} * static_cast<uint64_t>(a.N_x) * static_cast<uint64_t>(a.N_d), uint64_t{2} * static_cast<uint64_t>(a.N_h) * static_cast<uint64_t>(a.N_x) * static_cast<uint64_t>(a.N_d)};
+          const uint32_t box[] = {64, 128, 1, 1};
+          use_wgmma = napkin::make_tmap(&tm_K, a.K, 4, dims, strides, box, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
+        }
+        CUtensorMap tm_V{};
+        if (use_wgmma) {
+          const uint64_t dims[] = {static_cast<uint64_t>(a.N_d), static_cast<uint64_t>(a.N_x), static_cast<uint64_t>(a.N_h), static_cast<uint64_t>(a.N_b)}, strides[] = {uint64_t{2} * static_cast<uint64_t>(a.N_d), uint64_t{2} * static_cast<uint64_t>(a.N_x) * static_cast<uint64_t>(a.N_d), uint64_t{2} * static_cast<uint64_t>(a.N_h) * static_cast<uint64_t>(a.N_x) * static_cast<uint64_t>(a.N_d)};
+          const uint32_t box[] = {64, 128, 1, 1};
+          use_wgmma = napkin::make_tmap(&tm_V, a.V, 4, dims, strides, box, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
+        }
+        if (use_wgmma) {
+          NAPKIN_CUDA(cudaFuncSetAttribute(k_S_to_O::wg::kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(k_S_to_O::wg::SMEM_BYTES)));
+          k_S_to_O::wg::kernel<<<static_cast<unsigned>(blocks), k_S_to_O::wg::THREADS, k_S_to_O::wg::SMEM_BYTES, stream>>>(a, tm_Q, tm_K, tm_V);
+          napkin_variant = "wgmma";
+        } else {
+          NAPKIN_CUDA(cudaFuncSetAttribute(k_S_to_O::kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(k_S_to_O::SMEM_BYTES)));
+          k_S_to_O::kernel<<<static_cast<unsigned>(blocks), k_S_to_O::THREADS, k_S_to_O::SMEM_BYTES, stream>>>(a);
+          napkin_variant = "mma.sync";
+        }
         NAPKIN_CUDA(cudaGetLastError());
         return 0;
       }
@@ -370,4 +672,6 @@ extern "C" {
     return 0;
   }
   const char* napkin_last_error(void) { return napkin_attention::napkin_error; }
+  /** The variant the last launched kernel ran: its strategy, or "mma.sync" / "wgmma" for gemm. */
+  const char* napkin_last_variant(void) { return napkin_attention::napkin_variant; }
 }  // extern "C"

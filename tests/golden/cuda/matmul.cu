@@ -29,6 +29,21 @@ template <> __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi
   return *reinterpret_cast<uint32_t*>(&v);
 }
 
+/** Stores v[0] at p[x[0]] and, when `second`, v[1] at p[x[1]]: one 4- or 8-byte store when the two
+ *  are adjacent and aligned (an epilogue's pair of accumulator columns), else two stores. */
+template <class T> __device__ __forceinline__ void store_pair(T* p, const int64_t x[2], const float v[2], bool second) {
+  if (second && x[1] == x[0] + 1 && reinterpret_cast<uintptr_t>(p + x[0]) % (2 * sizeof(T)) == 0) {
+    if constexpr (sizeof(T) == 4) {
+      *reinterpret_cast<float2*>(p + x[0]) = make_float2(v[0], v[1]);
+    } else {
+      *reinterpret_cast<uint32_t*>(p + x[0]) = pack2<T>(v[0], v[1]);
+    }
+    return;
+  }
+  p[x[0]] = from_f<T>(v[0]);
+  if (second) p[x[1]] = from_f<T>(v[1]);
+}
+
 __device__ __forceinline__ float relu(float x) { return fmaxf(x, 0.0f); }
 __device__ __forceinline__ float gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678f)); }
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + __expf(-x)); }
@@ -116,6 +131,107 @@ __device__ __forceinline__ float warp_max(float x) {
 
 }  // namespace napkin
 
+// Hopper (sm_90a) primitives, used by the wgmma variants. Device code only where the target has them.
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cstdlib>
+namespace napkin {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+__device__ __forceinline__ unsigned smem_u32(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
+// mbarrier (PTX ISA 9.7.13.15): a phase completes when `count` arrivals and the expected
+// transaction bytes have been seen; waiters name the parity of the phase they wait for.
+__device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count));
+}
+__device__ __forceinline__ void mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
+  unsigned done = 0;
+  do {
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done) : "r"(smem_u32(bar)), "r"(parity) : "memory");
+  } while (!done);
+}
+// TMA (PTX ISA 9.7.9.25.5.1, cp.async.bulk.tensor): one box of the tensor map at coordinates
+// (innermost first) into SMEM, completing `bytes` on the mbarrier; out-of-bounds elements are zeros.
+__device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+               ::"r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n"
+               ::"r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1, int c2, int c3) {
+  asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];\n"
+               ::"r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1, int c2, int c3, int c4) {
+  asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5, %6}], [%7];\n"
+               ::"r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(smem_u32(bar)) : "memory");
+}
+// wgmma (PTX ISA 9.7.15): SMEM matrix descriptor (9.7.15.5.1.2.2) of a 128-byte-swizzled tile whose
+// swizzle atoms (8 rows of 128 bytes) start 1024-byte aligned. `lbo`, `sbo`: leading and stride
+// dimension byte offsets (for K-major tiles lbo is unused and sbo = 1024; for MN-major tiles lbo is
+// the distance between 64-element column blocks and sbo = 1024).
+__device__ __forceinline__ uint64_t smem_desc(const void* p, unsigned lbo, unsigned sbo) {
+  return static_cast<uint64_t>((smem_u32(p) & 0x3FFFF) >> 4) | static_cast<uint64_t>((lbo >> 4) & 0x3FFF) << 16 |
+         static_cast<uint64_t>((sbo >> 4) & 0x3FFF) << 32 | uint64_t{1} << 62;
+}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
+/** Keeps the compiler from moving accesses of accumulators across wgmma issue and wait. */
+template <int N> __device__ __forceinline__ void fence_regs(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+// setmaxnreg (PTX ISA 9.7.17.1): moves registers between the warpgroups of a block.
+template <int R> __device__ __forceinline__ void setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R)); }
+template <int R> __device__ __forceinline__ void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R)); }
+#endif
+
+/** True when `kernel` was built for sm_90a (binaryVersion 90), the current device is a Hopper GPU,
+ *  the driver has cuTensorMapEncodeTiled, and NAPKIN_NO_WGMMA is unset or 0. Clears the errors it meets. */
+static bool hopper_kernel(const void* kernel) {
+  if (const char* e = std::getenv("NAPKIN_NO_WGMMA"); e && *e && *e != '0') return false;
+  int dev = 0, major = 0;
+  cudaFuncAttributes fa{};
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaFuncGetAttributes(&fa, kernel) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return major == 9 && fa.binaryVersion == 90;
+}
+/** Tensor map (CUDA driver API, cuTensorMapEncodeTiled) of a 16-bit array seen as `rank` axes,
+ *  innermost first: dims (elements), strides of axes 1.. (bytes), box (elements; box[0] * 2 bytes
+ *  = 128 for the 128-byte swizzle wgmma reads). False when TMA cannot address it: the base or a
+ *  stride not 16-byte aligned, or no driver entry point. */
+static bool make_tmap(CUtensorMap* map, const void* base, unsigned rank, const uint64_t* dims, const uint64_t* strides,
+                      const uint32_t* box, CUtensorMapDataType type) {
+  static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      f = nullptr, (void)cudaGetLastError();
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  if (!encode || reinterpret_cast<uintptr_t>(base) % 16 != 0) return false;
+  for (unsigned i = 0; i + 1 < rank; ++i)
+    if (strides[i] % 16 != 0) return false;
+  const uint32_t ones[5] = {1, 1, 1, 1, 1};
+  return encode(map, type, rank, const_cast<void*>(base), dims, strides, box, ones, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+}  // namespace napkin
+
 namespace napkin {
 /** mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 (from the hardware description's [[mma]] table): C += A * B, fp32 C. */
 __device__ __forceinline__ void mma_m16n8k16_bf16(float c[4], const uint32_t a[4], const uint32_t* b) {
@@ -133,6 +249,7 @@ __device__ __forceinline__ void mma_m16n8k16_fp16(float c[4], const uint32_t a[4
 
 namespace napkin_matmul {
 static const char* napkin_error = "";
+static const char* napkin_variant = "";  // the variant the last launch ran (strategy, or mma.sync / wgmma)
 static int napkin_fail(const char* message) {
   napkin_error = message;
   return 1;
@@ -155,7 +272,7 @@ static int napkin_fail(const char* message) {
 
 // kernel C: fuse C; group a by 256; group c by 128; stream b by 64; warps 8
 // strategy gemm: M = a (group 256, 8 warps x 32 rows), N = c (group 128), K = b (streamed by 64)
-// 4-stage cp.async pipeline; mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32; fp32 accumulators in registers
+// mma.sync variant (sm_80 and later): 4-stage cp.async pipeline; mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32; fp32 accumulators in registers
 namespace k_C {
   using T = __nv_bfloat16;
   constexpr int T_M = 256, T_N = 128, T_K = 64;
@@ -225,21 +342,150 @@ namespace k_C {
       }
     }
     napkin::cp_async_wait<0>();
-    // epilogue: accumulator element (row, col) of each m16n8 tile -> outputs, predicated at the edges
+    // epilogue: accumulator elements (row, col + q) of each m16n8 tile -> outputs, predicated at the edges
     #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
       #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
         #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int row = warp * WM + mt * 16 + lane / 4 + (e / 2) * 8, col = nt * 8 + (lane % 4) * 2 + e % 2;
-          if (row >= n_M || col >= n_N) continue;
-          const int64_t i_a = o_a + row, i_c = o_c + col;
-          a.C[(i_a) * N_c + i_c] = napkin::from_f<__nv_bfloat16>(acc0[mt][nt][e]);
+        for (int h = 0; h < 2; ++h) {
+          const int row = warp * WM + mt * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;
+          if (row < n_M && col < n_N) {
+            const int64_t i_a = o_a + row;
+            float v_C[2] = {}; int64_t x_C[2] = {};
+            #pragma unroll
+            for (int q = 0; q < 2; ++q) {
+              if (col + q >= n_N) break;
+              const int64_t i_c = o_c + col + q;
+              x_C[q] = (i_a) * N_c + i_c;
+              v_C[q] = acc0[mt][nt][h * 2 + q];
+            }
+            napkin::store_pair(a.C, x_C, v_C, col + 1 < n_N);
+          }
         }
       }
     }
   }
+
+// wgmma variant (sm_90a): warpgroup 0 loads by TMA into a 4-stage ring of 128-byte-swizzled tiles;
+// 2 consumer warpgroup(s) x 128 rows of a issue wgmma.mma_async.sync.aligned.m64n128k16 on SMEM descriptors, fp32 accumulators in registers
+namespace wg {
+/** wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 (from the hardware description's [[mma]] table): D += A B, A and B in SMEM. */
+template <int TA, int TB>
+__device__ __forceinline__ void wgmma_m64n128k16_bf16(float (&d)[64], uint64_t desc_a, uint64_t desc_b) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, %67, %68;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+               : "l"(desc_a), "l"(desc_b), "r"(1), "n"(TA), "n"(TB));
+}
+  constexpr int CONSUMERS = 2, THREADS = (CONSUMERS + 1) * 128, STAGES = 4;
+  constexpr int STAGE_BYTES = 49152;
+  constexpr size_t SMEM_BYTES = size_t{STAGES} * STAGE_BYTES + 2 * STAGES * sizeof(uint64_t) + 1024;  // + barriers, + alignment
+  __global__ void __launch_bounds__(THREADS, 1) kernel(const Args a, const __grid_constant__ CUtensorMap tm_A, const __grid_constant__ CUtensorMap tm_B) {
+    #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    constexpr int WM = T_M / CONSUMERS, MS = WM / 64;  // rows per consumer warpgroup; m64 subtiles each
+    constexpr int OFF_A = 0;  // SMEM bytes: A [1 blocks of 64 b][a 256][64], 128-byte swizzle
+    constexpr int OFF_B = 32768;  // SMEM bytes: B [2 blocks of 64 c][b 64][64], 128-byte swizzle
+    const int64_t N_a = a.N_a, N_b = a.N_b, N_c = a.N_c;
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) / 1024 * 1024);
+    uint64_t* full = reinterpret_cast<uint64_t*>(smem + STAGES * STAGE_BYTES);  // chunk landed in the stage
+    uint64_t* empty = full + STAGES;                                           // stage consumed
+    // grid: tiles of a x tiles of c, in groups of 8 a tiles; then no batch axes
+    const int64_t tiles_m = (N_a + T_M - 1) / T_M, tiles_n = (N_c + T_N - 1) / T_N;
+    int64_t bid = blockIdx.x;
+    const int64_t tile = bid % (tiles_m * tiles_n);
+    bid /= tiles_m * tiles_n;
+    const int64_t first_m = tile / (8 * tiles_n) * 8, group_m = min(int64_t{8}, tiles_m - first_m);
+    const int64_t o_a = (first_m + tile % (8 * tiles_n) % group_m) * T_M;
+    const int64_t o_c = tile % (8 * tiles_n) / group_m * T_N;
+    const int n_M = static_cast<int>(min(int64_t{T_M}, N_a - o_a)), n_N = static_cast<int>(min(int64_t{T_N}, N_c - o_c));
+    const int64_t chunks = (N_b + T_K - 1) / T_K;
+    if (threadIdx.x == 0) {
+      for (int s = 0; s < STAGES; ++s) {
+        napkin::mbar_init(&full[s], 1);
+        napkin::mbar_init(&empty[s], CONSUMERS * 128);
+      }
+      napkin::mbar_init_fence();
+    }
+    __syncthreads();
+    if (threadIdx.x / 128 == 0) {
+      // producer warpgroup
+      napkin::setmaxnreg_dec<40>();
+      if (threadIdx.x != 0) return;
+      for (int64_t kc = 0; kc < chunks; ++kc) {
+        const int s = static_cast<int>(kc % STAGES);
+        if (kc >= STAGES) napkin::mbar_wait(&empty[s], static_cast<unsigned>((kc / STAGES - 1) & 1));
+        napkin::mbar_expect_tx(&full[s], STAGE_BYTES);  // every box counts in full, zero-filled parts too
+        unsigned char* st = smem + s * STAGE_BYTES;
+        const int64_t o_k = kc * T_K;
+        napkin::tma_load(st + OFF_A + 0, &tm_A, &full[s], static_cast<int>(o_k) + 0, static_cast<int>(o_a) + 0);
+        napkin::tma_load(st + OFF_B + 0, &tm_B, &full[s], static_cast<int>(o_c) + 0, static_cast<int>(o_k));
+        napkin::tma_load(st + OFF_B + 8192, &tm_B, &full[s], static_cast<int>(o_c) + 64, static_cast<int>(o_k));
+      }
+      return;
+    }
+    // consumer warpgroups
+    napkin::setmaxnreg_inc<232>();
+    const int cw = threadIdx.x / 128 - 1, t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
+    float acc0[MS][T_N / 2] = {};  // registers: contract(A, B; b)
+    for (int64_t kc = 0; kc < chunks; ++kc) {
+      const int s = static_cast<int>(kc % STAGES);
+      napkin::mbar_wait(&full[s], static_cast<unsigned>((kc / STAGES) & 1));
+      const unsigned char* st = smem + s * STAGE_BYTES;
+      #pragma unroll
+      for (int ms = 0; ms < MS; ++ms) {
+        napkin::fence_regs(acc0[ms]);
+      }
+      napkin::wgmma_fence();
+      #pragma unroll
+      for (int kk = 0; kk < T_K; kk += 16) {
+        const uint64_t db_B = napkin::smem_desc(st + OFF_B + 0 / 64 * T_K * 128 + kk * 128, T_K * 128, 1024);
+        #pragma unroll
+        for (int ms = 0; ms < MS; ++ms) {
+          const uint64_t da = napkin::smem_desc(st + OFF_A + (kk / 64) * T_M * 128 + (cw * WM + ms * 64) * 128 + (kk % 64) * 2, 16, 1024);
+          wgmma_m64n128k16_bf16<0, 1>(acc0[ms], da, db_B);
+        }
+      }
+      napkin::wgmma_commit();
+      #pragma unroll
+      for (int ms = 0; ms < MS; ++ms) {
+        napkin::fence_regs(acc0[ms]);
+      }
+      napkin::wgmma_wait<1>();  // the MMAs of chunk kc - 1 are done: release its stage
+      if (kc > 0) napkin::mbar_arrive(&empty[(kc - 1) % STAGES]);
+    }
+    napkin::wgmma_wait<0>();
+    #pragma unroll
+    for (int ms = 0; ms < MS; ++ms) {
+      napkin::fence_regs(acc0[ms]);
+    }
+    // epilogue: per m64 subtile, warp w holds rows 16w..16w+15 as m16n8 accumulator tiles
+    #pragma unroll
+    for (int ms = 0; ms < MS; ++ms) {
+      #pragma unroll
+      for (int nt = 0; nt < T_N / 8; ++nt) {
+        #pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;
+          if (row < n_M && col < n_N) {
+            const int64_t i_a = o_a + row;
+            float v_C[2] = {}; int64_t x_C[2] = {};
+            #pragma unroll
+            for (int q = 0; q < 2; ++q) {
+              if (col + q >= n_N) break;
+              const int64_t i_c = o_c + col + q;
+              x_C[q] = (i_a) * N_c + i_c;
+              v_C[q] = acc0[ms][nt * 4 + h * 2 + q];
+            }
+            napkin::store_pair(a.C, x_C, v_C, col + 1 < n_N);
+          }
+        }
+      }
+    }
+    #endif
+  }
+}  // namespace wg
 }  // namespace k_C
 
   /** Fills Args from the C entry points' arrays; intermediates are carved from `workspace` (256-byte aligned). */
@@ -264,10 +510,32 @@ namespace k_C {
     switch (k) {
       // C (gemm)
       case 0: {
+        napkin_variant = "gemm";
         const int64_t blocks = ((a.N_a + 256 - 1) / 256) * ((a.N_c + 128 - 1) / 128);
         if (blocks == 0) return 0;
-        NAPKIN_CUDA(cudaFuncSetAttribute(k_C::kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(k_C::SMEM_BYTES)));
-        k_C::kernel<<<static_cast<unsigned>(blocks), k_C::THREADS, k_C::SMEM_BYTES, stream>>>(a);
+        static const int wgmma_built = napkin::hopper_kernel(reinterpret_cast<const void*>(k_C::wg::kernel)) ? 1 : 0;
+        bool use_wgmma = wgmma_built == 1;
+        CUtensorMap tm_A{};
+        if (use_wgmma) {
+          const uint64_t dims[] = {static_cast<uint64_t>(a.N_b), static_cast<uint64_t>(a.N_a)}, strides[] = {uint64_t{2} * static_cast<uint64_t>(a.N_b)};
+          const uint32_t box[] = {64, 256};
+          use_wgmma = napkin::make_tmap(&tm_A, a.A, 2, dims, strides, box, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
+        }
+        CUtensorMap tm_B{};
+        if (use_wgmma) {
+          const uint64_t dims[] = {static_cast<uint64_t>(a.N_c), static_cast<uint64_t>(a.N_b)}, strides[] = {uint64_t{2} * static_cast<uint64_t>(a.N_c)};
+          const uint32_t box[] = {64, 64};
+          use_wgmma = napkin::make_tmap(&tm_B, a.B, 2, dims, strides, box, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
+        }
+        if (use_wgmma) {
+          NAPKIN_CUDA(cudaFuncSetAttribute(k_C::wg::kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(k_C::wg::SMEM_BYTES)));
+          k_C::wg::kernel<<<static_cast<unsigned>(blocks), k_C::wg::THREADS, k_C::wg::SMEM_BYTES, stream>>>(a, tm_A, tm_B);
+          napkin_variant = "wgmma";
+        } else {
+          NAPKIN_CUDA(cudaFuncSetAttribute(k_C::kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(k_C::SMEM_BYTES)));
+          k_C::kernel<<<static_cast<unsigned>(blocks), k_C::THREADS, k_C::SMEM_BYTES, stream>>>(a);
+          napkin_variant = "mma.sync";
+        }
         NAPKIN_CUDA(cudaGetLastError());
         return 0;
       }
@@ -299,4 +567,6 @@ extern "C" {
     return 0;
   }
   const char* napkin_last_error(void) { return napkin_matmul::napkin_error; }
+  /** The variant the last launched kernel ran: its strategy, or "mma.sync" / "wgmma" for gemm. */
+  const char* napkin_last_variant(void) { return napkin_matmul::napkin_variant; }
 }  // extern "C"

@@ -29,6 +29,21 @@ template <> __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi
   return *reinterpret_cast<uint32_t*>(&v);
 }
 
+/** Stores v[0] at p[x[0]] and, when `second`, v[1] at p[x[1]]: one 4- or 8-byte store when the two
+ *  are adjacent and aligned (an epilogue's pair of accumulator columns), else two stores. */
+template <class T> __device__ __forceinline__ void store_pair(T* p, const int64_t x[2], const float v[2], bool second) {
+  if (second && x[1] == x[0] + 1 && reinterpret_cast<uintptr_t>(p + x[0]) % (2 * sizeof(T)) == 0) {
+    if constexpr (sizeof(T) == 4) {
+      *reinterpret_cast<float2*>(p + x[0]) = make_float2(v[0], v[1]);
+    } else {
+      *reinterpret_cast<uint32_t*>(p + x[0]) = pack2<T>(v[0], v[1]);
+    }
+    return;
+  }
+  p[x[0]] = from_f<T>(v[0]);
+  if (second) p[x[1]] = from_f<T>(v[1]);
+}
+
 __device__ __forceinline__ float relu(float x) { return fmaxf(x, 0.0f); }
 __device__ __forceinline__ float gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678f)); }
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + __expf(-x)); }
@@ -133,6 +148,7 @@ __device__ __forceinline__ void mma_m16n8k16_fp16(float c[4], const uint32_t a[4
 
 namespace napkin_softmax_layer {
 static const char* napkin_error = "";
+static const char* napkin_variant = "";  // the variant the last launch ran (strategy, or mma.sync / wgmma)
 static int napkin_fail(const char* message) {
   napkin_error = message;
   return 1;
@@ -220,6 +236,7 @@ namespace k_P {
     switch (k) {
       // P (rows)
       case 0: {
+        napkin_variant = "rows";
         const int64_t blocks = (int64_t{1} * a.N_t + 1 - 1) / 1;
         if (blocks == 0) return 0;
         k_P::kernel<<<static_cast<unsigned>(blocks), k_P::THREADS, 0, stream>>>(a);
@@ -254,4 +271,6 @@ extern "C" {
     return 0;
   }
   const char* napkin_last_error(void) { return napkin_softmax_layer::napkin_error; }
+  /** The variant the last launched kernel ran: its strategy, or "mma.sync" / "wgmma" for gemm. */
+  const char* napkin_last_variant(void) { return napkin_softmax_layer::napkin_variant; }
 }  // extern "C"

@@ -1,0 +1,203 @@
+// The sm_90a variant of strategy flash (contract: flash_form.hpp): the same online-softmax loop
+// as flash.cpp on wgmma, warp-specialised as in FlashAttention-3 (Shah et al. 2024, §3.1) without
+// its ping-pong scheduling. Warpgroup 0 is the producer: one thread loads the Q tile once and
+// streams K and V chunks by TMA (128-byte swizzled boxes, zero fill past the ends) into two-stage
+// rings guarded by full/empty mbarriers. Each consumer warpgroup owns 64 rows of q: per chunk,
+// S = Q K^T is one wgmma.m64n<T_X>k16 per 16 of dk with Q and K in SMEM; the online softmax runs
+// on S in registers (the accumulator layout is m16n8 tiles per warp, PTX ISA 9.7.15.5.1.1); P is
+// packed to 16 bits in registers as wgmma's A operand, and O += P V is one wgmma.m64n<D_V>k16 per
+// 16 of x with V in SMEM (N-major). S, P, m, l and O never leave registers.
+#include "emit/cuda/flash_form.hpp"
+#include "emit/cuda/preamble.hpp"
+
+namespace napkin::cuda {
+
+std::optional<KernelEmit> emit_flash_wgmma(Context& c, const KernelChoice& kc, const FlashForm& f, const Hardware& hw,
+                                           const std::string& fallback_launch, std::string& why) {
+  const MmaShape* mma = hw.warpgroup_mma(f.dtype);
+  if (!mma) return why = "no warpgroup MMA for " + std::string(dtype_name(f.dtype)), std::nullopt;
+  if (f.warps % 4 != 0 || f.TQ != 64 * (f.warps / 4) || f.warps / 4 > 2) return why = "T_Q not 64 rows per consumer warpgroup (4 or 8 warps)", std::nullopt;
+  if (f.TX % 16 != 0 || f.TX > 256) return why = "T_X not a multiple of 16 up to 256", std::nullopt;
+  if (f.DK % 64 != 0 || f.DV % 64 != 0 || f.DV > 256) return why = "head dimensions not multiples of 64 (DV up to 256)", std::nullopt;
+  if (f.TX / 2 + f.DV / 2 + f.TX / 4 > 200) return why = "S, O and P over 200 registers per thread", std::nullopt;
+  for (const auto& arr : {f.Qn, f.Kn, f.Vn})
+    if (c.axes(arr).size() > 5) return why = arr + " has more than 5 axes (TMA's limit)", std::nullopt;
+  const std::int64_t q_bytes = f.TQ * f.DK * 2, k_bytes = f.TX * f.DK * 2, v_bytes = f.TX * f.DV * 2;
+  const std::int64_t smem = q_bytes + 2 * (k_bytes + v_bytes) + 1024 + 128;
+  if (static_cast<double>(smem) > hw.smem_max_per_block_bytes) return why = "Q and two stages of K and V do not fit SMEM", std::nullopt;
+  const int consumers = f.warps / 4;
+  std::string s_name, o_name;
+  const std::string s_fn = wgmma_function(*mma, static_cast<int>(f.TX), false, s_name);
+  const std::string o_fn = wgmma_function(*mma, static_cast<int>(f.DV), true, o_name);
+  const std::string &M = f.M, &x = f.x;
+
+  Code k;
+  k.line("// wgmma variant (sm_90a): warpgroup 0 loads Q once and K, V chunks by TMA into 2-stage rings; " + std::to_string(consumers) +
+         " consumer warpgroup(s) x 64 rows of " + M);
+  k.line("// S = Q K^T and O += P V on wgmma (P from registers), online softmax in registers");
+  k.open("namespace wg");
+  k.text += s_fn + o_fn;
+  k.line("constexpr int CONSUMERS = " + std::to_string(consumers) + ", THREADS = (CONSUMERS + 1) * 128;");
+  k.line("constexpr int Q_BYTES = T_Q * D_K * 2, K_BYTES = T_X * D_K * 2, V_BYTES = T_X * D_V * 2;");
+  k.line("constexpr int OFF_K = Q_BYTES, OFF_V = OFF_K + 2 * K_BYTES, OFF_BAR = OFF_V + 2 * V_BYTES;  // SMEM bytes: Q, K ring, V ring, barriers");
+  k.line("constexpr size_t SMEM_BYTES = OFF_BAR + 16 * sizeof(uint64_t) + 1024;  // + alignment");
+  k.line("__global__ void __launch_bounds__(THREADS, 1) kernel(const Args a, const __grid_constant__ CUtensorMap tm_" + f.Qn +
+         ", const __grid_constant__ CUtensorMap tm_" + f.Kn + ", const __grid_constant__ CUtensorMap tm_" + f.Vn + ") {");
+  ++k.indent;
+  k.line("#if defined(__CUDA_ARCH_FEAT_SM90_ALL)");
+  c.declare_sizes(k);
+  k.line("extern __shared__ __align__(1024) unsigned char smem_raw[];");
+  k.line("unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) / 1024 * 1024);");
+  k.line("uint64_t* bar = reinterpret_cast<uint64_t*>(smem + OFF_BAR);");
+  k.line("uint64_t *q_full = bar, *k_full = bar + 1, *k_empty = bar + 3, *v_full = bar + 5, *v_empty = bar + 7;");
+  k.line("int64_t bid = blockIdx.x;");
+  k.line("const int64_t tiles_q = (N_" + M + " + T_Q - 1) / T_Q, o_" + M + " = bid % tiles_q * T_Q;");
+  k.line("bid /= tiles_q;");
+  decompose(k, "bid", f.batch);
+  k.line("const int n_q = static_cast<int>(min(int64_t{T_Q}, N_" + M + " - o_" + M + "));");
+  if (f.skip)
+    k.line("const int64_t chunks = min((N_" + x + " + T_X - 1) / T_X, (o_" + M + " + n_q - 1) / T_X + 1);  // causal: later chunks are fully masked");
+  else
+    k.line("const int64_t chunks = (N_" + x + " + T_X - 1) / T_X;");
+  k.open("if (threadIdx.x == 0)");
+  k.line("napkin::mbar_init(q_full, 1);");
+  k.line("for (int s = 0; s < 2; ++s) napkin::mbar_init(&k_full[s], 1), napkin::mbar_init(&v_full[s], 1), napkin::mbar_init(&k_empty[s], CONSUMERS * 128), napkin::mbar_init(&v_empty[s], CONSUMERS * 128);");
+  k.line("napkin::mbar_init_fence();");
+  k.close();
+  k.line("__syncthreads();");
+  k.open("if (threadIdx.x / 128 == 0)");
+  k.line("// producer warpgroup");
+  k.line("napkin::setmaxnreg_dec<24>();");
+  k.line("if (threadIdx.x != 0) return;");
+  const std::string qb = tma_batch_coords(c, f.Qn, M, f.dk), kb = tma_batch_coords(c, f.Kn, x, f.dk), vb = tma_batch_coords(c, f.Vn, x, f.dv);
+  k.line("napkin::mbar_expect_tx(q_full, Q_BYTES);");
+  k.line("for (int j = 0; j < D_K / 64; ++j) napkin::tma_load(smem + j * T_Q * 128, &tm_" + f.Qn + ", q_full, j * 64, static_cast<int>(o_" + M + ")" + qb + ");");
+  k.open("for (int64_t kc = 0; kc < chunks; ++kc)");
+  k.line("const int s = static_cast<int>(kc % 2);");
+  k.line("const unsigned parity = static_cast<unsigned>((kc / 2 - 1) & 1);");
+  k.line("if (kc >= 2) napkin::mbar_wait(&k_empty[s], parity);");
+  k.line("napkin::mbar_expect_tx(&k_full[s], K_BYTES);");
+  k.line("for (int j = 0; j < D_K / 64; ++j) napkin::tma_load(smem + OFF_K + s * K_BYTES + j * T_X * 128, &tm_" + f.Kn +
+         ", &k_full[s], j * 64, static_cast<int>(kc * T_X)" + kb + ");");
+  k.line("if (kc >= 2) napkin::mbar_wait(&v_empty[s], parity);");
+  k.line("napkin::mbar_expect_tx(&v_full[s], V_BYTES);");
+  k.line("for (int j = 0; j < D_V / 64; ++j) napkin::tma_load(smem + OFF_V + s * V_BYTES + j * T_X * 128, &tm_" + f.Vn +
+         ", &v_full[s], j * 64, static_cast<int>(kc * T_X)" + vb + ");");
+  k.close();
+  k.line("return;");
+  k.close();
+  k.line("// consumer warpgroups: rows cw * 64 .. cw * 64 + 63 of the q tile");
+  k.line("napkin::setmaxnreg_inc<240>();");
+  k.line("const int cw = threadIdx.x / 128 - 1, warp = threadIdx.x % 128 / 32, lane = threadIdx.x % 32;");
+  k.line("float o[D_V / 2] = {};           // registers: O accumulator (unnormalised), m16n8 tiles");
+  k.line("float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};  // rows lane/4 and lane/4 + 8 of the warp's 16");
+  k.line("napkin::mbar_wait(q_full, 0);");
+  k.open("for (int64_t kc = 0; kc < chunks; ++kc)");
+  k.line("const int s = static_cast<int>(kc % 2);");
+  k.line("const unsigned parity = static_cast<unsigned>((kc / 2) & 1);");
+  k.line("float sacc[T_X / 2] = {};    // registers: S = Q K^T for this chunk");
+  k.line("napkin::mbar_wait(&k_full[s], parity);");
+  k.line("napkin::fence_regs(sacc);");
+  k.line("napkin::wgmma_fence();");
+  k.line("#pragma unroll");
+  k.line("for (int kk = 0; kk < D_K; kk += 16)");
+  k.line("  " + s_name + "<0, 0>(sacc, napkin::smem_desc(smem + (kk / 64) * T_Q * 128 + cw * 64 * 128 + (kk % 64) * 2, 16, 1024),");
+  k.line("      napkin::smem_desc(smem + OFF_K + s * K_BYTES + (kk / 64) * T_X * 128 + (kk % 64) * 2, 16, 1024));");
+  k.line("napkin::wgmma_commit();");
+  k.line("napkin::wgmma_wait<0>();");
+  k.line("napkin::fence_regs(sacc);");
+  k.line("napkin::mbar_arrive(&k_empty[s]);  // K of this stage is consumed");
+  NodeOverride over_s = [&](const Expr& e) -> std::optional<std::string> {
+    if (&e == f.cs) return std::string("sacc[nt * 4 + e]");
+    return std::nullopt;
+  };
+  k.line("// " + f.S->name + " and " + f.P->name + "'s argument element by element; keys past N_" + x + " are masked");
+  k.line("float mx[2] = {m_run[0], m_run[1]};");
+  k.line("#pragma unroll");
+  k.open("for (int nt = 0; nt < T_X / 8; ++nt)");
+  k.line("#pragma unroll");
+  k.open("for (int e = 0; e < 4; ++e)");
+  k.line("const int64_t i_" + M + " = o_" + M + " + cw * 64 + warp * 16 + lane / 4 + (e / 2) * 8;");
+  k.line("const int64_t i_" + x + " = kc * T_X + nt * 8 + (lane % 4) * 2 + e % 2;");
+  k.line("(void)i_" + M + ";");
+  k.line("const float v = " + c.value(*f.P->expr->args[0], over_s, {f.S->name}) + ";");
+  k.line("sacc[nt * 4 + e] = i_" + x + " < N_" + x + " ? v : -INFINITY;");
+  k.line("mx[e / 2] = fmaxf(mx[e / 2], sacc[nt * 4 + e]);");
+  k.close();
+  k.close();
+  k.line("// online softmax (" + f.P->name + "): new running max, rescale l and O by exp(m_old - m_new)");
+  k.line("#pragma unroll");
+  k.open("for (int h = 0; h < 2; ++h)");
+  k.line("mx[h] = napkin::quad_max(mx[h]);");
+  k.line("const float corr = mx[h] == -INFINITY ? 1.0f : exp2f((m_run[h] - mx[h]) * LOG2E);");
+  k.line("m_run[h] = mx[h];");
+  k.line("l_run[h] *= corr;");
+  k.line("#pragma unroll");
+  k.line("for (int nt = 0; nt < D_V / 8; ++nt) o[nt * 4 + 2 * h] *= corr, o[nt * 4 + 2 * h + 1] *= corr;");
+  k.close();
+  k.line("const float ms[2] = {mx[0] == -INFINITY ? 0.0f : mx[0] * LOG2E, mx[1] == -INFINITY ? 0.0f : mx[1] * LOG2E};");
+  k.line("uint32_t pa[T_X / 16][4];     // registers: P in 16 bits as wgmma A fragments");
+  k.line("#pragma unroll");
+  k.open("for (int nt = 0; nt < T_X / 8; ++nt)");
+  k.line("#pragma unroll");
+  k.open("for (int e = 0; e < 4; ++e)");
+  k.line("sacc[nt * 4 + e] = exp2f(sacc[nt * 4 + e] * LOG2E - ms[e / 2]);  // P, unnormalised");
+  k.line("l_run[e / 2] += sacc[nt * 4 + e];");
+  k.close();
+  k.line("pa[nt / 2][(nt % 2) * 2] = napkin::pack2<T>(sacc[nt * 4], sacc[nt * 4 + 1]);");
+  k.line("pa[nt / 2][(nt % 2) * 2 + 1] = napkin::pack2<T>(sacc[nt * 4 + 2], sacc[nt * 4 + 3]);");
+  k.close();
+  k.line("napkin::mbar_wait(&v_full[s], parity);");
+  k.line("napkin::fence_regs(o);");
+  k.line("napkin::wgmma_fence();");
+  k.line("#pragma unroll");
+  k.line("for (int kk = 0; kk < T_X / 16; ++kk)");
+  k.line("  " + o_name + "<1>(o, pa[kk], napkin::smem_desc(smem + OFF_V + s * V_BYTES + kk * 16 * 128, T_X * 128, 1024));");
+  k.line("napkin::wgmma_commit();");
+  k.line("napkin::wgmma_wait<0>();");
+  k.line("napkin::fence_regs(o);");
+  k.line("napkin::mbar_arrive(&v_empty[s]);  // V of this stage is consumed");
+  k.close();
+  k.line("// finalise: O / l (normalised contraction), then " + f.O->name + "'s epilogue, two adjacent columns per store");
+  k.line("float inv_l[2];");
+  k.line("#pragma unroll");
+  k.line("for (int h = 0; h < 2; ++h) { const float l = napkin::quad_sum(l_run[h]); inv_l[h] = l > 0.0f ? 1.0f / l : 0.0f; }");
+  k.line("#pragma unroll");
+  k.open("for (int nt = 0; nt < D_V / 8; ++nt)");
+  k.line("#pragma unroll");
+  k.open("for (int h = 0; h < 2; ++h)");
+  k.line("const int row = cw * 64 + warp * 16 + lane / 4 + h * 8;");
+  k.line("if (row >= n_q) continue;");
+  k.line("const int64_t i_" + M + " = o_" + M + " + row;");
+  k.line("float v[2];");
+  k.line("int64_t at[2];");
+  k.line("#pragma unroll");
+  k.open("for (int q = 0; q < 2; ++q)");
+  k.line("const int64_t i_" + f.dv + " = nt * 8 + (lane % 4) * 2 + q;");
+  NodeOverride over_o = [&](const Expr& e) -> std::optional<std::string> {
+    if (&e == f.co) return std::string("(o[nt * 4 + h * 2 + q] * inv_l[h])");
+    return std::nullopt;
+  };
+  k.line("at[q] = " + c.index(f.O->name) + ";");
+  k.line("v[q] = " + c.value(*f.O->expr, over_o) + ";");
+  k.close();
+  k.line("napkin::store_pair(a." + f.O->name + ", at, v, true);");
+  k.close();
+  k.close();
+  k.line("#endif");
+  --k.indent;
+  k.line("}");
+  k.close("  // namespace wg");
+  KernelEmit r;
+  r.strategy = "flash";
+  r.hopper = true;
+  r.stored.insert(f.O->name);
+  r.device_code = k.text;
+  std::vector<TmaOperand> ops{{f.Qn, f.dk, M, 64, static_cast<std::uint32_t>(f.TQ)},
+                              {f.Kn, f.dk, x, 64, static_cast<std::uint32_t>(f.TX)},
+                              {f.Vn, f.dv, x, 64, static_cast<std::uint32_t>(f.TX)}};
+  r.launch_code = tma_launch(c, kernel_ns(kc.plan.name), ops, f.dtype, fallback_launch);
+  return r;
+}
+
+}  // namespace napkin::cuda

@@ -1,0 +1,203 @@
+// The sm_90a variant of strategy gemm (contract: gemm_form.hpp). Same grid and tiles as the
+// mma.sync variant; the thread block is warp-specialised (FlashAttention-3 and CUTLASS's
+// "warp-specialised" Hopper kernels use the same split): warpgroup 0 is the producer, one thread
+// of which streams the K chunks in by TMA (128-byte swizzled boxes, out-of-bounds zero fill)
+// into a STAGES-deep ring guarded by full/empty mbarriers; the schedule's warps form the consumer
+// warpgroups, each owning WM = T_M / CONSUMERS rows of M as m64 subtiles, issuing
+// wgmma.m64n<T_N>k16 on SMEM descriptors with one wgmma group in flight, accumulators in
+// registers (setmaxnreg moves registers from the producer to the consumers). The epilogue is the
+// mma.sync variant's (gemm_store_pair): the accumulator layout of wgmma is that of m16n8 tiles per
+// warp (PTX ISA 9.7.15.5.1.1).
+#include <algorithm>
+
+#include "emit/cuda/gemm_form.hpp"
+#include "emit/cuda/preamble.hpp"
+
+namespace napkin::cuda {
+
+namespace {
+
+/** One TMA box load of a tile per stage. */
+struct Box {
+  std::int64_t dst = 0;           ///< byte offset inside the tile
+  std::string c0, c1;             ///< coordinates of the two matrix axes (innermost first)
+};
+
+}  // namespace
+
+std::optional<KernelEmit> emit_gemm_wgmma(Context& c, const KernelChoice& kc, const GemmForm& g, const Hardware& hw,
+                                          const std::string& fallback_launch, std::string& why) {
+  const MmaShape* mma = hw.warpgroup_mma(g.dtype);
+  if (!mma) return why = "no warpgroup MMA for " + std::string(dtype_name(g.dtype)) + " in the hardware description", std::nullopt;
+  if (g.warps % 4 != 0 || g.warps / 4 > 2) return why = "warps not 4 or 8 (one or two consumer warpgroups)", std::nullopt;
+  const int consumers = g.warps / 4;
+  if (g.TM % (64 * consumers) != 0) return why = "T_M not a multiple of 64 rows per consumer warpgroup", std::nullopt;
+  if (g.TN % 8 != 0 || g.TN > 256) return why = "T_N not a wgmma N (a multiple of 8 up to 256)", std::nullopt;
+  if (g.TK % 64 != 0) return why = "T_K not a multiple of 64 (one 128-byte swizzle row)", std::nullopt;
+  const std::int64_t acc_regs = static_cast<std::int64_t>(g.gemms.size()) * (g.TM / consumers / 64) * (g.TN / 2);
+  if (acc_regs > 160) return why = "accumulators over 160 registers per thread", std::nullopt;
+  const std::string &M = g.M, &k = g.K;
+  // SMEM layout per stage: each tile as 128-byte rows in 1024-byte swizzle atoms.
+  //   K-major tile [R][T_K]: T_K/64 column blocks of R rows; MN-major tile [T_K][R]: R/64 blocks of T_K rows.
+  struct Layout { const GemmTile* t; std::int64_t off, bytes; std::vector<Box> boxes; std::uint32_t box_inner, box_outer; };
+  std::vector<Layout> lay;
+  std::int64_t stage_bytes = 0;
+  for (const auto& t : g.tiles) {
+    Layout L{&t, stage_bytes, t.R * t.C * 2, {}, 64, 0};
+    const std::string free = t.k_rows ? t.cols : t.rows;
+    const std::int64_t F = t.k_rows ? t.C : t.R;  // extent along the free axis
+    if (!t.k_rows) {
+      const std::int64_t rb = std::min<std::int64_t>(F, 256);
+      if (F % rb != 0) return why = "tile of " + t.array + " not whole boxes of 256 rows", std::nullopt;
+      L.box_outer = static_cast<std::uint32_t>(rb);
+      for (std::int64_t kb = 0; kb < g.TK / 64; ++kb)
+        for (std::int64_t r = 0; r < F / rb; ++r)
+          L.boxes.push_back({kb * F * 128 + r * rb * 128, "static_cast<int>(o_k) + " + std::to_string(kb * 64),
+                             "static_cast<int>(o_" + free + ") + " + std::to_string(r * rb)});
+    } else {
+      if (F % 64 != 0) return why = "tile of " + t.array + " (M- or N-major) not whole 64-column blocks", std::nullopt;
+      if (g.TK > 256) return why = "T_K over one TMA box (256 rows)", std::nullopt;
+      L.box_outer = static_cast<std::uint32_t>(g.TK);
+      for (std::int64_t j = 0; j < F / 64; ++j)
+        L.boxes.push_back({j * g.TK * 128, "static_cast<int>(o_" + free + ") + " + std::to_string(j * 64), "static_cast<int>(o_k)"});
+    }
+    if (c.axes(t.array).size() > 5) return why = t.array + " has more than 5 axes (TMA's limit)", std::nullopt;
+    stage_bytes += L.bytes;
+    lay.push_back(L);
+  }
+  const int stages = static_cast<int>(std::min<double>(6, (hw.smem_max_per_block_bytes - 2048) / static_cast<double>(stage_bytes)));
+  if (stages < 2) return why = "two pipeline stages do not fit SMEM", std::nullopt;
+  std::string wg_name;
+  const std::string wg_fn = wgmma_function(*mma, static_cast<int>(g.TN), false, wg_name);
+  const std::string T = ctype(g.dtype);
+
+  Code code;
+  code.line("// wgmma variant (sm_90a): warpgroup 0 loads by TMA into a " + std::to_string(stages) + "-stage ring of 128-byte-swizzled tiles;");
+  code.line("// " + std::to_string(consumers) + " consumer warpgroup(s) x " + std::to_string(g.TM / consumers) + " rows of " + M + " issue " + mma->ptx.substr(0, mma->ptx.find(".m64")) +
+            ".m64n" + std::to_string(g.TN) + "k16 on SMEM descriptors, fp32 accumulators in registers");
+  code.open("namespace wg");
+  code.text += wg_fn;
+  code.line("constexpr int CONSUMERS = " + std::to_string(consumers) + ", THREADS = (CONSUMERS + 1) * 128, STAGES = " + std::to_string(stages) + ";");
+  code.line("constexpr int STAGE_BYTES = " + std::to_string(stage_bytes) + ";");
+  code.line("constexpr size_t SMEM_BYTES = size_t{STAGES} * STAGE_BYTES + 2 * STAGES * sizeof(uint64_t) + 1024;  // + barriers, + alignment");
+  std::string params = "const Args a";
+  for (const auto& L : lay) params += ", const __grid_constant__ CUtensorMap tm_" + L.t->array;
+  code.line("__global__ void __launch_bounds__(THREADS, 1) kernel(" + params + ") {");
+  ++code.indent;
+  code.line("#if defined(__CUDA_ARCH_FEAT_SM90_ALL)");
+  code.line("constexpr int WM = T_M / CONSUMERS, MS = WM / 64;  // rows per consumer warpgroup; m64 subtiles each");
+  for (const auto& L : lay)
+    code.line("constexpr int OFF_" + L.t->array + " = " + std::to_string(L.off) + ";  // SMEM bytes: " + L.t->array + " [" +
+              (L.t->k_rows ? std::to_string(L.t->C / 64) + " blocks of 64 " + L.t->cols + "][" + k + " " + std::to_string(g.TK) + "][64]"
+                           : std::to_string(g.TK / 64) + " blocks of 64 " + k + "][" + L.t->rows + " " + std::to_string(L.t->R) + "][64]") +
+              ", 128-byte swizzle");
+  c.declare_sizes(code);
+  code.line("extern __shared__ __align__(1024) unsigned char smem_raw[];");
+  code.line("unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) / 1024 * 1024);");
+  code.line("uint64_t* full = reinterpret_cast<uint64_t*>(smem + STAGES * STAGE_BYTES);  // chunk landed in the stage");
+  code.line("uint64_t* empty = full + STAGES;                                           // stage consumed");
+  gemm_tile_origin(code, g);
+  code.line("const int64_t chunks = (N_" + k + " + T_K - 1) / T_K;");
+  code.open("if (threadIdx.x == 0)");
+  code.open("for (int s = 0; s < STAGES; ++s)");
+  code.line("napkin::mbar_init(&full[s], 1);");
+  code.line("napkin::mbar_init(&empty[s], CONSUMERS * 128);");
+  code.close();
+  code.line("napkin::mbar_init_fence();");
+  code.close();
+  code.line("__syncthreads();");
+  code.open("if (threadIdx.x / 128 == 0)");
+  code.line("// producer warpgroup");
+  code.line("napkin::setmaxnreg_dec<40>();");
+  code.line("if (threadIdx.x != 0) return;");
+  code.open("for (int64_t kc = 0; kc < chunks; ++kc)");
+  code.line("const int s = static_cast<int>(kc % STAGES);");
+  code.line("if (kc >= STAGES) napkin::mbar_wait(&empty[s], static_cast<unsigned>((kc / STAGES - 1) & 1));");
+  code.line("napkin::mbar_expect_tx(&full[s], STAGE_BYTES);  // every box counts in full, zero-filled parts too");
+  code.line("unsigned char* st = smem + s * STAGE_BYTES;");
+  code.line("const int64_t o_k = kc * T_K;");
+  for (const auto& L : lay) {
+    // Batch coordinates: the operand's other axes, innermost first after the two matrix axes.
+    const std::string extra = tma_batch_coords(c, L.t->array, L.t->rows, L.t->cols);
+    for (const auto& b : L.boxes)
+      code.line("napkin::tma_load(st + OFF_" + L.t->array + " + " + std::to_string(b.dst) + ", &tm_" + L.t->array + ", &full[s], " + b.c0 + ", " + b.c1 +
+                extra + ");");
+  }
+  code.close();
+  code.line("return;");
+  code.close();
+  code.line("// consumer warpgroups");
+  code.line("napkin::setmaxnreg_inc<232>();");
+  code.line("const int cw = threadIdx.x / 128 - 1, t = threadIdx.x % 128, warp = t / 32, lane = t % 32;");
+  for (std::size_t i = 0; i < g.gemms.size(); ++i)
+    code.line("float acc" + std::to_string(i) + "[MS][T_N / 2] = {};  // registers: contract(" + g.gemms[i].a.array + ", " + g.gemms[i].b.array + "; " + k + ")");
+  auto fence_all = [&] {
+    code.line("#pragma unroll");
+    code.open("for (int ms = 0; ms < MS; ++ms)");
+    for (std::size_t i = 0; i < g.gemms.size(); ++i) code.line("napkin::fence_regs(acc" + std::to_string(i) + "[ms]);");
+    code.close();
+  };
+  code.open("for (int64_t kc = 0; kc < chunks; ++kc)");
+  code.line("const int s = static_cast<int>(kc % STAGES);");
+  code.line("napkin::mbar_wait(&full[s], static_cast<unsigned>((kc / STAGES) & 1));");
+  code.line("const unsigned char* st = smem + s * STAGE_BYTES;");
+  fence_all();
+  code.line("napkin::wgmma_fence();");
+  code.line("#pragma unroll");
+  code.open("for (int kk = 0; kk < T_K; kk += 16)");
+  auto desc = [&](const GemmOperand& o, bool is_a) {
+    const std::string R = is_a ? "T_M" : "T_N";
+    const std::string row0 = is_a ? "(cw * WM + ms * 64)" : "0";
+    if (o.k_inner)  // [T_K/64 blocks][R rows][64]: advance 32 bytes per k16 inside the swizzle atom
+      return "napkin::smem_desc(st + OFF_" + o.array + " + (kk / 64) * " + R + " * 128 + " + row0 + " * 128 + (kk % 64) * 2, 16, 1024)";
+    // [R/64 blocks][T_K rows][64]: a k16 step is 16 rows of 128 bytes; blocks T_K * 128 bytes apart
+    return "napkin::smem_desc(st + OFF_" + o.array + " + " + row0 + " / 64 * T_K * 128 + kk * 128, T_K * 128, 1024)";
+  };
+  std::set<std::string> described;
+  for (const auto& gc : g.gemms)
+    if (described.insert(gc.b.array).second) code.line("const uint64_t db_" + gc.b.array + " = " + desc(gc.b, false) + ";");
+  code.line("#pragma unroll");
+  code.open("for (int ms = 0; ms < MS; ++ms)");
+  code.line("const uint64_t da = " + desc(g.gemms[0].a, true) + ";");
+  for (std::size_t i = 0; i < g.gemms.size(); ++i)
+    code.line(wg_name + "<" + (g.gemms[i].a.k_inner ? "0" : "1") + ", " + (g.gemms[i].b.k_inner ? "0" : "1") + ">(acc" + std::to_string(i) +
+              "[ms], da, db_" + g.gemms[i].b.array + ");");
+  code.close();
+  code.close();
+  code.line("napkin::wgmma_commit();");
+  fence_all();
+  code.line("napkin::wgmma_wait<1>();  // the MMAs of chunk kc - 1 are done: release its stage");
+  code.line("if (kc > 0) napkin::mbar_arrive(&empty[(kc - 1) % STAGES]);");
+  code.close();
+  code.line("napkin::wgmma_wait<0>();");
+  fence_all();
+  code.line("// epilogue: per m64 subtile, warp w holds rows 16w..16w+15 as m16n8 accumulator tiles");
+  code.line("#pragma unroll");
+  code.open("for (int ms = 0; ms < MS; ++ms)");
+  code.line("#pragma unroll");
+  code.open("for (int nt = 0; nt < T_N / 8; ++nt)");
+  code.line("#pragma unroll");
+  code.open("for (int h = 0; h < 2; ++h)");
+  code.line("const int row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;");
+  KernelEmit r;
+  r.strategy = "gemm";
+  r.hopper = true;
+  gemm_store_pair(code, c, kc, g, [](std::size_t i) { return "acc" + std::to_string(i) + "[ms][nt * 4 + h * 2 + q]"; }, r.stored);
+  code.close();
+  code.close();
+  code.close();
+  code.line("#endif");
+  --code.indent;
+  code.line("}");
+  code.close("  // namespace wg");
+  r.device_code = code.text;
+
+  std::vector<TmaOperand> ops;
+  for (const auto& L : lay) ops.push_back({L.t->array, L.t->cols, L.t->rows, L.box_inner, L.box_outer});
+  Code l;
+  l.text = tma_launch(c, kernel_ns(kc.plan.name), ops, g.dtype, fallback_launch);
+  r.launch_code = l.text;
+  return r;
+}
+
+}  // namespace napkin::cuda
