@@ -55,11 +55,12 @@ std::string tma_batch_coords(const Context& c, const std::string& array, const s
   return s;
 }
 
-std::string tma_launch(const Context& c, const std::string& ns, const std::vector<TmaOperand>& ops, DType dtype, const std::string& fallback) {
+std::string tma_launch(const Context& c, const std::string& ns, const std::vector<TmaOperand>& ops, DType dtype, const std::string& fallback,
+                       const std::string& condition) {
   const std::string dtype_enum = dtype == DType::bf16 ? "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16" : "CU_TENSOR_MAP_DATA_TYPE_FLOAT16";
   Code l;
   l.line("static const int wgmma_built = napkin::hopper_kernel(reinterpret_cast<const void*>(" + ns + "::wg::kernel)) ? 1 : 0;");
-  l.line("bool use_wgmma = wgmma_built == 1;");
+  l.line("bool use_wgmma = wgmma_built == 1" + (condition == "true" ? std::string() : " && " + condition) + ";");
   std::string maps;
   for (const auto& op : ops) {
     AxisList ax = c.axes(op.array);

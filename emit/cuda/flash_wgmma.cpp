@@ -6,7 +6,9 @@
 // S = Q K^T is one wgmma.m64n<T_X>k16 per 16 of dk with Q and K in SMEM; the online softmax runs
 // on S in registers (the accumulator layout is m16n8 tiles per warp, PTX ISA 9.7.15.5.1.1); P is
 // packed to 16 bits in registers as wgmma's A operand, and O += P V is one wgmma.m64n<D_V>k16 per
-// 16 of x with V in SMEM (N-major). S, P, m, l and O never leave registers.
+// 16 of x with V in SMEM (N-major), issued one chunk late so that it runs during the next chunk's
+// softmax; the two consumer warpgroups take turns at the tensor cores (named barriers, FA3's
+// ping-pong). S, P, m, l and O never leave registers.
 #include "emit/cuda/flash_form.hpp"
 #include "emit/cuda/preamble.hpp"
 
@@ -51,7 +53,10 @@ std::optional<KernelEmit> emit_flash_wgmma(Context& c, const KernelChoice& kc, c
   k.line("uint64_t* bar = reinterpret_cast<uint64_t*>(smem + OFF_BAR);");
   k.line("uint64_t *q_full = bar, *k_full = bar + 1, *k_empty = bar + 3, *v_full = bar + 5, *v_empty = bar + 7;");
   k.line("int64_t bid = blockIdx.x;");
-  k.line("const int64_t tiles_q = (N_" + M + " + T_Q - 1) / T_Q, o_" + M + " = bid % tiles_q * T_Q;");
+  if (f.skip)  // causal: the tiles with the most chunks first, so the short ones fill the last wave
+    k.line("const int64_t tiles_q = (N_" + M + " + T_Q - 1) / T_Q, o_" + M + " = (tiles_q - 1 - bid % tiles_q) * T_Q;");
+  else
+    k.line("const int64_t tiles_q = (N_" + M + " + T_Q - 1) / T_Q, o_" + M + " = bid % tiles_q * T_Q;");
   k.line("bid /= tiles_q;");
   decompose(k, "bid", f.batch);
   k.line("const int n_q = static_cast<int>(min(int64_t{T_Q}, N_" + M + " - o_" + M + "));");
@@ -91,73 +96,110 @@ std::optional<KernelEmit> emit_flash_wgmma(Context& c, const KernelChoice& kc, c
   k.line("const int cw = threadIdx.x / 128 - 1, warp = threadIdx.x % 128 / 32, lane = threadIdx.x % 32;");
   k.line("float o[D_V / 2] = {};           // registers: O accumulator (unnormalised), m16n8 tiles");
   k.line("float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};  // rows lane/4 and lane/4 + 8 of the warp's 16");
+  k.line("uint32_t pa[T_X / 16][4];       // registers: P of the previous chunk in 16 bits, wgmma A fragments");
   k.line("napkin::mbar_wait(q_full, 0);");
-  k.open("for (int64_t kc = 0; kc < chunks; ++kc)");
-  k.line("const int s = static_cast<int>(kc % 2);");
-  k.line("const unsigned parity = static_cast<unsigned>((kc / 2) & 1);");
-  k.line("float sacc[T_X / 2] = {};    // registers: S = Q K^T for this chunk");
-  k.line("napkin::mbar_wait(&k_full[s], parity);");
-  k.line("napkin::fence_regs(sacc);");
-  k.line("napkin::wgmma_fence();");
-  k.line("#pragma unroll");
-  k.line("for (int kk = 0; kk < D_K; kk += 16)");
-  k.line("  " + s_name + "<0, 0>(sacc, napkin::smem_desc(smem + (kk / 64) * T_Q * 128 + cw * 64 * 128 + (kk % 64) * 2, 16, 1024),");
-  k.line("      napkin::smem_desc(smem + OFF_K + s * K_BYTES + (kk / 64) * T_X * 128 + (kk % 64) * 2, 16, 1024));");
-  k.line("napkin::wgmma_commit();");
-  k.line("napkin::wgmma_wait<0>();");
-  k.line("napkin::fence_regs(sacc);");
-  k.line("napkin::mbar_arrive(&k_empty[s]);  // K of this stage is consumed");
+  k.line("// ping-pong (FlashAttention-3 §3.1): the two consumer warpgroups take turns issuing their MMAs, so one's softmax");
+  k.line("// runs while the other's MMAs occupy the tensor cores. Named barrier 1 + w: warpgroup w may issue.");
+  k.line("if (CONSUMERS == 2 && cw == 1) napkin::named_arrive(1, 256);  // warpgroup 0 goes first");
+  k.line("// software pipeline: chunk kc issues S_kc and then O += P_{kc-1} V_{kc-1}; the softmax of S_kc overlaps the latter.");
+  k.line("// Chunk 0 is peeled off so that no wgmma is issued under a run-time condition (ptxas would serialise them).");
   NodeOverride over_s = [&](const Expr& e) -> std::optional<std::string> {
     if (&e == f.cs) return std::string("sacc[nt * 4 + e]");
     return std::nullopt;
   };
-  k.line("// " + f.S->name + " and " + f.P->name + "'s argument element by element; keys past N_" + x + " are masked");
-  k.line("float mx[2] = {m_run[0], m_run[1]};");
-  k.line("#pragma unroll");
-  k.open("for (int nt = 0; nt < T_X / 8; ++nt)");
-  k.line("#pragma unroll");
-  k.open("for (int e = 0; e < 4; ++e)");
-  k.line("const int64_t i_" + M + " = o_" + M + " + cw * 64 + warp * 16 + lane / 4 + (e / 2) * 8;");
-  k.line("const int64_t i_" + x + " = kc * T_X + nt * 8 + (lane % 4) * 2 + e % 2;");
-  k.line("(void)i_" + M + ";");
-  k.line("const float v = " + c.value(*f.P->expr->args[0], over_s, {f.S->name}) + ";");
-  k.line("sacc[nt * 4 + e] = i_" + x + " < N_" + x + " ? v : -INFINITY;");
-  k.line("mx[e / 2] = fmaxf(mx[e / 2], sacc[nt * 4 + e]);");
+  const std::string score = c.value(*f.P->expr->args[0], over_s, {f.S->name});
+  auto body = [&](bool first) {
+    k.line("const int s = static_cast<int>(kc % 2), sp = static_cast<int>((kc + 1) % 2);");
+    k.line("(void)sp;");
+    k.line("float sacc[T_X / 2] = {};    // registers: S = Q K^T for this chunk");
+    k.line("napkin::mbar_wait(&k_full[s], static_cast<unsigned>((kc / 2) & 1));");
+    if (!first) k.line("napkin::mbar_wait(&v_full[sp], static_cast<unsigned>(((kc - 1) / 2) & 1));");
+    k.line("if (CONSUMERS == 2) napkin::named_sync(1 + cw, 256);");
+    k.line("napkin::fence_regs(sacc);");
+    k.line("napkin::fence_regs(o);");
+    k.line("napkin::wgmma_fence();");
+    k.line("#pragma unroll");
+    k.line("for (int kk = 0; kk < D_K; kk += 16)");
+    k.line("  " + s_name + "<0, 0>(sacc, napkin::smem_desc(smem + (kk / 64) * T_Q * 128 + cw * 64 * 128 + (kk % 64) * 2, 16, 1024),");
+    k.line("      napkin::smem_desc(smem + OFF_K + s * K_BYTES + (kk / 64) * T_X * 128 + (kk % 64) * 2, 16, 1024));");
+    k.line("napkin::wgmma_commit();");
+    if (!first) {
+      k.line("#pragma unroll");
+      k.line("for (int kk = 0; kk < T_X / 16; ++kk)");
+      k.line("  " + o_name + "<1>(o, pa[kk], napkin::smem_desc(smem + OFF_V + sp * V_BYTES + kk * 16 * 128, T_X * 128, 1024));");
+      k.line("napkin::wgmma_commit();");
+    }
+    k.line("if (CONSUMERS == 2) napkin::named_arrive(2 - cw, 256);  // the other warpgroup's turn");
+    k.line(first ? "napkin::wgmma_wait<0>();" : "napkin::wgmma_wait<1>();  // S_kc is done; P V may still run");
+    k.line("napkin::fence_regs(sacc);");
+    k.line("napkin::mbar_arrive(&k_empty[s]);  // K of this stage is consumed");
+    k.line("// " + f.S->name + " and " + f.P->name + "'s argument element by element; keys past N_" + x + " are masked");
+    k.line("float mx[2] = {m_run[0], m_run[1]};");
+    k.line("#pragma unroll");
+    k.open("for (int nt = 0; nt < T_X / 8; ++nt)");
+    k.line("#pragma unroll");
+    k.open("for (int e = 0; e < 4; ++e)");
+    k.line("const int64_t i_" + M + " = o_" + M + " + cw * 64 + warp * 16 + lane / 4 + (e / 2) * 8;");
+    k.line("const int64_t i_" + x + " = kc * T_X + nt * 8 + (lane % 4) * 2 + e % 2;");
+    k.line("(void)i_" + M + ";");
+    k.line("const float v = " + score + ";");
+    k.line("sacc[nt * 4 + e] = i_" + x + " < N_" + x + " ? v : -INFINITY;");
+    k.line("mx[e / 2] = fmaxf(mx[e / 2], sacc[nt * 4 + e]);");
+    k.close();
+    k.close();
+    k.line("// online softmax (" + f.P->name + "): new running max; l and O are rescaled by exp(m_old - m_new)");
+    k.line("float corr[2];");
+    k.line("#pragma unroll");
+    k.open("for (int h = 0; h < 2; ++h)");
+    k.line("mx[h] = napkin::quad_max(mx[h]);");
+    k.line("corr[h] = mx[h] == -INFINITY ? 1.0f : exp2f((m_run[h] - mx[h]) * LOG2E);");
+    k.line("m_run[h] = mx[h];");
+    k.line("l_run[h] *= corr[h];");
+    k.close();
+    k.line("const float ms[2] = {mx[0] == -INFINITY ? 0.0f : mx[0] * LOG2E, mx[1] == -INFINITY ? 0.0f : mx[1] * LOG2E};");
+    k.line("#pragma unroll");
+    k.open("for (int nt = 0; nt < T_X / 8; ++nt)");
+    k.line("#pragma unroll");
+    k.open("for (int e = 0; e < 4; ++e)");
+    k.line("sacc[nt * 4 + e] = exp2f(sacc[nt * 4 + e] * LOG2E - ms[e / 2]);  // P, unnormalised");
+    k.line("l_run[e / 2] += sacc[nt * 4 + e];");
+    k.close();
+    k.close();
+    if (!first) {
+      k.line("napkin::wgmma_wait<0>();  // O += P_{kc-1} V_{kc-1} is done: V's stage is free, O and pa may change");
+      k.line("napkin::fence_regs(o);");
+      k.line("napkin::mbar_arrive(&v_empty[sp]);");
+      k.line("#pragma unroll");
+      k.line("for (int nt = 0; nt < D_V / 8; ++nt) o[nt * 4] *= corr[0], o[nt * 4 + 1] *= corr[0], o[nt * 4 + 2] *= corr[1], o[nt * 4 + 3] *= corr[1];");
+    }
+    k.line("#pragma unroll");
+    k.open("for (int nt = 0; nt < T_X / 8; ++nt)");
+    k.line("pa[nt / 2][(nt % 2) * 2] = napkin::pack2<T>(sacc[nt * 4], sacc[nt * 4 + 1]);");
+    k.line("pa[nt / 2][(nt % 2) * 2 + 1] = napkin::pack2<T>(sacc[nt * 4 + 2], sacc[nt * 4 + 3]);");
+    k.close();
+  };
+  k.open("");
+  k.line("const int64_t kc = 0;  // chunks >= 1: the launcher runs this variant only for N_" + x + " > 0");
+  body(true);
   k.close();
+  k.open("for (int64_t kc = 1; kc < chunks; ++kc)");
+  body(false);
   k.close();
-  k.line("// online softmax (" + f.P->name + "): new running max, rescale l and O by exp(m_old - m_new)");
-  k.line("#pragma unroll");
-  k.open("for (int h = 0; h < 2; ++h)");
-  k.line("mx[h] = napkin::quad_max(mx[h]);");
-  k.line("const float corr = mx[h] == -INFINITY ? 1.0f : exp2f((m_run[h] - mx[h]) * LOG2E);");
-  k.line("m_run[h] = mx[h];");
-  k.line("l_run[h] *= corr;");
-  k.line("#pragma unroll");
-  k.line("for (int nt = 0; nt < D_V / 8; ++nt) o[nt * 4 + 2 * h] *= corr, o[nt * 4 + 2 * h + 1] *= corr;");
-  k.close();
-  k.line("const float ms[2] = {mx[0] == -INFINITY ? 0.0f : mx[0] * LOG2E, mx[1] == -INFINITY ? 0.0f : mx[1] * LOG2E};");
-  k.line("uint32_t pa[T_X / 16][4];     // registers: P in 16 bits as wgmma A fragments");
-  k.line("#pragma unroll");
-  k.open("for (int nt = 0; nt < T_X / 8; ++nt)");
-  k.line("#pragma unroll");
-  k.open("for (int e = 0; e < 4; ++e)");
-  k.line("sacc[nt * 4 + e] = exp2f(sacc[nt * 4 + e] * LOG2E - ms[e / 2]);  // P, unnormalised");
-  k.line("l_run[e / 2] += sacc[nt * 4 + e];");
-  k.close();
-  k.line("pa[nt / 2][(nt % 2) * 2] = napkin::pack2<T>(sacc[nt * 4], sacc[nt * 4 + 1]);");
-  k.line("pa[nt / 2][(nt % 2) * 2 + 1] = napkin::pack2<T>(sacc[nt * 4 + 2], sacc[nt * 4 + 3]);");
-  k.close();
-  k.line("napkin::mbar_wait(&v_full[s], parity);");
+  k.open("");
+  k.line("// the last chunk's O += P V");
+  k.line("const int sp = static_cast<int>((chunks - 1) % 2);");
+  k.line("napkin::mbar_wait(&v_full[sp], static_cast<unsigned>(((chunks - 1) / 2) & 1));");
   k.line("napkin::fence_regs(o);");
   k.line("napkin::wgmma_fence();");
   k.line("#pragma unroll");
   k.line("for (int kk = 0; kk < T_X / 16; ++kk)");
-  k.line("  " + o_name + "<1>(o, pa[kk], napkin::smem_desc(smem + OFF_V + s * V_BYTES + kk * 16 * 128, T_X * 128, 1024));");
+  k.line("  " + o_name + "<1>(o, pa[kk], napkin::smem_desc(smem + OFF_V + sp * V_BYTES + kk * 16 * 128, T_X * 128, 1024));");
   k.line("napkin::wgmma_commit();");
   k.line("napkin::wgmma_wait<0>();");
   k.line("napkin::fence_regs(o);");
-  k.line("napkin::mbar_arrive(&v_empty[s]);  // V of this stage is consumed");
+  k.line("napkin::mbar_arrive(&v_empty[sp]);");
   k.close();
+  k.line("if (CONSUMERS == 2 && cw == 0) napkin::named_sync(1, 256);  // matches warpgroup 1's last turn");
   k.line("// finalise: O / l (normalised contraction), then " + f.O->name + "'s epilogue, two adjacent columns per store");
   k.line("float inv_l[2];");
   k.line("#pragma unroll");
@@ -196,7 +238,7 @@ std::optional<KernelEmit> emit_flash_wgmma(Context& c, const KernelChoice& kc, c
   std::vector<TmaOperand> ops{{f.Qn, f.dk, M, 64, static_cast<std::uint32_t>(f.TQ)},
                               {f.Kn, f.dk, x, 64, static_cast<std::uint32_t>(f.TX)},
                               {f.Vn, f.dv, x, 64, static_cast<std::uint32_t>(f.TX)}};
-  r.launch_code = tma_launch(c, kernel_ns(kc.plan.name), ops, f.dtype, fallback_launch);
+  r.launch_code = tma_launch(c, kernel_ns(kc.plan.name), ops, f.dtype, fallback_launch, "a.N_" + x + " > 0");
   return r;
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs napkin bench on a lent GPU machine (see docs/benchmarks.md). The machine lacks napkin's
 # Debian libraries, so the call carries build/cli/napkin and .devlibs/ (tools/device/pack.sh).
-# Usage: tools/device/bench.sh quick|bundled|gemm|perf|torch|sweep [MODE...]   (outputs under $OUT when set)
+# Usage: tools/device/bench.sh quick|bundled|gemm|attention|perf|torch|sweep [MODE...]   (outputs under $OUT when set)
 set -u
 modes=${*:-quick}
 out=/tmp/napkin-bench-out  # everything lands here; $OUT gets one results.tgz of it
@@ -60,6 +60,11 @@ case $mode in
   sweep)
     tests/gpu/sweep.sh "$N" 2>&1 | tee "$out/sweep.txt"
     ;;
+  attention)  # the attention goals alone: napkin bench, then SDPA and naive PyTorch
+    bench att-4x16x4096 attention --set b=4 --set h=16 --set q=4096 --set x=4096
+    bench causal-4x16x4096 causal_attention --set b=4 --set h=16 --set q=4096 --set x=4096
+    modes_torch_only=attention
+    ;&
   torch)
     torch_vs() {  # torch_vs TAG DIAGRAM KIND SIZES [--set ...] [-- extra script args]
       local tag=$1 file=$2 kind=$3 sizes=$4
@@ -74,8 +79,11 @@ case $mode in
     }
     torch_vs att attention attention 4,16,4096,4096,128 --set b=4 --set h=16 --set q=4096 --set x=4096
     torch_vs causal causal_attention attention 4,16,4096,4096,128 --set b=4 --set h=16 --set q=4096 --set x=4096 --causal
-    torch_vs swiglu mlp_swiglu swiglu 8192,4096,14336
-    torch_vs layernorm layernorm layernorm 4096,1024
+    if [ -z "${modes_torch_only:-}" ]; then
+      torch_vs swiglu mlp_swiglu swiglu 8192,4096,14336
+      torch_vs layernorm layernorm layernorm 4096,1024
+    fi
+    modes_torch_only=
     ;;
 esac
 done

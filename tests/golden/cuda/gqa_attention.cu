@@ -191,6 +191,9 @@ template <int N> __device__ __forceinline__ void fence_regs(float (&r)[N]) {
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
 }
+// Named barriers (PTX ISA 9.7.13.1, bar.sync / bar.arrive): `n` threads in all, ids 1.. (0 is __syncthreads).
+__device__ __forceinline__ void named_sync(int id, int n) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
+__device__ __forceinline__ void named_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
 // setmaxnreg (PTX ISA 9.7.17.1): moves registers between the warpgroups of a block.
 template <int R> __device__ __forceinline__ void setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R)); }
 template <int R> __device__ __forceinline__ void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R)); }
@@ -459,7 +462,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
     uint64_t* bar = reinterpret_cast<uint64_t*>(smem + OFF_BAR);
     uint64_t *q_full = bar, *k_full = bar + 1, *k_empty = bar + 3, *v_full = bar + 5, *v_empty = bar + 7;
     int64_t bid = blockIdx.x;
-    const int64_t tiles_q = (N_q + T_Q - 1) / T_Q, o_q = bid % tiles_q * T_Q;
+    const int64_t tiles_q = (N_q + T_Q - 1) / T_Q, o_q = (tiles_q - 1 - bid % tiles_q) * T_Q;
     bid /= tiles_q;
     const int64_t i_r = bid % N_r;
     bid /= N_r;
@@ -498,19 +501,29 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
     const int cw = threadIdx.x / 128 - 1, warp = threadIdx.x % 128 / 32, lane = threadIdx.x % 32;
     float o[D_V / 2] = {};           // registers: O accumulator (unnormalised), m16n8 tiles
     float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};  // rows lane/4 and lane/4 + 8 of the warp's 16
+    uint32_t pa[T_X / 16][4];       // registers: P of the previous chunk in 16 bits, wgmma A fragments
     napkin::mbar_wait(q_full, 0);
-    for (int64_t kc = 0; kc < chunks; ++kc) {
-      const int s = static_cast<int>(kc % 2);
-      const unsigned parity = static_cast<unsigned>((kc / 2) & 1);
+    // ping-pong (FlashAttention-3 §3.1): the two consumer warpgroups take turns issuing their MMAs, so one's softmax
+    // runs while the other's MMAs occupy the tensor cores. Named barrier 1 + w: warpgroup w may issue.
+    if (CONSUMERS == 2 && cw == 1) napkin::named_arrive(1, 256);  // warpgroup 0 goes first
+    // software pipeline: chunk kc issues S_kc and then O += P_{kc-1} V_{kc-1}; the softmax of S_kc overlaps the latter.
+    // Chunk 0 is peeled off so that no wgmma is issued under a run-time condition (ptxas would serialise them).
+     {
+      const int64_t kc = 0;  // chunks >= 1: the launcher runs this variant only for N_x > 0
+      const int s = static_cast<int>(kc % 2), sp = static_cast<int>((kc + 1) % 2);
+      (void)sp;
       float sacc[T_X / 2] = {};    // registers: S = Q K^T for this chunk
-      napkin::mbar_wait(&k_full[s], parity);
+      napkin::mbar_wait(&k_full[s], static_cast<unsigned>((kc / 2) & 1));
+      if (CONSUMERS == 2) napkin::named_sync(1 + cw, 256);
       napkin::fence_regs(sacc);
+      napkin::fence_regs(o);
       napkin::wgmma_fence();
       #pragma unroll
       for (int kk = 0; kk < D_K; kk += 16)
         wgmma_m64n128k16_bf16<0, 0>(sacc, napkin::smem_desc(smem + (kk / 64) * T_Q * 128 + cw * 64 * 128 + (kk % 64) * 2, 16, 1024),
             napkin::smem_desc(smem + OFF_K + s * K_BYTES + (kk / 64) * T_X * 128 + (kk % 64) * 2, 16, 1024));
       napkin::wgmma_commit();
+      if (CONSUMERS == 2) napkin::named_arrive(2 - cw, 256);  // the other warpgroup's turn
       napkin::wgmma_wait<0>();
       napkin::fence_regs(sacc);
       napkin::mbar_arrive(&k_empty[s]);  // K of this stage is consumed
@@ -528,18 +541,16 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
           mx[e / 2] = fmaxf(mx[e / 2], sacc[nt * 4 + e]);
         }
       }
-      // online softmax (P): new running max, rescale l and O by exp(m_old - m_new)
+      // online softmax (P): new running max; l and O are rescaled by exp(m_old - m_new)
+      float corr[2];
       #pragma unroll
       for (int h = 0; h < 2; ++h) {
         mx[h] = napkin::quad_max(mx[h]);
-        const float corr = mx[h] == -INFINITY ? 1.0f : exp2f((m_run[h] - mx[h]) * LOG2E);
+        corr[h] = mx[h] == -INFINITY ? 1.0f : exp2f((m_run[h] - mx[h]) * LOG2E);
         m_run[h] = mx[h];
-        l_run[h] *= corr;
-        #pragma unroll
-        for (int nt = 0; nt < D_V / 8; ++nt) o[nt * 4 + 2 * h] *= corr, o[nt * 4 + 2 * h + 1] *= corr;
+        l_run[h] *= corr[h];
       }
       const float ms[2] = {mx[0] == -INFINITY ? 0.0f : mx[0] * LOG2E, mx[1] == -INFINITY ? 0.0f : mx[1] * LOG2E};
-      uint32_t pa[T_X / 16][4];     // registers: P in 16 bits as wgmma A fragments
       #pragma unroll
       for (int nt = 0; nt < T_X / 8; ++nt) {
         #pragma unroll
@@ -547,20 +558,94 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
           sacc[nt * 4 + e] = exp2f(sacc[nt * 4 + e] * LOG2E - ms[e / 2]);  // P, unnormalised
           l_run[e / 2] += sacc[nt * 4 + e];
         }
+      }
+      #pragma unroll
+      for (int nt = 0; nt < T_X / 8; ++nt) {
         pa[nt / 2][(nt % 2) * 2] = napkin::pack2<T>(sacc[nt * 4], sacc[nt * 4 + 1]);
         pa[nt / 2][(nt % 2) * 2 + 1] = napkin::pack2<T>(sacc[nt * 4 + 2], sacc[nt * 4 + 3]);
       }
-      napkin::mbar_wait(&v_full[s], parity);
+    }
+    for (int64_t kc = 1; kc < chunks; ++kc) {
+      const int s = static_cast<int>(kc % 2), sp = static_cast<int>((kc + 1) % 2);
+      (void)sp;
+      float sacc[T_X / 2] = {};    // registers: S = Q K^T for this chunk
+      napkin::mbar_wait(&k_full[s], static_cast<unsigned>((kc / 2) & 1));
+      napkin::mbar_wait(&v_full[sp], static_cast<unsigned>(((kc - 1) / 2) & 1));
+      if (CONSUMERS == 2) napkin::named_sync(1 + cw, 256);
+      napkin::fence_regs(sacc);
+      napkin::fence_regs(o);
+      napkin::wgmma_fence();
+      #pragma unroll
+      for (int kk = 0; kk < D_K; kk += 16)
+        wgmma_m64n128k16_bf16<0, 0>(sacc, napkin::smem_desc(smem + (kk / 64) * T_Q * 128 + cw * 64 * 128 + (kk % 64) * 2, 16, 1024),
+            napkin::smem_desc(smem + OFF_K + s * K_BYTES + (kk / 64) * T_X * 128 + (kk % 64) * 2, 16, 1024));
+      napkin::wgmma_commit();
+      #pragma unroll
+      for (int kk = 0; kk < T_X / 16; ++kk)
+        wgmma_m64n128k16_bf16_rs<1>(o, pa[kk], napkin::smem_desc(smem + OFF_V + sp * V_BYTES + kk * 16 * 128, T_X * 128, 1024));
+      napkin::wgmma_commit();
+      if (CONSUMERS == 2) napkin::named_arrive(2 - cw, 256);  // the other warpgroup's turn
+      napkin::wgmma_wait<1>();  // S_kc is done; P V may still run
+      napkin::fence_regs(sacc);
+      napkin::mbar_arrive(&k_empty[s]);  // K of this stage is consumed
+      // S and P's argument element by element; keys past N_x are masked
+      float mx[2] = {m_run[0], m_run[1]};
+      #pragma unroll
+      for (int nt = 0; nt < T_X / 8; ++nt) {
+        #pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int64_t i_q = o_q + cw * 64 + warp * 16 + lane / 4 + (e / 2) * 8;
+          const int64_t i_x = kc * T_X + nt * 8 + (lane % 4) * 2 + e % 2;
+          (void)i_q;
+          const float v = ((i_x <= i_q ? 1.0f : 0.0f) != 0.0f ? (sacc[nt * 4 + e] * rsqrtf(static_cast<float>(N_d))) : -INFINITY);
+          sacc[nt * 4 + e] = i_x < N_x ? v : -INFINITY;
+          mx[e / 2] = fmaxf(mx[e / 2], sacc[nt * 4 + e]);
+        }
+      }
+      // online softmax (P): new running max; l and O are rescaled by exp(m_old - m_new)
+      float corr[2];
+      #pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        mx[h] = napkin::quad_max(mx[h]);
+        corr[h] = mx[h] == -INFINITY ? 1.0f : exp2f((m_run[h] - mx[h]) * LOG2E);
+        m_run[h] = mx[h];
+        l_run[h] *= corr[h];
+      }
+      const float ms[2] = {mx[0] == -INFINITY ? 0.0f : mx[0] * LOG2E, mx[1] == -INFINITY ? 0.0f : mx[1] * LOG2E};
+      #pragma unroll
+      for (int nt = 0; nt < T_X / 8; ++nt) {
+        #pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          sacc[nt * 4 + e] = exp2f(sacc[nt * 4 + e] * LOG2E - ms[e / 2]);  // P, unnormalised
+          l_run[e / 2] += sacc[nt * 4 + e];
+        }
+      }
+      napkin::wgmma_wait<0>();  // O += P_{kc-1} V_{kc-1} is done: V's stage is free, O and pa may change
+      napkin::fence_regs(o);
+      napkin::mbar_arrive(&v_empty[sp]);
+      #pragma unroll
+      for (int nt = 0; nt < D_V / 8; ++nt) o[nt * 4] *= corr[0], o[nt * 4 + 1] *= corr[0], o[nt * 4 + 2] *= corr[1], o[nt * 4 + 3] *= corr[1];
+      #pragma unroll
+      for (int nt = 0; nt < T_X / 8; ++nt) {
+        pa[nt / 2][(nt % 2) * 2] = napkin::pack2<T>(sacc[nt * 4], sacc[nt * 4 + 1]);
+        pa[nt / 2][(nt % 2) * 2 + 1] = napkin::pack2<T>(sacc[nt * 4 + 2], sacc[nt * 4 + 3]);
+      }
+    }
+     {
+      // the last chunk's O += P V
+      const int sp = static_cast<int>((chunks - 1) % 2);
+      napkin::mbar_wait(&v_full[sp], static_cast<unsigned>(((chunks - 1) / 2) & 1));
       napkin::fence_regs(o);
       napkin::wgmma_fence();
       #pragma unroll
       for (int kk = 0; kk < T_X / 16; ++kk)
-        wgmma_m64n128k16_bf16_rs<1>(o, pa[kk], napkin::smem_desc(smem + OFF_V + s * V_BYTES + kk * 16 * 128, T_X * 128, 1024));
+        wgmma_m64n128k16_bf16_rs<1>(o, pa[kk], napkin::smem_desc(smem + OFF_V + sp * V_BYTES + kk * 16 * 128, T_X * 128, 1024));
       napkin::wgmma_commit();
       napkin::wgmma_wait<0>();
       napkin::fence_regs(o);
-      napkin::mbar_arrive(&v_empty[s]);  // V of this stage is consumed
+      napkin::mbar_arrive(&v_empty[sp]);
     }
+    if (CONSUMERS == 2 && cw == 0) napkin::named_sync(1, 256);  // matches warpgroup 1's last turn
     // finalise: O / l (normalised contraction), then O's epilogue, two adjacent columns per store
     float inv_l[2];
     #pragma unroll
@@ -619,7 +704,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
         const int64_t blocks = ((a.N_q + 128 - 1) / 128) * a.N_b * a.N_g * a.N_r;
         if (blocks == 0) return 0;
         static const int wgmma_built = napkin::hopper_kernel(reinterpret_cast<const void*>(k_S_to_O::wg::kernel)) ? 1 : 0;
-        bool use_wgmma = wgmma_built == 1;
+        bool use_wgmma = wgmma_built == 1 && a.N_x > 0;
         CUtensorMap tm_Q{};
         if (use_wgmma) {
           const uint64_t dims[] = {static_cast<uint64_t>(a.N_d), static_cast<uint64_t>(a.N_q), static_cast<uint64_t>(a.N_r), static_cast<uint64_t>(a.N_g), static_cast<uint64_t>(a.N_b)}, strides[] = {uint64_t{2} * static_cast<uint64_t>(a.N_d), uint64_t{2} * static_cast<uint64_t>(a.N_q) * static_cast<uint64_t>(a.N_d), uint64_t{2} * static_cast<uint64_t>(a.N_r) * static_cast<uint64_t>(a.N_q) * static_cast<uint64_t>(a.N_d), uint64_t{2} * static_cast<uint64_t>(a.N_g) * static_cast<uint64_t>(a.N_r) * static_cast<uint64_t>(a.N_q) * static_cast<uint64_t>(a.N_d)};
