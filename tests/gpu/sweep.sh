@@ -14,7 +14,7 @@ check() {  # check TAG FILE [--set ...]
   shift 2
   runs=$((runs + 1))
   if out=$("$N" bench "$file" --workdir "/tmp/sweep-$tag" --runs 20 "$@" 2>&1) && echo "$out" | grep -q "result: correct"; then
-    echo "ok    $tag: $(echo "$out" | grep -m1 'check .* fp32' | sed 's/.*= //')  [$(echo "$out" | grep -oE '^  [A-Za-z_]+ +(gemm/[a-z.]+|flash|rows|simt) ' | awk '{print $2}' | tr '\n' ' ')]"
+    echo "ok    $tag: $(echo "$out" | grep -m1 'check .* fp32' | sed 's/.*= //')  [$(echo "$out" | grep -oE '^  [A-Za-z_]+ +((gemm|flash)(/[a-z.]+)?|rows|simt) ' | awk '{print $2}' | tr '\n' ' ')]"
   else
     fails=$((fails + 1))
     echo "FAIL  $tag"
