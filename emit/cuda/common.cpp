@@ -98,13 +98,33 @@ std::string tma_launch(const Context& c, const std::string& ns, const std::vecto
   ++l.indent;
   std::size_t pos = 0;
   while (pos < fallback.size()) {
-    std::size_t nl = fallback.find('\n', pos);
-    std::string line = fallback.substr(pos, nl - pos);
-    l.line(line.substr(line.find_first_not_of(' ')));
-    pos = nl + 1;
+    const std::size_t nl = fallback.find('\n', pos);
+    const std::string line = fallback.substr(pos, nl - pos);
+    const std::size_t at = line.find_first_not_of(' ');
+    l.line(at == std::string::npos ? "" : line.substr(at));
+    pos = nl == std::string::npos ? fallback.size() : nl + 1;
   }
   l.close();
   return l.text;
+}
+
+void add_hopper_variant(KernelEmit& r, Code& device, Code& launch, const Hardware& hw, const std::string& ns,
+                        const std::function<std::optional<KernelEmit>(const std::string&, std::string&)>& make) {
+  Code fallback;
+  fallback.line("NAPKIN_CUDA(cudaFuncSetAttribute(" + ns + "::kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(" + ns + "::SMEM_BYTES)));");
+  fallback.line(ns + "::kernel<<<static_cast<unsigned>(blocks), " + ns + "::THREADS, " + ns + "::SMEM_BYTES, stream>>>(a);");
+  fallback.line("napkin_variant = \"mma.sync\";");
+  std::string why = hw.name + " has no wgmma and TMA";
+  std::optional<KernelEmit> wg;
+  if (hw.wgmma && hw.tma) wg = make(fallback.text, why);
+  if (!wg) {
+    device.line("// no wgmma variant: " + why);
+    launch.text += fallback.text;
+    return;
+  }
+  r.hopper = true;
+  device.text += wg->device_code;
+  launch.text += wg->launch_code;
 }
 
 }  // namespace napkin::cuda

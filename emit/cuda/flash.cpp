@@ -268,22 +268,7 @@ std::optional<KernelEmit> emit_flash(Context& c, const KernelChoice& kc, const H
   for (const auto& b : batch) blocks += " * a.N_" + b;
   l.line("const int64_t blocks = " + blocks + ";");
   l.line("if (blocks == 0) return 0;");
-  Code fallback;
-  fallback.line("NAPKIN_CUDA(cudaFuncSetAttribute(" + ns + "::kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(" + ns + "::SMEM_BYTES)));");
-  fallback.line(ns + "::kernel<<<static_cast<unsigned>(blocks), " + ns + "::THREADS, " + ns + "::SMEM_BYTES, stream>>>(a);");
-  fallback.line("napkin_variant = \"mma.sync\";");
-  std::string why_wgmma;
-  std::optional<KernelEmit> wg;
-  if (hw.wgmma && hw.tma) wg = emit_flash_wgmma(c, kc, f, hw, fallback.text, why_wgmma);
-  else why_wgmma = hw.name + " has no wgmma and TMA";
-  if (wg) {
-    r.hopper = true;
-    k.text += wg->device_code;
-    l.text += wg->launch_code;
-  } else {
-    k.line("// no wgmma variant: " + why_wgmma);
-    l.text += fallback.text;
-  }
+  add_hopper_variant(r, k, l, hw, ns, [&](const std::string& fallback, std::string& why_not) { return emit_flash_wgmma(c, kc, f, hw, fallback, why_not); });
   k.close("  // namespace " + ns);
   r.device_code = k.text;
   r.launch_code = l.text;

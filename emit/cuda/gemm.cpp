@@ -265,24 +265,9 @@ std::optional<KernelEmit> emit_gemm(Context& c, const KernelChoice& kc, const Ha
   std::string blocks = "blocks = ((a.N_" + M + " + " + std::to_string(g.TM) + " - 1) / " + std::to_string(g.TM) + ") * ((a.N_" + N + " + " +
                        std::to_string(g.TN) + " - 1) / " + std::to_string(g.TN) + ")";
   for (const auto& b : g.batch) blocks += " * a.N_" + b;
-  Code fallback;
-  fallback.line("NAPKIN_CUDA(cudaFuncSetAttribute(" + ns + "::kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(" + ns + "::SMEM_BYTES)));");
-  fallback.line(ns + "::kernel<<<static_cast<unsigned>(blocks), " + ns + "::THREADS, " + ns + "::SMEM_BYTES, stream>>>(a);");
-  fallback.line("napkin_variant = \"mma.sync\";");
   l.line("const int64_t " + blocks + ";");
   l.line("if (blocks == 0) return 0;");
-  std::string why_wgmma;
-  std::optional<KernelEmit> wg;
-  if (hw.wgmma && hw.tma) wg = emit_gemm_wgmma(c, kc, g, hw, fallback.text, why_wgmma);
-  else why_wgmma = hw.name + " has no wgmma and TMA";
-  if (wg) {
-    r.hopper = true;
-    code.text += wg->device_code;
-    l.text += wg->launch_code;
-  } else {
-    code.line("// no wgmma variant: " + why_wgmma);
-    l.text += fallback.text;
-  }
+  add_hopper_variant(r, code, l, hw, ns, [&](const std::string& fallback, std::string& why_not) { return emit_gemm_wgmma(c, kc, g, hw, fallback, why_not); });
   code.close("  // namespace " + ns);
   r.device_code = code.text;
   r.launch_code = l.text;

@@ -53,6 +53,12 @@ std::string offset(const Context& c, const std::string& array, const std::functi
 /** Stride (elements) of axis `axis` in `array`: the product of the later axes' sizes. */
 std::string stride(const Context& c, const std::string& array, const std::string& axis);
 
+/** Adds a kernel's sm_90a variant: `make(fallback, why)` emits it given the mma.sync launch of
+ *  `ns`::kernel as its fallback. Appends its device code to `device` and its launch to `launch`
+ *  (setting r.hopper), or, where the hardware lacks wgmma and TMA or `make` declines, a comment
+ *  saying why and the mma.sync launch alone. */
+void add_hopper_variant(KernelEmit& r, Code& device, Code& launch, const Hardware& hw, const std::string& ns,
+                        const std::function<std::optional<KernelEmit>(const std::string&, std::string&)>& make);
 /** An operand loaded by TMA in 128-byte swizzled boxes: the array, its two tile axes (cols
  *  contiguous), and the box (elements; box_cols * 2 bytes = 128). */
 struct TmaOperand {
