@@ -4,6 +4,8 @@
  *  that covers it (gemm and flash on mma.sync tensor cores, rows for normalisers, simt otherwise);
  *  group partitions become the grid and the warps, the stream partition the main loop with the
  *  lemma's accumulators in registers, level labels the buffers (SMEM tiles, register fragments).
+ *  A statement calling another diagram runs the callee's own kernels (emit/cuda/call.cpp): one
+ *  schedule kernel of the caller, strategy "call".
  *
  *  C entry points of the emitted file (every pointer a device pointer; arrays row-major in their
  *  declared axis order, stored in their dtype; inputs and outputs in the diagram's order; sizes
@@ -30,8 +32,8 @@
 namespace napkin {
 
 /** The .cu text for `d` scheduled as `dv` on `hw` (its [[mma]] table and SMEM limit). Raises
- *  UserError for dtypes the emitter cannot store and for diagrams that call others (not yet
- *  supported on this target). */
+ *  UserError for dtypes the emitter cannot store and for call arguments the call strategy cannot
+ *  pass (emit/cuda/strategies.hpp, emit_call). */
 std::string emit_cuda(const Program& p, const Diagram& d, const Derivation& dv, const Hardware& hw,
                       const cuda::EmitOptions& opt = {});
 

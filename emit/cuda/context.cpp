@@ -66,7 +66,7 @@ std::string Context::load(const std::string& array) const { return "napkin::to_f
 void Context::declare_sizes(Code& c) const {
   std::vector<std::string> parts;
   for (const auto* ax : d_.axes()) parts.push_back("N_" + ax->name + " = a.N_" + ax->name);
-  c.line("const int64_t " + join(parts) + ";");
+  c.line("[[maybe_unused]] const int64_t " + join(parts) + ";");
 }
 
 std::string Context::value(const Expr& e, const NodeOverride& over, const std::vector<std::string>& inl) {

@@ -23,6 +23,13 @@
 
 namespace napkin::cuda {
 
+/** A buffer a kernel needs in HBM beyond the diagram's intermediates (a call's result before
+ *  the rest of its statement, a callee's workspace): `type* name` in Args, carved from the
+ *  workspace with `bytes` (a host expression over `const Args& a`). */
+struct WorkspaceBuffer {
+  std::string name, type, bytes, comment;
+};
+
 /** One schedule kernel as CUDA text. */
 struct KernelEmit {
   std::string strategy;     ///< "gemm", "flash", "rows", "simt"
@@ -30,11 +37,18 @@ struct KernelEmit {
   std::string launch_code;  ///< host statements launching it on `stream` from `const Args& a`
   std::set<std::string> stored;  ///< arrays this kernel writes to global memory
   bool hopper = false;           ///< uses the Hopper primitives (an sm_90a variant)
+  std::vector<WorkspaceBuffer> buffers;  ///< extra workspace
 };
 
 std::optional<KernelEmit> emit_gemm(Context& c, const KernelChoice& k, const Hardware& hw, std::string& why);
 std::optional<KernelEmit> emit_flash(Context& c, const KernelChoice& k, const Hardware& hw, std::string& why);
 std::optional<KernelEmit> emit_rows(Context& c, const KernelChoice& k, std::string& why);
+/** A statement calling another diagram: the callee's unit (derived separately, `sub`) nested in
+ *  the caller's namespace, launched once per index of the woven axes with pointers offset into
+ *  the caller's arrays; the rest of the statement (`X2 + mlp(...)`) as a SIMT kernel over the
+ *  call's result. Raises UserError for arguments that are not plain arrays laid out as
+ *  [woven axes..., callee axes...] or whose dtype differs from the callee's. */
+KernelEmit emit_call(Context& c, const Statement& s, const Derivation& sub, const Hardware& hw);
 /** One SIMT kernel per statement in `statements` (topological order); `over` renders call nodes. */
 KernelEmit emit_simt(Context& c, const std::string& name, const std::vector<std::string>& statements,
                      const NodeOverride& over = {});

@@ -290,7 +290,7 @@ namespace k_C {
   constexpr size_t SMEM_BYTES = size_t{STAGES} * STAGE_ELEMS * sizeof(T);
 
   __global__ void __launch_bounds__(THREADS) kernel(const Args a) {
-    const int64_t N_n = a.N_n, N_a = a.N_a, N_b = a.N_b, N_c = a.N_c;
+    [[maybe_unused]] const int64_t N_n = a.N_n, N_a = a.N_a, N_b = a.N_b, N_c = a.N_c;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     T* smem = reinterpret_cast<T*>(smem_raw);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -392,7 +392,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16(float (&d)[64], uint64_t d
     constexpr int WM = T_M / CONSUMERS, MS = WM / 64;  // rows per consumer warpgroup; m64 subtiles each
     constexpr int OFF_A = 0;  // SMEM bytes: A [1 blocks of 64 b][a 256][64], 128-byte swizzle
     constexpr int OFF_B = 32768;  // SMEM bytes: B [2 blocks of 64 c][b 64][64], 128-byte swizzle
-    const int64_t N_n = a.N_n, N_a = a.N_a, N_b = a.N_b, N_c = a.N_c;
+    [[maybe_unused]] const int64_t N_n = a.N_n, N_a = a.N_a, N_b = a.N_b, N_c = a.N_c;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) / 1024 * 1024);
     uint64_t* full = reinterpret_cast<uint64_t*>(smem + STAGES * STAGE_BYTES);  // chunk landed in the stage
@@ -496,24 +496,30 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16(float (&d)[64], uint64_t d
 }  // namespace wg
 }  // namespace k_C
 
-  /** Fills Args from the C entry points' arrays; intermediates are carved from `workspace` (256-byte aligned). */
+  /** Bytes of HBM workspace the intermediates need (each 256-byte aligned). */
+  static size_t workspace_bytes(const Args& a) {
+    size_t at = 0;
+    (void)a;
+    return at;
+  }
+  /** Points the intermediates of `a` into `workspace` (workspace_bytes(a) bytes; null: left null). */
+  static void bind_workspace(Args& a, void* workspace) {
+    if (!workspace) return;
+  }
+  /** Fills Args from the C entry points' arrays; intermediates are carved from `workspace`. */
   static Args make_args(const void* const* in, void* const* out, const int64_t* sizes, void* workspace) {
     Args a{};
     a.N_n = sizes[0];
     a.N_a = sizes[1];
     a.N_b = sizes[2];
     a.N_c = sizes[3];
-    a.A = static_cast<const __nv_bfloat16*>(in[0]);
-    a.B = static_cast<const __nv_bfloat16*>(in[1]);
-    a.C = static_cast<__nv_bfloat16*>(out[0]);
-    (void)workspace;
+    if (in) a.A = static_cast<const __nv_bfloat16*>(in[0]);
+    if (in) a.B = static_cast<const __nv_bfloat16*>(in[1]);
+    if (out) a.C = static_cast<__nv_bfloat16*>(out[0]);
+    bind_workspace(a, workspace);
     return a;
   }
-  static size_t workspace_bytes(const Args& a) {
-    size_t at = 0;
-    (void)a;
-    return at;
-  }
+  /** Launches schedule kernel `k` on `stream` (0, or the first launch error). */
   static int run_kernel(int k, const Args& a, cudaStream_t stream) {
     (void)stream;
     switch (k) {
@@ -551,6 +557,12 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16(float (&d)[64], uint64_t d
       default: return napkin_fail("no such kernel");
     }
   }
+  /** Launches every schedule kernel in order. */
+  static int run_all(const Args& a, cudaStream_t stream) {
+    for (int k = 0; k < 1; ++k)
+      if (const int e = run_kernel(k, a, stream)) return e;
+    return 0;
+  }
 }  // namespace napkin_batched_matmul
 
 extern "C" {
@@ -570,10 +582,7 @@ extern "C" {
     return napkin_batched_matmul::run_kernel(k, napkin_batched_matmul::make_args(inputs, outputs, sizes, workspace), stream);
   }
   int napkin_run(const void* const* inputs, void* const* outputs, const int64_t* sizes, void* workspace, cudaStream_t stream) {
-    const napkin_batched_matmul::Args a = napkin_batched_matmul::make_args(inputs, outputs, sizes, workspace);
-    for (int k = 0; k < 1; ++k)
-      if (const int e = napkin_batched_matmul::run_kernel(k, a, stream)) return e;
-    return 0;
+    return napkin_batched_matmul::run_all(napkin_batched_matmul::make_args(inputs, outputs, sizes, workspace), stream);
   }
   const char* napkin_last_error(void) { return napkin_batched_matmul::napkin_error; }
   /** The variant the last launched kernel ran: its strategy, or "mma.sync" / "wgmma" for gemm. */

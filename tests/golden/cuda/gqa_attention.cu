@@ -290,7 +290,7 @@ namespace k_S_to_O {
   constexpr float LOG2E = 1.44269504f;
 
   __global__ void __launch_bounds__(THREADS) kernel(const Args a) {
-    const int64_t N_b = a.N_b, N_g = a.N_g, N_r = a.N_r, N_q = a.N_q, N_x = a.N_x, N_d = a.N_d;
+    [[maybe_unused]] const int64_t N_b = a.N_b, N_g = a.N_g, N_r = a.N_r, N_q = a.N_q, N_x = a.N_x, N_d = a.N_d;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     T* smem = reinterpret_cast<T*>(smem_raw);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -456,7 +456,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
   constexpr size_t SMEM_BYTES = OFF_BAR + 16 * sizeof(uint64_t) + 1024;  // + alignment
   __global__ void __launch_bounds__(THREADS, 1) kernel(const Args a, const __grid_constant__ CUtensorMap tm_Q, const __grid_constant__ CUtensorMap tm_K, const __grid_constant__ CUtensorMap tm_V) {
     #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    const int64_t N_b = a.N_b, N_g = a.N_g, N_r = a.N_r, N_q = a.N_q, N_x = a.N_x, N_d = a.N_d;
+    [[maybe_unused]] const int64_t N_b = a.N_b, N_g = a.N_g, N_r = a.N_r, N_q = a.N_q, N_x = a.N_x, N_d = a.N_d;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) / 1024 * 1024);
     uint64_t* bar = reinterpret_cast<uint64_t*>(smem + OFF_BAR);
@@ -673,7 +673,17 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
 }  // namespace wg
 }  // namespace k_S_to_O
 
-  /** Fills Args from the C entry points' arrays; intermediates are carved from `workspace` (256-byte aligned). */
+  /** Bytes of HBM workspace the intermediates need (each 256-byte aligned). */
+  static size_t workspace_bytes(const Args& a) {
+    size_t at = 0;
+    (void)a;
+    return at;
+  }
+  /** Points the intermediates of `a` into `workspace` (workspace_bytes(a) bytes; null: left null). */
+  static void bind_workspace(Args& a, void* workspace) {
+    if (!workspace) return;
+  }
+  /** Fills Args from the C entry points' arrays; intermediates are carved from `workspace`. */
   static Args make_args(const void* const* in, void* const* out, const int64_t* sizes, void* workspace) {
     Args a{};
     a.N_b = sizes[0];
@@ -682,18 +692,14 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
     a.N_q = sizes[3];
     a.N_x = sizes[4];
     a.N_d = sizes[5];
-    a.Q = static_cast<const __nv_bfloat16*>(in[0]);
-    a.K = static_cast<const __nv_bfloat16*>(in[1]);
-    a.V = static_cast<const __nv_bfloat16*>(in[2]);
-    a.O = static_cast<__nv_bfloat16*>(out[0]);
-    (void)workspace;
+    if (in) a.Q = static_cast<const __nv_bfloat16*>(in[0]);
+    if (in) a.K = static_cast<const __nv_bfloat16*>(in[1]);
+    if (in) a.V = static_cast<const __nv_bfloat16*>(in[2]);
+    if (out) a.O = static_cast<__nv_bfloat16*>(out[0]);
+    bind_workspace(a, workspace);
     return a;
   }
-  static size_t workspace_bytes(const Args& a) {
-    size_t at = 0;
-    (void)a;
-    return at;
-  }
+  /** Launches schedule kernel `k` on `stream` (0, or the first launch error). */
   static int run_kernel(int k, const Args& a, cudaStream_t stream) {
     (void)stream;
     switch (k) {
@@ -738,6 +744,12 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
       default: return napkin_fail("no such kernel");
     }
   }
+  /** Launches every schedule kernel in order. */
+  static int run_all(const Args& a, cudaStream_t stream) {
+    for (int k = 0; k < 1; ++k)
+      if (const int e = run_kernel(k, a, stream)) return e;
+    return 0;
+  }
 }  // namespace napkin_gqa_attention
 
 extern "C" {
@@ -757,10 +769,7 @@ extern "C" {
     return napkin_gqa_attention::run_kernel(k, napkin_gqa_attention::make_args(inputs, outputs, sizes, workspace), stream);
   }
   int napkin_run(const void* const* inputs, void* const* outputs, const int64_t* sizes, void* workspace, cudaStream_t stream) {
-    const napkin_gqa_attention::Args a = napkin_gqa_attention::make_args(inputs, outputs, sizes, workspace);
-    for (int k = 0; k < 1; ++k)
-      if (const int e = napkin_gqa_attention::run_kernel(k, a, stream)) return e;
-    return 0;
+    return napkin_gqa_attention::run_all(napkin_gqa_attention::make_args(inputs, outputs, sizes, workspace), stream);
   }
   const char* napkin_last_error(void) { return napkin_gqa_attention::napkin_error; }
   /** The variant the last launched kernel ran: its strategy, or "mma.sync" / "wgmma" for gemm. */

@@ -175,7 +175,7 @@ namespace k_Y {
   constexpr int WARPS = 4, THREADS = WARPS * 32, ROWS = 16, TEAM_WARPS = 1, TEAM = TEAM_WARPS * 32;
 
   __global__ void __launch_bounds__(THREADS) kernel(const Args a) {
-    const int64_t N_t = a.N_t, N_m = a.N_m;
+    [[maybe_unused]] const int64_t N_t = a.N_t, N_m = a.N_m;
     __shared__ float red[WARPS][3];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, t = (warp % TEAM_WARPS) * 32 + lane;
     const int64_t total_rows = int64_t{1} * N_t;
@@ -216,23 +216,29 @@ namespace k_Y {
   }
 }  // namespace k_Y
 
-  /** Fills Args from the C entry points' arrays; intermediates are carved from `workspace` (256-byte aligned). */
-  static Args make_args(const void* const* in, void* const* out, const int64_t* sizes, void* workspace) {
-    Args a{};
-    a.N_t = sizes[0];
-    a.N_m = sizes[1];
-    a.X = static_cast<const __nv_bfloat16*>(in[0]);
-    a.W = static_cast<const __nv_bfloat16*>(in[1]);
-    a.B = static_cast<const __nv_bfloat16*>(in[2]);
-    a.Y = static_cast<__nv_bfloat16*>(out[0]);
-    (void)workspace;
-    return a;
-  }
+  /** Bytes of HBM workspace the intermediates need (each 256-byte aligned). */
   static size_t workspace_bytes(const Args& a) {
     size_t at = 0;
     (void)a;
     return at;
   }
+  /** Points the intermediates of `a` into `workspace` (workspace_bytes(a) bytes; null: left null). */
+  static void bind_workspace(Args& a, void* workspace) {
+    if (!workspace) return;
+  }
+  /** Fills Args from the C entry points' arrays; intermediates are carved from `workspace`. */
+  static Args make_args(const void* const* in, void* const* out, const int64_t* sizes, void* workspace) {
+    Args a{};
+    a.N_t = sizes[0];
+    a.N_m = sizes[1];
+    if (in) a.X = static_cast<const __nv_bfloat16*>(in[0]);
+    if (in) a.W = static_cast<const __nv_bfloat16*>(in[1]);
+    if (in) a.B = static_cast<const __nv_bfloat16*>(in[2]);
+    if (out) a.Y = static_cast<__nv_bfloat16*>(out[0]);
+    bind_workspace(a, workspace);
+    return a;
+  }
+  /** Launches schedule kernel `k` on `stream` (0, or the first launch error). */
   static int run_kernel(int k, const Args& a, cudaStream_t stream) {
     (void)stream;
     switch (k) {
@@ -247,6 +253,12 @@ namespace k_Y {
       }
       default: return napkin_fail("no such kernel");
     }
+  }
+  /** Launches every schedule kernel in order. */
+  static int run_all(const Args& a, cudaStream_t stream) {
+    for (int k = 0; k < 1; ++k)
+      if (const int e = run_kernel(k, a, stream)) return e;
+    return 0;
   }
 }  // namespace napkin_layernorm_layer
 
@@ -267,10 +279,7 @@ extern "C" {
     return napkin_layernorm_layer::run_kernel(k, napkin_layernorm_layer::make_args(inputs, outputs, sizes, workspace), stream);
   }
   int napkin_run(const void* const* inputs, void* const* outputs, const int64_t* sizes, void* workspace, cudaStream_t stream) {
-    const napkin_layernorm_layer::Args a = napkin_layernorm_layer::make_args(inputs, outputs, sizes, workspace);
-    for (int k = 0; k < 1; ++k)
-      if (const int e = napkin_layernorm_layer::run_kernel(k, a, stream)) return e;
-    return 0;
+    return napkin_layernorm_layer::run_all(napkin_layernorm_layer::make_args(inputs, outputs, sizes, workspace), stream);
   }
   const char* napkin_last_error(void) { return napkin_layernorm_layer::napkin_error; }
   /** The variant the last launched kernel ran: its strategy, or "mma.sync" / "wgmma" for gemm. */

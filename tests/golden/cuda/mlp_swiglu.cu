@@ -295,7 +295,7 @@ namespace k_G_to_H {
   constexpr size_t SMEM_BYTES = size_t{STAGES} * STAGE_ELEMS * sizeof(T);
 
   __global__ void __launch_bounds__(THREADS) kernel(const Args a) {
-    const int64_t N_t = a.N_t, N_m = a.N_m, N_f = a.N_f;
+    [[maybe_unused]] const int64_t N_t = a.N_t, N_m = a.N_m, N_f = a.N_f;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     T* smem = reinterpret_cast<T*>(smem_raw);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -405,7 +405,7 @@ __device__ __forceinline__ void wgmma_m64n64k16_bf16(float (&d)[32], uint64_t de
     constexpr int OFF_X = 0;  // SMEM bytes: X [1 blocks of 64 m][t 256][64], 128-byte swizzle
     constexpr int OFF_W3 = 32768;  // SMEM bytes: W3 [1 blocks of 64 f][m 64][64], 128-byte swizzle
     constexpr int OFF_W1 = 40960;  // SMEM bytes: W1 [1 blocks of 64 f][m 64][64], 128-byte swizzle
-    const int64_t N_t = a.N_t, N_m = a.N_m, N_f = a.N_f;
+    [[maybe_unused]] const int64_t N_t = a.N_t, N_m = a.N_m, N_f = a.N_f;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) / 1024 * 1024);
     uint64_t* full = reinterpret_cast<uint64_t*>(smem + STAGES * STAGE_BYTES);  // chunk landed in the stage
@@ -529,7 +529,7 @@ namespace k_Y {
   constexpr size_t SMEM_BYTES = size_t{STAGES} * STAGE_ELEMS * sizeof(T);
 
   __global__ void __launch_bounds__(THREADS) kernel(const Args a) {
-    const int64_t N_t = a.N_t, N_m = a.N_m, N_f = a.N_f;
+    [[maybe_unused]] const int64_t N_t = a.N_t, N_m = a.N_m, N_f = a.N_f;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     T* smem = reinterpret_cast<T*>(smem_raw);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -629,7 +629,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16(float (&d)[64], uint64_t d
     constexpr int WM = T_M / CONSUMERS, MS = WM / 64;  // rows per consumer warpgroup; m64 subtiles each
     constexpr int OFF_H = 0;  // SMEM bytes: H [1 blocks of 64 f][t 256][64], 128-byte swizzle
     constexpr int OFF_W2 = 32768;  // SMEM bytes: W2 [2 blocks of 64 m][f 64][64], 128-byte swizzle
-    const int64_t N_t = a.N_t, N_m = a.N_m, N_f = a.N_f;
+    [[maybe_unused]] const int64_t N_t = a.N_t, N_m = a.N_m, N_f = a.N_f;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) / 1024 * 1024);
     uint64_t* full = reinterpret_cast<uint64_t*>(smem + STAGES * STAGE_BYTES);  // chunk landed in the stage
@@ -731,29 +731,35 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16(float (&d)[64], uint64_t d
 }  // namespace wg
 }  // namespace k_Y
 
-  /** Fills Args from the C entry points' arrays; intermediates are carved from `workspace` (256-byte aligned). */
-  static Args make_args(const void* const* in, void* const* out, const int64_t* sizes, void* workspace) {
-    Args a{};
-    a.N_t = sizes[0];
-    a.N_m = sizes[1];
-    a.N_f = sizes[2];
-    a.X = static_cast<const __nv_bfloat16*>(in[0]);
-    a.W1 = static_cast<const __nv_bfloat16*>(in[1]);
-    a.W3 = static_cast<const __nv_bfloat16*>(in[2]);
-    a.W2 = static_cast<const __nv_bfloat16*>(in[3]);
-    a.Y = static_cast<__nv_bfloat16*>(out[0]);
-    (void)workspace;
-    size_t at = 0;
-    a.H = reinterpret_cast<__nv_bfloat16*>(static_cast<char*>(workspace) + at);
-    at += (sizeof(__nv_bfloat16) * static_cast<size_t>(a.N_t) * static_cast<size_t>(a.N_f) + 255) / 256 * 256;
-    return a;
-  }
+  /** Bytes of HBM workspace the intermediates need (each 256-byte aligned). */
   static size_t workspace_bytes(const Args& a) {
     size_t at = 0;
     (void)a;
     at += (sizeof(__nv_bfloat16) * static_cast<size_t>(a.N_t) * static_cast<size_t>(a.N_f) + 255) / 256 * 256;
     return at;
   }
+  /** Points the intermediates of `a` into `workspace` (workspace_bytes(a) bytes; null: left null). */
+  static void bind_workspace(Args& a, void* workspace) {
+    if (!workspace) return;
+    size_t at = 0;
+    a.H = reinterpret_cast<__nv_bfloat16*>(static_cast<char*>(workspace) + at);
+    at += (sizeof(__nv_bfloat16) * static_cast<size_t>(a.N_t) * static_cast<size_t>(a.N_f) + 255) / 256 * 256;
+  }
+  /** Fills Args from the C entry points' arrays; intermediates are carved from `workspace`. */
+  static Args make_args(const void* const* in, void* const* out, const int64_t* sizes, void* workspace) {
+    Args a{};
+    a.N_t = sizes[0];
+    a.N_m = sizes[1];
+    a.N_f = sizes[2];
+    if (in) a.X = static_cast<const __nv_bfloat16*>(in[0]);
+    if (in) a.W1 = static_cast<const __nv_bfloat16*>(in[1]);
+    if (in) a.W3 = static_cast<const __nv_bfloat16*>(in[2]);
+    if (in) a.W2 = static_cast<const __nv_bfloat16*>(in[3]);
+    if (out) a.Y = static_cast<__nv_bfloat16*>(out[0]);
+    bind_workspace(a, workspace);
+    return a;
+  }
+  /** Launches schedule kernel `k` on `stream` (0, or the first launch error). */
   static int run_kernel(int k, const Args& a, cudaStream_t stream) {
     (void)stream;
     switch (k) {
@@ -828,6 +834,12 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16(float (&d)[64], uint64_t d
       default: return napkin_fail("no such kernel");
     }
   }
+  /** Launches every schedule kernel in order. */
+  static int run_all(const Args& a, cudaStream_t stream) {
+    for (int k = 0; k < 2; ++k)
+      if (const int e = run_kernel(k, a, stream)) return e;
+    return 0;
+  }
 }  // namespace napkin_mlp_swiglu
 
 extern "C" {
@@ -847,10 +859,7 @@ extern "C" {
     return napkin_mlp_swiglu::run_kernel(k, napkin_mlp_swiglu::make_args(inputs, outputs, sizes, workspace), stream);
   }
   int napkin_run(const void* const* inputs, void* const* outputs, const int64_t* sizes, void* workspace, cudaStream_t stream) {
-    const napkin_mlp_swiglu::Args a = napkin_mlp_swiglu::make_args(inputs, outputs, sizes, workspace);
-    for (int k = 0; k < 2; ++k)
-      if (const int e = napkin_mlp_swiglu::run_kernel(k, a, stream)) return e;
-    return 0;
+    return napkin_mlp_swiglu::run_all(napkin_mlp_swiglu::make_args(inputs, outputs, sizes, workspace), stream);
   }
   const char* napkin_last_error(void) { return napkin_mlp_swiglu::napkin_error; }
   /** The variant the last launched kernel ran: its strategy, or "mma.sync" / "wgmma" for gemm. */

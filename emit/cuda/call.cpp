@@ -1,0 +1,150 @@
+// Strategy call (contract: strategies.hpp): a statement that calls another diagram. The callee,
+// derived on its own (Derivation::callees), becomes a namespace `call_<statement>` nested in the
+// caller's; its arrays are the caller's, offset to each index of the woven axes (the call is
+// mapped over them, one run of the callee's kernels per index, in order on the stream). When the
+// statement is more than the bare call (`Y = X2 + mlp(H2, ...)`), the call writes a buffer
+// `<statement>__call` and a SIMT kernel computes the statement over it.
+#include <algorithm>
+
+#include "emit/cuda/strategies.hpp"
+#include "emit/cuda/unit.hpp"
+#include "perfmodel/cost.hpp"
+
+namespace napkin::cuda {
+
+namespace {
+
+/** Element offset into an array with `axes` at the woven indices `w_<axis>`, 0 along the others. */
+std::string woven_offset(const AxisList& axes, const AxisList& woven) {
+  std::string s;
+  for (const auto& ax : axes) {
+    const std::string at = contains(woven, ax) ? "w_" + ax : "0";
+    s = s.empty() ? at : "(" + s + ") * a.N_" + ax + " + " + at;
+  }
+  return s.empty() ? "0" : s;
+}
+
+/** [the woven axes `array` has, in woven order] ++ `inner`: the layout a slice must have. */
+AxisList slice_layout(const AxisList& array_axes, const AxisList& woven, const AxisList& inner) {
+  AxisList want;
+  for (const auto& w : woven)
+    if (contains(array_axes, w)) want.push_back(w);
+  want.insert(want.end(), inner.begin(), inner.end());
+  return want;
+}
+
+}  // namespace
+
+KernelEmit emit_call(Context& c, const Statement& s, const Derivation& sub, const Hardware& hw) {
+  const Expr* call = nullptr;
+  walk(*s.expr, [&](const Expr& e) {
+    if (e.kind == Expr::Kind::apply && e.op == Op::call) call = &e;
+  });
+  NAPKIN_ASSERT(call) << "statement " << s.name << " has no call";
+  std::vector<AxisList> arg_axes;
+  for (const auto& a : call->args) arg_axes.push_back(c.axes_of(*a));
+  const CallShape shape = *c.typer().call_shape(*call, arg_axes);
+  const Diagram& callee = *shape.callee;
+  const std::string ns = "call_" + s.name;
+  const bool reference = c.options().reference;
+  auto callee_ctype = [&](const std::string& array) {
+    return reference ? std::string("float") : ctype(storage_dtype(callee, array, ModelOptions{}));
+  };
+  auto to_caller = [&](const AxisList& callee_axes) {
+    AxisList r;
+    for (const auto& f : callee_axes) r.push_back(shape.bind.at(f));
+    return r;
+  };
+
+  KernelEmit r;
+  r.strategy = "call";
+  Unit u = emit_unit(c.program(), callee, sub, hw, c.options(), ns, /*top=*/false);
+  r.hopper = u.hopper;
+  Code k;
+  k.line("// strategy call: " + s.name + " calls diagram " + callee.name + " (derived on its own), mapped over [" + join(shape.woven) +
+         "]; its schedule:");
+  for (const auto& line : u.schedule) k.line("//   " + line.substr(3));
+  k.text += u.code;
+  // Sizes: bound callee axes take the caller's sizes; the others are products of those.
+  k.line("/** Sizes (elements) of " + callee.name + "'s axes for the call in " + s.name + ". */");
+  k.open("static " + ns + "::Args " + ns + "_sizes(const Args& a)");
+  k.line(ns + "::Args c{};");
+  for (const auto* ax : callee.axes()) {
+    std::string v;
+    if (shape.bind.count(ax->name)) {
+      v = "a.N_" + shape.bind.at(ax->name);
+    } else {
+      v = "int64_t{1}";
+      for (const auto& f : ax->size) v += " * " + (f.axis.empty() ? "int64_t{" + std::to_string(f.literal) + "}" : "c.N_" + f.axis);
+    }
+    k.line("c.N_" + ax->name + " = " + v + ";");
+  }
+  k.line("return c;");
+  k.close();
+  // Arrays: plain caller arrays, sliced at the woven indices.
+  std::string woven_params;
+  for (const auto& w : shape.woven) woven_params += ", int64_t w_" + w;
+  k.line("/** " + callee.name + "'s arrays for the call in " + s.name + " at the woven indices: slices of the caller's. */");
+  k.open("static " + ns + "::Args " + ns + "_args(const Args& a" + woven_params + ")");
+  k.line(ns + "::Args c = " + ns + "_sizes(a);");
+  const auto formals = callee.inputs();
+  for (std::size_t j = 0; j < formals.size(); ++j) {
+    const Expr& arg = *call->args[j];
+    const std::string where = "emit --target cuda: argument " + std::to_string(j + 1) + " of the call of " + callee.name + " in '" + s.name + "'";
+    if (arg.kind != Expr::Kind::ref || !c.diagram().array_axes(arg.name))
+      throw UserError(where + " is an expression; the CUDA target passes arrays only: compute it in a statement of its own first");
+    const AxisList have = c.axes(arg.name);
+    const AxisList want = slice_layout(have, shape.woven, to_caller(formals[j]->axes));
+    if (have != want)
+      throw UserError(where + ", '" + arg.name + "[" + join(have) + "]', must be laid out as [" + join(want) +
+                      "] (woven axes first, then the callee's axes in its order)");
+    if (c.ctype_of(arg.name) != callee_ctype(formals[j]->name))
+      throw UserError(where + ", '" + arg.name + "', is " + c.ctype_of(arg.name) + " but " + callee.name + " takes " +
+                      callee_ctype(formals[j]->name));
+    k.line("c." + formals[j]->name + " = a." + arg.name + " + " + woven_offset(have, shape.woven) + ";");
+  }
+  const std::string out_name = callee.outputs().front()->name;
+  AxisList result = shape.woven;
+  for (const auto& ax : to_caller(*callee.array_axes(out_name))) result.push_back(ax);
+  const bool direct = call == &*s.expr && s.axes == result && c.ctype_of(s.name) == callee_ctype(out_name);
+  const std::string target = direct ? s.name : s.name + "__call";
+  if (!direct) {
+    std::string bytes = "sizeof(" + callee_ctype(out_name) + ")";
+    for (const auto& ax : result) bytes += " * static_cast<size_t>(a.N_" + ax + ")";
+    r.buffers.push_back({target, callee_ctype(out_name), bytes, "result of the call in " + s.name + " [" + join(result) + "]"});
+  }
+  k.line("c." + out_name + " = a." + target + " + " + woven_offset(result, shape.woven) + ";");
+  k.line(ns + "::bind_workspace(c, a." + s.name + "__ws);");
+  k.line("return c;");
+  k.close();
+  r.buffers.push_back({s.name + "__ws", "char", ns + "::workspace_bytes(" + ns + "_sizes(a))", "workspace of " + callee.name + " called in " + s.name});
+  r.stored.insert(s.name);
+
+  Code l;
+  std::string args = "a";
+  for (const auto& w : shape.woven) {
+    l.line("for (int64_t w_" + w + " = 0; w_" + w + " < a.N_" + w + "; ++w_" + w + ")");
+    ++l.indent;
+    args += ", w_" + w;
+  }
+  l.line("if (const int e = " + ns + "::run_all(" + ns + "_args(" + args + "), stream)) return e;");
+  l.indent -= static_cast<int>(shape.woven.size());
+  if (!direct) {
+    // The rest of the statement, one thread per element, the call node read from its buffer.
+    const Expr* node = call;
+    KernelEmit rest = emit_simt(c, s.name, {s.name}, [&, node](const Expr& e) -> std::optional<std::string> {
+      if (&e != node) return std::nullopt;
+      std::string idx;
+      for (const auto& ax : result) idx = idx.empty() ? "i_" + ax : "(" + idx + ") * N_" + ax + " + i_" + ax;
+      return "napkin::to_f(a." + target + "[" + idx + "])";
+    });
+    k.text += rest.device_code;
+    l.text += rest.launch_code;
+  }
+  l.line("napkin_variant = \"call\";");
+  r.device_code = k.text;
+  r.launch_code = l.text;
+  return r;
+}
+
+}  // namespace napkin::cuda

@@ -1,0 +1,161 @@
+// One diagram's namespace of emitted CUDA (contract: unit.hpp). Each schedule kernel goes to the
+// first strategy that covers it (strategies.hpp): call, gemm, flash, rows, then simt.
+#include "emit/cuda/unit.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include "emit/cuda/strategies.hpp"
+
+namespace napkin::cuda {
+
+namespace {
+
+const char* kHostSupport = R"(static const char* napkin_error = "";
+static const char* napkin_variant = "";  // the variant the last launch ran (strategy, or mma.sync / wgmma)
+static int napkin_fail(const char* message) {
+  napkin_error = message;
+  return 1;
+}
+#define NAPKIN_CUDA(call)                                  \
+  do {                                                     \
+    const cudaError_t napkin_e = (call);                   \
+    if (napkin_e != cudaSuccess) return napkin_fail(cudaGetErrorString(napkin_e)); \
+  } while (0)
+)";
+
+const Derivation& callee_derivation(const Derivation& dv, const std::string& stmt) {
+  for (const auto& [s, sub] : dv.callees)
+    if (s == stmt) return *sub;
+  throw InternalError("emit --target cuda: no derivation for the call in '" + stmt + "'");
+}
+
+KernelEmit emit_kernel(Context& c, const KernelChoice& kc, const Hardware& hw) {
+  const auto& opt = c.options();
+  for (const auto& w : c.weave())
+    if (w.has_call && std::find(kc.cost.statements.begin(), kc.cost.statements.end(), w.statement->name) != kc.cost.statements.end())
+      return emit_call(c, *w.statement, callee_derivation(c.derivation(), w.statement->name), hw);
+  std::string why_gemm, why_flash, why_rows;
+  std::optional<KernelEmit> k;
+  if (!opt.reference) {
+    k = emit_gemm(c, kc, hw, why_gemm);
+    if (!k) k = emit_flash(c, kc, hw, why_flash);
+  }
+  if (!k) k = emit_rows(c, kc, why_rows);
+  if (!k) {
+    std::vector<std::string> order;
+    for (const auto* s : c.diagram().statements())
+      if (std::find(kc.cost.statements.begin(), kc.cost.statements.end(), s->name) != kc.cost.statements.end()) order.push_back(s->name);
+    k = emit_simt(c, kc.plan.name, order);
+    k->device_code = describe_plan(kc.plan) + "\n" +
+                     (opt.reference ? "" : "// no tensor-core strategy: gemm: " + why_gemm + "; flash: " + why_flash + "\n") + k->device_code;
+  }
+  return *k;
+}
+
+}  // namespace
+
+Unit emit_unit(const Program& p, const Diagram& d, const Derivation& dv, const Hardware& hw, const EmitOptions& opt,
+               const std::string& ns, bool top) {
+  Context c(p, d, dv, opt);
+  Unit u;
+  std::vector<KernelEmit> kernels;
+  for (const auto& kc : dv.chosen.kernels) {
+    kernels.push_back(emit_kernel(c, kc, hw));
+    u.hopper |= kernels.back().hopper;
+    u.kernel_names.push_back(kc.plan.name);
+    u.strategies.push_back(kernels.back().strategy);
+    u.schedule.push_back(describe_plan(kc.plan));
+  }
+  // Arrays in global memory: inputs, outputs, intermediates some kernel stores, extra buffers.
+  std::set<std::string> outs;
+  for (const auto* o : d.outputs()) outs.insert(o->name);
+  std::vector<WorkspaceBuffer> workspace;
+  for (const auto* s : d.statements()) {
+    bool stored = false;
+    for (const auto& k : kernels) stored |= k.stored.count(s->name) > 0;
+    if (!stored || outs.count(s->name)) continue;
+    std::string bytes = "sizeof(" + c.ctype_of(s->name) + ")";
+    for (const auto& ax : c.axes(s->name)) bytes += " * static_cast<size_t>(a.N_" + ax + ")";
+    workspace.push_back({s->name, c.ctype_of(s->name), bytes, "intermediate in HBM [" + join(c.axes(s->name)) + "]"});
+  }
+  for (const auto& k : kernels) workspace.insert(workspace.end(), k.buffers.begin(), k.buffers.end());
+
+  Code out;
+  out.open("namespace " + ns);
+  if (top) out.text += kHostSupport;
+  out.line("");
+  out.line("/** Device pointers of every array kept in global memory, and the sizes of every axis (elements). */");
+  out.open("struct Args");
+  for (const auto* in : d.inputs()) out.line("const " + c.ctype_of(in->name) + "* " + in->name + ";  // input [" + join(in->axes) + "]");
+  for (const auto* o : d.outputs()) out.line(c.ctype_of(o->name) + "* " + o->name + ";  // output [" + join(c.axes(o->name)) + "]");
+  for (const auto& w : workspace) out.line(w.type + "* " + w.name + ";  // " + w.comment);
+  for (const auto* a : d.axes()) out.line("int64_t N_" + a->name + ";");
+  out.close(";");
+  out.line("");
+  for (const auto& k : kernels) out.text += k.device_code + "\n";
+
+  out.line("/** Bytes of HBM workspace the intermediates need (each 256-byte aligned). */");
+  out.open("static size_t workspace_bytes(const Args& a)");
+  out.line("size_t at = 0;");
+  out.line("(void)a;");
+  for (const auto& w : workspace) out.line("at += (" + w.bytes + " + 255) / 256 * 256;");
+  out.line("return at;");
+  out.close();
+  out.line("/** Points the intermediates of `a` into `workspace` (workspace_bytes(a) bytes; null: left null). */");
+  out.open("static void bind_workspace(Args& a, void* workspace)");
+  out.line("if (!workspace) return;");
+  if (!workspace.empty()) out.line("size_t at = 0;");
+  for (const auto& w : workspace) {
+    out.line("a." + w.name + " = reinterpret_cast<" + w.type + "*>(static_cast<char*>(workspace) + at);");
+    out.line("at += (" + w.bytes + " + 255) / 256 * 256;");
+  }
+  out.close();
+  if (top) {
+    out.line("/** Fills Args from the C entry points' arrays; intermediates are carved from `workspace`. */");
+    out.open("static Args make_args(const void* const* in, void* const* out, const int64_t* sizes, void* workspace)");
+    out.line("Args a{};");
+    int i = 0;
+    for (const auto* ax : d.axes()) out.line("a.N_" + ax->name + " = sizes[" + std::to_string(i++) + "];");
+    i = 0;
+    for (const auto* in : d.inputs()) out.line("if (in) a." + in->name + " = static_cast<const " + c.ctype_of(in->name) + "*>(in[" + std::to_string(i++) + "]);");
+    i = 0;
+    for (const auto* o : d.outputs()) out.line("if (out) a." + o->name + " = static_cast<" + c.ctype_of(o->name) + "*>(out[" + std::to_string(i++) + "]);");
+    out.line("bind_workspace(a, workspace);");
+    out.line("return a;");
+    out.close();
+  }
+  out.line("/** Launches schedule kernel `k` on `stream` (0, or the first launch error). */");
+  out.open("static int run_kernel(int k, const Args& a, cudaStream_t stream)");
+  out.line("(void)stream;");
+  out.open("switch (k)");
+  for (std::size_t k = 0; k < kernels.size(); ++k) {
+    out.line("// " + dv.chosen.kernels[k].plan.name + " (" + kernels[k].strategy + ")");
+    out.open("case " + std::to_string(k) + ":");
+    out.line("napkin_variant = \"" + kernels[k].strategy + "\";");
+    std::size_t pos = 0;
+    const std::string& lc = kernels[k].launch_code;
+    while (pos < lc.size()) {
+      std::size_t nl = lc.find('\n', pos);
+      out.line(lc.substr(pos, nl - pos));
+      pos = nl + 1;
+    }
+    out.line("NAPKIN_CUDA(cudaGetLastError());");
+    out.line("return 0;");
+    out.close();
+  }
+  out.line("default: return napkin_fail(\"no such kernel\");");
+  out.close();
+  out.close();
+  out.line("/** Launches every schedule kernel in order. */");
+  out.open("static int run_all(const Args& a, cudaStream_t stream)");
+  out.line("for (int k = 0; k < " + std::to_string(kernels.size()) + "; ++k)");
+  out.line("  if (const int e = run_kernel(k, a, stream)) return e;");
+  out.line("return 0;");
+  out.close();
+  out.close("  // namespace " + ns);
+  u.code = out.text;
+  return u;
+}
+
+}  // namespace napkin::cuda
