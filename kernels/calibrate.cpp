@@ -53,7 +53,7 @@ std::string run_microbenchmarks(const Hardware& base) {
   namespace fs = std::filesystem;
   fs::path src = fs::path(NAPKIN_SOURCE_DIR) / "kernels" / "calibrate" / "microbench.cu";
   fs::path exe = fs::temp_directory_path() / ("napkin-microbench-" + std::to_string(::getpid()));
-  std::string arch = base.arch == "sm_90a" ? "-gencode=arch=compute_90a,code=sm_90a"
+  std::string arch = base.arch == "sm_90a" ? "-gencode=arch=compute_90a,code=sm_90a -DNAPKIN_SM90A"
                                           : "-arch=" + base.arch.substr(0, base.arch.find_first_not_of("sm_0123456789"));
   std::string build = "nvcc -O3 -std=c++17 " + arch + " " + src.string() + " -o " + exe.string() + " 2>&1";
   auto run = [](const std::string& cmd, int& status) {

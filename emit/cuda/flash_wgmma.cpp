@@ -103,11 +103,41 @@ std::optional<KernelEmit> emit_flash_wgmma(Context& c, const KernelChoice& kc, c
   k.line("if (CONSUMERS == 2 && cw == 1) napkin::named_arrive(1, 256);  // warpgroup 0 goes first");
   k.line("// software pipeline: chunk kc issues S_kc and then O += P_{kc-1} V_{kc-1}; the softmax of S_kc overlaps the latter.");
   k.line("// Chunk 0 is peeled off so that no wgmma is issued under a run-time condition (ptxas would serialise them).");
-  NodeOverride over_s = [&](const Expr& e) -> std::optional<std::string> {
+  // The score at one element of the chunk, with 32-bit offsets inside the tile: c_rel (column of
+  // the chunk) and r_rel (row of the warpgroup's 64). A causal(M, x) mask is x <= M, that is
+  // c_rel - r_rel <= diag with diag = o_M + cw * 64 - kc * T_X (clamped per chunk); in an interior
+  // chunk (every key valid, every column at or left of every row's diagonal) the mask is dropped.
+  auto is_causal_mask = [&](const Expr& e) {
+    return e.kind == Expr::Kind::apply && e.op == Op::mask && e.args[1]->kind == Expr::Kind::apply && e.args[1]->op == Op::causal &&
+           e.args[1]->axes == AxisList{M, x};
+  };
+  NodeOverride over_edge = [&](const Expr& e) -> std::optional<std::string> {
     if (&e == f.cs) return std::string("sacc[nt * 4 + e]");
+    if (e.kind == Expr::Kind::apply && e.op == Op::causal && e.axes == AxisList{M, x}) return std::string("(c_rel - r_rel <= diag ? 1.0f : 0.0f)");
     return std::nullopt;
   };
-  const std::string score = c.value(*f.P->expr->args[0], over_s, {f.S->name});
+  NodeOverride over_interior;
+  over_interior = [&](const Expr& e) -> std::optional<std::string> {
+    if (&e == f.cs) return std::string("sacc[nt * 4 + e]");
+    if (is_causal_mask(e)) return c.value(*e.args[0], over_interior, {f.S->name});
+    return std::nullopt;
+  };
+  const std::string score = c.value(*f.P->expr->args[0], over_edge, {f.S->name});
+  const std::string score_interior = c.value(*f.P->expr->args[0], over_interior, {f.S->name});
+  auto elements = [&](const std::string& value, bool masked) {
+    k.line("#pragma unroll");
+    k.open("for (int nt = 0; nt < T_X / 8; ++nt)");
+    k.line("#pragma unroll");
+    k.open("for (int e = 0; e < 4; ++e)");
+    k.line("const int c_rel = nt * 8 + (lane % 4) * 2 + e % 2, r_rel = warp * 16 + lane / 4 + (e / 2) * 8;");
+    k.line("const int64_t i_" + M + " = o_" + M + " + cw * 64 + r_rel, i_" + x + " = kc * T_X + c_rel;");
+    k.line("(void)i_" + M + ", (void)i_" + x + ", (void)r_rel;");
+    k.line("const float v = " + value + ";");
+    k.line(masked ? "sacc[nt * 4 + e] = c_rel < x_left ? v : -INFINITY;" : "sacc[nt * 4 + e] = v;");
+    k.line("mx[e / 2] = fmaxf(mx[e / 2], sacc[nt * 4 + e]);");
+    k.close();
+    k.close();
+  };
   auto body = [&](bool first) {
     k.line("const int s = static_cast<int>(kc % 2), sp = static_cast<int>((kc + 1) % 2);");
     k.line("(void)sp;");
@@ -135,18 +165,19 @@ std::optional<KernelEmit> emit_flash_wgmma(Context& c, const KernelChoice& kc, c
     k.line("napkin::mbar_arrive(&k_empty[s]);  // K of this stage is consumed");
     k.line("// " + f.S->name + " and " + f.P->name + "'s argument element by element; keys past N_" + x + " are masked");
     k.line("float mx[2] = {m_run[0], m_run[1]};");
-    k.line("#pragma unroll");
-    k.open("for (int nt = 0; nt < T_X / 8; ++nt)");
-    k.line("#pragma unroll");
-    k.open("for (int e = 0; e < 4; ++e)");
-    k.line("const int64_t i_" + M + " = o_" + M + " + cw * 64 + warp * 16 + lane / 4 + (e / 2) * 8;");
-    k.line("const int64_t i_" + x + " = kc * T_X + nt * 8 + (lane % 4) * 2 + e % 2;");
-    k.line("(void)i_" + M + ";");
-    k.line("const float v = " + score + ";");
-    k.line("sacc[nt * 4 + e] = i_" + x + " < N_" + x + " ? v : -INFINITY;");
-    k.line("mx[e / 2] = fmaxf(mx[e / 2], sacc[nt * 4 + e]);");
-    k.close();
-    k.close();
+    k.line("const int x_left = static_cast<int>(min(int64_t{T_X}, N_" + x + " - kc * T_X));  // valid keys in the chunk");
+    if (score_interior == score) {
+      elements(score, true);
+    } else {
+      k.line("const int diag = static_cast<int>(max(int64_t{-64}, min(int64_t{T_X}, o_" + M + " + cw * 64 - kc * T_X)));");
+      k.open("if (x_left == T_X && diag >= T_X - 1)");
+      k.line("// interior chunk: no key past the end, every key at or before every row's diagonal");
+      elements(score_interior, false);
+      k.close(" else {");
+      ++k.indent;
+      elements(score, true);
+      k.close();
+    }
     k.line("// online softmax (" + f.P->name + "): new running max; l and O are rescaled by exp(m_old - m_new)");
     k.line("float corr[2];");
     k.line("#pragma unroll");

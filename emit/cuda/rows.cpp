@@ -4,6 +4,11 @@
 // a team of TEAM_WARPS warps (WARPS / ROWS, at least 1) walks each row with coalesced accesses,
 // keeping per-thread statistics (online max and sum for softmax, Welford's count, mean and M2 for
 // the norms) that warp shuffles (and SMEM across warps) combine; a second walk writes the output.
+// Where the normalised axis is innermost and contiguous (16-bit arrays, N % 8 == 0, 16-byte
+// aligned pointers: checked at run time), each thread moves 8 elements per coalesced 16-byte
+// access and has U = 4 of them in flight, so the HBM latency is covered by few warps.
+#include <set>
+
 #include "emit/cuda/strategies.hpp"
 
 namespace napkin::cuda {
@@ -33,7 +38,7 @@ std::optional<KernelEmit> emit_rows(Context& c, const KernelChoice& kc, std::str
          " warp(s) per row; pass 1 statistics, pass 2 the map (the second read of the row is served by L1/L2)");
   k.open("namespace " + ns);
   k.line("constexpr int WARPS = " + std::to_string(warps) + ", THREADS = WARPS * 32, ROWS = " + std::to_string(R) + ", TEAM_WARPS = " + std::to_string(team) +
-         ", TEAM = TEAM_WARPS * 32;");
+         ", TEAM = TEAM_WARPS * 32, U = 4;");
   k.line("");
   k.line("__global__ void __launch_bounds__(THREADS) kernel(const Args a) {");
   ++k.indent;
@@ -49,14 +54,85 @@ std::optional<KernelEmit> emit_rows(Context& c, const KernelChoice& kc, std::str
   k.line("if (TEAM_WARPS == 1 && !live) break;");
   k.line("if (!live) row = 0;");
   decompose(k, "row", rows);
-  std::string x = c.value(*e.args[0]);
+  // Arrays read (and the output written) 8 elements at a time on the vector path.
+  std::set<std::string> vec_arrays;
+  auto is16 = [&](const std::string& arr) { return c.ctype_of(arr) != "float"; };
+  for (const auto& arg : e.args)
+    walk(*arg, [&](const Expr& n) {
+      if (n.kind == Expr::Kind::ref && d.array_axes(n.name) && !c.axes(n.name).empty() && c.axes(n.name).back() == ax && is16(n.name))
+        vec_arrays.insert(n.name);
+    });
+  const bool vec_out = st.axes.back() == ax && is16(st.name);
+  const bool has_vec = !vec_arrays.empty() || vec_out;
+  if (has_vec) {
+    std::string cond = "N_" + ax + " % 8 == 0";
+    for (const auto& arr : vec_arrays) cond += " && reinterpret_cast<uintptr_t>(a." + arr + ") % 16 == 0";
+    if (vec_out) cond += " && reinterpret_cast<uintptr_t>(a." + st.name + ") % 16 == 0";
+    k.line("const bool vec = " + cond + ";  // the 16-byte path");
+  }
+  const NodeOverride over_vec = [&](const Expr& n) -> std::optional<std::string> {
+    if (n.kind == Expr::Kind::ref && vec_arrays.count(n.name))
+      return "napkin::to_f(reinterpret_cast<const " + c.ctype_of(n.name) + "*>(&r_" + n.name + "[u])[j])";
+    return std::nullopt;
+  };
+  // One walk over the row: `body(over, y)` emits the work at element i_<ax> (its loads rendered
+  // through `over`); with `store`, body leaves the output value in `y` and the walk stores it.
+  auto walk_row = [&](const std::vector<const Expr*>& roots, const std::function<void(const NodeOverride&)>& body, const std::string& store) {
+    std::set<std::string> used;  // the vector arrays this walk reads
+    for (const auto* r : roots)
+      walk(*r, [&](const Expr& n) {
+        if (n.kind == Expr::Kind::ref && vec_arrays.count(n.name)) used.insert(n.name);
+      });
+    auto scalar = [&] {
+      k.open("for (int64_t i_" + ax + " = t; i_" + ax + " < N_" + ax + "; i_" + ax + " += TEAM)");
+      body({});
+      if (!store.empty()) k.line("a." + st.name + "[" + c.index(st.name) + "] = napkin::from_f<" + c.ctype_of(st.name) + ">(" + store + ");");
+      k.close();
+    };
+    if (!has_vec) return scalar();
+    k.open("if (vec)");
+    k.open("for (int64_t b0 = int64_t{t} * 8; b0 < N_" + ax + "; b0 += int64_t{TEAM} * 8 * U)");
+    for (const auto& arr : used) k.line("uint4 r_" + arr + "[U] = {};");
+    k.line("#pragma unroll");
+    k.open("for (int u = 0; u < U; ++u)");
+    k.line("const int64_t i_" + ax + " = b0 + int64_t{u} * TEAM * 8;");
+    k.line("if (i_" + ax + " >= N_" + ax + ") break;");
+    for (const auto& arr : used) k.line("r_" + arr + "[u] = *reinterpret_cast<const uint4*>(a." + arr + " + " + c.index(arr) + ");");
+    k.close();
+    k.line("#pragma unroll");
+    k.open("for (int u = 0; u < U; ++u)");
+    k.line("if (b0 + int64_t{u} * TEAM * 8 >= N_" + ax + ") break;");
+    if (!store.empty()) k.line("float ys[8];");
+    k.line("#pragma unroll");
+    k.open("for (int j = 0; j < 8; ++j)");
+    k.line("const int64_t i_" + ax + " = b0 + int64_t{u} * TEAM * 8 + j;");
+    k.line("(void)i_" + ax + ";");
+    body(over_vec);
+    if (!store.empty()) {
+      if (vec_out) k.line("ys[j] = " + store + ";");
+      else k.line("a." + st.name + "[" + c.index(st.name) + "] = napkin::from_f<" + c.ctype_of(st.name) + ">(" + store + ");");
+    }
+    k.close();
+    if (!store.empty() && vec_out) {
+      const std::string T = c.ctype_of(st.name);
+      k.line("const int64_t i_" + ax + " = b0 + int64_t{u} * TEAM * 8;");
+      k.line("*reinterpret_cast<uint4*>(a." + st.name + " + " + c.index(st.name) + ") = make_uint4(napkin::pack2<" + T + ">(ys[0], ys[1]), napkin::pack2<" + T +
+             ">(ys[2], ys[3]), napkin::pack2<" + T + ">(ys[4], ys[5]), napkin::pack2<" + T + ">(ys[6], ys[7]));");
+    }
+    k.close();
+    k.close();
+    k.close(" else {");
+    ++k.indent;
+    scalar();
+    k.close();
+  };
   if (e.op == Op::softmax) {
     k.line("float m = -INFINITY, l = 0.0f;  // online max and sum (paper §4, one pass)");
-    k.open("for (int64_t i_" + ax + " = t; i_" + ax + " < N_" + ax + "; i_" + ax + " += TEAM)");
-    k.line("const float v = " + x + ";");
-    k.line("if (v > m) { l = l * (m == -INFINITY ? 0.0f : __expf(m - v)); m = v; }");
-    k.line("l += v == -INFINITY ? 0.0f : __expf(v - m);");
-    k.close();
+    walk_row({&*e.args[0]}, [&](const NodeOverride& over) {
+      k.line("const float v = " + c.value(*e.args[0], over) + ";");
+      k.line("if (v > m) { l = l * (m == -INFINITY ? 0.0f : __expf(m - v)); m = v; }");
+      k.line("l += v == -INFINITY ? 0.0f : __expf(v - m);");
+    }, "");
     k.open("for (int o = 16; o > 0; o /= 2)");
     k.line("const float m2 = __shfl_xor_sync(0xffffffffu, m, o), l2 = __shfl_xor_sync(0xffffffffu, l, o);");
     k.line("const float mm = fmaxf(m, m2);");
@@ -75,19 +151,17 @@ std::optional<KernelEmit> emit_rows(Context& c, const KernelChoice& kc, std::str
     k.close();
     k.line("const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;");
     k.line("if (!live) continue;");
-    k.open("for (int64_t i_" + ax + " = t; i_" + ax + " < N_" + ax + "; i_" + ax + " += TEAM)");
-    k.line("const float v = " + x + ";");
-    k.line("a." + st.name + "[" + c.index(st.name) + "] = napkin::from_f<" + c.ctype_of(st.name) + ">(m == -INFINITY ? 0.0f : __expf(v - m) * inv_l);");
-    k.close();
+    walk_row({&*e.args[0]}, [&](const NodeOverride& over) { k.line("const float v = " + c.value(*e.args[0], over) + ";"); },
+             "(m == -INFINITY ? 0.0f : __expf(v - m) * inv_l)");
   } else {
     bool layer = e.op == Op::layernorm;
     k.line("float n = 0.0f, mean = 0.0f, m2 = 0.0f;  // Welford: count, mean, sum of squared deviations" +
            std::string(layer ? "" : " (rmsnorm uses m2 as the sum of squares)"));
-    k.open("for (int64_t i_" + ax + " = t; i_" + ax + " < N_" + ax + "; i_" + ax + " += TEAM)");
-    k.line("const float v = " + x + ";");
-    if (layer) k.line("n += 1.0f; const float delta = v - mean; mean += delta / n; m2 += delta * (v - mean);");
-    else k.line("n += 1.0f; m2 += v * v;");
-    k.close();
+    walk_row({&*e.args[0]}, [&](const NodeOverride& over) {
+      k.line("const float v = " + c.value(*e.args[0], over) + ";");
+      if (layer) k.line("n += 1.0f; const float delta = v - mean; mean += delta / n; m2 += delta * (v - mean);");
+      else k.line("n += 1.0f; m2 += v * v;");
+    }, "");
     auto merge = [&](const std::string& n2, const std::string& mean2, const std::string& m22) {
       if (layer) {
         k.line("{ const float nn = n + " + n2 + "; const float delta = " + mean2 + " - mean;");
@@ -112,12 +186,16 @@ std::optional<KernelEmit> emit_rows(Context& c, const KernelChoice& kc, std::str
     k.close();
     k.line("const float inv = rsqrtf(m2 / n + " + flit(eps_of(e)) + ");");
     k.line("if (!live) continue;");
-    k.open("for (int64_t i_" + ax + " = t; i_" + ax + " < N_" + ax + "; i_" + ax + " += TEAM)");
-    std::string y = layer ? "(" + x + " - mean) * inv" : x + " * inv";
-    if (e.args.size() > 1) y += " * " + c.value(*e.args[1]);
-    if (e.args.size() > 2) y += " + " + c.value(*e.args[2]);
-    k.line("a." + st.name + "[" + c.index(st.name) + "] = napkin::from_f<" + c.ctype_of(st.name) + ">(" + y + ");");
-    k.close();
+    std::string y = layer ? "(v - mean) * inv" : "v * inv";
+    if (e.args.size() > 1) y += " * w";
+    if (e.args.size() > 2) y += " + bias";
+    std::vector<const Expr*> roots;
+    for (const auto& arg : e.args) roots.push_back(&*arg);
+    walk_row(roots, [&](const NodeOverride& over) {
+      k.line("const float v = " + c.value(*e.args[0], over) + ";");
+      if (e.args.size() > 1) k.line("const float w = " + c.value(*e.args[1], over) + ";");
+      if (e.args.size() > 2) k.line("const float bias = " + c.value(*e.args[2], over) + ";");
+    }, y);
   }
   k.close();
   --k.indent;

@@ -108,6 +108,47 @@ __global__ void mma_rate(int iters, float* sink, uint32_t seed) {
   if (s == 1.2345f) *sink = s;
 }
 
+// wgmma.mma_async m64n128k16 bf16 -> fp32 (PTX ISA 9.7.15), both operands in SMEM (K-major,
+// 128-byte swizzle, the layout napkin's sm_90a kernels use): two warpgroups per block, 4 k16 steps
+// per commit group, one group kept in flight (wait_group 1). Device code for sm_90a only.
+__device__ __forceinline__ uint64_t wg_desc(const void* p) {
+  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+  return static_cast<uint64_t>((a & 0x3FFFF) >> 4) | uint64_t{16 >> 4} << 16 | uint64_t{1024 >> 4} << 32 | uint64_t{1} << 62;
+}
+__device__ __forceinline__ void wg_m64n128k16(float (&d)[64], uint64_t da, uint64_t db) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+               : "l"(da), "l"(db), "r"(1));
+#endif
+}
+__global__ void __launch_bounds__(256) wgmma_rate(int iters, float* sink, uint32_t seed) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(1024) unsigned char wg_smem_raw[];
+  unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(wg_smem_raw) + 1023) / 1024 * 1024);
+  uint32_t* words = reinterpret_cast<uint32_t*>(smem);
+  for (int i = threadIdx.x; i < (2 * 8192 + 16384) / 4; i += blockDim.x)
+    words[i] = 0x3f803f80u ^ (((seed + i * 2654435761u) >> 9) & 0x007f007fu);  // bf16 pairs in [1, 2)
+  __syncthreads();
+  const int wg = threadIdx.x / 128;
+  const unsigned char* A = smem + wg * 8192;  // 64 x 64 per warpgroup
+  const unsigned char* B = smem + 2 * 8192;   // 128 x 64, shared
+  float d[64] = {};
+  for (int it = 0; it < iters; ++it) {
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int k = 0; k < 4; ++k) wg_m64n128k16(d, wg_desc(A + k * 32), wg_desc(B + k * 32));
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+  }
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+  float s = 0;
+  for (int i = 0; i < 64; ++i) s += d[i];
+  if (s == 1.2345f) *sink = s;
+#endif
+}
+
 // ex2.approx (the MUFU unit that exp lowers to): 8 independent chains per thread.
 __global__ void exp_rate(int iters, float* sink, float seed) {
   float x[8];
@@ -184,6 +225,18 @@ int main() {
   std::printf("mma_sync_bf16_flops_per_s %.6g\n", mma_flops / t);
   t = median_seconds([&] { mma_rate<false><<<sms * 4, 256>>>(mma_iters, reinterpret_cast<float*>(sink), 7u); });
   std::printf("mma_sync_fp16_flops_per_s %.6g\n", mma_flops / t);
+
+  // Tensor cores through wgmma (Hopper, when built for sm_90a): one block of 2 warpgroups per SM.
+#if defined(NAPKIN_SM90A)
+  if (prop.major == 9) {
+    const size_t wg_smem = 2 * 8192 + 16384 + 1024;
+    CHECK(cudaFuncSetAttribute(wgmma_rate, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(wg_smem)));
+    const int wg_iters = 1 << 13;
+    const double wg_flops = double(sms) * 2 * wg_iters * 4 * (2.0 * 64 * 128 * 16);
+    t = median_seconds([&] { wgmma_rate<<<sms, 256, wg_smem>>>(wg_iters, reinterpret_cast<float*>(sink), 7u); });
+    std::printf("wgmma_bf16_flops_per_s %.6g\n", wg_flops / t);
+  }
+#endif
 
   // Special functions and FP32.
   int sfu_iters = 1 << 14;

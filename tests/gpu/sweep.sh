@@ -14,7 +14,7 @@ check() {  # check TAG FILE [--set ...]
   shift 2
   runs=$((runs + 1))
   if out=$("$N" bench "$file" --workdir "/tmp/sweep-$tag" --runs 20 "$@" 2>&1) && echo "$out" | grep -q "result: correct"; then
-    echo "ok    $tag: $(echo "$out" | grep -m1 'check .* fp32' | sed 's/.*= //')  [$(echo "$out" | grep -oE '^  [A-Za-z_]+ +((gemm|flash)(/[a-z.]+)?|rows|simt) ' | awk '{print $2}' | tr '\n' ' ')]"
+    echo "ok    $tag: $(echo "$out" | grep -m1 'check .* fp32' | sed 's/.*= //')  [$(echo "$out" | grep -oE '^  [A-Za-z_]+ +((gemm|flash)(/[a-z.]+)?|rows|simt|call) ' | awk '{print $2}' | tr '\n' ' ')]"
   else
     fails=$((fails + 1))
     echo "FAIL  $tag"
@@ -39,9 +39,14 @@ check bmm-3x200x128x300 "$lib/batched_matmul.napkin" --set n=3 --set a=200 --set
 check softmax-50x5000 "$lib/softmax.napkin" --set t=50 --set v=5000
 check layernorm-100x1000 "$lib/layernorm.napkin" --set t=100 --set m=1000
 check rmsnorm-100x1000 "$lib/rmsnorm.napkin" --set t=100 --set m=1000
+# rows of a length that is not a multiple of 8: the scalar path of the rows kernel
+check softmax-50x5003 "$lib/softmax.napkin" --set t=50 --set v=5003
+check layernorm-100x1001 "$lib/layernorm.napkin" --set t=100 --set m=1001
+# calls: the transformer block runs its callees' kernels (RMSNorm mapped over b, GQA, SwiGLU)
+check transformer-block-small "$lib/transformer_block.napkin" --set b=2 --set s=96 --set m=256 --set g=2 --set r=2 --set d=64 --set f=384
 # compute-sanitizer over the harness binaries of the tensor-core kernels (the check run only).
 if command -v compute-sanitizer >/dev/null; then
-  for tag in att-d128-n1000 causal-d64-n1000 mm-777x333x1001 mm-1000x1000x1000 mlp-300x256x520 bmm-3x200x128x300; do
+  for tag in att-d128-n1000 causal-d64-n1000 causal-d128-n1000 layernorm-100x1000 mm-777x333x1001 mm-1000x1000x1000 mlp-300x256x520 bmm-3x200x128x300; do
     for tool in memcheck racecheck; do
       runs=$((runs + 1))
       if out=$(cd "/tmp/sweep-$tag" && compute-sanitizer --tool $tool --error-exitcode 9 ./harness --no-time 2>&1); then

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs napkin bench on a lent GPU machine (see docs/benchmarks.md). The machine lacks napkin's
 # Debian libraries, so the call carries build/cli/napkin and .devlibs/ (tools/device/pack.sh).
-# Usage: tools/device/bench.sh quick|bundled|gemm|attention|perf|torch|sweep [MODE...]   (outputs under $OUT when set)
+# Usage: tools/device/bench.sh quick|bundled|gemm|attention|perf|torch|sweep|calibrate [MODE...]   (outputs under $OUT when set)
 set -u
 modes=${*:-quick}
 out=/tmp/napkin-bench-out  # everything lands here; $OUT gets one results.tgz of it
@@ -33,6 +33,7 @@ case $mode in
     bench sm-small softmax --set t=50 --set v=5000 --runs 20
     bench rms-small rmsnorm --set t=100 --set m=1000 --runs 20
     bench bmm-small batched_matmul --set n=3 --set a=200 --set b=128 --set c=300 --runs 20
+    bench tb-small transformer_block --set b=2 --set s=96 --set m=256 --set g=2 --set r=2 --set d=64 --set f=384 --runs 20
     ;;
   bundled)
     bench attention-bundled attention
@@ -56,6 +57,9 @@ case $mode in
     for tag in mm-odd bmm-small; do
       (cd "/tmp/nb-$tag" && compute-sanitizer --tool memcheck --error-exitcode 9 ./harness --no-time 2>&1 | tail -3) | tee -a "$out/sanitizer.txt"
     done
+    ;;
+  calibrate)  # the model's ceilings: kernels/calibrate/microbench.cu (mma.sync, wgmma, bandwidths, exp, FP32)
+    OUT=$out kernels/calibrate/run_on_device.sh || fails=$((fails + 1))
     ;;
   sweep)
     tests/gpu/sweep.sh "$N" 2>&1 | tee "$out/sweep.txt"

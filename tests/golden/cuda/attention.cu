@@ -524,15 +524,16 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
       napkin::mbar_arrive(&k_empty[s]);  // K of this stage is consumed
       // S and P's argument element by element; keys past N_x are masked
       float mx[2] = {m_run[0], m_run[1]};
+      const int x_left = static_cast<int>(min(int64_t{T_X}, N_x - kc * T_X));  // valid keys in the chunk
       #pragma unroll
       for (int nt = 0; nt < T_X / 8; ++nt) {
         #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int64_t i_q = o_q + cw * 64 + warp * 16 + lane / 4 + (e / 2) * 8;
-          const int64_t i_x = kc * T_X + nt * 8 + (lane % 4) * 2 + e % 2;
-          (void)i_q;
+          const int c_rel = nt * 8 + (lane % 4) * 2 + e % 2, r_rel = warp * 16 + lane / 4 + (e / 2) * 8;
+          const int64_t i_q = o_q + cw * 64 + r_rel, i_x = kc * T_X + c_rel;
+          (void)i_q, (void)i_x, (void)r_rel;
           const float v = (sacc[nt * 4 + e] * rsqrtf(static_cast<float>(N_d)));
-          sacc[nt * 4 + e] = i_x < N_x ? v : -INFINITY;
+          sacc[nt * 4 + e] = c_rel < x_left ? v : -INFINITY;
           mx[e / 2] = fmaxf(mx[e / 2], sacc[nt * 4 + e]);
         }
       }
@@ -585,15 +586,16 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
       napkin::mbar_arrive(&k_empty[s]);  // K of this stage is consumed
       // S and P's argument element by element; keys past N_x are masked
       float mx[2] = {m_run[0], m_run[1]};
+      const int x_left = static_cast<int>(min(int64_t{T_X}, N_x - kc * T_X));  // valid keys in the chunk
       #pragma unroll
       for (int nt = 0; nt < T_X / 8; ++nt) {
         #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int64_t i_q = o_q + cw * 64 + warp * 16 + lane / 4 + (e / 2) * 8;
-          const int64_t i_x = kc * T_X + nt * 8 + (lane % 4) * 2 + e % 2;
-          (void)i_q;
+          const int c_rel = nt * 8 + (lane % 4) * 2 + e % 2, r_rel = warp * 16 + lane / 4 + (e / 2) * 8;
+          const int64_t i_q = o_q + cw * 64 + r_rel, i_x = kc * T_X + c_rel;
+          (void)i_q, (void)i_x, (void)r_rel;
           const float v = (sacc[nt * 4 + e] * rsqrtf(static_cast<float>(N_d)));
-          sacc[nt * 4 + e] = i_x < N_x ? v : -INFINITY;
+          sacc[nt * 4 + e] = c_rel < x_left ? v : -INFINITY;
           mx[e / 2] = fmaxf(mx[e / 2], sacc[nt * 4 + e]);
         }
       }

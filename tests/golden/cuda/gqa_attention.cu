@@ -529,16 +529,34 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
       napkin::mbar_arrive(&k_empty[s]);  // K of this stage is consumed
       // S and P's argument element by element; keys past N_x are masked
       float mx[2] = {m_run[0], m_run[1]};
-      #pragma unroll
-      for (int nt = 0; nt < T_X / 8; ++nt) {
+      const int x_left = static_cast<int>(min(int64_t{T_X}, N_x - kc * T_X));  // valid keys in the chunk
+      const int diag = static_cast<int>(max(int64_t{-64}, min(int64_t{T_X}, o_q + cw * 64 - kc * T_X)));
+      if (x_left == T_X && diag >= T_X - 1) {
+        // interior chunk: no key past the end, every key at or before every row's diagonal
         #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int64_t i_q = o_q + cw * 64 + warp * 16 + lane / 4 + (e / 2) * 8;
-          const int64_t i_x = kc * T_X + nt * 8 + (lane % 4) * 2 + e % 2;
-          (void)i_q;
-          const float v = ((i_x <= i_q ? 1.0f : 0.0f) != 0.0f ? (sacc[nt * 4 + e] * rsqrtf(static_cast<float>(N_d))) : -INFINITY);
-          sacc[nt * 4 + e] = i_x < N_x ? v : -INFINITY;
-          mx[e / 2] = fmaxf(mx[e / 2], sacc[nt * 4 + e]);
+        for (int nt = 0; nt < T_X / 8; ++nt) {
+          #pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int c_rel = nt * 8 + (lane % 4) * 2 + e % 2, r_rel = warp * 16 + lane / 4 + (e / 2) * 8;
+            const int64_t i_q = o_q + cw * 64 + r_rel, i_x = kc * T_X + c_rel;
+            (void)i_q, (void)i_x, (void)r_rel;
+            const float v = (sacc[nt * 4 + e] * rsqrtf(static_cast<float>(N_d)));
+            sacc[nt * 4 + e] = v;
+            mx[e / 2] = fmaxf(mx[e / 2], sacc[nt * 4 + e]);
+          }
+        }
+      } else {
+        #pragma unroll
+        for (int nt = 0; nt < T_X / 8; ++nt) {
+          #pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int c_rel = nt * 8 + (lane % 4) * 2 + e % 2, r_rel = warp * 16 + lane / 4 + (e / 2) * 8;
+            const int64_t i_q = o_q + cw * 64 + r_rel, i_x = kc * T_X + c_rel;
+            (void)i_q, (void)i_x, (void)r_rel;
+            const float v = ((c_rel - r_rel <= diag ? 1.0f : 0.0f) != 0.0f ? (sacc[nt * 4 + e] * rsqrtf(static_cast<float>(N_d))) : -INFINITY);
+            sacc[nt * 4 + e] = c_rel < x_left ? v : -INFINITY;
+            mx[e / 2] = fmaxf(mx[e / 2], sacc[nt * 4 + e]);
+          }
         }
       }
       // online softmax (P): new running max; l and O are rescaled by exp(m_old - m_new)
@@ -590,16 +608,34 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
       napkin::mbar_arrive(&k_empty[s]);  // K of this stage is consumed
       // S and P's argument element by element; keys past N_x are masked
       float mx[2] = {m_run[0], m_run[1]};
-      #pragma unroll
-      for (int nt = 0; nt < T_X / 8; ++nt) {
+      const int x_left = static_cast<int>(min(int64_t{T_X}, N_x - kc * T_X));  // valid keys in the chunk
+      const int diag = static_cast<int>(max(int64_t{-64}, min(int64_t{T_X}, o_q + cw * 64 - kc * T_X)));
+      if (x_left == T_X && diag >= T_X - 1) {
+        // interior chunk: no key past the end, every key at or before every row's diagonal
         #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int64_t i_q = o_q + cw * 64 + warp * 16 + lane / 4 + (e / 2) * 8;
-          const int64_t i_x = kc * T_X + nt * 8 + (lane % 4) * 2 + e % 2;
-          (void)i_q;
-          const float v = ((i_x <= i_q ? 1.0f : 0.0f) != 0.0f ? (sacc[nt * 4 + e] * rsqrtf(static_cast<float>(N_d))) : -INFINITY);
-          sacc[nt * 4 + e] = i_x < N_x ? v : -INFINITY;
-          mx[e / 2] = fmaxf(mx[e / 2], sacc[nt * 4 + e]);
+        for (int nt = 0; nt < T_X / 8; ++nt) {
+          #pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int c_rel = nt * 8 + (lane % 4) * 2 + e % 2, r_rel = warp * 16 + lane / 4 + (e / 2) * 8;
+            const int64_t i_q = o_q + cw * 64 + r_rel, i_x = kc * T_X + c_rel;
+            (void)i_q, (void)i_x, (void)r_rel;
+            const float v = (sacc[nt * 4 + e] * rsqrtf(static_cast<float>(N_d)));
+            sacc[nt * 4 + e] = v;
+            mx[e / 2] = fmaxf(mx[e / 2], sacc[nt * 4 + e]);
+          }
+        }
+      } else {
+        #pragma unroll
+        for (int nt = 0; nt < T_X / 8; ++nt) {
+          #pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int c_rel = nt * 8 + (lane % 4) * 2 + e % 2, r_rel = warp * 16 + lane / 4 + (e / 2) * 8;
+            const int64_t i_q = o_q + cw * 64 + r_rel, i_x = kc * T_X + c_rel;
+            (void)i_q, (void)i_x, (void)r_rel;
+            const float v = ((c_rel - r_rel <= diag ? 1.0f : 0.0f) != 0.0f ? (sacc[nt * 4 + e] * rsqrtf(static_cast<float>(N_d))) : -INFINITY);
+            sacc[nt * 4 + e] = c_rel < x_left ? v : -INFINITY;
+            mx[e / 2] = fmaxf(mx[e / 2], sacc[nt * 4 + e]);
+          }
         }
       }
       // online softmax (P): new running max; l and O are rescaled by exp(m_old - m_new)

@@ -172,7 +172,7 @@ static int napkin_fail(const char* message) {
 // kernel Y: fuse Y; group t by 16; warps 4
 // strategy rows: layernorm along m; 16 rows per block, 1 warp(s) per row; pass 1 statistics, pass 2 the map (the second read of the row is served by L1/L2)
 namespace k_Y {
-  constexpr int WARPS = 4, THREADS = WARPS * 32, ROWS = 16, TEAM_WARPS = 1, TEAM = TEAM_WARPS * 32;
+  constexpr int WARPS = 4, THREADS = WARPS * 32, ROWS = 16, TEAM_WARPS = 1, TEAM = TEAM_WARPS * 32, U = 4;
 
   __global__ void __launch_bounds__(THREADS) kernel(const Args a) {
     [[maybe_unused]] const int64_t N_t = a.N_t, N_m = a.N_m;
@@ -186,10 +186,34 @@ namespace k_Y {
       if (!live) row = 0;
       const int64_t i_t = row % N_t;
       row /= N_t;
+      const bool vec = N_m % 8 == 0 && reinterpret_cast<uintptr_t>(a.B) % 16 == 0 && reinterpret_cast<uintptr_t>(a.W) % 16 == 0 && reinterpret_cast<uintptr_t>(a.X) % 16 == 0 && reinterpret_cast<uintptr_t>(a.Y) % 16 == 0;  // the 16-byte path
       float n = 0.0f, mean = 0.0f, m2 = 0.0f;  // Welford: count, mean, sum of squared deviations
-      for (int64_t i_m = t; i_m < N_m; i_m += TEAM) {
-        const float v = napkin::to_f(a.X[(i_t) * N_m + i_m]);
-        n += 1.0f; const float delta = v - mean; mean += delta / n; m2 += delta * (v - mean);
+      if (vec) {
+        for (int64_t b0 = int64_t{t} * 8; b0 < N_m; b0 += int64_t{TEAM} * 8 * U) {
+          uint4 r_X[U] = {};
+          #pragma unroll
+          for (int u = 0; u < U; ++u) {
+            const int64_t i_m = b0 + int64_t{u} * TEAM * 8;
+            if (i_m >= N_m) break;
+            r_X[u] = *reinterpret_cast<const uint4*>(a.X + (i_t) * N_m + i_m);
+          }
+          #pragma unroll
+          for (int u = 0; u < U; ++u) {
+            if (b0 + int64_t{u} * TEAM * 8 >= N_m) break;
+            #pragma unroll
+            for (int j = 0; j < 8; ++j) {
+              const int64_t i_m = b0 + int64_t{u} * TEAM * 8 + j;
+              (void)i_m;
+              const float v = napkin::to_f(reinterpret_cast<const __nv_bfloat16*>(&r_X[u])[j]);
+              n += 1.0f; const float delta = v - mean; mean += delta / n; m2 += delta * (v - mean);
+            }
+          }
+        }
+      } else {
+        for (int64_t i_m = t; i_m < N_m; i_m += TEAM) {
+          const float v = napkin::to_f(a.X[(i_t) * N_m + i_m]);
+          n += 1.0f; const float delta = v - mean; mean += delta / n; m2 += delta * (v - mean);
+        }
       }
       for (int o = 16; o > 0; o /= 2) {
         const float n2 = __shfl_xor_sync(0xffffffffu, n, o), mean2 = __shfl_xor_sync(0xffffffffu, mean, o), m22 = __shfl_xor_sync(0xffffffffu, m2, o);
@@ -209,8 +233,43 @@ namespace k_Y {
       }
       const float inv = rsqrtf(m2 / n + 1e-05f);
       if (!live) continue;
-      for (int64_t i_m = t; i_m < N_m; i_m += TEAM) {
-        a.Y[(i_t) * N_m + i_m] = napkin::from_f<__nv_bfloat16>((napkin::to_f(a.X[(i_t) * N_m + i_m]) - mean) * inv * napkin::to_f(a.W[i_m]) + napkin::to_f(a.B[i_m]));
+      if (vec) {
+        for (int64_t b0 = int64_t{t} * 8; b0 < N_m; b0 += int64_t{TEAM} * 8 * U) {
+          uint4 r_B[U] = {};
+          uint4 r_W[U] = {};
+          uint4 r_X[U] = {};
+          #pragma unroll
+          for (int u = 0; u < U; ++u) {
+            const int64_t i_m = b0 + int64_t{u} * TEAM * 8;
+            if (i_m >= N_m) break;
+            r_B[u] = *reinterpret_cast<const uint4*>(a.B + i_m);
+            r_W[u] = *reinterpret_cast<const uint4*>(a.W + i_m);
+            r_X[u] = *reinterpret_cast<const uint4*>(a.X + (i_t) * N_m + i_m);
+          }
+          #pragma unroll
+          for (int u = 0; u < U; ++u) {
+            if (b0 + int64_t{u} * TEAM * 8 >= N_m) break;
+            float ys[8];
+            #pragma unroll
+            for (int j = 0; j < 8; ++j) {
+              const int64_t i_m = b0 + int64_t{u} * TEAM * 8 + j;
+              (void)i_m;
+              const float v = napkin::to_f(reinterpret_cast<const __nv_bfloat16*>(&r_X[u])[j]);
+              const float w = napkin::to_f(reinterpret_cast<const __nv_bfloat16*>(&r_W[u])[j]);
+              const float bias = napkin::to_f(reinterpret_cast<const __nv_bfloat16*>(&r_B[u])[j]);
+              ys[j] = (v - mean) * inv * w + bias;
+            }
+            const int64_t i_m = b0 + int64_t{u} * TEAM * 8;
+            *reinterpret_cast<uint4*>(a.Y + (i_t) * N_m + i_m) = make_uint4(napkin::pack2<__nv_bfloat16>(ys[0], ys[1]), napkin::pack2<__nv_bfloat16>(ys[2], ys[3]), napkin::pack2<__nv_bfloat16>(ys[4], ys[5]), napkin::pack2<__nv_bfloat16>(ys[6], ys[7]));
+          }
+        }
+      } else {
+        for (int64_t i_m = t; i_m < N_m; i_m += TEAM) {
+          const float v = napkin::to_f(a.X[(i_t) * N_m + i_m]);
+          const float w = napkin::to_f(a.W[i_m]);
+          const float bias = napkin::to_f(a.B[i_m]);
+          a.Y[(i_t) * N_m + i_m] = napkin::from_f<__nv_bfloat16>((v - mean) * inv * w + bias);
+        }
       }
     }
   }

@@ -170,7 +170,7 @@ static int napkin_fail(const char* message) {
 // kernel P: fuse P; weave t; stream v by 32768 twice; warps 8
 // strategy rows: softmax along v; 1 rows per block, 8 warp(s) per row; pass 1 statistics, pass 2 the map (the second read of the row is served by L1/L2)
 namespace k_P {
-  constexpr int WARPS = 8, THREADS = WARPS * 32, ROWS = 1, TEAM_WARPS = 8, TEAM = TEAM_WARPS * 32;
+  constexpr int WARPS = 8, THREADS = WARPS * 32, ROWS = 1, TEAM_WARPS = 8, TEAM = TEAM_WARPS * 32, U = 4;
 
   __global__ void __launch_bounds__(THREADS) kernel(const Args a) {
     [[maybe_unused]] const int64_t N_t = a.N_t, N_v = a.N_v;
@@ -184,11 +184,36 @@ namespace k_P {
       if (!live) row = 0;
       const int64_t i_t = row % N_t;
       row /= N_t;
+      const bool vec = N_v % 8 == 0 && reinterpret_cast<uintptr_t>(a.L) % 16 == 0 && reinterpret_cast<uintptr_t>(a.P) % 16 == 0;  // the 16-byte path
       float m = -INFINITY, l = 0.0f;  // online max and sum (paper §4, one pass)
-      for (int64_t i_v = t; i_v < N_v; i_v += TEAM) {
-        const float v = napkin::to_f(a.L[(i_t) * N_v + i_v]);
-        if (v > m) { l = l * (m == -INFINITY ? 0.0f : __expf(m - v)); m = v; }
-        l += v == -INFINITY ? 0.0f : __expf(v - m);
+      if (vec) {
+        for (int64_t b0 = int64_t{t} * 8; b0 < N_v; b0 += int64_t{TEAM} * 8 * U) {
+          uint4 r_L[U] = {};
+          #pragma unroll
+          for (int u = 0; u < U; ++u) {
+            const int64_t i_v = b0 + int64_t{u} * TEAM * 8;
+            if (i_v >= N_v) break;
+            r_L[u] = *reinterpret_cast<const uint4*>(a.L + (i_t) * N_v + i_v);
+          }
+          #pragma unroll
+          for (int u = 0; u < U; ++u) {
+            if (b0 + int64_t{u} * TEAM * 8 >= N_v) break;
+            #pragma unroll
+            for (int j = 0; j < 8; ++j) {
+              const int64_t i_v = b0 + int64_t{u} * TEAM * 8 + j;
+              (void)i_v;
+              const float v = napkin::to_f(reinterpret_cast<const __nv_bfloat16*>(&r_L[u])[j]);
+              if (v > m) { l = l * (m == -INFINITY ? 0.0f : __expf(m - v)); m = v; }
+              l += v == -INFINITY ? 0.0f : __expf(v - m);
+            }
+          }
+        }
+      } else {
+        for (int64_t i_v = t; i_v < N_v; i_v += TEAM) {
+          const float v = napkin::to_f(a.L[(i_t) * N_v + i_v]);
+          if (v > m) { l = l * (m == -INFINITY ? 0.0f : __expf(m - v)); m = v; }
+          l += v == -INFINITY ? 0.0f : __expf(v - m);
+        }
       }
       for (int o = 16; o > 0; o /= 2) {
         const float m2 = __shfl_xor_sync(0xffffffffu, m, o), l2 = __shfl_xor_sync(0xffffffffu, l, o);
@@ -208,9 +233,35 @@ namespace k_P {
       }
       const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;
       if (!live) continue;
-      for (int64_t i_v = t; i_v < N_v; i_v += TEAM) {
-        const float v = napkin::to_f(a.L[(i_t) * N_v + i_v]);
-        a.P[(i_t) * N_v + i_v] = napkin::from_f<__nv_bfloat16>(m == -INFINITY ? 0.0f : __expf(v - m) * inv_l);
+      if (vec) {
+        for (int64_t b0 = int64_t{t} * 8; b0 < N_v; b0 += int64_t{TEAM} * 8 * U) {
+          uint4 r_L[U] = {};
+          #pragma unroll
+          for (int u = 0; u < U; ++u) {
+            const int64_t i_v = b0 + int64_t{u} * TEAM * 8;
+            if (i_v >= N_v) break;
+            r_L[u] = *reinterpret_cast<const uint4*>(a.L + (i_t) * N_v + i_v);
+          }
+          #pragma unroll
+          for (int u = 0; u < U; ++u) {
+            if (b0 + int64_t{u} * TEAM * 8 >= N_v) break;
+            float ys[8];
+            #pragma unroll
+            for (int j = 0; j < 8; ++j) {
+              const int64_t i_v = b0 + int64_t{u} * TEAM * 8 + j;
+              (void)i_v;
+              const float v = napkin::to_f(reinterpret_cast<const __nv_bfloat16*>(&r_L[u])[j]);
+              ys[j] = (m == -INFINITY ? 0.0f : __expf(v - m) * inv_l);
+            }
+            const int64_t i_v = b0 + int64_t{u} * TEAM * 8;
+            *reinterpret_cast<uint4*>(a.P + (i_t) * N_v + i_v) = make_uint4(napkin::pack2<__nv_bfloat16>(ys[0], ys[1]), napkin::pack2<__nv_bfloat16>(ys[2], ys[3]), napkin::pack2<__nv_bfloat16>(ys[4], ys[5]), napkin::pack2<__nv_bfloat16>(ys[6], ys[7]));
+          }
+        }
+      } else {
+        for (int64_t i_v = t; i_v < N_v; i_v += TEAM) {
+          const float v = napkin::to_f(a.L[(i_t) * N_v + i_v]);
+          a.P[(i_t) * N_v + i_v] = napkin::from_f<__nv_bfloat16>((m == -INFINITY ? 0.0f : __expf(v - m) * inv_l));
+        }
       }
     }
   }

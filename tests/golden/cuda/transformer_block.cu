@@ -319,7 +319,7 @@ namespace call_H1 {
 // kernel Y: fuse Y; group t by 8; warps 8
 // strategy rows: rmsnorm along m; 8 rows per block, 1 warp(s) per row; pass 1 statistics, pass 2 the map (the second read of the row is served by L1/L2)
 namespace k_Y {
-  constexpr int WARPS = 8, THREADS = WARPS * 32, ROWS = 8, TEAM_WARPS = 1, TEAM = TEAM_WARPS * 32;
+  constexpr int WARPS = 8, THREADS = WARPS * 32, ROWS = 8, TEAM_WARPS = 1, TEAM = TEAM_WARPS * 32, U = 4;
 
   __global__ void __launch_bounds__(THREADS) kernel(const Args a) {
     [[maybe_unused]] const int64_t N_t = a.N_t, N_m = a.N_m;
@@ -333,10 +333,34 @@ namespace k_Y {
       if (!live) row = 0;
       const int64_t i_t = row % N_t;
       row /= N_t;
+      const bool vec = N_m % 8 == 0 && reinterpret_cast<uintptr_t>(a.W) % 16 == 0 && reinterpret_cast<uintptr_t>(a.X) % 16 == 0 && reinterpret_cast<uintptr_t>(a.Y) % 16 == 0;  // the 16-byte path
       float n = 0.0f, mean = 0.0f, m2 = 0.0f;  // Welford: count, mean, sum of squared deviations (rmsnorm uses m2 as the sum of squares)
-      for (int64_t i_m = t; i_m < N_m; i_m += TEAM) {
-        const float v = napkin::to_f(a.X[(i_t) * N_m + i_m]);
-        n += 1.0f; m2 += v * v;
+      if (vec) {
+        for (int64_t b0 = int64_t{t} * 8; b0 < N_m; b0 += int64_t{TEAM} * 8 * U) {
+          uint4 r_X[U] = {};
+          #pragma unroll
+          for (int u = 0; u < U; ++u) {
+            const int64_t i_m = b0 + int64_t{u} * TEAM * 8;
+            if (i_m >= N_m) break;
+            r_X[u] = *reinterpret_cast<const uint4*>(a.X + (i_t) * N_m + i_m);
+          }
+          #pragma unroll
+          for (int u = 0; u < U; ++u) {
+            if (b0 + int64_t{u} * TEAM * 8 >= N_m) break;
+            #pragma unroll
+            for (int j = 0; j < 8; ++j) {
+              const int64_t i_m = b0 + int64_t{u} * TEAM * 8 + j;
+              (void)i_m;
+              const float v = napkin::to_f(reinterpret_cast<const __nv_bfloat16*>(&r_X[u])[j]);
+              n += 1.0f; m2 += v * v;
+            }
+          }
+        }
+      } else {
+        for (int64_t i_m = t; i_m < N_m; i_m += TEAM) {
+          const float v = napkin::to_f(a.X[(i_t) * N_m + i_m]);
+          n += 1.0f; m2 += v * v;
+        }
       }
       for (int o = 16; o > 0; o /= 2) {
         const float n2 = __shfl_xor_sync(0xffffffffu, n, o), mean2 = __shfl_xor_sync(0xffffffffu, mean, o), m22 = __shfl_xor_sync(0xffffffffu, m2, o);
@@ -354,8 +378,39 @@ namespace k_Y {
       }
       const float inv = rsqrtf(m2 / n + 1e-05f);
       if (!live) continue;
-      for (int64_t i_m = t; i_m < N_m; i_m += TEAM) {
-        a.Y[(i_t) * N_m + i_m] = napkin::from_f<__nv_bfloat16>(napkin::to_f(a.X[(i_t) * N_m + i_m]) * inv * napkin::to_f(a.W[i_m]));
+      if (vec) {
+        for (int64_t b0 = int64_t{t} * 8; b0 < N_m; b0 += int64_t{TEAM} * 8 * U) {
+          uint4 r_W[U] = {};
+          uint4 r_X[U] = {};
+          #pragma unroll
+          for (int u = 0; u < U; ++u) {
+            const int64_t i_m = b0 + int64_t{u} * TEAM * 8;
+            if (i_m >= N_m) break;
+            r_W[u] = *reinterpret_cast<const uint4*>(a.W + i_m);
+            r_X[u] = *reinterpret_cast<const uint4*>(a.X + (i_t) * N_m + i_m);
+          }
+          #pragma unroll
+          for (int u = 0; u < U; ++u) {
+            if (b0 + int64_t{u} * TEAM * 8 >= N_m) break;
+            float ys[8];
+            #pragma unroll
+            for (int j = 0; j < 8; ++j) {
+              const int64_t i_m = b0 + int64_t{u} * TEAM * 8 + j;
+              (void)i_m;
+              const float v = napkin::to_f(reinterpret_cast<const __nv_bfloat16*>(&r_X[u])[j]);
+              const float w = napkin::to_f(reinterpret_cast<const __nv_bfloat16*>(&r_W[u])[j]);
+              ys[j] = v * inv * w;
+            }
+            const int64_t i_m = b0 + int64_t{u} * TEAM * 8;
+            *reinterpret_cast<uint4*>(a.Y + (i_t) * N_m + i_m) = make_uint4(napkin::pack2<__nv_bfloat16>(ys[0], ys[1]), napkin::pack2<__nv_bfloat16>(ys[2], ys[3]), napkin::pack2<__nv_bfloat16>(ys[4], ys[5]), napkin::pack2<__nv_bfloat16>(ys[6], ys[7]));
+          }
+        }
+      } else {
+        for (int64_t i_m = t; i_m < N_m; i_m += TEAM) {
+          const float v = napkin::to_f(a.X[(i_t) * N_m + i_m]);
+          const float w = napkin::to_f(a.W[i_m]);
+          a.Y[(i_t) * N_m + i_m] = napkin::from_f<__nv_bfloat16>(v * inv * w);
+        }
       }
     }
   }
@@ -958,16 +1013,34 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
       napkin::mbar_arrive(&k_empty[s]);  // K of this stage is consumed
       // S and P's argument element by element; keys past N_x are masked
       float mx[2] = {m_run[0], m_run[1]};
-      #pragma unroll
-      for (int nt = 0; nt < T_X / 8; ++nt) {
+      const int x_left = static_cast<int>(min(int64_t{T_X}, N_x - kc * T_X));  // valid keys in the chunk
+      const int diag = static_cast<int>(max(int64_t{-64}, min(int64_t{T_X}, o_q + cw * 64 - kc * T_X)));
+      if (x_left == T_X && diag >= T_X - 1) {
+        // interior chunk: no key past the end, every key at or before every row's diagonal
         #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int64_t i_q = o_q + cw * 64 + warp * 16 + lane / 4 + (e / 2) * 8;
-          const int64_t i_x = kc * T_X + nt * 8 + (lane % 4) * 2 + e % 2;
-          (void)i_q;
-          const float v = ((i_x <= i_q ? 1.0f : 0.0f) != 0.0f ? (sacc[nt * 4 + e] * rsqrtf(static_cast<float>(N_d))) : -INFINITY);
-          sacc[nt * 4 + e] = i_x < N_x ? v : -INFINITY;
-          mx[e / 2] = fmaxf(mx[e / 2], sacc[nt * 4 + e]);
+        for (int nt = 0; nt < T_X / 8; ++nt) {
+          #pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int c_rel = nt * 8 + (lane % 4) * 2 + e % 2, r_rel = warp * 16 + lane / 4 + (e / 2) * 8;
+            const int64_t i_q = o_q + cw * 64 + r_rel, i_x = kc * T_X + c_rel;
+            (void)i_q, (void)i_x, (void)r_rel;
+            const float v = (sacc[nt * 4 + e] * rsqrtf(static_cast<float>(N_d)));
+            sacc[nt * 4 + e] = v;
+            mx[e / 2] = fmaxf(mx[e / 2], sacc[nt * 4 + e]);
+          }
+        }
+      } else {
+        #pragma unroll
+        for (int nt = 0; nt < T_X / 8; ++nt) {
+          #pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int c_rel = nt * 8 + (lane % 4) * 2 + e % 2, r_rel = warp * 16 + lane / 4 + (e / 2) * 8;
+            const int64_t i_q = o_q + cw * 64 + r_rel, i_x = kc * T_X + c_rel;
+            (void)i_q, (void)i_x, (void)r_rel;
+            const float v = ((c_rel - r_rel <= diag ? 1.0f : 0.0f) != 0.0f ? (sacc[nt * 4 + e] * rsqrtf(static_cast<float>(N_d))) : -INFINITY);
+            sacc[nt * 4 + e] = c_rel < x_left ? v : -INFINITY;
+            mx[e / 2] = fmaxf(mx[e / 2], sacc[nt * 4 + e]);
+          }
         }
       }
       // online softmax (P): new running max; l and O are rescaled by exp(m_old - m_new)
@@ -1019,16 +1092,34 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
       napkin::mbar_arrive(&k_empty[s]);  // K of this stage is consumed
       // S and P's argument element by element; keys past N_x are masked
       float mx[2] = {m_run[0], m_run[1]};
-      #pragma unroll
-      for (int nt = 0; nt < T_X / 8; ++nt) {
+      const int x_left = static_cast<int>(min(int64_t{T_X}, N_x - kc * T_X));  // valid keys in the chunk
+      const int diag = static_cast<int>(max(int64_t{-64}, min(int64_t{T_X}, o_q + cw * 64 - kc * T_X)));
+      if (x_left == T_X && diag >= T_X - 1) {
+        // interior chunk: no key past the end, every key at or before every row's diagonal
         #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int64_t i_q = o_q + cw * 64 + warp * 16 + lane / 4 + (e / 2) * 8;
-          const int64_t i_x = kc * T_X + nt * 8 + (lane % 4) * 2 + e % 2;
-          (void)i_q;
-          const float v = ((i_x <= i_q ? 1.0f : 0.0f) != 0.0f ? (sacc[nt * 4 + e] * rsqrtf(static_cast<float>(N_d))) : -INFINITY);
-          sacc[nt * 4 + e] = i_x < N_x ? v : -INFINITY;
-          mx[e / 2] = fmaxf(mx[e / 2], sacc[nt * 4 + e]);
+        for (int nt = 0; nt < T_X / 8; ++nt) {
+          #pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int c_rel = nt * 8 + (lane % 4) * 2 + e % 2, r_rel = warp * 16 + lane / 4 + (e / 2) * 8;
+            const int64_t i_q = o_q + cw * 64 + r_rel, i_x = kc * T_X + c_rel;
+            (void)i_q, (void)i_x, (void)r_rel;
+            const float v = (sacc[nt * 4 + e] * rsqrtf(static_cast<float>(N_d)));
+            sacc[nt * 4 + e] = v;
+            mx[e / 2] = fmaxf(mx[e / 2], sacc[nt * 4 + e]);
+          }
+        }
+      } else {
+        #pragma unroll
+        for (int nt = 0; nt < T_X / 8; ++nt) {
+          #pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int c_rel = nt * 8 + (lane % 4) * 2 + e % 2, r_rel = warp * 16 + lane / 4 + (e / 2) * 8;
+            const int64_t i_q = o_q + cw * 64 + r_rel, i_x = kc * T_X + c_rel;
+            (void)i_q, (void)i_x, (void)r_rel;
+            const float v = ((c_rel - r_rel <= diag ? 1.0f : 0.0f) != 0.0f ? (sacc[nt * 4 + e] * rsqrtf(static_cast<float>(N_d))) : -INFINITY);
+            sacc[nt * 4 + e] = c_rel < x_left ? v : -INFINITY;
+            mx[e / 2] = fmaxf(mx[e / 2], sacc[nt * 4 + e]);
+          }
         }
       }
       // online softmax (P): new running max; l and O are rescaled by exp(m_old - m_new)
@@ -1223,7 +1314,7 @@ namespace call_H2 {
 // kernel Y: fuse Y; group t by 8; warps 8
 // strategy rows: rmsnorm along m; 8 rows per block, 1 warp(s) per row; pass 1 statistics, pass 2 the map (the second read of the row is served by L1/L2)
 namespace k_Y {
-  constexpr int WARPS = 8, THREADS = WARPS * 32, ROWS = 8, TEAM_WARPS = 1, TEAM = TEAM_WARPS * 32;
+  constexpr int WARPS = 8, THREADS = WARPS * 32, ROWS = 8, TEAM_WARPS = 1, TEAM = TEAM_WARPS * 32, U = 4;
 
   __global__ void __launch_bounds__(THREADS) kernel(const Args a) {
     [[maybe_unused]] const int64_t N_t = a.N_t, N_m = a.N_m;
@@ -1237,10 +1328,34 @@ namespace k_Y {
       if (!live) row = 0;
       const int64_t i_t = row % N_t;
       row /= N_t;
+      const bool vec = N_m % 8 == 0 && reinterpret_cast<uintptr_t>(a.W) % 16 == 0 && reinterpret_cast<uintptr_t>(a.X) % 16 == 0 && reinterpret_cast<uintptr_t>(a.Y) % 16 == 0;  // the 16-byte path
       float n = 0.0f, mean = 0.0f, m2 = 0.0f;  // Welford: count, mean, sum of squared deviations (rmsnorm uses m2 as the sum of squares)
-      for (int64_t i_m = t; i_m < N_m; i_m += TEAM) {
-        const float v = napkin::to_f(a.X[(i_t) * N_m + i_m]);
-        n += 1.0f; m2 += v * v;
+      if (vec) {
+        for (int64_t b0 = int64_t{t} * 8; b0 < N_m; b0 += int64_t{TEAM} * 8 * U) {
+          uint4 r_X[U] = {};
+          #pragma unroll
+          for (int u = 0; u < U; ++u) {
+            const int64_t i_m = b0 + int64_t{u} * TEAM * 8;
+            if (i_m >= N_m) break;
+            r_X[u] = *reinterpret_cast<const uint4*>(a.X + (i_t) * N_m + i_m);
+          }
+          #pragma unroll
+          for (int u = 0; u < U; ++u) {
+            if (b0 + int64_t{u} * TEAM * 8 >= N_m) break;
+            #pragma unroll
+            for (int j = 0; j < 8; ++j) {
+              const int64_t i_m = b0 + int64_t{u} * TEAM * 8 + j;
+              (void)i_m;
+              const float v = napkin::to_f(reinterpret_cast<const __nv_bfloat16*>(&r_X[u])[j]);
+              n += 1.0f; m2 += v * v;
+            }
+          }
+        }
+      } else {
+        for (int64_t i_m = t; i_m < N_m; i_m += TEAM) {
+          const float v = napkin::to_f(a.X[(i_t) * N_m + i_m]);
+          n += 1.0f; m2 += v * v;
+        }
       }
       for (int o = 16; o > 0; o /= 2) {
         const float n2 = __shfl_xor_sync(0xffffffffu, n, o), mean2 = __shfl_xor_sync(0xffffffffu, mean, o), m22 = __shfl_xor_sync(0xffffffffu, m2, o);
@@ -1258,8 +1373,39 @@ namespace k_Y {
       }
       const float inv = rsqrtf(m2 / n + 1e-05f);
       if (!live) continue;
-      for (int64_t i_m = t; i_m < N_m; i_m += TEAM) {
-        a.Y[(i_t) * N_m + i_m] = napkin::from_f<__nv_bfloat16>(napkin::to_f(a.X[(i_t) * N_m + i_m]) * inv * napkin::to_f(a.W[i_m]));
+      if (vec) {
+        for (int64_t b0 = int64_t{t} * 8; b0 < N_m; b0 += int64_t{TEAM} * 8 * U) {
+          uint4 r_W[U] = {};
+          uint4 r_X[U] = {};
+          #pragma unroll
+          for (int u = 0; u < U; ++u) {
+            const int64_t i_m = b0 + int64_t{u} * TEAM * 8;
+            if (i_m >= N_m) break;
+            r_W[u] = *reinterpret_cast<const uint4*>(a.W + i_m);
+            r_X[u] = *reinterpret_cast<const uint4*>(a.X + (i_t) * N_m + i_m);
+          }
+          #pragma unroll
+          for (int u = 0; u < U; ++u) {
+            if (b0 + int64_t{u} * TEAM * 8 >= N_m) break;
+            float ys[8];
+            #pragma unroll
+            for (int j = 0; j < 8; ++j) {
+              const int64_t i_m = b0 + int64_t{u} * TEAM * 8 + j;
+              (void)i_m;
+              const float v = napkin::to_f(reinterpret_cast<const __nv_bfloat16*>(&r_X[u])[j]);
+              const float w = napkin::to_f(reinterpret_cast<const __nv_bfloat16*>(&r_W[u])[j]);
+              ys[j] = v * inv * w;
+            }
+            const int64_t i_m = b0 + int64_t{u} * TEAM * 8;
+            *reinterpret_cast<uint4*>(a.Y + (i_t) * N_m + i_m) = make_uint4(napkin::pack2<__nv_bfloat16>(ys[0], ys[1]), napkin::pack2<__nv_bfloat16>(ys[2], ys[3]), napkin::pack2<__nv_bfloat16>(ys[4], ys[5]), napkin::pack2<__nv_bfloat16>(ys[6], ys[7]));
+          }
+        }
+      } else {
+        for (int64_t i_m = t; i_m < N_m; i_m += TEAM) {
+          const float v = napkin::to_f(a.X[(i_t) * N_m + i_m]);
+          const float w = napkin::to_f(a.W[i_m]);
+          a.Y[(i_t) * N_m + i_m] = napkin::from_f<__nv_bfloat16>(v * inv * w);
+        }
       }
     }
   }
