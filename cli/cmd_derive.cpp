@@ -32,9 +32,11 @@ void print_cost_table(const SearchResult& r, const Hardware& hw) {
     row("L2 -> SMEM", human_bytes(c.l2_to_smem_bytes), c.t_l2, c.smem_symbolic);
     row("SMEM -> registers", human_bytes(c.smem_read_bytes), c.t_smem, "MMA operands read by " + std::to_string(c.warps) + " warps");
     row("tensor cores", fmt::format("{:.3g} FLOP", c.flops_tensor), c.t_tensor,
-        fmt::format("{:.0f}% of peak usable with mma.sync", hw.mma_sync_fraction * 100));
+        fmt::format("{:.0f}% of peak usable with {}", c.tensor_fraction * 100, c.warpgroup_mma ? "wgmma" : "mma.sync"));
     row("FP32", fmt::format("{:.3g} FLOP", c.flops_fp32), c.t_fp32, "");
     row("SFU (exp)", fmt::format("{:.3g} op", c.sfu_ops), c.t_sfu, "");
+    if (c.t_latency > 0)
+      row("HBM latency", fmt::format("{:.2g} us/trip", hw.hbm_latency_s * 1e6), c.t_latency, "rows walked in series by each warp, 2 round trips per row");
     row("predicted", fmt::format("{} blocks", c.blocks), c.t_total,
         fmt::format("bound: {}; {} warps/SM; wave efficiency {:.0f}%{}", c.bound, c.warps_per_sm, c.wave_efficiency * 100,
                     c.causal_active_fraction < 1 ? fmt::format("; causal: {:.1f}% of tiles computed", c.causal_active_fraction * 100) : ""));

@@ -43,6 +43,10 @@ Hardware apply_measurements(const Hardware& base, const std::map<std::string, st
   h.launch_overhead_s = get("launch_overhead_s");
   double peak = base.tensor_rate(DType::bf16).value_or(0);
   if (peak > 0) h.mma_sync_fraction = std::min(1.0, get("mma_sync_bf16_flops_per_s") / peak);
+  // Measured only where the GPU has them (wgmma, the bulk-copy engine) or by newer microbenchmarks.
+  if (peak > 0 && m.count("wgmma_bf16_flops_per_s")) h.wgmma_fraction = std::min(1.0, get("wgmma_bf16_flops_per_s") / peak);
+  if (m.count("l2_bulk_bandwidth_bytes_per_s")) h.l2_bulk_bandwidth_bytes_per_s = get("l2_bulk_bandwidth_bytes_per_s");
+  if (m.count("hbm_latency_s")) h.hbm_latency_s = get("hbm_latency_s");
   h.name = base.name + "-measured";
   h.aliases.clear();
   for (const auto& a : base.aliases) h.aliases.push_back(a + "-measured");

@@ -18,7 +18,9 @@ std::map<std::string, std::string> parse_measurements(const std::string& text);
 
 /** `base` with every measured figure replaced: bandwidths, FP32 and SFU rates, launch overhead,
  *  SM count and L2 size; mma_sync_fraction = measured mma.sync bf16 rate / datasheet bf16 peak
- *  (at most 1). Raises UserError when a required measurement is missing. */
+ *  (at most 1); where measured (Hopper), wgmma_fraction likewise from the wgmma rate, the L2 ->
+ *  SMEM bandwidth of bulk copies (TMA's path) and the HBM latency. Raises UserError when a
+ *  required measurement is missing. */
 Hardware apply_measurements(const Hardware& base, const std::map<std::string, std::string>& m);
 
 /** Compiles microbench.cu with nvcc for `base.arch` and runs it; its output. Raises UserError

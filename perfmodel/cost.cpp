@@ -403,15 +403,21 @@ class KernelModel {
     c_.wave_efficiency = static_cast<double>(c_.blocks) / (waves * slots);
     double mem_util = std::min(1.0, static_cast<double>(c_.blocks) / hw_.sm_count);
     DType compute = opt_.dtype ? *opt_.dtype : (d_.inputs().empty() ? DType::fp32 : d_.inputs().front()->dtype);
-    double tc = hw_.tensor_rate(compute).value_or(hw_.fp32_flops_per_s) * hw_.mma_sync_fraction;
+    // wgmma where the emitter's sm_90a variant applies: its rate, and TMA's L2 -> SMEM bandwidth.
+    c_.warpgroup_mma = hw_.wgmma && hw_.tma && hw_.wgmma_fraction > 0 && hw_.warpgroup_mma(compute) && c_.flops_tensor > 0 &&
+                       c_.warps % 4 == 0 && c_.warps / 4 <= 2;
+    c_.tensor_fraction = c_.warpgroup_mma ? hw_.wgmma_fraction : hw_.mma_sync_fraction;
+    double tc = hw_.tensor_rate(compute).value_or(hw_.fp32_flops_per_s) * c_.tensor_fraction;
+    double l2_bw = c_.warpgroup_mma && hw_.l2_bulk_bandwidth_bytes_per_s > 0 ? hw_.l2_bulk_bandwidth_bytes_per_s : hw_.l2.bandwidth_bytes_per_s;
     c_.t_hbm = c_.hbm_bytes / hw_.hbm.bandwidth_bytes_per_s / mem_util;
-    c_.t_l2 = c_.l2_to_smem_bytes / hw_.l2.bandwidth_bytes_per_s / mem_util;
+    c_.t_l2 = c_.l2_to_smem_bytes / l2_bw / mem_util;
+    c_.t_latency = row_latency(waves);
     c_.t_smem = c_.smem_read_bytes / hw_.smem.bandwidth_bytes_per_s / c_.wave_efficiency;
     c_.t_tensor = c_.flops_tensor / tc / c_.wave_efficiency;
     c_.t_fp32 = c_.flops_fp32 / hw_.fp32_flops_per_s / c_.wave_efficiency;
     c_.t_sfu = c_.sfu_ops / hw_.sfu_ops_per_s / c_.wave_efficiency;
     c_.t_launch = hw_.launch_overhead_s;
-    double memory = std::max({c_.t_hbm, c_.t_l2, c_.t_smem});
+    double memory = std::max({c_.t_hbm, c_.t_l2, c_.t_smem, c_.t_latency});
     double compute_t = c_.t_tensor + c_.t_fp32 + c_.t_sfu;
     bool pipelined = hw_.cp_async && opt_.pipeline_stages >= 2;
     // Overlap needs warps to switch between: with fewer than kWarpsToHide resident warps per SM,
@@ -421,9 +427,26 @@ class KernelModel {
                  c_.t_launch;
     std::vector<std::pair<double, const char*>> terms{{c_.t_hbm, "HBM bandwidth"},   {c_.t_l2, "L2->SMEM bandwidth"},
                                                       {c_.t_smem, "SMEM bandwidth"}, {c_.t_tensor, "tensor cores"},
-                                                      {c_.t_fp32, "FP32 units"},     {c_.t_sfu, "special-function units (exp)"}};
+                                                      {c_.t_fp32, "FP32 units"},     {c_.t_sfu, "special-function units (exp)"},
+                                                      {c_.t_latency, "HBM latency (rows walked in series)"}};
     c_.bound = std::max_element(terms.begin(), terms.end())->second;
     if (compute_t > memory && std::max({c_.t_tensor, c_.t_fp32, c_.t_sfu}) < 0.7 * compute_t) c_.bound = "compute (tensor + FP32 + SFU, not overlapped)";
+  }
+
+  /** Rows of a normaliser that each warp walks one after another (the rows strategy: the tile's
+   *  rows over the warps), each two dependent HBM round trips (statistics, then the map), times
+   *  the waves; 0 for tensor-core kernels and when the hardware's HBM latency is not known. */
+  double row_latency(double waves) const {
+    if (hw_.hbm_latency_s <= 0 || c_.flops_tensor > 0) return 0;
+    for (const auto* w : stmts_)
+      for (const auto& [axis, r] : w->roles) {
+        if (r.role != AxisRole::normalised) continue;
+        double rows = 1;
+        for (const auto& a : w->statement->axes)
+          if (a != axis && c_.axes.count(a)) rows *= static_cast<double>(c_.axes.at(a).tile);
+        return waves * std::ceil(rows / std::max(1, c_.warps)) * 2 * hw_.hbm_latency_s;
+      }
+    return 0;
   }
 
   /** Re-reads served by L2 unless the per-step working set of the blocks in flight exceeds it. */

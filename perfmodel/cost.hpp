@@ -79,6 +79,14 @@ struct KernelCost {
   int warps = 4, blocks_per_sm = 0, warps_per_sm = 0;
   double wave_efficiency = 1;
   double t_hbm = 0, t_l2 = 0, t_smem = 0, t_tensor = 0, t_fp32 = 0, t_sfu = 0, t_launch = 0, t_total = 0;
+  /** Dependent HBM round trips in series (seconds): rows of a normaliser walked one after another
+   *  by a warp, two round trips each (statistics, then the map), times the waves. */
+  double t_latency = 0;
+  /** The tensor-core path: wgmma (Hopper: warps a multiple of 4, at most two consumer
+   *  warpgroups, wgmma and TMA on the hardware; the emitter's sm_90a variant) or mma.sync, and the
+   *  share of the tensor-core peak it reaches (hardware wgmma_fraction / mma_sync_fraction). */
+  bool warpgroup_mma = false;
+  double tensor_fraction = 1;
   std::string bound;
   std::vector<std::string> problems;       ///< why it does not fit (empty when it does)
 };

@@ -56,6 +56,9 @@ class Reader {
     h.launch_overhead_s = num(root, "launch_overhead_s", true);
     h.hbm = level(root, "hbm");
     h.l2 = level(root, "l2");
+    if (const auto* t = table(root, "hbm"); t && t->contains("latency_s")) h.hbm_latency_s = num(*t, "latency_s", false, "hbm.");
+    if (const auto* t = table(root, "l2"); t && t->contains("bulk_bandwidth_bytes_per_s"))
+      h.l2_bulk_bandwidth_bytes_per_s = num(*t, "bulk_bandwidth_bytes_per_s", false, "l2.");
     const toml::table* smem = table(root, "smem");
     if (smem) {
       h.smem.capacity_bytes = num(*smem, "capacity_per_sm_bytes", false, "smem.");
@@ -76,6 +79,10 @@ class Reader {
       h.sfu_ops_per_s = num(*c, "sfu_ops_per_s", false, "compute.");
       h.mma_sync_fraction = num(*c, "mma_sync_fraction", false, "compute.");
       if (h.mma_sync_fraction > 1) error(c->get("mma_sync_fraction"), "compute.mma_sync_fraction must be at most 1");
+      if (c->contains("wgmma_fraction")) {
+        h.wgmma_fraction = num(*c, "wgmma_fraction", false, "compute.");
+        if (h.wgmma_fraction > 1) error(c->get("wgmma_fraction"), "compute.wgmma_fraction must be at most 1");
+      }
     }
     if (const auto* tc = table(root, "tensor_core")) {
       for (auto&& [k, v] : *tc) {
@@ -221,7 +228,9 @@ std::string format_hardware(const Hardware& h, const std::string& header) {
   out += "]\narch = \"" + h.arch + "\"\nsm_count = " + std::to_string(h.sm_count) + "\nclock_hz = " + num(h.clock_hz) +
          "\nlaunch_overhead_s = " + num(h.launch_overhead_s) + "\n";
   out += "\n[hbm]\ncapacity_bytes = " + integer(h.hbm.capacity_bytes) + "\nbandwidth_bytes_per_s = " + num(h.hbm.bandwidth_bytes_per_s) + "\n";
+  if (h.hbm_latency_s > 0) out += "latency_s = " + num(h.hbm_latency_s) + "\n";
   out += "\n[l2]\ncapacity_bytes = " + integer(h.l2.capacity_bytes) + "\nbandwidth_bytes_per_s = " + num(h.l2.bandwidth_bytes_per_s) + "\n";
+  if (h.l2_bulk_bandwidth_bytes_per_s > 0) out += "bulk_bandwidth_bytes_per_s = " + num(h.l2_bulk_bandwidth_bytes_per_s) + "\n";
   out += "\n[smem]\ncapacity_per_sm_bytes = " + integer(h.smem.capacity_bytes) + "\nmax_per_block_bytes = " +
          integer(h.smem_max_per_block_bytes) + "\nbandwidth_bytes_per_s = " + num(h.smem.bandwidth_bytes_per_s) + "\n";
   out += "\n[registers]\nper_sm = " + std::to_string(h.registers_per_sm) + "\nmax_per_thread = " + std::to_string(h.max_registers_per_thread) + "\n";
@@ -229,6 +238,7 @@ std::string format_hardware(const Hardware& h, const std::string& header) {
          std::to_string(h.max_threads_per_block) + "\nmax_blocks_per_sm = " + std::to_string(h.max_blocks_per_sm) + "\n";
   out += "\n[compute]\nfp32_flops_per_s = " + num(h.fp32_flops_per_s) + "\nsfu_ops_per_s = " + num(h.sfu_ops_per_s) +
          "\nmma_sync_fraction = " + num(h.mma_sync_fraction) + "\n";
+  if (h.wgmma_fraction > 0) out += "wgmma_fraction = " + num(h.wgmma_fraction) + "\n";
   out += "\n[tensor_core]\n";
   for (const auto& [t, rate] : h.tensor_flops_per_s) out += std::string(dtype_name(t)) + " = " + num(rate) + "\n";
   out += std::string("\n[features]\ncp_async = ") + (h.cp_async ? "true" : "false") + "\ntma = " + (h.tma ? "true" : "false") +

@@ -46,6 +46,14 @@ struct Hardware {
   double fp32_flops_per_s = 0;
   double sfu_ops_per_s = 0;             ///< exp2, rsqrt, ... per second
   double mma_sync_fraction = 1;         ///< share of the tensor-core peak reachable with mma.sync
+  /** Share of the tensor-core peak reachable with wgmma (Hopper, PTX ISA 9.7.15), measured by
+   *  `napkin calibrate` (m64n128k16 from SMEM); 0 when not known: mma_sync_fraction applies. */
+  double wgmma_fraction = 0;
+  /** L2 -> SMEM bandwidth of the bulk-copy engine that TMA loads use (bytes/s, whole device),
+   *  measured by `napkin calibrate`; 0 when not known: l2.bandwidth_bytes_per_s applies. */
+  double l2_bulk_bandwidth_bytes_per_s = 0;
+  /** Latency of one dependent HBM load (seconds; pointer chase, `napkin calibrate`); 0: unknown. */
+  double hbm_latency_s = 0;
   std::map<DType, double> tensor_flops_per_s;  ///< dense, fp32 accumulate; absent: no tensor cores
   bool cp_async = false, tma = false, wgmma = false;
   std::vector<MmaShape> mma;

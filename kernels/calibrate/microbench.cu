@@ -69,6 +69,58 @@ __global__ void l2_read(const uint4* __restrict__ in, size_t n, int passes, uint
   if (acc == 0x12345678u) *sink = acc;
 }
 
+// L2 -> SMEM by the bulk-copy engine (cp.async.bulk, PTX ISA 9.7.9.25.4; the path TMA loads take):
+// one thread per block streams 16 KB chunks of an L2-resident buffer into a 4-stage SMEM ring,
+// each stage guarded by an mbarrier that counts the bytes landed. Device code for sm_90 only.
+constexpr int kBulkChunk = 16384, kBulkStages = 4;
+__device__ __forceinline__ uint32_t bulk_smem(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+__device__ __forceinline__ void bulk_wait(uint64_t* bar, unsigned parity) {
+  unsigned done = 0;
+  do {
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done) : "r"(bulk_smem(bar)), "r"(parity) : "memory");
+  } while (!done);
+}
+__global__ void l2_bulk_read(const unsigned char* src, size_t chunks, int iters, uint32_t* sink) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  extern __shared__ __align__(128) unsigned char bulk_raw[];
+  __shared__ uint64_t full[kBulkStages];
+  if (threadIdx.x != 0) return;
+  for (int s = 0; s < kBulkStages; ++s) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bulk_smem(&full[s])));
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  for (int it = 0; it < iters; ++it) {
+    const int s = it % kBulkStages;
+    if (it >= kBulkStages) bulk_wait(&full[s], static_cast<unsigned>((it / kBulkStages - 1) & 1));
+    const unsigned char* from = src + ((size_t(blockIdx.x) * 7919 + it) % chunks) * kBulkChunk;
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bulk_smem(&full[s])), "r"(kBulkChunk) : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
+                 ::"r"(bulk_smem(bulk_raw + s * kBulkChunk)), "l"(from), "r"(kBulkChunk), "r"(bulk_smem(&full[s])) : "memory");
+  }
+  for (int it = iters; it < iters + kBulkStages; ++it) {
+    const int s = it % kBulkStages;
+    if (it >= kBulkStages) bulk_wait(&full[s], static_cast<unsigned>((it / kBulkStages - 1) & 1));
+  }
+  if (bulk_raw[threadIdx.x] == 0x5a && bulk_raw[kBulkChunk - 1] == 0xa5) *sink = 1;
+#endif
+}
+
+// HBM latency: one thread follows a chain of dependent loads through 256 MiB (5x the L2), each
+// hop a 4 KB-aligned jump along a full-period LCG over the pages (a = 2654435761 = 1 mod 4, c odd),
+// so every load misses the caches. Seconds per hop.
+__global__ void chase(const uint32_t* __restrict__ next, int hops, uint32_t* sink) {
+  uint32_t at = 0;
+  for (int i = 0; i < hops; ++i) at = __ldcg(&next[at]);
+  *sink = at;
+}
+__global__ void chase_init(uint32_t* next, size_t words, uint32_t seed) {
+  // word i * 1024 points to word ((i * a + c) mod pages) * 1024: a full-period walk when pages is a power of 2
+  const size_t pages = words / 1024;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < pages; i += size_t(gridDim.x) * blockDim.x) {
+    const size_t j = (i * 2654435761ull + seed) % pages;
+    next[i * 1024] = static_cast<uint32_t>(j * 1024);
+  }
+}
+
 // Shared-memory reads, 16 bytes per thread, conflict-free (consecutive threads, consecutive vectors).
 __global__ void smem_read(int iters, uint32_t* sink) {
   __shared__ uint4 buf[2048];
@@ -210,6 +262,20 @@ int main() {
   int passes = 64;
   t = median_seconds([&] { l2_read<<<sms * 8, 512>>>(reinterpret_cast<const uint4*>(in), l2_bytes / 16, passes, sink); });
   std::printf("l2_bandwidth_bytes_per_s %.6g\n", double(l2_bytes) * passes / t);
+  if (prop.major >= 9) {  // the same buffer through the bulk-copy engine, two blocks per SM
+    const int bulk_iters = 4096, bulk_smem_bytes = kBulkStages * kBulkChunk;
+    CHECK(cudaFuncSetAttribute(l2_bulk_read, cudaFuncAttributeMaxDynamicSharedMemorySize, bulk_smem_bytes));
+    t = median_seconds([&] {
+      l2_bulk_read<<<sms * 2, 32, bulk_smem_bytes>>>(reinterpret_cast<const unsigned char*>(in), l2_bytes / kBulkChunk, bulk_iters, sink);
+    });
+    std::printf("l2_bulk_bandwidth_bytes_per_s %.6g\n", double(sms) * 2 * bulk_iters * kBulkChunk / t);
+  }
+  // HBM latency by pointer chasing through the 2 GiB buffer (about 1 us of hops is plenty).
+  chase_init<<<sms * 8, 256>>>(out, size_t(1) << 26, 12345u);  // 256 MiB: 5x the L2, within the TLB reach
+  CHECK(cudaGetLastError());
+  const int hops = 4096;
+  t = median_seconds([&] { chase<<<1, 1>>>(out, hops, sink); }, 3);
+  std::printf("hbm_latency_s %.6g\n", t / hops);
   CHECK(cudaFree(in));
   CHECK(cudaFree(out));
 

@@ -42,8 +42,9 @@ check rmsnorm-100x1000 "$lib/rmsnorm.napkin" --set t=100 --set m=1000
 # rows of a length that is not a multiple of 8: the scalar path of the rows kernel
 check softmax-50x5003 "$lib/softmax.napkin" --set t=50 --set v=5003
 check layernorm-100x1001 "$lib/layernorm.napkin" --set t=100 --set m=1001
-# calls: the transformer block runs its callees' kernels (RMSNorm mapped over b, GQA, SwiGLU)
-check transformer-block-small "$lib/transformer_block.napkin" --set b=2 --set s=96 --set m=256 --set g=2 --set r=2 --set d=64 --set f=384
+# calls: the transformer block (Q scaled, see the file) runs its callees' kernels (RMSNorm mapped
+# over b, GQA, SwiGLU whose result the residual add reads from a buffer)
+check call-block "$root/tests/gpu/call_block.napkin" --set b=2 --set s=96 --set m=256 --set g=2 --set r=2 --set d=64 --set f=384
 # compute-sanitizer over the harness binaries of the tensor-core kernels (the check run only).
 if command -v compute-sanitizer >/dev/null; then
   for tag in att-d128-n1000 causal-d64-n1000 causal-d128-n1000 layernorm-100x1000 mm-777x333x1001 mm-1000x1000x1000 mlp-300x256x520 bmm-3x200x128x300; do
