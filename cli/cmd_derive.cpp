@@ -30,7 +30,8 @@ void print_cost_table(const SearchResult& r, const Hardware& hw) {
     }
     row("HBM", human_bytes(c.hbm_bytes), c.t_hbm, "each input and output once, plus L2 misses");
     row("L2 -> SMEM", human_bytes(c.l2_to_smem_bytes), c.t_l2, c.smem_symbolic);
-    row("SMEM -> registers", human_bytes(c.smem_read_bytes), c.t_smem, "MMA operands read by " + std::to_string(c.warps) + " warps");
+    row("SMEM -> registers", human_bytes(c.smem_read_bytes), c.t_smem,
+        c.warpgroup_mma ? "MMA operands read by " + std::to_string(c.warps / 4) + " warpgroup(s)" : "MMA operands read by " + std::to_string(c.warps) + " warps");
     row("tensor cores", fmt::format("{:.3g} FLOP", c.flops_tensor), c.t_tensor,
         fmt::format("{:.0f}% of peak usable with {}", c.tensor_fraction * 100, c.warpgroup_mma ? "wgmma" : "mma.sync"));
     row("FP32", fmt::format("{:.3g} FLOP", c.flops_fp32), c.t_fp32, "");

@@ -383,12 +383,18 @@ class KernelModel {
 
   // ------------------------------------------------------------------ time
   void timing() {
+    DType compute = opt_.dtype ? *opt_.dtype : (d_.inputs().empty() ? DType::fp32 : d_.inputs().front()->dtype);
+    // wgmma where the emitter's sm_90a variant applies: its rate, and TMA's L2 -> SMEM bandwidth.
+    c_.warpgroup_mma = hw_.wgmma && hw_.tma && hw_.wgmma_fraction > 0 && hw_.warpgroup_mma(compute) && c_.flops_tensor > 0 &&
+                       c_.warps % 4 == 0 && c_.warps / 4 <= 2 && !warp_axis_.empty() && c_.axes.count(warp_axis_) &&
+                       wgmma_rows_fit(c_.axes.at(warp_axis_).tile, c_.warps / 4);
     if (!opt_.two_level) {
       for (const auto& t : c_.transfers)
         if (t.to == MemLevel::smem) {
           const AxisList& ax = axes_of(t.array);
           bool split = !warp_axis_.empty() && std::find(ax.begin(), ax.end(), warp_axis_) != ax.end();
-          c_.smem_read_bytes += t.bytes * (split ? 1 : c_.warps);
+          // mma.sync: every warp reads the operand tiles it multiplies; wgmma: every warpgroup.
+          c_.smem_read_bytes += t.bytes * (split ? 1 : c_.warpgroup_mma ? c_.warps / 4 : c_.warps);
         }
       // An intermediate moved to SMEM is written and read back at every stream step.
       double steps = 1;
@@ -398,14 +404,16 @@ class KernelModel {
           c_.smem_read_bytes += 2 * tile(axes_of(a)) * bytes_of(storage_dtype(d_, a, opt_)) * steps * static_cast<double>(c_.blocks);
       misses();
     }
+    if (c_.warpgroup_mma && c_.blocks_per_sm > 0) {
+      // The sm_90a variant: one thread block per SM (a producer warpgroup beside the consumers,
+      // registers moved to them by setmaxnreg), loads issued by TMA while the consumers compute.
+      c_.blocks_per_sm = 1;
+      c_.warps_per_sm = c_.warps + 4;
+    }
     double slots = static_cast<double>(hw_.sm_count) * std::max(1, c_.blocks_per_sm);
     double waves = std::ceil(static_cast<double>(c_.blocks) / slots);
     c_.wave_efficiency = static_cast<double>(c_.blocks) / (waves * slots);
     double mem_util = std::min(1.0, static_cast<double>(c_.blocks) / hw_.sm_count);
-    DType compute = opt_.dtype ? *opt_.dtype : (d_.inputs().empty() ? DType::fp32 : d_.inputs().front()->dtype);
-    // wgmma where the emitter's sm_90a variant applies: its rate, and TMA's L2 -> SMEM bandwidth.
-    c_.warpgroup_mma = hw_.wgmma && hw_.tma && hw_.wgmma_fraction > 0 && hw_.warpgroup_mma(compute) && c_.flops_tensor > 0 &&
-                       c_.warps % 4 == 0 && c_.warps / 4 <= 2;
     c_.tensor_fraction = c_.warpgroup_mma ? hw_.wgmma_fraction : hw_.mma_sync_fraction;
     double tc = hw_.tensor_rate(compute).value_or(hw_.fp32_flops_per_s) * c_.tensor_fraction;
     double l2_bw = c_.warpgroup_mma && hw_.l2_bulk_bandwidth_bytes_per_s > 0 ? hw_.l2_bulk_bandwidth_bytes_per_s : hw_.l2.bandwidth_bytes_per_s;
@@ -431,6 +439,20 @@ class KernelModel {
                                                       {c_.t_latency, "HBM latency (rows walked in series)"}};
     c_.bound = std::max_element(terms.begin(), terms.end())->second;
     if (compute_t > memory && std::max({c_.t_tensor, c_.t_fp32, c_.t_sfu}) < 0.7 * compute_t) c_.bound = "compute (tensor + FP32 + SFU, not overlapped)";
+  }
+
+  /** Whether `tile` rows split over `consumers` warpgroups the way the sm_90a variants take them
+   *  (emit/cuda/gemm_wgmma.cpp, flash_wgmma.cpp): m64 subtiles per warpgroup for a GEMM, exactly
+   *  one m64 per warpgroup for a kernel streaming an online normaliser (FlashAttention's S, P, O
+   *  stay in registers and leave room for no second subtile). */
+  bool wgmma_rows_fit(std::int64_t tile, int consumers) const {
+    bool online = false;
+    if (auto st = plan_.stream())
+      for (const auto* w : stmts_) {
+        auto it = w->roles.find(st->first);
+        online |= it != w->roles.end() && it->second.role == AxisRole::normalised;
+      }
+    return online ? tile == 64 * consumers : tile % (64 * consumers) == 0;
   }
 
   /** Rows of a normaliser that each warp walks one after another (the rows strategy: the tile's

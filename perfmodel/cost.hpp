@@ -83,7 +83,8 @@ struct KernelCost {
    *  by a warp, two round trips each (statistics, then the map), times the waves. */
   double t_latency = 0;
   /** The tensor-core path: wgmma (Hopper: warps a multiple of 4, at most two consumer
-   *  warpgroups, wgmma and TMA on the hardware; the emitter's sm_90a variant) or mma.sync, and the
+   *  warpgroups, the warps' axis tiled by a multiple of 64 rows per consumer warpgroup (wgmma's
+   *  m64), wgmma and TMA on the hardware; the emitter's sm_90a variant) or mma.sync, and the
    *  share of the tensor-core peak it reaches (hardware wgmma_fraction / mma_sync_fraction). */
   bool warpgroup_mma = false;
   double tensor_fraction = 1;

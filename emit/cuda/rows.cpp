@@ -2,8 +2,8 @@
 // are element-wise, `a` whole in the block or streamed (`stream a by s twice`: statistics, then
 // the map). Contract: see strategies.hpp. Rows (every other axis) are grouped ROWS per block;
 // a team of TEAM_WARPS warps (WARPS / ROWS, at least 1) walks each row with coalesced accesses,
-// keeping per-thread statistics (online max and sum for softmax, Welford's count, mean and M2 for
-// the norms) that warp shuffles (and SMEM across warps) combine; a second walk writes the output.
+// keeping per-thread statistics (online max and sum for softmax; count, sum and sum of squares
+// for the norms, shifted by the row's first element for layernorm) that warp shuffles (and SMEM across warps) combine; a second walk writes the output.
 // Where the normalised axis is innermost and contiguous (16-bit arrays, N % 8 == 0, 16-byte
 // aligned pointers: checked at run time), each thread moves 8 elements per coalesced 16-byte
 // access and has U = 4 of them in flight, so the HBM latency is covered by few warps.
@@ -155,35 +155,38 @@ std::optional<KernelEmit> emit_rows(Context& c, const KernelChoice& kc, std::str
              "(m == -INFINITY ? 0.0f : __expf(v - m) * inv_l)");
   } else {
     bool layer = e.op == Op::layernorm;
-    k.line("float n = 0.0f, mean = 0.0f, m2 = 0.0f;  // Welford: count, mean, sum of squared deviations" +
-           std::string(layer ? "" : " (rmsnorm uses m2 as the sum of squares)"));
+    // Sums, merged by plain addition: count n, s1 and s2 = the sums of (v - shift) and its square.
+    // layernorm shifts by the row's first element (shifted-data variance, no division per element
+    // and no cancellation when the mean is large); rmsnorm needs the sum of squares alone.
+    k.line("float n = 0.0f, s1 = 0.0f, s2 = 0.0f;  // count, sum and sum of squares of v - shift");
+    if (layer) {
+      k.open("const float shift = [&]");
+      k.line("const int64_t i_" + ax + " = 0;");
+      k.line("return " + c.value(*e.args[0]) + ";");
+      k.close("();");
+    }
     walk_row({&*e.args[0]}, [&](const NodeOverride& over) {
       k.line("const float v = " + c.value(*e.args[0], over) + ";");
-      if (layer) k.line("n += 1.0f; const float delta = v - mean; mean += delta / n; m2 += delta * (v - mean);");
-      else k.line("n += 1.0f; m2 += v * v;");
+      k.line(layer ? "const float dv = v - shift;" : "const float dv = v;");
+      k.line("n += 1.0f; s1 += dv; s2 += dv * dv;");
     }, "");
-    auto merge = [&](const std::string& n2, const std::string& mean2, const std::string& m22) {
-      if (layer) {
-        k.line("{ const float nn = n + " + n2 + "; const float delta = " + mean2 + " - mean;");
-        k.line("  if (nn > 0.0f) { m2 += " + m22 + " + delta * delta * n * " + n2 + " / nn; mean += delta * " + n2 + " / nn; } n = nn; }");
-      } else {
-        k.line("n += " + n2 + "; m2 += " + m22 + ";");
-      }
-    };
     k.open("for (int o = 16; o > 0; o /= 2)");
-    k.line("const float n2 = __shfl_xor_sync(0xffffffffu, n, o), mean2 = __shfl_xor_sync(0xffffffffu, mean, o), m22 = __shfl_xor_sync(0xffffffffu, m2, o);");
-    merge("n2", "mean2", "m22");
+    k.line("n += __shfl_xor_sync(0xffffffffu, n, o), s1 += __shfl_xor_sync(0xffffffffu, s1, o), s2 += __shfl_xor_sync(0xffffffffu, s2, o);");
     k.close();
     k.open("if (TEAM_WARPS > 1)");
-    k.line("if (lane == 0) red[warp][0] = n, red[warp][1] = mean, red[warp][2] = m2;");
+    k.line("if (lane == 0) red[warp][0] = n, red[warp][1] = s1, red[warp][2] = s2;");
     k.line("__syncthreads();");
     k.line("const int first = warp / TEAM_WARPS * TEAM_WARPS;");
-    k.line("n = red[first][0], mean = red[first][1], m2 = red[first][2];");
-    k.open("for (int w = 1; w < TEAM_WARPS; ++w)");
-    merge("red[first + w][0]", "red[first + w][1]", "red[first + w][2]");
-    k.close();
+    k.line("n = 0.0f, s1 = 0.0f, s2 = 0.0f;");
+    k.line("for (int w = 0; w < TEAM_WARPS; ++w) n += red[first + w][0], s1 += red[first + w][1], s2 += red[first + w][2];");
     k.line("__syncthreads();");
     k.close();
+    if (layer) {
+      k.line("const float mean = shift + s1 / n;");
+      k.line("const float m2 = fmaxf(s2 - s1 * s1 / n, 0.0f);  // sum of squared deviations from the mean");
+    } else {
+      k.line("const float m2 = s2;  // rmsnorm: the sum of squares");
+    }
     k.line("const float inv = rsqrtf(m2 / n + " + flit(eps_of(e)) + ");");
     k.line("if (!live) continue;");
     std::string y = layer ? "(v - mean) * inv" : "v * inv";

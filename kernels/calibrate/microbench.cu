@@ -107,8 +107,8 @@ __global__ void l2_bulk_read(const unsigned char* src, size_t chunks, int iters,
 // HBM latency: one thread follows a chain of dependent loads through 256 MiB (5x the L2), each
 // hop a 4 KB-aligned jump along a full-period LCG over the pages (a = 2654435761 = 1 mod 4, c odd),
 // so every load misses the caches. Seconds per hop.
-__global__ void chase(const uint32_t* __restrict__ next, int hops, uint32_t* sink) {
-  uint32_t at = 0;
+__global__ void chase(const uint32_t* __restrict__ next, uint32_t start, int hops, uint32_t* sink) {
+  uint32_t at = start;
   for (int i = 0; i < hops; ++i) at = __ldcg(&next[at]);
   *sink = at;
 }
@@ -274,7 +274,12 @@ int main() {
   chase_init<<<sms * 8, 256>>>(out, size_t(1) << 26, 12345u);  // 256 MiB: 5x the L2, within the TLB reach
   CHECK(cudaGetLastError());
   const int hops = 4096;
-  t = median_seconds([&] { chase<<<1, 1>>>(out, hops, sink); }, 3);
+  // Each launch starts where the last one stopped, so no hop revisits a line an earlier one cached.
+  uint32_t start = 0;
+  t = median_seconds([&] {
+    chase<<<1, 1>>>(out, start, hops, sink);
+    CHECK(cudaMemcpy(&start, sink, 4, cudaMemcpyDeviceToHost));
+  }, 3);
   std::printf("hbm_latency_s %.6g\n", t / hops);
   CHECK(cudaFree(in));
   CHECK(cudaFree(out));

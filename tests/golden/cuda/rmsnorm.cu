@@ -186,7 +186,7 @@ namespace k_Y {
       const int64_t i_t = row % N_t;
       row /= N_t;
       const bool vec = N_m % 8 == 0 && reinterpret_cast<uintptr_t>(a.W) % 16 == 0 && reinterpret_cast<uintptr_t>(a.X) % 16 == 0 && reinterpret_cast<uintptr_t>(a.Y) % 16 == 0;  // the 16-byte path
-      float n = 0.0f, mean = 0.0f, m2 = 0.0f;  // Welford: count, mean, sum of squared deviations (rmsnorm uses m2 as the sum of squares)
+      float n = 0.0f, s1 = 0.0f, s2 = 0.0f;  // count, sum and sum of squares of v - shift
       if (vec) {
         for (int64_t b0 = int64_t{t} * 8; b0 < N_m; b0 += int64_t{TEAM} * 8 * U) {
           uint4 r_X[U] = {};
@@ -204,30 +204,30 @@ namespace k_Y {
               const int64_t i_m = b0 + int64_t{u} * TEAM * 8 + j;
               (void)i_m;
               const float v = napkin::to_f(reinterpret_cast<const __nv_bfloat16*>(&r_X[u])[j]);
-              n += 1.0f; m2 += v * v;
+              const float dv = v;
+              n += 1.0f; s1 += dv; s2 += dv * dv;
             }
           }
         }
       } else {
         for (int64_t i_m = t; i_m < N_m; i_m += TEAM) {
           const float v = napkin::to_f(a.X[(i_t) * N_m + i_m]);
-          n += 1.0f; m2 += v * v;
+          const float dv = v;
+          n += 1.0f; s1 += dv; s2 += dv * dv;
         }
       }
       for (int o = 16; o > 0; o /= 2) {
-        const float n2 = __shfl_xor_sync(0xffffffffu, n, o), mean2 = __shfl_xor_sync(0xffffffffu, mean, o), m22 = __shfl_xor_sync(0xffffffffu, m2, o);
-        n += n2; m2 += m22;
+        n += __shfl_xor_sync(0xffffffffu, n, o), s1 += __shfl_xor_sync(0xffffffffu, s1, o), s2 += __shfl_xor_sync(0xffffffffu, s2, o);
       }
       if (TEAM_WARPS > 1) {
-        if (lane == 0) red[warp][0] = n, red[warp][1] = mean, red[warp][2] = m2;
+        if (lane == 0) red[warp][0] = n, red[warp][1] = s1, red[warp][2] = s2;
         __syncthreads();
         const int first = warp / TEAM_WARPS * TEAM_WARPS;
-        n = red[first][0], mean = red[first][1], m2 = red[first][2];
-        for (int w = 1; w < TEAM_WARPS; ++w) {
-          n += red[first + w][0]; m2 += red[first + w][2];
-        }
+        n = 0.0f, s1 = 0.0f, s2 = 0.0f;
+        for (int w = 0; w < TEAM_WARPS; ++w) n += red[first + w][0], s1 += red[first + w][1], s2 += red[first + w][2];
         __syncthreads();
       }
+      const float m2 = s2;  // rmsnorm: the sum of squares
       const float inv = rsqrtf(m2 / n + 1e-05f);
       if (!live) continue;
       if (vec) {
