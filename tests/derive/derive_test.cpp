@@ -42,6 +42,32 @@ TEST_CASE("derive finds FlashAttention on attention.napkin by itself", "[derive]
   CHECK(passes.size() == 7);
 }
 
+TEST_CASE("kernels the sm_90a variants run are scored on wgmma, the others on mma.sync", "[derive]") {
+  Loaded l = load("attention.napkin");
+  Hardware h100 = load_hardware("h100"), a100 = load_hardware("a100");
+  const KernelCost on_h100 = derive(*l.program, *l.diagram, l.sizes, h100).chosen.kernels[0].cost;
+  const KernelCost on_a100 = derive(*l.program, *l.diagram, l.sizes, a100).chosen.kernels[0].cost;
+  // FlashAttention with 64 rows of q per consumer warpgroup: wgmma on the H100 (one block per SM,
+  // the measured wgmma share of the peak), mma.sync on the A100 (no wgmma).
+  CHECK(on_h100.warpgroup_mma);
+  CHECK(on_h100.tensor_fraction == Approx(h100.wgmma_fraction));
+  CHECK(on_h100.blocks_per_sm == 1);
+  CHECK(on_h100.axes.at("q").tile == 64 * (on_h100.warps / 4));
+  CHECK_FALSE(on_a100.warpgroup_mma);
+  CHECK(on_a100.tensor_fraction == Approx(a100.mma_sync_fraction));
+  // With the wgmma figure removed the same schedule falls back to the mma.sync rate: slower.
+  Hardware no_wgmma = h100;
+  no_wgmma.wgmma_fraction = 0;
+  const KernelCost slow = derive(*l.program, *l.diagram, l.sizes, no_wgmma).chosen.kernels[0].cost;
+  CHECK_FALSE(slow.warpgroup_mma);
+  CHECK(slow.t_tensor > on_h100.t_tensor * 1.4);
+  // A normaliser's rows walked in series: the latency term is charged where the HBM latency is known.
+  Loaded ln = load("layernorm.napkin");
+  const KernelCost rows = derive(*ln.program, *ln.diagram, ln.sizes, h100).chosen.kernels[0].cost;
+  CHECK(rows.t_latency > 0);
+  CHECK(rows.t_latency >= 2 * h100.hbm_latency_s);
+}
+
 TEST_CASE("the derived schedule prints, parses back and re-checks", "[derive][schedule]") {
   Loaded l = load("attention.napkin");
   Hardware hw = load_hardware("h100");

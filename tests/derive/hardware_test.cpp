@@ -67,7 +67,29 @@ TEST_CASE("format_hardware round-trips with parse_hardware for every bundled des
     CHECK(back->mma.size() == h.mma.size());
     CHECK(back->mma.front().ptx == h.mma.front().ptx);
     CHECK(back->wgmma == h.wgmma);
+    CHECK(back->wgmma_fraction == Approx(h.wgmma_fraction).epsilon(1e-5));
+    CHECK(back->l2_bulk_bandwidth_bytes_per_s == Approx(h.l2_bulk_bandwidth_bytes_per_s).epsilon(1e-5));
+    CHECK(back->hbm_latency_s == Approx(h.hbm_latency_s).epsilon(1e-5));
   }
+}
+
+TEST_CASE("the H100 description carries the measured wgmma rate, bulk-copy bandwidth and HBM latency", "[hardware]") {
+  Hardware h = load_hardware("h100");
+  CHECK(h.wgmma_fraction > h.mma_sync_fraction);
+  CHECK(h.wgmma_fraction <= 1);
+  CHECK(h.l2_bulk_bandwidth_bytes_per_s > h.l2.bandwidth_bytes_per_s);
+  CHECK(h.hbm_latency_s > 1e-7);
+  CHECK(h.hbm_latency_s < 2e-6);
+  Hardware a = load_hardware("a100");  // no wgmma: the figure stays unknown
+  CHECK(a.wgmma_fraction == 0);
+  SourceManager sm;
+  DiagnosticEngine diags;
+  std::string text = slurp(std::string(NAPKIN_SOURCE_DIR) + "/hardware/h100.toml");
+  const std::string key = "wgmma_fraction = 0.986";
+  REQUIRE(text.find(key) != std::string::npos);
+  text.replace(text.find(key), key.size(), "wgmma_fraction = 1.5");
+  CHECK_FALSE(parse_hardware(*sm.add("h.toml", text), diags));
+  CHECK(diags.render().find("compute.wgmma_fraction must be at most 1") != std::string::npos);
 }
 
 TEST_CASE("calibration merges measured figures into a description", "[hardware][calibrate]") {
@@ -85,4 +107,11 @@ TEST_CASE("calibration merges measured figures into a description", "[hardware][
   m.erase("sfu_ops_per_s");
   CHECK_THROWS_AS(apply_measurements(base, m), UserError);
   CHECK_THROWS_AS(parse_measurements("just-a-key\n"), UserError);
+  // Session 4's measurements add the wgmma rate, the bulk-copy bandwidth and the HBM latency.
+  auto m4 = parse_measurements(slurp(std::string(NAPKIN_SOURCE_DIR) + "/hardware/measured/h100-2026-11-21-session4.txt"));
+  Hardware h4 = apply_measurements(base, m4);
+  CHECK(h4.wgmma_fraction == Approx(std::stod(m4.at("wgmma_bf16_flops_per_s")) / 989.4e12));
+  CHECK(h4.l2_bulk_bandwidth_bytes_per_s == Approx(std::stod(m4.at("l2_bulk_bandwidth_bytes_per_s"))));
+  CHECK(h4.hbm_latency_s == Approx(std::stod(m4.at("hbm_latency_s"))));
+  CHECK(h.wgmma_fraction == base.wgmma_fraction);  // the session-2 file has no wgmma line: the base's figure stays
 }
