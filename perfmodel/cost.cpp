@@ -372,13 +372,9 @@ class KernelModel {
       });
     }
     // Online normalisation rescales the accumulators at every stream step.
-    auto stream = plan_.stream();
-    if (stream)
-      for (const auto* w : stmts_) {
-        auto it = w->roles.find(stream->first);
-        if (it == w->roles.end() || it->second.role != AxisRole::normalised) continue;
+    if (auto stream = plan_.stream())
+      for (int n = online_normalisers(); n > 0; --n)
         for (const auto& o : c_.outputs) c_.flops_fp32 += elements(axes_of(o)) * static_cast<double>(c_.axes[stream->first].count) * c_.causal_active_fraction;
-      }
   }
 
   // ------------------------------------------------------------------ time
@@ -446,13 +442,19 @@ class KernelModel {
    *  one m64 per warpgroup for a kernel streaming an online normaliser (FlashAttention's S, P, O
    *  stay in registers and leave room for no second subtile). */
   bool wgmma_rows_fit(std::int64_t tile, int consumers) const {
-    bool online = false;
-    if (auto st = plan_.stream())
-      for (const auto* w : stmts_) {
-        auto it = w->roles.find(st->first);
-        online |= it != w->roles.end() && it->second.role == AxisRole::normalised;
-      }
-    return online ? tile == 64 * consumers : tile % (64 * consumers) == 0;
+    return online_normalisers() > 0 ? tile == 64 * consumers : tile % (64 * consumers) == 0;
+  }
+
+  /** Statements that normalise along the streamed axis (online softmax and the like), 0 without a stream. */
+  int online_normalisers() const {
+    auto st = plan_.stream();
+    if (!st) return 0;
+    int n = 0;
+    for (const auto* w : stmts_) {
+      auto it = w->roles.find(st->first);
+      n += it != w->roles.end() && it->second.role == AxisRole::normalised;
+    }
+    return n;
   }
 
   /** Rows of a normaliser that each warp walks one after another (the rows strategy: the tile's

@@ -4,24 +4,17 @@
 // mapped over them, one run of the callee's kernels per index, in order on the stream). When the
 // statement is more than the bare call (`Y = X2 + mlp(H2, ...)`), the call writes a buffer
 // `<statement>__call` and a SIMT kernel computes the statement over it.
-#include <algorithm>
-
 #include "emit/cuda/strategies.hpp"
 #include "emit/cuda/unit.hpp"
-#include "perfmodel/cost.hpp"
 
 namespace napkin::cuda {
 
 namespace {
 
-/** Element offset into an array with `axes` at the woven indices `w_<axis>`, 0 along the others. */
+/** Host expression: element offset into an array with `axes` at the woven indices `w_<axis>`, 0
+ *  along the others. */
 std::string woven_offset(const AxisList& axes, const AxisList& woven) {
-  std::string s;
-  for (const auto& ax : axes) {
-    const std::string at = contains(woven, ax) ? "w_" + ax : "0";
-    s = s.empty() ? at : "(" + s + ") * a.N_" + ax + " + " + at;
-  }
-  return s.empty() ? "0" : s;
+  return horner(axes, [&](const std::string& ax) { return contains(woven, ax) ? "w_" + ax : "0"; }, "a.N_");
 }
 
 /** [the woven axes `array` has, in woven order] ++ `inner`: the layout a slice must have. */
@@ -46,10 +39,7 @@ KernelEmit emit_call(Context& c, const Statement& s, const Derivation& sub, cons
   const CallShape shape = *c.typer().call_shape(*call, arg_axes);
   const Diagram& callee = *shape.callee;
   const std::string ns = "call_" + s.name;
-  const bool reference = c.options().reference;
-  auto callee_ctype = [&](const std::string& array) {
-    return reference ? std::string("float") : ctype(storage_dtype(callee, array, ModelOptions{}));
-  };
+  auto callee_ctype = [&](const std::string& array) { return ctype(emit_dtype(callee, array, c.options())); };
   auto to_caller = [&](const AxisList& callee_axes) {
     AxisList r;
     for (const auto& f : callee_axes) r.push_back(shape.bind.at(f));
@@ -109,9 +99,7 @@ KernelEmit emit_call(Context& c, const Statement& s, const Derivation& sub, cons
   const bool direct = call == &*s.expr && s.axes == result && c.ctype_of(s.name) == callee_ctype(out_name);
   const std::string target = direct ? s.name : s.name + "__call";
   if (!direct) {
-    std::string bytes = "sizeof(" + callee_ctype(out_name) + ")";
-    for (const auto& ax : result) bytes += " * static_cast<size_t>(a.N_" + ax + ")";
-    r.buffers.push_back({target, callee_ctype(out_name), bytes, "result of the call in " + s.name + " [" + join(result) + "]"});
+    r.buffers.push_back({target, callee_ctype(out_name), host_bytes(callee_ctype(out_name), result), "result of the call in " + s.name + " [" + join(result) + "]"});
   }
   k.line("c." + out_name + " = a." + target + " + " + woven_offset(result, shape.woven) + ";");
   k.line(ns + "::bind_workspace(c, a." + s.name + "__ws);");
@@ -134,9 +122,7 @@ KernelEmit emit_call(Context& c, const Statement& s, const Derivation& sub, cons
     const Expr* node = call;
     KernelEmit rest = emit_simt(c, s.name, {s.name}, [&, node](const Expr& e) -> std::optional<std::string> {
       if (&e != node) return std::nullopt;
-      std::string idx;
-      for (const auto& ax : result) idx = idx.empty() ? "i_" + ax : "(" + idx + ") * N_" + ax + " + i_" + ax;
-      return "napkin::to_f(a." + target + "[" + idx + "])";
+      return "napkin::to_f(a." + target + "[" + horner(result, [](const std::string& ax) { return "i_" + ax; }) + "])";
     });
     k.text += rest.device_code;
     l.text += rest.launch_code;

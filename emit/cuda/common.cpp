@@ -31,9 +31,13 @@ void decompose(Code& code, const std::string& linear, const AxisList& axes) {
 }
 
 std::string offset(const Context& c, const std::string& array, const std::function<std::string(const std::string&)>& at) {
-  std::string s;
-  for (const auto& a : c.axes(array)) s = s.empty() ? at(a) : "(" + s + ") * N_" + a + " + " + at(a);
-  return s.empty() ? "0" : s;
+  return horner(c.axes(array), at);
+}
+
+std::string host_bytes(const std::string& type, const AxisList& axes) {
+  std::string s = "sizeof(" + type + ")";
+  for (const auto& ax : axes) s += " * static_cast<size_t>(a.N_" + ax + ")";
+  return s;
 }
 
 std::string stride(const Context& c, const std::string& array, const std::string& axis) {

@@ -50,15 +50,20 @@ std::string join(const std::vector<std::string>& v, const std::string& sep) {
 Context::Context(const Program& p, const Diagram& d, const Derivation& dv, EmitOptions opt)
     : p_(p), d_(d), dv_(dv), opt_(std::move(opt)), typer_(d, p.diagrams, nullptr), weave_(weave_analysis(p, d)) {}
 
-DType Context::dtype(const std::string& array) const {
-  if (opt_.reference) return DType::fp32;
-  return storage_dtype(d_, array, ModelOptions{});
+DType emit_dtype(const Diagram& d, const std::string& array, const EmitOptions& opt) {
+  return opt.reference ? DType::fp32 : storage_dtype(d, array, ModelOptions{});
+}
+
+DType Context::dtype(const std::string& array) const { return emit_dtype(d_, array, opt_); }
+
+std::string horner(const AxisList& axes, const std::function<std::string(const std::string&)>& at, const std::string& sizes) {
+  std::string s;
+  for (const auto& a : axes) s = s.empty() ? at(a) : "(" + s + ") * " + sizes + a + " + " + at(a);
+  return s.empty() ? "0" : s;
 }
 
 std::string Context::index(const std::string& array) const {
-  std::string s;
-  for (const auto& a : axes(array)) s = s.empty() ? "i_" + a : "(" + s + ") * N_" + a + " + i_" + a;
-  return s.empty() ? "0" : s;
+  return horner(axes(array), [](const std::string& a) { return "i_" + a; });
 }
 
 std::string Context::load(const std::string& array) const { return "napkin::to_f(a." + array + "[" + index(array) + "])"; }

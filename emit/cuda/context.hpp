@@ -87,6 +87,12 @@ class Context {
   int lambdas_ = 0;
 };
 
+/** Row-major linear index over `axes` (Horner): `((at(a0)) * <sizes>a1 + at(a1)) ...`, "0" for no
+ *  axes. `sizes` prefixes the axis names: "N_" in kernels, "a.N_" on the host. */
+std::string horner(const AxisList& axes, const std::function<std::string(const std::string&)>& at, const std::string& sizes = "N_");
+/** Storage dtype of `array` of `d` in emitted code: fp32 in reference mode, its storage dtype otherwise. */
+DType emit_dtype(const Diagram& d, const std::string& array, const EmitOptions& opt);
+
 /** Float literal text ("0.0883883f"; "INFINITY"). */
 std::string flit(double v);
 /** eps binding of a normaliser (1e-5 unless given). */

@@ -64,6 +64,8 @@ std::string describe_plan(const KernelPlan& p);
 void decompose(Code& code, const std::string& linear, const AxisList& axes);
 /** Element offset of `array` with axis `a` at index expression `at(a)` (Horner over N_). */
 std::string offset(const Context& c, const std::string& array, const std::function<std::string(const std::string&)>& at);
+/** Host expression: bytes of an array of `type` over `axes` (sizes from `const Args& a`). */
+std::string host_bytes(const std::string& type, const AxisList& axes);
 /** Stride (elements) of axis `axis` in `array`: the product of the later axes' sizes. */
 std::string stride(const Context& c, const std::string& array, const std::string& axis);
 

@@ -75,9 +75,7 @@ Unit emit_unit(const Program& p, const Diagram& d, const Derivation& dv, const H
     bool stored = false;
     for (const auto& k : kernels) stored |= k.stored.count(s->name) > 0;
     if (!stored || outs.count(s->name)) continue;
-    std::string bytes = "sizeof(" + c.ctype_of(s->name) + ")";
-    for (const auto& ax : c.axes(s->name)) bytes += " * static_cast<size_t>(a.N_" + ax + ")";
-    workspace.push_back({s->name, c.ctype_of(s->name), bytes, "intermediate in HBM [" + join(c.axes(s->name)) + "]"});
+    workspace.push_back({s->name, c.ctype_of(s->name), host_bytes(c.ctype_of(s->name), c.axes(s->name)), "intermediate in HBM [" + join(c.axes(s->name)) + "]"});
   }
   for (const auto& k : kernels) workspace.insert(workspace.end(), k.buffers.begin(), k.buffers.end());
 
