@@ -224,7 +224,7 @@ int run_bench(const Program& p, const Diagram& d, const SizeMap& sizes, const Ha
     fmt::print("{}\n", report.dump(2));
     return ok ? 0 : 1;
   }
-  fmt::print("napkin bench {} on {} (model: {}), median of {} runs, {} rotating input sets\n", d.name, j["device"].get<std::string>(), hw.name,
+  fmt::print("napkin bench {} on {} (model: {}), median of {} interleaved rounds, {} rotating input sets\n", d.name, j["device"].get<std::string>(), hw.name,
              j["runs"].get<int>(), j["rotating_input_sets"].get<int>());
   for (const auto& c : report["check_fp32_gpu_reference"])
     fmt::print("check {} vs fp32 GPU reference: max|err| / max|ref| = {:.2e}, rel. L2 {:.2e}  {}\n", c["output"].get<std::string>(),

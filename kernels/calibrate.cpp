@@ -47,6 +47,8 @@ Hardware apply_measurements(const Hardware& base, const std::map<std::string, st
   if (peak > 0 && m.count("wgmma_bf16_flops_per_s")) h.wgmma_fraction = std::min(1.0, get("wgmma_bf16_flops_per_s") / peak);
   if (m.count("l2_bulk_bandwidth_bytes_per_s")) h.l2_bulk_bandwidth_bytes_per_s = get("l2_bulk_bandwidth_bytes_per_s");
   if (m.count("hbm_latency_s")) h.hbm_latency_s = get("hbm_latency_s");
+  if (peak > 0 && m.count("sustained_bf16_gemm_flops_per_s"))
+    h.sustained_tensor_fraction = std::min(1.0, get("sustained_bf16_gemm_flops_per_s") / peak);
   h.name = base.name + "-measured";
   h.aliases.clear();
   for (const auto& a : base.aliases) h.aliases.push_back(a + "-measured");
@@ -59,7 +61,7 @@ std::string run_microbenchmarks(const Hardware& base) {
   fs::path exe = fs::temp_directory_path() / ("napkin-microbench-" + std::to_string(::getpid()));
   std::string arch = base.arch == "sm_90a" ? "-gencode=arch=compute_90a,code=sm_90a -DNAPKIN_SM90A"
                                           : "-arch=" + base.arch.substr(0, base.arch.find_first_not_of("sm_0123456789"));
-  std::string build = "nvcc -O3 -std=c++17 " + arch + " " + src.string() + " -o " + exe.string() + " 2>&1";
+  std::string build = "nvcc -O3 -std=c++17 " + arch + " " + src.string() + " -o " + exe.string() + " -lcublas 2>&1";
   auto run = [](const std::string& cmd, int& status) {
     std::string out;
     FILE* p = popen(cmd.c_str(), "r");

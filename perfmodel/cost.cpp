@@ -385,12 +385,20 @@ class KernelModel {
                        c_.warps % 4 == 0 && c_.warps / 4 <= 2 && !warp_axis_.empty() && c_.axes.count(warp_axis_) &&
                        wgmma_rows_fit(c_.axes.at(warp_axis_).tile, c_.warps / 4);
     if (!opt_.two_level) {
+      const bool gemm_wgmma = c_.warpgroup_mma && online_normalisers() == 0;
+      const double per_subtile = gemm_wgmma ? wgmma_per_subtile() : 1;
       for (const auto& t : c_.transfers)
         if (t.to == MemLevel::smem) {
           const AxisList& ax = axes_of(t.array);
           bool split = !warp_axis_.empty() && std::find(ax.begin(), ax.end(), warp_axis_) != ax.end();
-          // mma.sync: every warp reads the operand tiles it multiplies; wgmma: every warpgroup.
-          c_.smem_read_bytes += t.bytes * (split ? 1 : c_.warpgroup_mma ? c_.warps / 4 : c_.warps);
+          // mma.sync: every warp reads the operand tiles it multiplies. wgmma (PTX ISA 9.7.15.5.1):
+          // every instruction reads its m64 rows of A and all of its B from SMEM, so in a GEMM A is
+          // read once per instruction on its subtile and B once per m64 subtile of the block; in
+          // an attention kernel (one m64 per warpgroup) every warpgroup reads K and V.
+          double reads = split ? (gemm_wgmma ? per_subtile : 1)
+                               : gemm_wgmma ? static_cast<double>(c_.axes.at(warp_axis_).tile) / 64
+                               : c_.warpgroup_mma ? c_.warps / 4 : c_.warps;
+          c_.smem_read_bytes += t.bytes * reads;
         }
       // An intermediate moved to SMEM is written and read back at every stream step.
       double steps = 1;
@@ -399,6 +407,15 @@ class KernelModel {
         if (c_.level.at(a) == MemLevel::smem)
           c_.smem_read_bytes += 2 * tile(axes_of(a)) * bytes_of(storage_dtype(d_, a, opt_)) * steps * static_cast<double>(c_.blocks);
       misses();
+    }
+    if (c_.warpgroup_mma && hw_.clusters && online_normalisers() == 0) {
+      // Clusters of two along the other tiled axis: the warp axis's operand tiles cross L2 once per cluster.
+      c_.cluster = 2;
+      for (const auto& t : c_.transfers) {
+        const AxisList& ax = axes_of(t.array);
+        if (t.to == MemLevel::smem && std::find(ax.begin(), ax.end(), warp_axis_) != ax.end())
+          c_.l2_to_smem_bytes -= t.bytes * (1 - 1.0 / c_.cluster);
+      }
     }
     if (c_.warpgroup_mma && c_.blocks_per_sm > 0) {
       // The sm_90a variant: one thread block per SM (a producer warpgroup beside the consumers,
@@ -411,6 +428,7 @@ class KernelModel {
     c_.wave_efficiency = static_cast<double>(c_.blocks) / (waves * slots);
     double mem_util = std::min(1.0, static_cast<double>(c_.blocks) / hw_.sm_count);
     c_.tensor_fraction = c_.warpgroup_mma ? hw_.wgmma_fraction : hw_.mma_sync_fraction;
+    if (hw_.sustained_tensor_fraction > 0) c_.tensor_fraction = std::min(c_.tensor_fraction, hw_.sustained_tensor_fraction);  // power limit
     double tc = hw_.tensor_rate(compute).value_or(hw_.fp32_flops_per_s) * c_.tensor_fraction;
     double l2_bw = c_.warpgroup_mma && hw_.l2_bulk_bandwidth_bytes_per_s > 0 ? hw_.l2_bulk_bandwidth_bytes_per_s : hw_.l2.bandwidth_bytes_per_s;
     c_.t_hbm = c_.hbm_bytes / hw_.hbm.bandwidth_bytes_per_s / mem_util;
@@ -443,6 +461,23 @@ class KernelModel {
    *  stay in registers and leave room for no second subtile). */
   bool wgmma_rows_fit(std::int64_t tile, int consumers) const {
     return online_normalisers() > 0 ? tile == 64 * consumers : tile % (64 * consumers) == 0;
+  }
+
+  /** wgmma instructions per m64 subtile of A and k16 step in the gemm emitter's sm_90a variant:
+   *  the B-side tiles' columns (the product of their tiles over axes other than the streamed
+   *  one) in instructions of at most N = 256 (PTX ISA 9.7.15: m64nNk16, N <= 256), side-by-side B
+   *  tiles sharing one instruction (SwiGLU's dual GEMM, emit/cuda/gemm_wgmma.cpp). */
+  double wgmma_per_subtile() const {
+    auto st = plan_.stream();
+    double cols = 0;
+    for (const auto& t : c_.transfers) {
+      const AxisList& ax = axes_of(t.array);
+      if (t.to != MemLevel::smem || std::find(ax.begin(), ax.end(), warp_axis_) != ax.end()) continue;
+      double n = tile(ax);
+      if (st && std::find(ax.begin(), ax.end(), st->first) != ax.end()) n /= static_cast<double>(c_.axes.at(st->first).tile);
+      cols += n;
+    }
+    return std::max(1.0, std::ceil(cols / 256));
   }
 
   /** Statements that normalise along the streamed axis (online softmax and the like), 0 without a stream. */

@@ -88,6 +88,11 @@ struct KernelCost {
    *  share of the tensor-core peak it reaches (hardware wgmma_fraction / mma_sync_fraction). */
   bool warpgroup_mma = false;
   double tensor_fraction = 1;
+  /** Thread blocks per cluster that share the operand tiles along the warps' axis (the GEMM's
+   *  M side), each loading 1/cluster of them by TMA multicast into all (hardware `clusters`, the
+   *  wgmma path of a kernel without an online normaliser: emit/cuda/gemm_wgmma.cpp); 1: none.
+   *  Those tiles' L2 -> SMEM bytes are divided by it. */
+  int cluster = 1;
   std::string bound;
   std::vector<std::string> problems;       ///< why it does not fit (empty when it does)
 };

@@ -83,6 +83,10 @@ class Reader {
         h.wgmma_fraction = num(*c, "wgmma_fraction", false, "compute.");
         if (h.wgmma_fraction > 1) error(c->get("wgmma_fraction"), "compute.wgmma_fraction must be at most 1");
       }
+      if (c->contains("sustained_tensor_fraction")) {
+        h.sustained_tensor_fraction = num(*c, "sustained_tensor_fraction", false, "compute.");
+        if (h.sustained_tensor_fraction > 1) error(c->get("sustained_tensor_fraction"), "compute.sustained_tensor_fraction must be at most 1");
+      }
     }
     if (const auto* tc = table(root, "tensor_core")) {
       for (auto&& [k, v] : *tc) {
@@ -98,6 +102,7 @@ class Reader {
       h.cp_async = flag(*f, "cp_async");
       h.tma = flag(*f, "tma");
       h.wgmma = flag(*f, "wgmma");
+      if (f->contains("clusters")) h.clusters = flag(*f, "clusters");  // optional: descriptions before it lack it
     }
     if (auto* arr = root["mma"].as_array()) {
       for (auto& node : *arr) {
@@ -239,10 +244,11 @@ std::string format_hardware(const Hardware& h, const std::string& header) {
   out += "\n[compute]\nfp32_flops_per_s = " + num(h.fp32_flops_per_s) + "\nsfu_ops_per_s = " + num(h.sfu_ops_per_s) +
          "\nmma_sync_fraction = " + num(h.mma_sync_fraction) + "\n";
   if (h.wgmma_fraction > 0) out += "wgmma_fraction = " + num(h.wgmma_fraction) + "\n";
+  if (h.sustained_tensor_fraction > 0) out += "sustained_tensor_fraction = " + num(h.sustained_tensor_fraction) + "\n";
   out += "\n[tensor_core]\n";
   for (const auto& [t, rate] : h.tensor_flops_per_s) out += std::string(dtype_name(t)) + " = " + num(rate) + "\n";
   out += std::string("\n[features]\ncp_async = ") + (h.cp_async ? "true" : "false") + "\ntma = " + (h.tma ? "true" : "false") +
-         "\nwgmma = " + (h.wgmma ? "true" : "false") + "\n";
+         "\nwgmma = " + (h.wgmma ? "true" : "false") + "\nclusters = " + (h.clusters ? "true" : "false") + "\n";
   for (const auto& m : h.mma)
     out += "\n[[mma]]\ndtype = \"" + std::string(dtype_name(m.dtype)) + "\"\nshape = [" + std::to_string(m.m) + ", " +
            std::to_string(m.n) + ", " + std::to_string(m.k) + "]\nscope = \"" + m.scope + "\"\nptx = \"" + m.ptx + "\"\n";

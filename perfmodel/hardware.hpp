@@ -49,6 +49,11 @@ struct Hardware {
   /** Share of the tensor-core peak reachable with wgmma (Hopper, PTX ISA 9.7.15), measured by
    *  `napkin calibrate` (m64n128k16 from SMEM); 0 when not known: mma_sync_fraction applies. */
   double wgmma_fraction = 0;
+  /** Share of the tensor-core peak a long tensor-bound kernel sustains under the board's power
+   *  limit, where the SM clock drops below the one the peak is quoted at: cuBLAS's bf16 GEMM
+   *  8192^3 run back to back, measured by `napkin calibrate`; 0 when not known (no cap). The model
+   *  takes the smaller of it and the instruction's fraction. */
+  double sustained_tensor_fraction = 0;
   /** L2 -> SMEM bandwidth of the bulk-copy engine that TMA loads use (bytes/s, whole device),
    *  measured by `napkin calibrate`; 0 when not known: l2.bandwidth_bytes_per_s applies. */
   double l2_bulk_bandwidth_bytes_per_s = 0;
@@ -56,6 +61,9 @@ struct Hardware {
   double hbm_latency_s = 0;
   std::map<DType, double> tensor_flops_per_s;  ///< dense, fp32 accumulate; absent: no tensor cores
   bool cp_async = false, tma = false, wgmma = false;
+  /** Thread-block clusters whose blocks TMA can multicast one load into (features.clusters; optional, default false. sm_90+: CUDA C++
+   *  Programming Guide, "Thread Block Clusters"; PTX ISA 9.7.9.25.5.1, .multicast::cluster). */
+  bool clusters = false;
   std::vector<MmaShape> mma;
 
   /** Tensor-core peak for `t`, or nullopt when the GPU has none for that dtype. */

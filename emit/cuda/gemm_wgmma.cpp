@@ -8,6 +8,14 @@
 // registers (setmaxnreg moves registers from the producer to the consumers). The epilogue is the
 // mma.sync variant's (gemm_store_pair): the accumulator layout of wgmma is that of m16n8 tiles per
 // warp (PTX ISA 9.7.15.5.1.1).
+// Where the hardware has thread-block clusters, two blocks with the same M tile and adjacent N
+// tiles form a cluster: each loads half of the M-side operand tiles by TMA multicast into both
+// (CUTLASS's Hopper GEMMs do the same), so L2 -> SMEM traffic for those tiles halves. A stage is
+// then refilled only when the consumers of both blocks have released it: each consumer warp
+// arrives on the `empty` barrier of every block in the cluster.
+// The kernel is persistent: one block per SM walks the output tiles `gridDim.x` apart, the ring's
+// stage and phase counting on across tiles, so the producer loads the next tile while the
+// consumers store the last (CUTLASS's persistent kernels; the epilogue itself is not overlapped).
 #include <algorithm>
 
 #include "emit/cuda/gemm_form.hpp"
@@ -21,6 +29,7 @@ namespace {
 struct Box {
   std::int64_t dst = 0;           ///< byte offset inside the tile
   std::string c0, c1;             ///< coordinates of the two matrix axes (innermost first)
+  int rank = -1;                  ///< cluster rank that multicasts it, -1: not shared (each block loads its own)
 };
 
 }  // namespace
@@ -37,6 +46,7 @@ std::optional<KernelEmit> emit_gemm_wgmma(Context& c, const KernelChoice& kc, co
   const std::int64_t acc_regs = static_cast<std::int64_t>(g.gemms.size()) * (g.TM / consumers / 64) * (g.TN / 2);
   if (acc_regs > 160) return why = "accumulators over 160 registers per thread", std::nullopt;
   const std::string &M = g.M, &k = g.K;
+  const int cluster = hw.clusters ? 2 : 1;  // blocks sharing the M-side tiles
   // SMEM layout per stage: each tile as 128-byte rows in 1024-byte swizzle atoms.
   //   K-major tile [R][T_K]: T_K/64 column blocks of R rows; MN-major tile [T_K][R]: R/64 blocks of T_K rows.
   struct Layout { const GemmTile* t; std::int64_t off, bytes; std::vector<Box> boxes; std::uint32_t box_inner, box_outer; };
@@ -46,8 +56,10 @@ std::optional<KernelEmit> emit_gemm_wgmma(Context& c, const KernelChoice& kc, co
     Layout L{&t, stage_bytes, t.R * t.C * 2, {}, 64, 0};
     const std::string free = t.k_rows ? t.cols : t.rows;
     const std::int64_t F = t.k_rows ? t.C : t.R;  // extent along the free axis
+    // M-side tiles are split into `cluster` times as many boxes, multicast by the ranks in turn.
+    const int split = t.rows == M || t.cols == M ? cluster : 1;
     if (!t.k_rows) {
-      const std::int64_t rb = std::min<std::int64_t>(F, 256);
+      const std::int64_t rb = std::min<std::int64_t>(F, 256) / split;
       if (F % rb != 0) return why = "tile of " + t.array + " not whole boxes of 256 rows", std::nullopt;
       L.box_outer = static_cast<std::uint32_t>(rb);
       for (std::int64_t kb = 0; kb < g.TK / 64; ++kb)
@@ -57,18 +69,37 @@ std::optional<KernelEmit> emit_gemm_wgmma(Context& c, const KernelChoice& kc, co
     } else {
       if (F % 64 != 0) return why = "tile of " + t.array + " (M- or N-major) not whole 64-column blocks", std::nullopt;
       if (g.TK > 256) return why = "T_K over one TMA box (256 rows)", std::nullopt;
-      L.box_outer = static_cast<std::uint32_t>(g.TK);
+      const std::int64_t kb = g.TK / split;  // rows of K per box
+      L.box_outer = static_cast<std::uint32_t>(kb);
       for (std::int64_t j = 0; j < F / 64; ++j)
-        L.boxes.push_back({j * g.TK * 128, "static_cast<int>(o_" + free + ") + " + std::to_string(j * 64), "static_cast<int>(o_k)"});
+        for (std::int64_t h = 0; h < split; ++h)
+          L.boxes.push_back({j * g.TK * 128 + h * kb * 128, "static_cast<int>(o_" + free + ") + " + std::to_string(j * 64),
+                             "static_cast<int>(o_k) + " + std::to_string(h * kb)});
     }
+    if (split > 1)
+      for (std::size_t b = 0; b < L.boxes.size(); ++b) L.boxes[b].rank = static_cast<int>(b % split);
     if (c.axes(t.array).size() > 5) return why = t.array + " has more than 5 axes (TMA's limit)", std::nullopt;
     stage_bytes += L.bytes;
     lay.push_back(L);
   }
   const int stages = static_cast<int>(std::min<double>(6, (hw.smem_max_per_block_bytes - 2048) / static_cast<double>(stage_bytes)));
   if (stages < 2) return why = "two pipeline stages do not fit SMEM", std::nullopt;
+  // SwiGLU's dual GEMM: when both B tiles are stored alike and side by side in SMEM, one wgmma of
+  // N = 2 T_N multiplies A by both (columns [0, T_N) of the accumulator belong to the B tile
+  // placed first), so each m64 subtile of A is read from SMEM once per k16 instead of twice.
+  int joint_first = -1;  // the gemm whose B tile comes first, -1: one wgmma per gemm
+  if (g.gemms.size() == 2 && 2 * g.TN <= 256 && g.gemms[0].a.array == g.gemms[1].a.array && g.gemms[0].b.k_inner == g.gemms[1].b.k_inner &&
+      (!g.gemms[0].b.k_inner || g.TK == 64)) {
+    auto find = [&](const std::string& a) { return std::find_if(lay.begin(), lay.end(), [&](const Layout& L) { return L.t->array == a; }); };
+    auto b0 = find(g.gemms[0].b.array), b1 = find(g.gemms[1].b.array);
+    if (b0 != lay.end() && b1 != lay.end() && b0->bytes == b1->bytes) {
+      if (b1->off == b0->off + b0->bytes) joint_first = 0;
+      else if (b0->off == b1->off + b1->bytes) joint_first = 1;
+    }
+  }
+  const bool joint = joint_first >= 0;
   std::string wg_name;
-  const std::string wg_fn = wgmma_function(*mma, static_cast<int>(g.TN), false, wg_name);
+  const std::string wg_fn = wgmma_function(*mma, static_cast<int>(joint ? 2 * g.TN : g.TN), false, wg_name);
   const std::string T = ctype(g.dtype);
 
   Code code;
@@ -77,12 +108,15 @@ std::optional<KernelEmit> emit_gemm_wgmma(Context& c, const KernelChoice& kc, co
             ".m64n" + std::to_string(g.TN) + "k16 on SMEM descriptors, fp32 accumulators in registers");
   code.open("namespace wg");
   code.text += wg_fn;
+  if (cluster > 1)
+    code.line("// clusters of " + std::to_string(cluster) + " blocks along " + g.N + " share the " + M + "-side tiles: each block multicasts half of them into both");
   code.line("constexpr int CONSUMERS = " + std::to_string(consumers) + ", THREADS = (CONSUMERS + 1) * 128, STAGES = " + std::to_string(stages) + ";");
+  code.line("[[maybe_unused]] constexpr int CLUSTER = " + std::to_string(cluster) + ";  // blocks per cluster");
   code.line("constexpr int STAGE_BYTES = " + std::to_string(stage_bytes) + ";");
   code.line("constexpr size_t SMEM_BYTES = size_t{STAGES} * STAGE_BYTES + 2 * STAGES * sizeof(uint64_t) + 1024;  // + barriers, + alignment");
   std::string params = "const Args a";
   for (const auto& L : lay) params += ", const __grid_constant__ CUtensorMap tm_" + L.t->array;
-  code.line("__global__ void __launch_bounds__(THREADS, 1) kernel(" + params + ") {");
+  code.line(std::string("__global__ void __launch_bounds__(THREADS, 1) ") + (cluster > 1 ? "NAPKIN_CLUSTER_DIMS(CLUSTER) " : "") + "kernel(" + params + ") {");
   ++code.indent;
   code.line("#if defined(__CUDA_ARCH_FEAT_SM90_ALL)");
   code.line("constexpr int WM = T_M / CONSUMERS, MS = WM / 64;  // rows per consumer warpgroup; m64 subtiles each");
@@ -96,50 +130,79 @@ std::optional<KernelEmit> emit_gemm_wgmma(Context& c, const KernelChoice& kc, co
   code.line("unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) / 1024 * 1024);");
   code.line("uint64_t* full = reinterpret_cast<uint64_t*>(smem + STAGES * STAGE_BYTES);  // chunk landed in the stage");
   code.line("uint64_t* empty = full + STAGES;                                           // stage consumed");
-  gemm_tile_origin(code, g);
   code.line("const int64_t chunks = (N_" + k + " + T_K - 1) / T_K;");
+  // Persistent: the grid holds one block per SM and each block walks the tiles `tile_blocks` apart;
+  // the producer runs on into the next tile while the consumers store the last one.
+  std::string total = "((N_" + M + " + T_M - 1) / T_M) * " +
+                      (cluster > 1 ? "(((N_" + g.N + " + T_N - 1) / T_N + CLUSTER - 1) / CLUSTER * CLUSTER)" : "((N_" + g.N + " + T_N - 1) / T_N)");
+  for (const auto& b : g.batch) total += " * N_" + b;
+  code.line("const int64_t tile_blocks = " + total + ";  // the non-persistent grid: one block per output tile");
+  auto tile_loop = [&] {
+    code.open("for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x)");
+    gemm_tile_origin(code, g, cluster, "vb");
+  };
   code.open("if (threadIdx.x == 0)");
   code.open("for (int s = 0; s < STAGES; ++s)");
   code.line("napkin::mbar_init(&full[s], 1);");
-  code.line("napkin::mbar_init(&empty[s], CONSUMERS * 128);");
+  code.line("napkin::mbar_init(&empty[s], CLUSTER * CONSUMERS * 4);  // one arrival per consumer warp of every block in the cluster");
   code.close();
   code.line("napkin::mbar_init_fence();");
   code.close();
-  code.line("__syncthreads();");
+  code.line(cluster > 1 ? "napkin::cluster_sync();  // barriers initialised in both blocks before either signals the other's" : "__syncthreads();");
+  if (cluster > 1) code.line("const unsigned rank = napkin::cluster_rank();");
   code.open("if (threadIdx.x / 128 == 0)");
-  code.line("// producer warpgroup");
+  code.line("// producer warpgroup: one thread issues the loads");
   code.line("napkin::setmaxnreg_dec<40>();");
-  code.line("if (threadIdx.x != 0) return;");
-  code.open("for (int64_t kc = 0; kc < chunks; ++kc)");
-  code.line("const int s = static_cast<int>(kc % STAGES);");
-  code.line("if (kc >= STAGES) napkin::mbar_wait(&empty[s], static_cast<unsigned>((kc / STAGES - 1) & 1));");
-  code.line("napkin::mbar_expect_tx(&full[s], STAGE_BYTES);  // every box counts in full, zero-filled parts too");
+  code.open("if (threadIdx.x == 0)");
+  code.line("int64_t it = 0;  // chunks loaded by this block, over all its tiles");
+  tile_loop();
+  code.open("for (int64_t kc = 0; kc < chunks; ++kc, ++it)");
+  code.line("const int s = static_cast<int>(it % STAGES);");
+  code.line("if (it >= STAGES) napkin::mbar_wait(&empty[s], static_cast<unsigned>((it / STAGES - 1) & 1));");
+  code.line(std::string("napkin::mbar_expect_tx(&full[s], STAGE_BYTES);  // every box counts in full, zero-filled parts too") +
+            (cluster > 1 ? "; the other block's multicasts too" : ""));
   code.line("unsigned char* st = smem + s * STAGE_BYTES;");
   code.line("const int64_t o_k = kc * T_K;");
   for (const auto& L : lay) {
     // Batch coordinates: the operand's other axes, innermost first after the two matrix axes.
     const std::string extra = tma_batch_coords(c, L.t->array, L.t->rows, L.t->cols);
-    for (const auto& b : L.boxes)
-      code.line("napkin::tma_load(st + OFF_" + L.t->array + " + " + std::to_string(b.dst) + ", &tm_" + L.t->array + ", &full[s], " + b.c0 + ", " + b.c1 +
-                extra + ");");
+    for (const auto& b : L.boxes) {
+      const std::string dst = "st + OFF_" + L.t->array + " + " + std::to_string(b.dst) + ", &tm_" + L.t->array + ", &full[s], ";
+      if (b.rank < 0) code.line("napkin::tma_load(" + dst + b.c0 + ", " + b.c1 + extra + ");");
+      else
+        code.line("if (rank == " + std::to_string(b.rank) + ") napkin::tma_load_multicast(" + dst + "(1u << CLUSTER) - 1, " + b.c0 + ", " + b.c1 + extra + ");");
+    }
   }
   code.close();
-  code.line("return;");
   code.close();
+  code.close();
+  code.close(" else {");
+  ++code.indent;
   code.line("// consumer warpgroups");
   code.line("napkin::setmaxnreg_inc<232>();");
   code.line("const int cw = threadIdx.x / 128 - 1, t = threadIdx.x % 128, warp = t / 32, lane = t % 32;");
-  for (std::size_t i = 0; i < g.gemms.size(); ++i)
-    code.line("float acc" + std::to_string(i) + "[MS][T_N / 2] = {};  // registers: contract(" + g.gemms[i].a.array + ", " + g.gemms[i].b.array + "; " + k + ")");
+  auto contraction = [&](std::size_t i) { return "contract(" + g.gemms[i].a.array + ", " + g.gemms[i].b.array + "; " + k + ")"; };
+  const std::size_t accs = joint ? 1 : g.gemms.size();
+  code.line("int64_t it = 0;  // chunks consumed by this block, over all its tiles");
+  tile_loop();
+  if (joint)
+    code.line("float acc0[MS][T_N] = {};  // registers: " + contraction(joint_first) + " in columns [0, T_N), " + contraction(1 - joint_first) +
+              " in [T_N, 2 T_N)");
+  else
+    for (std::size_t i = 0; i < accs; ++i) code.line("float acc" + std::to_string(i) + "[MS][T_N / 2] = {};  // registers: " + contraction(i));
   auto fence_all = [&] {
     code.line("#pragma unroll");
     code.open("for (int ms = 0; ms < MS; ++ms)");
-    for (std::size_t i = 0; i < g.gemms.size(); ++i) code.line("napkin::fence_regs(acc" + std::to_string(i) + "[ms]);");
+    for (std::size_t i = 0; i < accs; ++i) code.line("napkin::fence_regs(acc" + std::to_string(i) + "[ms]);");
     code.close();
   };
-  code.open("for (int64_t kc = 0; kc < chunks; ++kc)");
-  code.line("const int s = static_cast<int>(kc % STAGES);");
-  code.line("napkin::mbar_wait(&full[s], static_cast<unsigned>((kc / STAGES) & 1));");
+  auto release = [&](const std::string& chunk) {
+    if (cluster > 1) code.line("  for (unsigned r = 0; r < CLUSTER; ++r) napkin::mbar_arrive_cluster(&empty[(" + chunk + ") % STAGES], r);");
+    else code.line("  napkin::mbar_arrive(&empty[(" + chunk + ") % STAGES]);");
+  };
+  code.open("for (int64_t kc = 0; kc < chunks; ++kc, ++it)");
+  code.line("const int s = static_cast<int>(it % STAGES);");
+  code.line("napkin::mbar_wait(&full[s], static_cast<unsigned>((it / STAGES) & 1));");
   code.line("const unsigned char* st = smem + s * STAGE_BYTES;");
   fence_all();
   code.line("napkin::wgmma_fence();");
@@ -154,23 +217,30 @@ std::optional<KernelEmit> emit_gemm_wgmma(Context& c, const KernelChoice& kc, co
     return "napkin::smem_desc(st + OFF_" + o.array + " + " + row0 + " / 64 * T_K * 128 + kk * 128, T_K * 128, 1024)";
   };
   std::set<std::string> described;
-  for (const auto& gc : g.gemms)
-    if (described.insert(gc.b.array).second) code.line("const uint64_t db_" + gc.b.array + " = " + desc(gc.b, false) + ";");
+  for (std::size_t i = 0; i < g.gemms.size(); ++i)
+    if ((!joint || static_cast<int>(i) == joint_first) && described.insert(g.gemms[i].b.array).second)
+      code.line("const uint64_t db_" + g.gemms[i].b.array + " = " + desc(g.gemms[i].b, false) + ";" +
+                (joint ? "  // and the B tile after it: N = 2 T_N" : ""));
   code.line("#pragma unroll");
   code.open("for (int ms = 0; ms < MS; ++ms)");
   code.line("const uint64_t da = " + desc(g.gemms[0].a, true) + ";");
-  for (std::size_t i = 0; i < g.gemms.size(); ++i)
-    code.line(wg_name + "<" + (g.gemms[i].a.k_inner ? "0" : "1") + ", " + (g.gemms[i].b.k_inner ? "0" : "1") + ">(acc" + std::to_string(i) +
+  for (std::size_t i = 0; i < g.gemms.size(); ++i) {
+    if (joint && static_cast<int>(i) != joint_first) continue;
+    code.line(wg_name + "<" + (g.gemms[i].a.k_inner ? "0" : "1") + ", " + (g.gemms[i].b.k_inner ? "0" : "1") + ">(acc" + std::to_string(joint ? 0 : i) +
               "[ms], da, db_" + g.gemms[i].b.array + ");");
+  }
   code.close();
   code.close();
   code.line("napkin::wgmma_commit();");
   fence_all();
-  code.line("napkin::wgmma_wait<1>();  // the MMAs of chunk kc - 1 are done: release its stage");
-  code.line("if (kc > 0) napkin::mbar_arrive(&empty[(kc - 1) % STAGES]);");
+  code.line("napkin::wgmma_wait<1>();  // the MMAs of the tile's previous chunk are done: release its stage");
+  code.line("if (kc > 0 && lane == 0)");
+  release("it - 1");
   code.close();
   code.line("napkin::wgmma_wait<0>();");
   fence_all();
+  code.line("if (chunks > 0 && lane == 0)  // the tile's last chunk: the producer refills it while this block stores");
+  release("it - 1");
   code.line("// epilogue: per m64 subtile, warp w holds rows 16w..16w+15 as m16n8 accumulator tiles");
   code.line("#pragma unroll");
   code.open("for (int ms = 0; ms < MS; ++ms)");
@@ -182,10 +252,16 @@ std::optional<KernelEmit> emit_gemm_wgmma(Context& c, const KernelChoice& kc, co
   KernelEmit r;
   r.strategy = "gemm";
   r.hopper = true;
-  gemm_store_pair(code, c, kc, g, [](std::size_t i) { return "acc" + std::to_string(i) + "[ms][nt * 4 + h * 2 + q]"; }, r.stored);
+  gemm_store_pair(code, c, kc, g, [&](std::size_t i) {
+    if (joint) return std::string("acc0[ms][") + (static_cast<int>(i) == joint_first ? "" : "T_N / 2 + ") + "nt * 4 + h * 2 + q]";
+    return "acc" + std::to_string(i) + "[ms][nt * 4 + h * 2 + q]";
+  }, r.stored);
   code.close();
   code.close();
   code.close();
+  code.close();
+  code.close();
+  if (cluster > 1) code.line("napkin::cluster_sync();  // neither block leaves while the other may still signal its barriers");
   code.line("#endif");
   --code.indent;
   code.line("}");
@@ -195,7 +271,9 @@ std::optional<KernelEmit> emit_gemm_wgmma(Context& c, const KernelChoice& kc, co
   std::vector<TmaOperand> ops;
   for (const auto& L : lay) ops.push_back({L.t->array, L.t->cols, L.t->rows, L.box_inner, L.box_outer});
   Code l;
-  l.text = tma_launch(c, kernel_ns(kc.plan.name), ops, g.dtype, fallback_launch);
+  // Persistent grid: at most one block per SM (the SMEM ring fills the SM), whole clusters.
+  const std::string grid = "napkin::persistent_grid(blocks, " + std::to_string(cluster) + ")";
+  l.text = tma_launch(c, kernel_ns(kc.plan.name), ops, g.dtype, fallback_launch, "true", grid);
   r.launch_code = l.text;
   return r;
 }

@@ -86,9 +86,10 @@ struct TmaOperand {
 std::string tma_batch_coords(const Context& c, const std::string& array, const std::string& rows, const std::string& cols);
 /** Host statements (inside run_kernel, with `blocks` defined) that build a tensor map per operand
  *  (axes innermost first: cols, rows, then the other axes) and launch `ns`::wg::kernel(a, maps...)
- *  when napkin::hopper_kernel says the sm_90a code can run, `condition` (a host expression) holds
- *  and every map encodes; `fallback` (the mma.sync launch) otherwise. */
+ *  on `grid` blocks (a host expression) when napkin::hopper_kernel says the sm_90a code can run,
+ *  `condition` (a host expression) holds and every map encodes; `fallback` (the mma.sync launch)
+ *  otherwise. */
 std::string tma_launch(const Context& c, const std::string& ns, const std::vector<TmaOperand>& ops, DType dtype, const std::string& fallback,
-                       const std::string& condition = "true");
+                       const std::string& condition = "true", const std::string& grid = "blocks");
 
 }  // namespace napkin::cuda

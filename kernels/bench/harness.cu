@@ -2,8 +2,9 @@
 // kernels, prefix napkin_; the unfused schedule, prefix unfused_; the fp32 SIMT reference, prefix
 // ref_) and bench_spec.h (arrays, sizes, cuBLAS problems of the diagram). It fills seeded random
 // inputs, checks the derived kernels against the reference, then times everything with CUDA
-// events (warm-up, median of --runs, input sets rotated so L2 does not hold them) and prints one
-// JSON object on stdout. Usage: harness [--runs N] [--seed S] [--dump DIR] [--no-time]
+// events (warm-up, median of --runs rounds in which every item is timed once in turn, input sets
+// rotated so L2 does not hold them) and prints one JSON object on stdout.
+// Usage: harness [--runs N] [--seed S] [--dump DIR] [--no-time]
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -15,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -80,29 +82,38 @@ __global__ void to_fp32(const void* src, int dtype, int64_t n, float* dst) {
 
 static unsigned grid_for(int64_t n) { return static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 65535)); }
 
-/** Median of `runs` timed calls of f (after `warm` untimed ones), seconds. f(r) gets the run index. */
-template <class F>
-static double median_time(int warm, int runs, F f) {
-  for (int i = 0; i < warm; ++i) f(i);
-  check(cudaDeviceSynchronize(), "warm-up");
-  std::vector<cudaEvent_t> ev(2 * runs);
+/** Things timed against each other. They are timed in rounds, each round timing every item once in
+ *  turn (CUDA events around each), so that every item meets the same clock and temperature
+ *  states of the GPU; an item's figure is its median over the rounds, in seconds. */
+struct Timed {
+  std::function<void(int)> call;  ///< one run; gets the round index (rotation)
+  std::vector<double> seconds;
+};
+static void time_rounds(std::vector<Timed>& items, int warm, int runs) {
+  std::vector<cudaEvent_t> ev(2 * items.size() * runs);
   for (auto& e : ev) check(cudaEventCreate(&e), "event");
-  for (int i = 0; i < runs; ++i) {
-    cudaEventRecord(ev[2 * i]);
-    f(warm + i);
-    cudaEventRecord(ev[2 * i + 1]);
+  for (int r = 0; r < warm; ++r)
+    for (auto& it : items) it.call(r);
+  check(cudaDeviceSynchronize(), "warm-up");
+  for (int r = 0; r < runs; ++r) {
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      cudaEventRecord(ev[2 * (r * items.size() + i)]);
+      items[i].call(warm + r);
+      cudaEventRecord(ev[2 * (r * items.size() + i) + 1]);
+    }
+    check(cudaDeviceSynchronize(), "timed round");  // the host does not run ahead by more than a round
   }
-  check(cudaDeviceSynchronize(), "timed runs");
-  std::vector<double> t(runs);
-  for (int i = 0; i < runs; ++i) {
-    float ms = 0;
-    cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]);
-    t[i] = ms * 1e-3;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    for (int r = 0; r < runs; ++r) {
+      float ms = 0;
+      cudaEventElapsedTime(&ms, ev[2 * (r * items.size() + i)], ev[2 * (r * items.size() + i) + 1]);
+      items[i].seconds.push_back(ms * 1e-3);
+    }
+    std::sort(items[i].seconds.begin(), items[i].seconds.end());
   }
   for (auto& e : ev) cudaEventDestroy(e);
-  std::sort(t.begin(), t.end());
-  return t[runs / 2];
 }
+static double median(const Timed& t) { return t.seconds[t.seconds.size() / 2]; }
 
 static void write_npy(const std::string& path, const std::vector<float>& v, const std::vector<int64_t>& shape) {
   std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (";
@@ -207,59 +218,72 @@ int main(int argc, char** argv) {
       check(cudaMalloc(&rot[r][i], b), "alloc rotation");
       check(cudaMemcpy(rot[r][i], in[i], b, cudaMemcpyDeviceToDevice), "copy rotation");
     }
-  std::printf(",\n  \"rotating_input_sets\": %d,\n  \"runs\": %d,\n  \"kernels\": [", sets, runs);
-  const int nk = napkin_kernel_count();
-  for (int k = 0; k < nk; ++k) {
-    const double t = median_time(3, runs, [&](int r) { napkin_run_kernel(k, rot[r % sets].data(), out.data(), kSizes, ws, stream); });
-    std::printf("%s\n    {\"name\": \"%s\", \"strategy\": \"%s\", \"variant\": \"%s\", \"seconds\": %.9g}", k ? "," : "", napkin_kernel_name(k),
-                napkin_kernel_strategy(k), napkin_last_variant(), t);
-  }
-  // The unfused schedule's kernels one by one: the eager chain replaces its contractions by cuBLAS.
-  std::printf("\n  ],\n  \"unfused_kernel_times\": [");
-  for (int k = 0; k < unfused_kernel_count(); ++k) {
-    const double t = median_time(3, runs, [&](int r) { unfused_run_kernel(k, rot[r % sets].data(), out.data(), kSizes, ws_unf, stream); });
-    std::printf("%s\n    {\"name\": \"%s\", \"strategy\": \"%s\", \"variant\": \"%s\", \"seconds\": %.9g}", k ? "," : "", unfused_kernel_name(k),
-                unfused_kernel_strategy(k), unfused_last_variant(), t);
-  }
-  const double t_all = median_time(3, runs, [&](int r) { napkin_run(rot[r % sets].data(), out.data(), kSizes, ws, stream); });
-  const double t_unf = median_time(3, runs, [&](int r) { unfused_run(rot[r % sets].data(), out.data(), kSizes, ws_unf, stream); });
-  std::printf("\n  ],\n  \"derived_seconds\": %.9g,\n  \"unfused_seconds\": %.9g,\n  \"unfused_kernels\": %d", t_all, t_unf, unfused_kernel_count());
-  // cuBLAS: each contraction of the diagram as one strided-batched GEMM (fp32 accumulate), on
-  // buffers of its own (random, rotated likewise).
-  std::printf(",\n  \"cublas\": [");
-  if (kNumGemms > 0) {
-    cublasHandle_t h;
-    check_blas(cublasCreate(&h), "cublasCreate");
-    for (int g = 0; g < kNumGemms; ++g) {
-      const GemmSpec& s = kGemms[g];
-      const cudaDataType t = s.dtype == 1 ? CUDA_R_16BF : CUDA_R_16F;
-      const size_t ab = static_cast<size_t>(s.batch_a) * s.sa + static_cast<size_t>(s.m) * s.k, bb = static_cast<size_t>(s.batch_b) * s.sb + static_cast<size_t>(s.k) * s.n,
-                   cb = static_cast<size_t>(s.batch) * static_cast<size_t>(s.m) * s.n;
-      const int gsets = static_cast<int>(std::min<size_t>(8, std::max<size_t>(1, 2 * static_cast<size_t>(prop.l2CacheSize) / ((ab + bb) * 2 + 1) + 1)));
-      std::vector<void*> A(gsets), B(gsets);
-      void* C = nullptr;
-      for (int r = 0; r < gsets; ++r) {
-        check(cudaMalloc(&A[r], ab * 2), "alloc"), check(cudaMalloc(&B[r], bb * 2), "alloc");
-        fill<<<grid_for(ab), 256>>>(A[r], s.dtype, ab, seed + 100 + r, 0);
-        fill<<<grid_for(bb), 256>>>(B[r], s.dtype, bb, seed + 100 + r, 1);
-      }
-      check(cudaMalloc(&C, cb * 2), "alloc");
-      const float alpha = 1.0f, beta = 0.0f;
-      auto call = [&](int r) {
-        check_blas(cublasGemmStridedBatchedEx(h, s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(s.n),
-                                              static_cast<int>(s.m), static_cast<int>(s.k), &alpha, B[r % gsets], t, static_cast<int>(s.ldb), s.sb,
-                                              A[r % gsets], t, static_cast<int>(s.lda), s.sa, &beta, C, t, static_cast<int>(s.n),
-                                              static_cast<long long>(s.m) * s.n, static_cast<int>(s.batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                   "cublasGemmStridedBatchedEx");
-      };
-      const double tg = median_time(3, runs, call);
-      std::printf("%s\n    {\"statement\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": %lld, \"batch\": %lld, \"seconds\": %.9g}", g ? "," : "", s.statement,
-                  static_cast<long long>(s.m), static_cast<long long>(s.n), static_cast<long long>(s.k), static_cast<long long>(s.batch), tg);
-      for (int r = 0; r < gsets; ++r) cudaFree(A[r]), cudaFree(B[r]);
-      cudaFree(C);
+  // Every item below is timed in the same rounds: the derived kernels one by one and together,
+  // the unfused schedule's kernels likewise, and cuBLAS on each contraction of the diagram as one
+  // strided-batched GEMM (fp32 accumulate) on buffers of its own (random, rotated likewise).
+  std::vector<Timed> items;
+  const int nk = napkin_kernel_count(), nu = unfused_kernel_count();
+  for (int k = 0; k < nk; ++k) items.push_back({[&, k](int r) { napkin_run_kernel(k, rot[r % sets].data(), out.data(), kSizes, ws, stream); }, {}});
+  for (int k = 0; k < nu; ++k) items.push_back({[&, k](int r) { unfused_run_kernel(k, rot[r % sets].data(), out.data(), kSizes, ws_unf, stream); }, {}});
+  items.push_back({[&](int r) { napkin_run(rot[r % sets].data(), out.data(), kSizes, ws, stream); }, {}});
+  items.push_back({[&](int r) { unfused_run(rot[r % sets].data(), out.data(), kSizes, ws_unf, stream); }, {}});
+  cublasHandle_t h = nullptr;
+  if (kNumGemms > 0) check_blas(cublasCreate(&h), "cublasCreate");
+  std::vector<std::vector<void*>> gA(kNumGemms), gB(kNumGemms);
+  std::vector<void*> gC(kNumGemms, nullptr);
+  for (int g = 0; g < kNumGemms; ++g) {
+    const GemmSpec& s = kGemms[g];
+    const size_t ab = static_cast<size_t>(s.batch_a) * s.sa + static_cast<size_t>(s.m) * s.k, bb = static_cast<size_t>(s.batch_b) * s.sb + static_cast<size_t>(s.k) * s.n,
+                 cb = static_cast<size_t>(s.batch) * static_cast<size_t>(s.m) * s.n;
+    const int gsets = static_cast<int>(std::min<size_t>(8, std::max<size_t>(1, 2 * static_cast<size_t>(prop.l2CacheSize) / ((ab + bb) * 2 + 1) + 1)));
+    gA[g].resize(gsets), gB[g].resize(gsets);
+    for (int r = 0; r < gsets; ++r) {
+      check(cudaMalloc(&gA[g][r], ab * 2), "alloc"), check(cudaMalloc(&gB[g][r], bb * 2), "alloc");
+      fill<<<grid_for(ab), 256>>>(gA[g][r], s.dtype, ab, seed + 100 + r, 0);
+      fill<<<grid_for(bb), 256>>>(gB[g][r], s.dtype, bb, seed + 100 + r, 1);
     }
-    cublasDestroy(h);
+    check(cudaMalloc(&gC[g], cb * 2), "alloc");
+    items.push_back({[&, g](int r) {
+                       const GemmSpec& s = kGemms[g];
+                       const cudaDataType t = s.dtype == 1 ? CUDA_R_16BF : CUDA_R_16F;
+                       const float alpha = 1.0f, beta = 0.0f;
+                       const auto& A = gA[g];
+                       const auto& B = gB[g];
+                       check_blas(cublasGemmStridedBatchedEx(h, s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(s.n),
+                                                             static_cast<int>(s.m), static_cast<int>(s.k), &alpha, B[r % B.size()], t, static_cast<int>(s.ldb),
+                                                             s.sb, A[r % A.size()], t, static_cast<int>(s.lda), s.sa, &beta, gC[g], t, static_cast<int>(s.n),
+                                                             static_cast<long long>(s.m) * s.n, static_cast<int>(s.batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                                  "cublasGemmStridedBatchedEx");
+                     },
+                     {}});
   }
+  time_rounds(items, 2, runs);
+  std::printf(",\n  \"rotating_input_sets\": %d,\n  \"runs\": %d,\n  \"timing\": \"interleaved rounds\",\n  \"kernels\": [", sets, runs);
+  for (int k = 0; k < nk; ++k) {
+    napkin_run_kernel(k, rot[0].data(), out.data(), kSizes, ws, stream);  // for the variant it runs
+    std::printf("%s\n    {\"name\": \"%s\", \"strategy\": \"%s\", \"variant\": \"%s\", \"seconds\": %.9g}", k ? "," : "", napkin_kernel_name(k),
+                napkin_kernel_strategy(k), napkin_last_variant(), median(items[k]));
+  }
+  std::printf("\n  ],\n  \"unfused_kernel_times\": [");
+  for (int k = 0; k < nu; ++k) {
+    unfused_run_kernel(k, rot[0].data(), out.data(), kSizes, ws_unf, stream);
+    std::printf("%s\n    {\"name\": \"%s\", \"strategy\": \"%s\", \"variant\": \"%s\", \"seconds\": %.9g}", k ? "," : "", unfused_kernel_name(k),
+                unfused_kernel_strategy(k), unfused_last_variant(), median(items[nk + k]));
+  }
+  const Timed &all = items[nk + nu], &unf = items[nk + nu + 1];
+  std::printf("\n  ],\n  \"derived_seconds\": %.9g,\n  \"derived_spread\": [%.9g, %.9g],\n  \"unfused_seconds\": %.9g,\n  \"unfused_kernels\": %d", median(all),
+              all.seconds.front(), all.seconds.back(), median(unf), nu);
+  std::printf(",\n  \"cublas\": [");
+  for (int g = 0; g < kNumGemms; ++g) {
+    const GemmSpec& s = kGemms[g];
+    std::printf("%s\n    {\"statement\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": %lld, \"batch\": %lld, \"seconds\": %.9g}", g ? "," : "", s.statement,
+                static_cast<long long>(s.m), static_cast<long long>(s.n), static_cast<long long>(s.k), static_cast<long long>(s.batch),
+                median(items[nk + nu + 2 + g]));
+    for (auto* p : gA[g]) cudaFree(p);
+    for (auto* p : gB[g]) cudaFree(p);
+    cudaFree(gC[g]);
+  }
+  if (h) cublasDestroy(h);
   std::printf("\n  ]\n}\n");
   return 0;
 }

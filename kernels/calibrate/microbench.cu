@@ -2,7 +2,9 @@
 // Prints one "key value" line per measurement (SI units: bytes/s, FLOP/s, ops/s, s); napkin
 // calibrate merges them into a hardware description. Build: nvcc -O3 -arch=sm_80 (or
 // -gencode=arch=compute_90a,code=sm_90a) microbench.cu -o microbench. Each figure is the median
-// of 7 timed runs (CUDA events) after a warm-up; the inputs are random, never zeros.
+// of 7 timed runs (CUDA events) after a warm-up; the inputs are random, never zeros. Link with
+// -lcublas: the sustained tensor rate is that of cuBLAS's bf16 GEMM run back to back.
+#include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -50,6 +52,15 @@ __global__ void fill(uint32_t* p, size_t n, uint32_t seed) {
     uint32_t x = uint32_t(i) * 2654435761u ^ seed;
     x ^= x >> 13, x *= 0x5bd1e995u, x ^= x >> 15;
     p[i] = (x & 0x3fffffffu) | 0x3c000000u;  // positive finite floats around 0.01 to 1
+  }
+}
+
+// Random bf16 in [-1, 1): the GEMM inputs of the sustained-rate measurement.
+__global__ void fill_bf16(__nv_bfloat16* p, size_t n, uint32_t seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    uint32_t x = uint32_t(i) * 2654435761u ^ seed;
+    x ^= x >> 13, x *= 0x5bd1e995u, x ^= x >> 15;
+    p[i] = __float2bfloat16(static_cast<float>(x >> 8) * (2.0f / 16777216.0f) - 1.0f);
   }
 }
 
@@ -308,6 +319,33 @@ int main() {
     std::printf("wgmma_bf16_flops_per_s %.6g\n", wg_flops / t);
   }
 #endif
+
+  // Sustained tensor rate under the board's power limit: cuBLAS bf16 GEMM 8192^3 (fp32
+  // accumulate, random inputs), 40 back to back after 20 warm-up runs (about 0.1 s at full power
+  // first, where the clock settles); the median of the 40.
+  {
+    const int n = 8192;
+    __nv_bfloat16 *A = nullptr, *B = nullptr, *C = nullptr;
+    CHECK(cudaMalloc(&A, size_t{2} * n * n));
+    CHECK(cudaMalloc(&B, size_t{2} * n * n));
+    CHECK(cudaMalloc(&C, size_t{2} * n * n));
+    fill_bf16<<<1024, 256>>>(A, size_t{n} * n, 11u), fill_bf16<<<1024, 256>>>(B, size_t{n} * n, 12u);
+    cublasHandle_t h;
+    if (cublasCreate(&h) == CUBLAS_STATUS_SUCCESS) {
+      const float one = 1, zero = 0;
+      auto gemm = [&] {
+        cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, B, CUDA_R_16BF, n, A, CUDA_R_16BF, n, &zero, C, CUDA_R_16BF, n,
+                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+      };
+      for (int i = 0; i < 20; ++i) gemm();
+      t = median_seconds(gemm, 40);
+      std::printf("sustained_bf16_gemm_flops_per_s %.6g\n", 2.0 * n * n * n / t);
+      cublasDestroy(h);
+    }
+    CHECK(cudaFree(A));
+    CHECK(cudaFree(B));
+    CHECK(cudaFree(C));
+  }
 
   // Special functions and FP32.
   int sfu_iters = 1 << 14;

@@ -12,7 +12,7 @@ nvcc --version | tail -1
 cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
 arch="-arch=sm_$cc"
 [ "$cc" = "90" ] && arch="-gencode=arch=compute_90a,code=sm_90a -DNAPKIN_SM90A"
-nvcc -O3 -std=c++17 $arch microbench.cu -o /tmp/microbench
+nvcc -O3 -std=c++17 $arch microbench.cu -o /tmp/microbench -lcublas
 /tmp/microbench | tee "$out/measurements.txt"
 /tmp/microbench > "$out/measurements-2.txt"
 python3 - <<'PY' | tee "$out/crosscheck.txt"

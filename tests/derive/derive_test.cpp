@@ -50,22 +50,51 @@ TEST_CASE("kernels the sm_90a variants run are scored on wgmma, the others on mm
   // FlashAttention with 64 rows of q per consumer warpgroup: wgmma on the H100 (one block per SM,
   // the measured wgmma share of the peak), mma.sync on the A100 (no wgmma).
   CHECK(on_h100.warpgroup_mma);
-  CHECK(on_h100.tensor_fraction == Approx(h100.wgmma_fraction));
+  // The measured power-limited rate caps the instruction's.
+  REQUIRE(h100.sustained_tensor_fraction > 0);
+  CHECK(on_h100.tensor_fraction == Approx(std::min(h100.wgmma_fraction, h100.sustained_tensor_fraction)));
   CHECK(on_h100.blocks_per_sm == 1);
   CHECK(on_h100.axes.at("q").tile == 64 * (on_h100.warps / 4));
   CHECK_FALSE(on_a100.warpgroup_mma);
   CHECK(on_a100.tensor_fraction == Approx(a100.mma_sync_fraction));
-  // With the wgmma figure removed the same schedule falls back to the mma.sync rate: slower.
-  Hardware no_wgmma = h100;
+  // Without the power cap, and with the wgmma figure removed, the same schedule falls back to the
+  // mma.sync rate: slower.
+  Hardware uncapped = h100;
+  uncapped.sustained_tensor_fraction = 0;
+  const KernelCost fast = derive(*l.program, *l.diagram, l.sizes, uncapped).chosen.kernels[0].cost;
+  CHECK(fast.tensor_fraction == Approx(h100.wgmma_fraction));
+  CHECK(fast.t_tensor < on_h100.t_tensor);
+  Hardware no_wgmma = uncapped;
   no_wgmma.wgmma_fraction = 0;
   const KernelCost slow = derive(*l.program, *l.diagram, l.sizes, no_wgmma).chosen.kernels[0].cost;
   CHECK_FALSE(slow.warpgroup_mma);
-  CHECK(slow.t_tensor > on_h100.t_tensor * 1.4);
+  CHECK(slow.t_tensor > fast.t_tensor * 1.4);
   // A normaliser's rows walked in series: the latency term is charged where the HBM latency is known.
   Loaded ln = load("layernorm.napkin");
   const KernelCost rows = derive(*ln.program, *ln.diagram, ln.sizes, h100).chosen.kernels[0].cost;
   CHECK(rows.t_latency > 0);
   CHECK(rows.t_latency >= 2 * h100.hbm_latency_s);
+}
+
+TEST_CASE("a wgmma GEMM on a GPU with clusters reads the M-side tiles from L2 once per cluster of two", "[derive]") {
+  Loaded l = load("matmul.napkin");
+  Hardware h100 = load_hardware("h100");
+  REQUIRE(h100.clusters);
+  Hardware single = h100;
+  single.clusters = false;
+  const Derivation dv = derive(*l.program, *l.diagram, l.sizes, h100);
+  const KernelCost two = dv.chosen.kernels[0].cost;
+  const KernelCost one = cost_schedule(*l.program, *l.diagram, dv.chosen.schedule, l.sizes, single).kernels[0];
+  REQUIRE(two.warpgroup_mma);
+  CHECK(two.cluster == 2);
+  CHECK(one.cluster == 1);
+  // The same schedule: L2 -> SMEM drops by half of the M-side (A) transfers, nothing else moves.
+  double a_bytes = 0;
+  for (const auto& t : one.transfers)
+    if (t.to == MemLevel::smem && t.array == "A") a_bytes = t.bytes;
+  REQUIRE(a_bytes > 0);
+  CHECK(two.l2_to_smem_bytes == Approx(one.l2_to_smem_bytes - a_bytes / 2));
+  CHECK(two.hbm_bytes == Approx(one.hbm_bytes));
 }
 
 TEST_CASE("the derived schedule prints, parses back and re-checks", "[derive][schedule]") {

@@ -70,6 +70,8 @@ TEST_CASE("format_hardware round-trips with parse_hardware for every bundled des
     CHECK(back->wgmma_fraction == Approx(h.wgmma_fraction).epsilon(1e-5));
     CHECK(back->l2_bulk_bandwidth_bytes_per_s == Approx(h.l2_bulk_bandwidth_bytes_per_s).epsilon(1e-5));
     CHECK(back->hbm_latency_s == Approx(h.hbm_latency_s).epsilon(1e-5));
+    CHECK(back->clusters == h.clusters);
+    CHECK(back->sustained_tensor_fraction == Approx(h.sustained_tensor_fraction).epsilon(1e-5));
   }
 }
 

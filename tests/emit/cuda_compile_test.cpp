@@ -72,6 +72,10 @@ TEST_CASE("every bundled diagram's CUDA matches its golden file and compiles for
         CHECK(count(ptx, "cp.async.bulk.tensor") > 0);
         CHECK(count(ptx, "mbarrier.try_wait.parity") > 0);
         CHECK(count(ptx, "setmaxnreg.inc") > 0);
+        // GEMM kernels in clusters of two (the H100 has clusters): multicast loads, remote arrivals.
+        const std::size_t clustered = count(text, "NAPKIN_CLUSTER_DIMS(CLUSTER)");
+        CHECK((clustered > 0) == (count(ptx, ".multicast::cluster") > 0));
+        CHECK((clustered > 0) == (count(ptx, "mapa.shared::cluster") > 0));
       } else {
         CHECK(count(ptx, "wgmma.mma_async") == 0);
       }

@@ -54,8 +54,11 @@ case $mode in
     bench gemm-8192 matmul --set a=8192 --set b=8192 --set c=8192
     NAPKIN_NO_WGMMA=1 bench gemm-8192-mma.sync matmul --set a=8192 --set b=8192 --set c=8192
     bench swiglu mlp_swiglu
-    for tag in mm-odd bmm-small; do
-      (cd "/tmp/nb-$tag" && compute-sanitizer --tool memcheck --error-exitcode 9 ./harness --no-time 2>&1 | tail -3) | tee -a "$out/sanitizer.txt"
+    for tag in mm-odd bmm-small mlp-small; do  # mlp-small: clusters with an odd count of N tiles, the joint dual-GEMM wgmma
+      for tool in memcheck racecheck; do
+        echo "--- $tool $tag" | tee -a "$out/sanitizer.txt"
+        (cd "/tmp/nb-$tag" && compute-sanitizer --tool $tool --error-exitcode 9 ./harness --no-time 2>&1 | tail -3) | tee -a "$out/sanitizer.txt"
+      done
     done
     ;;
   calibrate)  # the model's ceilings: kernels/calibrate/microbench.cu (mma.sync, wgmma, bandwidths, exp, FP32)

@@ -135,6 +135,12 @@ __device__ __forceinline__ float warp_max(float x) {
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cstdlib>
+// Cluster shape of a kernel (sm_90+); nothing for the device passes of older targets, which never launch it.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define NAPKIN_CLUSTER_DIMS(x)
+#else
+#define NAPKIN_CLUSTER_DIMS(x) __cluster_dims__(x, 1, 1)
+#endif
 namespace napkin {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 __device__ __forceinline__ unsigned smem_u32(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
@@ -175,6 +181,39 @@ __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint
   asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5, %6}], [%7];\n"
                ::"r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(smem_u32(bar)) : "memory");
 }
+// Thread-block clusters (PTX ISA 9.7.9.25.5.1, 9.7.13.4, 9.7.13.15.11): the same TMA box into the
+// same SMEM offset of every block in `mask`, completing bytes on each one's mbarrier there; this
+// block's rank; an mbarrier arrival on block `rank`'s copy of `bar` (release at CTA scope, the
+// default: a cluster-scope release costs a memory fence per arrival, and the consumers' reads of
+// the stage are wgmma's, complete once wgmma.wait_group returns); a barrier over the cluster.
+__device__ __forceinline__ void tma_load_multicast(void* dst, const CUtensorMap* map, uint64_t* bar, uint16_t mask, int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;\n"
+               ::"r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(smem_u32(bar)), "h"(mask) : "memory");
+}
+__device__ __forceinline__ void tma_load_multicast(void* dst, const CUtensorMap* map, uint64_t* bar, uint16_t mask, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, %3, %4}], [%5], %6;\n"
+               ::"r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(smem_u32(bar)), "h"(mask) : "memory");
+}
+__device__ __forceinline__ void tma_load_multicast(void* dst, const CUtensorMap* map, uint64_t* bar, uint16_t mask, int c0, int c1, int c2, int c3) {
+  asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, %3, %4, %5}], [%6], %7;\n"
+               ::"r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_u32(bar)), "h"(mask) : "memory");
+}
+__device__ __forceinline__ void tma_load_multicast(void* dst, const CUtensorMap* map, uint64_t* bar, uint16_t mask, int c0, int c1, int c2, int c3, int c4) {
+  asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, %3, %4, %5, %6}], [%7], %8;\n"
+               ::"r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(smem_u32(bar)), "h"(mask) : "memory");
+}
+__device__ __forceinline__ unsigned cluster_rank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, unsigned rank) {
+  asm volatile("{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\nmbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n"
+               ::"r"(smem_u32(bar)), "r"(rank) : "memory");
+}
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
 // wgmma (PTX ISA 9.7.15): SMEM matrix descriptor (9.7.15.5.1.2.2) of a 128-byte-swizzled tile whose
 // swizzle atoms (8 rows of 128 bytes) start 1024-byte aligned. `lbo`, `sbo`: leading and stride
 // dimension byte offsets (for K-major tiles lbo is unused and sbo = 1024; for MN-major tiles lbo is
@@ -211,6 +250,17 @@ static bool hopper_kernel(const void* kernel) {
     return false;
   }
   return major == 9 && fa.binaryVersion == 90;
+}
+/** Blocks of a persistent kernel that holds one block per SM: min(`blocks` rounded up to whole
+ *  clusters, the SMs rounded down to whole clusters of `cluster`). */
+[[maybe_unused]] static int64_t persistent_grid(int64_t blocks, int cluster) {
+  static const int sms = [] {
+    int dev = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) (void)cudaGetLastError();
+    return n > 0 ? n : 1;
+  }();
+  const int64_t whole = (blocks + cluster - 1) / cluster * cluster;
+  return std::max<int64_t>(cluster, std::min<int64_t>(whole, sms / cluster * cluster));
 }
 /** Tensor map (CUDA driver API, cuTensorMapEncodeTiled) of a 16-bit array seen as `rank` axes,
  *  innermost first: dims (elements), strides of axes 1.. (bytes), box (elements; box[0] * 2 bytes

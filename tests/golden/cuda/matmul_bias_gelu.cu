@@ -135,6 +135,12 @@ __device__ __forceinline__ float warp_max(float x) {
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cstdlib>
+// Cluster shape of a kernel (sm_90+); nothing for the device passes of older targets, which never launch it.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define NAPKIN_CLUSTER_DIMS(x)
+#else
+#define NAPKIN_CLUSTER_DIMS(x) __cluster_dims__(x, 1, 1)
+#endif
 namespace napkin {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 __device__ __forceinline__ unsigned smem_u32(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
@@ -175,6 +181,39 @@ __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint
   asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5, %6}], [%7];\n"
                ::"r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(smem_u32(bar)) : "memory");
 }
+// Thread-block clusters (PTX ISA 9.7.9.25.5.1, 9.7.13.4, 9.7.13.15.11): the same TMA box into the
+// same SMEM offset of every block in `mask`, completing bytes on each one's mbarrier there; this
+// block's rank; an mbarrier arrival on block `rank`'s copy of `bar` (release at CTA scope, the
+// default: a cluster-scope release costs a memory fence per arrival, and the consumers' reads of
+// the stage are wgmma's, complete once wgmma.wait_group returns); a barrier over the cluster.
+__device__ __forceinline__ void tma_load_multicast(void* dst, const CUtensorMap* map, uint64_t* bar, uint16_t mask, int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;\n"
+               ::"r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(smem_u32(bar)), "h"(mask) : "memory");
+}
+__device__ __forceinline__ void tma_load_multicast(void* dst, const CUtensorMap* map, uint64_t* bar, uint16_t mask, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, %3, %4}], [%5], %6;\n"
+               ::"r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(smem_u32(bar)), "h"(mask) : "memory");
+}
+__device__ __forceinline__ void tma_load_multicast(void* dst, const CUtensorMap* map, uint64_t* bar, uint16_t mask, int c0, int c1, int c2, int c3) {
+  asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, %3, %4, %5}], [%6], %7;\n"
+               ::"r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_u32(bar)), "h"(mask) : "memory");
+}
+__device__ __forceinline__ void tma_load_multicast(void* dst, const CUtensorMap* map, uint64_t* bar, uint16_t mask, int c0, int c1, int c2, int c3, int c4) {
+  asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, %3, %4, %5, %6}], [%7], %8;\n"
+               ::"r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(smem_u32(bar)), "h"(mask) : "memory");
+}
+__device__ __forceinline__ unsigned cluster_rank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, unsigned rank) {
+  asm volatile("{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\nmbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n"
+               ::"r"(smem_u32(bar)), "r"(rank) : "memory");
+}
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
 // wgmma (PTX ISA 9.7.15): SMEM matrix descriptor (9.7.15.5.1.2.2) of a 128-byte-swizzled tile whose
 // swizzle atoms (8 rows of 128 bytes) start 1024-byte aligned. `lbo`, `sbo`: leading and stride
 // dimension byte offsets (for K-major tiles lbo is unused and sbo = 1024; for MN-major tiles lbo is
@@ -211,6 +250,17 @@ static bool hopper_kernel(const void* kernel) {
     return false;
   }
   return major == 9 && fa.binaryVersion == 90;
+}
+/** Blocks of a persistent kernel that holds one block per SM: min(`blocks` rounded up to whole
+ *  clusters, the SMs rounded down to whole clusters of `cluster`). */
+[[maybe_unused]] static int64_t persistent_grid(int64_t blocks, int cluster) {
+  static const int sms = [] {
+    int dev = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) (void)cudaGetLastError();
+    return n > 0 ? n : 1;
+  }();
+  const int64_t whole = (blocks + cluster - 1) / cluster * cluster;
+  return std::max<int64_t>(cluster, std::min<int64_t>(whole, sms / cluster * cluster));
 }
 /** Tensor map (CUDA driver API, cuTensorMapEncodeTiled) of a 16-bit array seen as `rank` axes,
  *  innermost first: dims (elements), strides of axes 1.. (bytes), box (elements; box[0] * 2 bytes
@@ -382,10 +432,12 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16(float (&d)[64], uint64_t d
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
                : "l"(desc_a), "l"(desc_b), "r"(1), "n"(TA), "n"(TB));
 }
+  // clusters of 2 blocks along f share the t-side tiles: each block multicasts half of them into both
   constexpr int CONSUMERS = 2, THREADS = (CONSUMERS + 1) * 128, STAGES = 4;
+  [[maybe_unused]] constexpr int CLUSTER = 2;  // blocks per cluster
   constexpr int STAGE_BYTES = 49152;
   constexpr size_t SMEM_BYTES = size_t{STAGES} * STAGE_BYTES + 2 * STAGES * sizeof(uint64_t) + 1024;  // + barriers, + alignment
-  __global__ void __launch_bounds__(THREADS, 1) kernel(const Args a, const __grid_constant__ CUtensorMap tm_X, const __grid_constant__ CUtensorMap tm_W) {
+  __global__ void __launch_bounds__(THREADS, 1) NAPKIN_CLUSTER_DIMS(CLUSTER) kernel(const Args a, const __grid_constant__ CUtensorMap tm_X, const __grid_constant__ CUtensorMap tm_W) {
     #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int WM = T_M / CONSUMERS, MS = WM / 64;  // rows per consumer warpgroup; m64 subtiles each
     constexpr int OFF_X = 0;  // SMEM bytes: X [1 blocks of 64 m][t 256][64], 128-byte swizzle
@@ -395,98 +447,123 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16(float (&d)[64], uint64_t d
     unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) / 1024 * 1024);
     uint64_t* full = reinterpret_cast<uint64_t*>(smem + STAGES * STAGE_BYTES);  // chunk landed in the stage
     uint64_t* empty = full + STAGES;                                           // stage consumed
-    // grid: tiles of t x tiles of f, in groups of 8 t tiles; then no batch axes
-    const int64_t tiles_m = (N_t + T_M - 1) / T_M, tiles_n = (N_f + T_N - 1) / T_N;
-    int64_t bid = blockIdx.x;
-    const int64_t tile = bid % (tiles_m * tiles_n);
-    bid /= tiles_m * tiles_n;
-    const int64_t first_m = tile / (8 * tiles_n) * 8, group_m = min(int64_t{8}, tiles_m - first_m);
-    const int64_t o_t = (first_m + tile % (8 * tiles_n) % group_m) * T_M;
-    const int64_t o_f = tile % (8 * tiles_n) / group_m * T_N;
-    const int n_M = static_cast<int>(min(int64_t{T_M}, N_t - o_t)), n_N = static_cast<int>(min(int64_t{T_N}, N_f - o_f));
     const int64_t chunks = (N_m + T_K - 1) / T_K;
+    const int64_t tile_blocks = ((N_t + T_M - 1) / T_M) * (((N_f + T_N - 1) / T_N + CLUSTER - 1) / CLUSTER * CLUSTER);  // the non-persistent grid: one block per output tile
     if (threadIdx.x == 0) {
       for (int s = 0; s < STAGES; ++s) {
         napkin::mbar_init(&full[s], 1);
-        napkin::mbar_init(&empty[s], CONSUMERS * 128);
+        napkin::mbar_init(&empty[s], CLUSTER * CONSUMERS * 4);  // one arrival per consumer warp of every block in the cluster
       }
       napkin::mbar_init_fence();
     }
-    __syncthreads();
+    napkin::cluster_sync();  // barriers initialised in both blocks before either signals the other's
+    const unsigned rank = napkin::cluster_rank();
     if (threadIdx.x / 128 == 0) {
-      // producer warpgroup
+      // producer warpgroup: one thread issues the loads
       napkin::setmaxnreg_dec<40>();
-      if (threadIdx.x != 0) return;
-      for (int64_t kc = 0; kc < chunks; ++kc) {
-        const int s = static_cast<int>(kc % STAGES);
-        if (kc >= STAGES) napkin::mbar_wait(&empty[s], static_cast<unsigned>((kc / STAGES - 1) & 1));
-        napkin::mbar_expect_tx(&full[s], STAGE_BYTES);  // every box counts in full, zero-filled parts too
-        unsigned char* st = smem + s * STAGE_BYTES;
-        const int64_t o_k = kc * T_K;
-        napkin::tma_load(st + OFF_X + 0, &tm_X, &full[s], static_cast<int>(o_k) + 0, static_cast<int>(o_t) + 0);
-        napkin::tma_load(st + OFF_W + 0, &tm_W, &full[s], static_cast<int>(o_f) + 0, static_cast<int>(o_k));
-        napkin::tma_load(st + OFF_W + 8192, &tm_W, &full[s], static_cast<int>(o_f) + 64, static_cast<int>(o_k));
-      }
-      return;
-    }
-    // consumer warpgroups
-    napkin::setmaxnreg_inc<232>();
-    const int cw = threadIdx.x / 128 - 1, t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
-    float acc0[MS][T_N / 2] = {};  // registers: contract(X, W; m)
-    for (int64_t kc = 0; kc < chunks; ++kc) {
-      const int s = static_cast<int>(kc % STAGES);
-      napkin::mbar_wait(&full[s], static_cast<unsigned>((kc / STAGES) & 1));
-      const unsigned char* st = smem + s * STAGE_BYTES;
-      #pragma unroll
-      for (int ms = 0; ms < MS; ++ms) {
-        napkin::fence_regs(acc0[ms]);
-      }
-      napkin::wgmma_fence();
-      #pragma unroll
-      for (int kk = 0; kk < T_K; kk += 16) {
-        const uint64_t db_W = napkin::smem_desc(st + OFF_W + 0 / 64 * T_K * 128 + kk * 128, T_K * 128, 1024);
-        #pragma unroll
-        for (int ms = 0; ms < MS; ++ms) {
-          const uint64_t da = napkin::smem_desc(st + OFF_X + (kk / 64) * T_M * 128 + (cw * WM + ms * 64) * 128 + (kk % 64) * 2, 16, 1024);
-          wgmma_m64n128k16_bf16<0, 1>(acc0[ms], da, db_W);
+      if (threadIdx.x == 0) {
+        int64_t it = 0;  // chunks loaded by this block, over all its tiles
+        for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x) {
+          // grid: clusters of 2 blocks over one tile of t and 2 tiles of f; tiles of t x cluster columns of f, in groups of 8 t tiles; then no batch axes
+          const int64_t tiles_m = (N_t + T_M - 1) / T_M, tiles_n = (N_f + T_N - 1) / T_N;
+          const int64_t cols = (tiles_n + CLUSTER - 1) / CLUSTER;
+          int64_t bid = vb / CLUSTER;
+          const int64_t tile = bid % (tiles_m * cols);
+          bid /= tiles_m * cols;
+          const int64_t first_m = tile / (8 * cols) * 8, group_m = min(int64_t{8}, tiles_m - first_m);
+          const int64_t o_t = (first_m + tile % (8 * cols) % group_m) * T_M;
+          const int64_t o_f = (tile % (8 * cols) / group_m * CLUSTER + vb % CLUSTER) * T_N;
+          const int n_M = static_cast<int>(min(int64_t{T_M}, N_t - o_t)), n_N = static_cast<int>(min(int64_t{T_N}, N_f - o_f));
+          for (int64_t kc = 0; kc < chunks; ++kc, ++it) {
+            const int s = static_cast<int>(it % STAGES);
+            if (it >= STAGES) napkin::mbar_wait(&empty[s], static_cast<unsigned>((it / STAGES - 1) & 1));
+            napkin::mbar_expect_tx(&full[s], STAGE_BYTES);  // every box counts in full, zero-filled parts too; the other block's multicasts too
+            unsigned char* st = smem + s * STAGE_BYTES;
+            const int64_t o_k = kc * T_K;
+            if (rank == 0) napkin::tma_load_multicast(st + OFF_X + 0, &tm_X, &full[s], (1u << CLUSTER) - 1, static_cast<int>(o_k) + 0, static_cast<int>(o_t) + 0);
+            if (rank == 1) napkin::tma_load_multicast(st + OFF_X + 16384, &tm_X, &full[s], (1u << CLUSTER) - 1, static_cast<int>(o_k) + 0, static_cast<int>(o_t) + 128);
+            napkin::tma_load(st + OFF_W + 0, &tm_W, &full[s], static_cast<int>(o_f) + 0, static_cast<int>(o_k) + 0);
+            napkin::tma_load(st + OFF_W + 8192, &tm_W, &full[s], static_cast<int>(o_f) + 64, static_cast<int>(o_k) + 0);
+          }
         }
       }
-      napkin::wgmma_commit();
-      #pragma unroll
-      for (int ms = 0; ms < MS; ++ms) {
-        napkin::fence_regs(acc0[ms]);
-      }
-      napkin::wgmma_wait<1>();  // the MMAs of chunk kc - 1 are done: release its stage
-      if (kc > 0) napkin::mbar_arrive(&empty[(kc - 1) % STAGES]);
-    }
-    napkin::wgmma_wait<0>();
-    #pragma unroll
-    for (int ms = 0; ms < MS; ++ms) {
-      napkin::fence_regs(acc0[ms]);
-    }
-    // epilogue: per m64 subtile, warp w holds rows 16w..16w+15 as m16n8 accumulator tiles
-    #pragma unroll
-    for (int ms = 0; ms < MS; ++ms) {
-      #pragma unroll
-      for (int nt = 0; nt < T_N / 8; ++nt) {
-        #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;
-          if (row < n_M && col < n_N) {
-            const int64_t i_t = o_t + row;
-            float v_Y[2] = {}; int64_t x_Y[2] = {};
+    } else {
+      // consumer warpgroups
+      napkin::setmaxnreg_inc<232>();
+      const int cw = threadIdx.x / 128 - 1, t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
+      int64_t it = 0;  // chunks consumed by this block, over all its tiles
+      for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x) {
+        // grid: clusters of 2 blocks over one tile of t and 2 tiles of f; tiles of t x cluster columns of f, in groups of 8 t tiles; then no batch axes
+        const int64_t tiles_m = (N_t + T_M - 1) / T_M, tiles_n = (N_f + T_N - 1) / T_N;
+        const int64_t cols = (tiles_n + CLUSTER - 1) / CLUSTER;
+        int64_t bid = vb / CLUSTER;
+        const int64_t tile = bid % (tiles_m * cols);
+        bid /= tiles_m * cols;
+        const int64_t first_m = tile / (8 * cols) * 8, group_m = min(int64_t{8}, tiles_m - first_m);
+        const int64_t o_t = (first_m + tile % (8 * cols) % group_m) * T_M;
+        const int64_t o_f = (tile % (8 * cols) / group_m * CLUSTER + vb % CLUSTER) * T_N;
+        const int n_M = static_cast<int>(min(int64_t{T_M}, N_t - o_t)), n_N = static_cast<int>(min(int64_t{T_N}, N_f - o_f));
+        float acc0[MS][T_N / 2] = {};  // registers: contract(X, W; m)
+        for (int64_t kc = 0; kc < chunks; ++kc, ++it) {
+          const int s = static_cast<int>(it % STAGES);
+          napkin::mbar_wait(&full[s], static_cast<unsigned>((it / STAGES) & 1));
+          const unsigned char* st = smem + s * STAGE_BYTES;
+          #pragma unroll
+          for (int ms = 0; ms < MS; ++ms) {
+            napkin::fence_regs(acc0[ms]);
+          }
+          napkin::wgmma_fence();
+          #pragma unroll
+          for (int kk = 0; kk < T_K; kk += 16) {
+            const uint64_t db_W = napkin::smem_desc(st + OFF_W + 0 / 64 * T_K * 128 + kk * 128, T_K * 128, 1024);
             #pragma unroll
-            for (int q = 0; q < 2; ++q) {
-              if (col + q >= n_N) break;
-              const int64_t i_f = o_f + col + q;
-              x_Y[q] = (i_t) * N_f + i_f;
-              v_Y[q] = napkin::gelu((acc0[ms][nt * 4 + h * 2 + q] + napkin::to_f(a.bias[i_f])));
+            for (int ms = 0; ms < MS; ++ms) {
+              const uint64_t da = napkin::smem_desc(st + OFF_X + (kk / 64) * T_M * 128 + (cw * WM + ms * 64) * 128 + (kk % 64) * 2, 16, 1024);
+              wgmma_m64n128k16_bf16<0, 1>(acc0[ms], da, db_W);
             }
-            napkin::store_pair(a.Y, x_Y, v_Y, col + 1 < n_N);
+          }
+          napkin::wgmma_commit();
+          #pragma unroll
+          for (int ms = 0; ms < MS; ++ms) {
+            napkin::fence_regs(acc0[ms]);
+          }
+          napkin::wgmma_wait<1>();  // the MMAs of the tile's previous chunk are done: release its stage
+          if (kc > 0 && lane == 0)
+            for (unsigned r = 0; r < CLUSTER; ++r) napkin::mbar_arrive_cluster(&empty[(it - 1) % STAGES], r);
+        }
+        napkin::wgmma_wait<0>();
+        #pragma unroll
+        for (int ms = 0; ms < MS; ++ms) {
+          napkin::fence_regs(acc0[ms]);
+        }
+        if (chunks > 0 && lane == 0)  // the tile's last chunk: the producer refills it while this block stores
+          for (unsigned r = 0; r < CLUSTER; ++r) napkin::mbar_arrive_cluster(&empty[(it - 1) % STAGES], r);
+        // epilogue: per m64 subtile, warp w holds rows 16w..16w+15 as m16n8 accumulator tiles
+        #pragma unroll
+        for (int ms = 0; ms < MS; ++ms) {
+          #pragma unroll
+          for (int nt = 0; nt < T_N / 8; ++nt) {
+            #pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;
+              if (row < n_M && col < n_N) {
+                const int64_t i_t = o_t + row;
+                float v_Y[2] = {}; int64_t x_Y[2] = {};
+                #pragma unroll
+                for (int q = 0; q < 2; ++q) {
+                  if (col + q >= n_N) break;
+                  const int64_t i_f = o_f + col + q;
+                  x_Y[q] = (i_t) * N_f + i_f;
+                  v_Y[q] = napkin::gelu((acc0[ms][nt * 4 + h * 2 + q] + napkin::to_f(a.bias[i_f])));
+                }
+                napkin::store_pair(a.Y, x_Y, v_Y, col + 1 < n_N);
+              }
+            }
           }
         }
       }
     }
+    napkin::cluster_sync();  // neither block leaves while the other may still signal its barriers
     #endif
   }
 }  // namespace wg
@@ -529,7 +606,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16(float (&d)[64], uint64_t d
         CUtensorMap tm_X{};
         if (use_wgmma) {
           const uint64_t dims[] = {static_cast<uint64_t>(a.N_m), static_cast<uint64_t>(a.N_t)}, strides[] = {uint64_t{2} * static_cast<uint64_t>(a.N_m)};
-          const uint32_t box[] = {64, 256};
+          const uint32_t box[] = {64, 128};
           use_wgmma = napkin::make_tmap(&tm_X, a.X, 2, dims, strides, box, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
         }
         CUtensorMap tm_W{};
@@ -540,7 +617,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16(float (&d)[64], uint64_t d
         }
         if (use_wgmma) {
           NAPKIN_CUDA(cudaFuncSetAttribute(k_Y::wg::kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(k_Y::wg::SMEM_BYTES)));
-          k_Y::wg::kernel<<<static_cast<unsigned>(blocks), k_Y::wg::THREADS, k_Y::wg::SMEM_BYTES, stream>>>(a, tm_X, tm_W);
+          k_Y::wg::kernel<<<static_cast<unsigned>(napkin::persistent_grid(blocks, 2)), k_Y::wg::THREADS, k_Y::wg::SMEM_BYTES, stream>>>(a, tm_X, tm_W);
           napkin_variant = "wgmma";
         } else {
           NAPKIN_CUDA(cudaFuncSetAttribute(k_Y::kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(k_Y::SMEM_BYTES)));

@@ -3,7 +3,7 @@
 // kernel H1: fuse H1
 // kernel Q_to_V: fuse Q, K, V; weave g; group s by 128; group d by 64; stream m by 64; warps 8
 // kernel A: fuse A
-// kernel X2: fuse X2; group s by 256; group m by 128; stream g by 1; stream r by 1; stream d by 64; warps 8
+// kernel X2: fuse X2; group s by 128; group m by 256; stream g by 1; stream r by 1; stream d by 64; warps 8
 // kernel H2: fuse H2
 // kernel Y: fuse Y
 #include <cstdint>
@@ -140,6 +140,12 @@ __device__ __forceinline__ float warp_max(float x) {
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cstdlib>
+// Cluster shape of a kernel (sm_90+); nothing for the device passes of older targets, which never launch it.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define NAPKIN_CLUSTER_DIMS(x)
+#else
+#define NAPKIN_CLUSTER_DIMS(x) __cluster_dims__(x, 1, 1)
+#endif
 namespace napkin {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 __device__ __forceinline__ unsigned smem_u32(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
@@ -180,6 +186,39 @@ __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint
   asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5, %6}], [%7];\n"
                ::"r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(smem_u32(bar)) : "memory");
 }
+// Thread-block clusters (PTX ISA 9.7.9.25.5.1, 9.7.13.4, 9.7.13.15.11): the same TMA box into the
+// same SMEM offset of every block in `mask`, completing bytes on each one's mbarrier there; this
+// block's rank; an mbarrier arrival on block `rank`'s copy of `bar` (release at CTA scope, the
+// default: a cluster-scope release costs a memory fence per arrival, and the consumers' reads of
+// the stage are wgmma's, complete once wgmma.wait_group returns); a barrier over the cluster.
+__device__ __forceinline__ void tma_load_multicast(void* dst, const CUtensorMap* map, uint64_t* bar, uint16_t mask, int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;\n"
+               ::"r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(smem_u32(bar)), "h"(mask) : "memory");
+}
+__device__ __forceinline__ void tma_load_multicast(void* dst, const CUtensorMap* map, uint64_t* bar, uint16_t mask, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, %3, %4}], [%5], %6;\n"
+               ::"r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(smem_u32(bar)), "h"(mask) : "memory");
+}
+__device__ __forceinline__ void tma_load_multicast(void* dst, const CUtensorMap* map, uint64_t* bar, uint16_t mask, int c0, int c1, int c2, int c3) {
+  asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, %3, %4, %5}], [%6], %7;\n"
+               ::"r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_u32(bar)), "h"(mask) : "memory");
+}
+__device__ __forceinline__ void tma_load_multicast(void* dst, const CUtensorMap* map, uint64_t* bar, uint16_t mask, int c0, int c1, int c2, int c3, int c4) {
+  asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, %3, %4, %5, %6}], [%7], %8;\n"
+               ::"r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(smem_u32(bar)), "h"(mask) : "memory");
+}
+__device__ __forceinline__ unsigned cluster_rank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, unsigned rank) {
+  asm volatile("{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\nmbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n"
+               ::"r"(smem_u32(bar)), "r"(rank) : "memory");
+}
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
 // wgmma (PTX ISA 9.7.15): SMEM matrix descriptor (9.7.15.5.1.2.2) of a 128-byte-swizzled tile whose
 // swizzle atoms (8 rows of 128 bytes) start 1024-byte aligned. `lbo`, `sbo`: leading and stride
 // dimension byte offsets (for K-major tiles lbo is unused and sbo = 1024; for MN-major tiles lbo is
@@ -216,6 +255,17 @@ static bool hopper_kernel(const void* kernel) {
     return false;
   }
   return major == 9 && fa.binaryVersion == 90;
+}
+/** Blocks of a persistent kernel that holds one block per SM: min(`blocks` rounded up to whole
+ *  clusters, the SMs rounded down to whole clusters of `cluster`). */
+[[maybe_unused]] static int64_t persistent_grid(int64_t blocks, int cluster) {
+  static const int sms = [] {
+    int dev = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) (void)cudaGetLastError();
+    return n > 0 ? n : 1;
+  }();
+  const int64_t whole = (blocks + cluster - 1) / cluster * cluster;
+  return std::max<int64_t>(cluster, std::min<int64_t>(whole, sms / cluster * cluster));
 }
 /** Tensor map (CUDA driver API, cuTensorMapEncodeTiled) of a 16-bit array seen as `rank` axes,
  *  innermost first: dims (elements), strides of axes 1.. (bytes), box (elements; box[0] * 2 bytes
@@ -1056,7 +1106,7 @@ static call_A::Args call_A_args(const Args& a) {
   return c;
 }
 
-// kernel X2: fuse X2; group s by 256; group m by 128; stream g by 1; stream r by 1; stream d by 64; warps 8
+// kernel X2: fuse X2; group s by 128; group m by 256; stream g by 1; stream r by 1; stream d by 64; warps 8
 // no tensor-core strategy: gemm: a contraction over several axes; flash: more than one stream, or a two-pass stream
 // strategy simt: one thread per element of each statement (X2), intermediates in global memory
 namespace k_X2 {
@@ -1241,8 +1291,8 @@ static call_H2::Args call_H2_args(const Args& a, int64_t w_b) {
 }
 
 // strategy call: Y calls diagram mlp_swiglu (derived on its own), mapped over [b]; its schedule:
-//   kernel G_to_H: fuse G, U, H; group t by 256; group f by 64; stream m by 64; warps 8
-//   kernel Y: fuse Y; group t by 256; group m by 128; stream f by 64; warps 8
+//   kernel G_to_H: fuse G, U, H; group t by 128; group f by 128; stream m by 64; warps 8
+//   kernel Y: fuse Y; group t by 128; group m by 256; stream f by 64; warps 8
 namespace call_Y {
 
   /** Device pointers of every array kept in global memory, and the sizes of every axis (elements). */
@@ -1258,21 +1308,21 @@ namespace call_Y {
     int64_t N_f;
   };
 
-// kernel G_to_H: fuse G, U, H; group t by 256; group f by 64; stream m by 64; warps 8
-// strategy gemm: M = t (group 256, 8 warps x 32 rows), N = f (group 64), K = m (streamed by 64)
+// kernel G_to_H: fuse G, U, H; group t by 128; group f by 128; stream m by 64; warps 8
+// strategy gemm: M = t (group 128, 8 warps x 16 rows), N = f (group 128), K = m (streamed by 64)
 // mma.sync variant (sm_80 and later): 4-stage cp.async pipeline; mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32; fp32 accumulators in registers
 namespace k_G_to_H {
   using T = __nv_bfloat16;
-  constexpr int T_M = 256, T_N = 64, T_K = 64;
+  constexpr int T_M = 128, T_N = 128, T_K = 64;
   constexpr int WARPS = 8, THREADS = WARPS * 32, STAGES = 4;
   constexpr int WM = T_M / WARPS, MT = WM / 16, NT = T_N / 8;  // rows per warp; m16 and n8 tiles per warp
   // SMEM tile of X: [t][m], rows padded by 8 elements (16 bytes) so ldmatrix is free of bank conflicts
   constexpr int P_X = 64 + 8, OFF_X = 0;
   // SMEM tile of W3: [m][f], rows padded by 8 elements (16 bytes) so ldmatrix is free of bank conflicts
-  constexpr int P_W3 = 64 + 8, OFF_W3 = 18432;
+  constexpr int P_W3 = 128 + 8, OFF_W3 = 9216;
   // SMEM tile of W1: [m][f], rows padded by 8 elements (16 bytes) so ldmatrix is free of bank conflicts
-  constexpr int P_W1 = 64 + 8, OFF_W1 = 23040;
-  constexpr int STAGE_ELEMS = 27648;
+  constexpr int P_W1 = 128 + 8, OFF_W1 = 17920;
+  constexpr int STAGE_ELEMS = 26624;
   constexpr size_t SMEM_BYTES = size_t{STAGES} * STAGE_ELEMS * sizeof(T);
 
   __global__ void __launch_bounds__(THREADS) kernel(const Args a) {
@@ -1367,146 +1417,169 @@ namespace k_G_to_H {
   }
 
 // wgmma variant (sm_90a): warpgroup 0 loads by TMA into a 4-stage ring of 128-byte-swizzled tiles;
-// 2 consumer warpgroup(s) x 128 rows of t issue wgmma.mma_async.sync.aligned.m64n64k16 on SMEM descriptors, fp32 accumulators in registers
+// 2 consumer warpgroup(s) x 64 rows of t issue wgmma.mma_async.sync.aligned.m64n128k16 on SMEM descriptors, fp32 accumulators in registers
 namespace wg {
-/** wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 (from the hardware description's [[mma]] table): D += A B, A and B in SMEM. */
+/** wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 (from the hardware description's [[mma]] table): D += A B, A and B in SMEM. */
 template <int TA, int TB>
-__device__ __forceinline__ void wgmma_m64n64k16_bf16(float (&d)[32], uint64_t desc_a, uint64_t desc_b) {
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-               "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, %35, %36;\n}\n"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+__device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t desc_a, uint64_t desc_b) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, %131, %132;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
                : "l"(desc_a), "l"(desc_b), "r"(1), "n"(TA), "n"(TB));
 }
+  // clusters of 2 blocks along f share the t-side tiles: each block multicasts half of them into both
   constexpr int CONSUMERS = 2, THREADS = (CONSUMERS + 1) * 128, STAGES = 4;
+  [[maybe_unused]] constexpr int CLUSTER = 2;  // blocks per cluster
   constexpr int STAGE_BYTES = 49152;
   constexpr size_t SMEM_BYTES = size_t{STAGES} * STAGE_BYTES + 2 * STAGES * sizeof(uint64_t) + 1024;  // + barriers, + alignment
-  __global__ void __launch_bounds__(THREADS, 1) kernel(const Args a, const __grid_constant__ CUtensorMap tm_X, const __grid_constant__ CUtensorMap tm_W3, const __grid_constant__ CUtensorMap tm_W1) {
+  __global__ void __launch_bounds__(THREADS, 1) NAPKIN_CLUSTER_DIMS(CLUSTER) kernel(const Args a, const __grid_constant__ CUtensorMap tm_X, const __grid_constant__ CUtensorMap tm_W3, const __grid_constant__ CUtensorMap tm_W1) {
     #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int WM = T_M / CONSUMERS, MS = WM / 64;  // rows per consumer warpgroup; m64 subtiles each
-    constexpr int OFF_X = 0;  // SMEM bytes: X [1 blocks of 64 m][t 256][64], 128-byte swizzle
-    constexpr int OFF_W3 = 32768;  // SMEM bytes: W3 [1 blocks of 64 f][m 64][64], 128-byte swizzle
-    constexpr int OFF_W1 = 40960;  // SMEM bytes: W1 [1 blocks of 64 f][m 64][64], 128-byte swizzle
+    constexpr int OFF_X = 0;  // SMEM bytes: X [1 blocks of 64 m][t 128][64], 128-byte swizzle
+    constexpr int OFF_W3 = 16384;  // SMEM bytes: W3 [2 blocks of 64 f][m 64][64], 128-byte swizzle
+    constexpr int OFF_W1 = 32768;  // SMEM bytes: W1 [2 blocks of 64 f][m 64][64], 128-byte swizzle
     [[maybe_unused]] const int64_t N_t = a.N_t, N_m = a.N_m, N_f = a.N_f;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) / 1024 * 1024);
     uint64_t* full = reinterpret_cast<uint64_t*>(smem + STAGES * STAGE_BYTES);  // chunk landed in the stage
     uint64_t* empty = full + STAGES;                                           // stage consumed
-    // grid: tiles of t x tiles of f, in groups of 8 t tiles; then no batch axes
-    const int64_t tiles_m = (N_t + T_M - 1) / T_M, tiles_n = (N_f + T_N - 1) / T_N;
-    int64_t bid = blockIdx.x;
-    const int64_t tile = bid % (tiles_m * tiles_n);
-    bid /= tiles_m * tiles_n;
-    const int64_t first_m = tile / (8 * tiles_n) * 8, group_m = min(int64_t{8}, tiles_m - first_m);
-    const int64_t o_t = (first_m + tile % (8 * tiles_n) % group_m) * T_M;
-    const int64_t o_f = tile % (8 * tiles_n) / group_m * T_N;
-    const int n_M = static_cast<int>(min(int64_t{T_M}, N_t - o_t)), n_N = static_cast<int>(min(int64_t{T_N}, N_f - o_f));
     const int64_t chunks = (N_m + T_K - 1) / T_K;
+    const int64_t tile_blocks = ((N_t + T_M - 1) / T_M) * (((N_f + T_N - 1) / T_N + CLUSTER - 1) / CLUSTER * CLUSTER);  // the non-persistent grid: one block per output tile
     if (threadIdx.x == 0) {
       for (int s = 0; s < STAGES; ++s) {
         napkin::mbar_init(&full[s], 1);
-        napkin::mbar_init(&empty[s], CONSUMERS * 128);
+        napkin::mbar_init(&empty[s], CLUSTER * CONSUMERS * 4);  // one arrival per consumer warp of every block in the cluster
       }
       napkin::mbar_init_fence();
     }
-    __syncthreads();
+    napkin::cluster_sync();  // barriers initialised in both blocks before either signals the other's
+    const unsigned rank = napkin::cluster_rank();
     if (threadIdx.x / 128 == 0) {
-      // producer warpgroup
+      // producer warpgroup: one thread issues the loads
       napkin::setmaxnreg_dec<40>();
-      if (threadIdx.x != 0) return;
-      for (int64_t kc = 0; kc < chunks; ++kc) {
-        const int s = static_cast<int>(kc % STAGES);
-        if (kc >= STAGES) napkin::mbar_wait(&empty[s], static_cast<unsigned>((kc / STAGES - 1) & 1));
-        napkin::mbar_expect_tx(&full[s], STAGE_BYTES);  // every box counts in full, zero-filled parts too
-        unsigned char* st = smem + s * STAGE_BYTES;
-        const int64_t o_k = kc * T_K;
-        napkin::tma_load(st + OFF_X + 0, &tm_X, &full[s], static_cast<int>(o_k) + 0, static_cast<int>(o_t) + 0);
-        napkin::tma_load(st + OFF_W3 + 0, &tm_W3, &full[s], static_cast<int>(o_f) + 0, static_cast<int>(o_k));
-        napkin::tma_load(st + OFF_W1 + 0, &tm_W1, &full[s], static_cast<int>(o_f) + 0, static_cast<int>(o_k));
-      }
-      return;
-    }
-    // consumer warpgroups
-    napkin::setmaxnreg_inc<232>();
-    const int cw = threadIdx.x / 128 - 1, t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
-    float acc0[MS][T_N / 2] = {};  // registers: contract(X, W3; m)
-    float acc1[MS][T_N / 2] = {};  // registers: contract(X, W1; m)
-    for (int64_t kc = 0; kc < chunks; ++kc) {
-      const int s = static_cast<int>(kc % STAGES);
-      napkin::mbar_wait(&full[s], static_cast<unsigned>((kc / STAGES) & 1));
-      const unsigned char* st = smem + s * STAGE_BYTES;
-      #pragma unroll
-      for (int ms = 0; ms < MS; ++ms) {
-        napkin::fence_regs(acc0[ms]);
-        napkin::fence_regs(acc1[ms]);
-      }
-      napkin::wgmma_fence();
-      #pragma unroll
-      for (int kk = 0; kk < T_K; kk += 16) {
-        const uint64_t db_W3 = napkin::smem_desc(st + OFF_W3 + 0 / 64 * T_K * 128 + kk * 128, T_K * 128, 1024);
-        const uint64_t db_W1 = napkin::smem_desc(st + OFF_W1 + 0 / 64 * T_K * 128 + kk * 128, T_K * 128, 1024);
-        #pragma unroll
-        for (int ms = 0; ms < MS; ++ms) {
-          const uint64_t da = napkin::smem_desc(st + OFF_X + (kk / 64) * T_M * 128 + (cw * WM + ms * 64) * 128 + (kk % 64) * 2, 16, 1024);
-          wgmma_m64n64k16_bf16<0, 1>(acc0[ms], da, db_W3);
-          wgmma_m64n64k16_bf16<0, 1>(acc1[ms], da, db_W1);
+      if (threadIdx.x == 0) {
+        int64_t it = 0;  // chunks loaded by this block, over all its tiles
+        for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x) {
+          // grid: clusters of 2 blocks over one tile of t and 2 tiles of f; tiles of t x cluster columns of f, in groups of 8 t tiles; then no batch axes
+          const int64_t tiles_m = (N_t + T_M - 1) / T_M, tiles_n = (N_f + T_N - 1) / T_N;
+          const int64_t cols = (tiles_n + CLUSTER - 1) / CLUSTER;
+          int64_t bid = vb / CLUSTER;
+          const int64_t tile = bid % (tiles_m * cols);
+          bid /= tiles_m * cols;
+          const int64_t first_m = tile / (8 * cols) * 8, group_m = min(int64_t{8}, tiles_m - first_m);
+          const int64_t o_t = (first_m + tile % (8 * cols) % group_m) * T_M;
+          const int64_t o_f = (tile % (8 * cols) / group_m * CLUSTER + vb % CLUSTER) * T_N;
+          const int n_M = static_cast<int>(min(int64_t{T_M}, N_t - o_t)), n_N = static_cast<int>(min(int64_t{T_N}, N_f - o_f));
+          for (int64_t kc = 0; kc < chunks; ++kc, ++it) {
+            const int s = static_cast<int>(it % STAGES);
+            if (it >= STAGES) napkin::mbar_wait(&empty[s], static_cast<unsigned>((it / STAGES - 1) & 1));
+            napkin::mbar_expect_tx(&full[s], STAGE_BYTES);  // every box counts in full, zero-filled parts too; the other block's multicasts too
+            unsigned char* st = smem + s * STAGE_BYTES;
+            const int64_t o_k = kc * T_K;
+            if (rank == 0) napkin::tma_load_multicast(st + OFF_X + 0, &tm_X, &full[s], (1u << CLUSTER) - 1, static_cast<int>(o_k) + 0, static_cast<int>(o_t) + 0);
+            if (rank == 1) napkin::tma_load_multicast(st + OFF_X + 8192, &tm_X, &full[s], (1u << CLUSTER) - 1, static_cast<int>(o_k) + 0, static_cast<int>(o_t) + 64);
+            napkin::tma_load(st + OFF_W3 + 0, &tm_W3, &full[s], static_cast<int>(o_f) + 0, static_cast<int>(o_k) + 0);
+            napkin::tma_load(st + OFF_W3 + 8192, &tm_W3, &full[s], static_cast<int>(o_f) + 64, static_cast<int>(o_k) + 0);
+            napkin::tma_load(st + OFF_W1 + 0, &tm_W1, &full[s], static_cast<int>(o_f) + 0, static_cast<int>(o_k) + 0);
+            napkin::tma_load(st + OFF_W1 + 8192, &tm_W1, &full[s], static_cast<int>(o_f) + 64, static_cast<int>(o_k) + 0);
+          }
         }
       }
-      napkin::wgmma_commit();
-      #pragma unroll
-      for (int ms = 0; ms < MS; ++ms) {
-        napkin::fence_regs(acc0[ms]);
-        napkin::fence_regs(acc1[ms]);
-      }
-      napkin::wgmma_wait<1>();  // the MMAs of chunk kc - 1 are done: release its stage
-      if (kc > 0) napkin::mbar_arrive(&empty[(kc - 1) % STAGES]);
-    }
-    napkin::wgmma_wait<0>();
-    #pragma unroll
-    for (int ms = 0; ms < MS; ++ms) {
-      napkin::fence_regs(acc0[ms]);
-      napkin::fence_regs(acc1[ms]);
-    }
-    // epilogue: per m64 subtile, warp w holds rows 16w..16w+15 as m16n8 accumulator tiles
-    #pragma unroll
-    for (int ms = 0; ms < MS; ++ms) {
-      #pragma unroll
-      for (int nt = 0; nt < T_N / 8; ++nt) {
-        #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;
-          if (row < n_M && col < n_N) {
-            const int64_t i_t = o_t + row;
-            float v_H[2] = {}; int64_t x_H[2] = {};
+    } else {
+      // consumer warpgroups
+      napkin::setmaxnreg_inc<232>();
+      const int cw = threadIdx.x / 128 - 1, t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
+      int64_t it = 0;  // chunks consumed by this block, over all its tiles
+      for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x) {
+        // grid: clusters of 2 blocks over one tile of t and 2 tiles of f; tiles of t x cluster columns of f, in groups of 8 t tiles; then no batch axes
+        const int64_t tiles_m = (N_t + T_M - 1) / T_M, tiles_n = (N_f + T_N - 1) / T_N;
+        const int64_t cols = (tiles_n + CLUSTER - 1) / CLUSTER;
+        int64_t bid = vb / CLUSTER;
+        const int64_t tile = bid % (tiles_m * cols);
+        bid /= tiles_m * cols;
+        const int64_t first_m = tile / (8 * cols) * 8, group_m = min(int64_t{8}, tiles_m - first_m);
+        const int64_t o_t = (first_m + tile % (8 * cols) % group_m) * T_M;
+        const int64_t o_f = (tile % (8 * cols) / group_m * CLUSTER + vb % CLUSTER) * T_N;
+        const int n_M = static_cast<int>(min(int64_t{T_M}, N_t - o_t)), n_N = static_cast<int>(min(int64_t{T_N}, N_f - o_f));
+        float acc0[MS][T_N] = {};  // registers: contract(X, W3; m) in columns [0, T_N), contract(X, W1; m) in [T_N, 2 T_N)
+        for (int64_t kc = 0; kc < chunks; ++kc, ++it) {
+          const int s = static_cast<int>(it % STAGES);
+          napkin::mbar_wait(&full[s], static_cast<unsigned>((it / STAGES) & 1));
+          const unsigned char* st = smem + s * STAGE_BYTES;
+          #pragma unroll
+          for (int ms = 0; ms < MS; ++ms) {
+            napkin::fence_regs(acc0[ms]);
+          }
+          napkin::wgmma_fence();
+          #pragma unroll
+          for (int kk = 0; kk < T_K; kk += 16) {
+            const uint64_t db_W3 = napkin::smem_desc(st + OFF_W3 + 0 / 64 * T_K * 128 + kk * 128, T_K * 128, 1024);  // and the B tile after it: N = 2 T_N
             #pragma unroll
-            for (int q = 0; q < 2; ++q) {
-              if (col + q >= n_N) break;
-              const int64_t i_f = o_f + col + q;
-              x_H[q] = (i_t) * N_f + i_f;
-              v_H[q] = (napkin::silu(acc1[ms][nt * 4 + h * 2 + q]) * acc0[ms][nt * 4 + h * 2 + q]);
+            for (int ms = 0; ms < MS; ++ms) {
+              const uint64_t da = napkin::smem_desc(st + OFF_X + (kk / 64) * T_M * 128 + (cw * WM + ms * 64) * 128 + (kk % 64) * 2, 16, 1024);
+              wgmma_m64n256k16_bf16<0, 1>(acc0[ms], da, db_W3);
             }
-            napkin::store_pair(a.H, x_H, v_H, col + 1 < n_N);
+          }
+          napkin::wgmma_commit();
+          #pragma unroll
+          for (int ms = 0; ms < MS; ++ms) {
+            napkin::fence_regs(acc0[ms]);
+          }
+          napkin::wgmma_wait<1>();  // the MMAs of the tile's previous chunk are done: release its stage
+          if (kc > 0 && lane == 0)
+            for (unsigned r = 0; r < CLUSTER; ++r) napkin::mbar_arrive_cluster(&empty[(it - 1) % STAGES], r);
+        }
+        napkin::wgmma_wait<0>();
+        #pragma unroll
+        for (int ms = 0; ms < MS; ++ms) {
+          napkin::fence_regs(acc0[ms]);
+        }
+        if (chunks > 0 && lane == 0)  // the tile's last chunk: the producer refills it while this block stores
+          for (unsigned r = 0; r < CLUSTER; ++r) napkin::mbar_arrive_cluster(&empty[(it - 1) % STAGES], r);
+        // epilogue: per m64 subtile, warp w holds rows 16w..16w+15 as m16n8 accumulator tiles
+        #pragma unroll
+        for (int ms = 0; ms < MS; ++ms) {
+          #pragma unroll
+          for (int nt = 0; nt < T_N / 8; ++nt) {
+            #pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;
+              if (row < n_M && col < n_N) {
+                const int64_t i_t = o_t + row;
+                float v_H[2] = {}; int64_t x_H[2] = {};
+                #pragma unroll
+                for (int q = 0; q < 2; ++q) {
+                  if (col + q >= n_N) break;
+                  const int64_t i_f = o_f + col + q;
+                  x_H[q] = (i_t) * N_f + i_f;
+                  v_H[q] = (napkin::silu(acc0[ms][T_N / 2 + nt * 4 + h * 2 + q]) * acc0[ms][nt * 4 + h * 2 + q]);
+                }
+                napkin::store_pair(a.H, x_H, v_H, col + 1 < n_N);
+              }
+            }
           }
         }
       }
     }
+    napkin::cluster_sync();  // neither block leaves while the other may still signal its barriers
     #endif
   }
 }  // namespace wg
 }  // namespace k_G_to_H
 
-// kernel Y: fuse Y; group t by 256; group m by 128; stream f by 64; warps 8
-// strategy gemm: M = t (group 256, 8 warps x 32 rows), N = m (group 128), K = f (streamed by 64)
+// kernel Y: fuse Y; group t by 128; group m by 256; stream f by 64; warps 8
+// strategy gemm: M = t (group 128, 8 warps x 16 rows), N = m (group 256), K = f (streamed by 64)
 // mma.sync variant (sm_80 and later): 4-stage cp.async pipeline; mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32; fp32 accumulators in registers
 namespace k_Y {
   using T = __nv_bfloat16;
-  constexpr int T_M = 256, T_N = 128, T_K = 64;
+  constexpr int T_M = 128, T_N = 256, T_K = 64;
   constexpr int WARPS = 8, THREADS = WARPS * 32, STAGES = 4;
   constexpr int WM = T_M / WARPS, MT = WM / 16, NT = T_N / 8;  // rows per warp; m16 and n8 tiles per warp
   // SMEM tile of H: [t][f], rows padded by 8 elements (16 bytes) so ldmatrix is free of bank conflicts
   constexpr int P_H = 64 + 8, OFF_H = 0;
   // SMEM tile of W2: [f][m], rows padded by 8 elements (16 bytes) so ldmatrix is free of bank conflicts
-  constexpr int P_W2 = 128 + 8, OFF_W2 = 18432;
-  constexpr int STAGE_ELEMS = 27136;
+  constexpr int P_W2 = 256 + 8, OFF_W2 = 9216;
+  constexpr int STAGE_ELEMS = 26112;
   constexpr size_t SMEM_BYTES = size_t{STAGES} * STAGE_ELEMS * sizeof(T);
 
   __global__ void __launch_bounds__(THREADS) kernel(const Args a) {
@@ -1592,121 +1665,150 @@ namespace k_Y {
   }
 
 // wgmma variant (sm_90a): warpgroup 0 loads by TMA into a 4-stage ring of 128-byte-swizzled tiles;
-// 2 consumer warpgroup(s) x 128 rows of t issue wgmma.mma_async.sync.aligned.m64n128k16 on SMEM descriptors, fp32 accumulators in registers
+// 2 consumer warpgroup(s) x 64 rows of t issue wgmma.mma_async.sync.aligned.m64n256k16 on SMEM descriptors, fp32 accumulators in registers
 namespace wg {
-/** wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 (from the hardware description's [[mma]] table): D += A B, A and B in SMEM. */
+/** wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 (from the hardware description's [[mma]] table): D += A B, A and B in SMEM. */
 template <int TA, int TB>
-__device__ __forceinline__ void wgmma_m64n128k16_bf16(float (&d)[64], uint64_t desc_a, uint64_t desc_b) {
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-               "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, %67, %68;\n}\n"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+__device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t desc_a, uint64_t desc_b) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, %131, %132;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
                : "l"(desc_a), "l"(desc_b), "r"(1), "n"(TA), "n"(TB));
 }
+  // clusters of 2 blocks along m share the t-side tiles: each block multicasts half of them into both
   constexpr int CONSUMERS = 2, THREADS = (CONSUMERS + 1) * 128, STAGES = 4;
+  [[maybe_unused]] constexpr int CLUSTER = 2;  // blocks per cluster
   constexpr int STAGE_BYTES = 49152;
   constexpr size_t SMEM_BYTES = size_t{STAGES} * STAGE_BYTES + 2 * STAGES * sizeof(uint64_t) + 1024;  // + barriers, + alignment
-  __global__ void __launch_bounds__(THREADS, 1) kernel(const Args a, const __grid_constant__ CUtensorMap tm_H, const __grid_constant__ CUtensorMap tm_W2) {
+  __global__ void __launch_bounds__(THREADS, 1) NAPKIN_CLUSTER_DIMS(CLUSTER) kernel(const Args a, const __grid_constant__ CUtensorMap tm_H, const __grid_constant__ CUtensorMap tm_W2) {
     #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int WM = T_M / CONSUMERS, MS = WM / 64;  // rows per consumer warpgroup; m64 subtiles each
-    constexpr int OFF_H = 0;  // SMEM bytes: H [1 blocks of 64 f][t 256][64], 128-byte swizzle
-    constexpr int OFF_W2 = 32768;  // SMEM bytes: W2 [2 blocks of 64 m][f 64][64], 128-byte swizzle
+    constexpr int OFF_H = 0;  // SMEM bytes: H [1 blocks of 64 f][t 128][64], 128-byte swizzle
+    constexpr int OFF_W2 = 16384;  // SMEM bytes: W2 [4 blocks of 64 m][f 64][64], 128-byte swizzle
     [[maybe_unused]] const int64_t N_t = a.N_t, N_m = a.N_m, N_f = a.N_f;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) / 1024 * 1024);
     uint64_t* full = reinterpret_cast<uint64_t*>(smem + STAGES * STAGE_BYTES);  // chunk landed in the stage
     uint64_t* empty = full + STAGES;                                           // stage consumed
-    // grid: tiles of t x tiles of m, in groups of 8 t tiles; then no batch axes
-    const int64_t tiles_m = (N_t + T_M - 1) / T_M, tiles_n = (N_m + T_N - 1) / T_N;
-    int64_t bid = blockIdx.x;
-    const int64_t tile = bid % (tiles_m * tiles_n);
-    bid /= tiles_m * tiles_n;
-    const int64_t first_m = tile / (8 * tiles_n) * 8, group_m = min(int64_t{8}, tiles_m - first_m);
-    const int64_t o_t = (first_m + tile % (8 * tiles_n) % group_m) * T_M;
-    const int64_t o_m = tile % (8 * tiles_n) / group_m * T_N;
-    const int n_M = static_cast<int>(min(int64_t{T_M}, N_t - o_t)), n_N = static_cast<int>(min(int64_t{T_N}, N_m - o_m));
     const int64_t chunks = (N_f + T_K - 1) / T_K;
+    const int64_t tile_blocks = ((N_t + T_M - 1) / T_M) * (((N_m + T_N - 1) / T_N + CLUSTER - 1) / CLUSTER * CLUSTER);  // the non-persistent grid: one block per output tile
     if (threadIdx.x == 0) {
       for (int s = 0; s < STAGES; ++s) {
         napkin::mbar_init(&full[s], 1);
-        napkin::mbar_init(&empty[s], CONSUMERS * 128);
+        napkin::mbar_init(&empty[s], CLUSTER * CONSUMERS * 4);  // one arrival per consumer warp of every block in the cluster
       }
       napkin::mbar_init_fence();
     }
-    __syncthreads();
+    napkin::cluster_sync();  // barriers initialised in both blocks before either signals the other's
+    const unsigned rank = napkin::cluster_rank();
     if (threadIdx.x / 128 == 0) {
-      // producer warpgroup
+      // producer warpgroup: one thread issues the loads
       napkin::setmaxnreg_dec<40>();
-      if (threadIdx.x != 0) return;
-      for (int64_t kc = 0; kc < chunks; ++kc) {
-        const int s = static_cast<int>(kc % STAGES);
-        if (kc >= STAGES) napkin::mbar_wait(&empty[s], static_cast<unsigned>((kc / STAGES - 1) & 1));
-        napkin::mbar_expect_tx(&full[s], STAGE_BYTES);  // every box counts in full, zero-filled parts too
-        unsigned char* st = smem + s * STAGE_BYTES;
-        const int64_t o_k = kc * T_K;
-        napkin::tma_load(st + OFF_H + 0, &tm_H, &full[s], static_cast<int>(o_k) + 0, static_cast<int>(o_t) + 0);
-        napkin::tma_load(st + OFF_W2 + 0, &tm_W2, &full[s], static_cast<int>(o_m) + 0, static_cast<int>(o_k));
-        napkin::tma_load(st + OFF_W2 + 8192, &tm_W2, &full[s], static_cast<int>(o_m) + 64, static_cast<int>(o_k));
-      }
-      return;
-    }
-    // consumer warpgroups
-    napkin::setmaxnreg_inc<232>();
-    const int cw = threadIdx.x / 128 - 1, t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
-    float acc0[MS][T_N / 2] = {};  // registers: contract(H, W2; f)
-    for (int64_t kc = 0; kc < chunks; ++kc) {
-      const int s = static_cast<int>(kc % STAGES);
-      napkin::mbar_wait(&full[s], static_cast<unsigned>((kc / STAGES) & 1));
-      const unsigned char* st = smem + s * STAGE_BYTES;
-      #pragma unroll
-      for (int ms = 0; ms < MS; ++ms) {
-        napkin::fence_regs(acc0[ms]);
-      }
-      napkin::wgmma_fence();
-      #pragma unroll
-      for (int kk = 0; kk < T_K; kk += 16) {
-        const uint64_t db_W2 = napkin::smem_desc(st + OFF_W2 + 0 / 64 * T_K * 128 + kk * 128, T_K * 128, 1024);
-        #pragma unroll
-        for (int ms = 0; ms < MS; ++ms) {
-          const uint64_t da = napkin::smem_desc(st + OFF_H + (kk / 64) * T_M * 128 + (cw * WM + ms * 64) * 128 + (kk % 64) * 2, 16, 1024);
-          wgmma_m64n128k16_bf16<0, 1>(acc0[ms], da, db_W2);
+      if (threadIdx.x == 0) {
+        int64_t it = 0;  // chunks loaded by this block, over all its tiles
+        for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x) {
+          // grid: clusters of 2 blocks over one tile of t and 2 tiles of m; tiles of t x cluster columns of m, in groups of 8 t tiles; then no batch axes
+          const int64_t tiles_m = (N_t + T_M - 1) / T_M, tiles_n = (N_m + T_N - 1) / T_N;
+          const int64_t cols = (tiles_n + CLUSTER - 1) / CLUSTER;
+          int64_t bid = vb / CLUSTER;
+          const int64_t tile = bid % (tiles_m * cols);
+          bid /= tiles_m * cols;
+          const int64_t first_m = tile / (8 * cols) * 8, group_m = min(int64_t{8}, tiles_m - first_m);
+          const int64_t o_t = (first_m + tile % (8 * cols) % group_m) * T_M;
+          const int64_t o_m = (tile % (8 * cols) / group_m * CLUSTER + vb % CLUSTER) * T_N;
+          const int n_M = static_cast<int>(min(int64_t{T_M}, N_t - o_t)), n_N = static_cast<int>(min(int64_t{T_N}, N_m - o_m));
+          for (int64_t kc = 0; kc < chunks; ++kc, ++it) {
+            const int s = static_cast<int>(it % STAGES);
+            if (it >= STAGES) napkin::mbar_wait(&empty[s], static_cast<unsigned>((it / STAGES - 1) & 1));
+            napkin::mbar_expect_tx(&full[s], STAGE_BYTES);  // every box counts in full, zero-filled parts too; the other block's multicasts too
+            unsigned char* st = smem + s * STAGE_BYTES;
+            const int64_t o_k = kc * T_K;
+            if (rank == 0) napkin::tma_load_multicast(st + OFF_H + 0, &tm_H, &full[s], (1u << CLUSTER) - 1, static_cast<int>(o_k) + 0, static_cast<int>(o_t) + 0);
+            if (rank == 1) napkin::tma_load_multicast(st + OFF_H + 8192, &tm_H, &full[s], (1u << CLUSTER) - 1, static_cast<int>(o_k) + 0, static_cast<int>(o_t) + 64);
+            napkin::tma_load(st + OFF_W2 + 0, &tm_W2, &full[s], static_cast<int>(o_m) + 0, static_cast<int>(o_k) + 0);
+            napkin::tma_load(st + OFF_W2 + 8192, &tm_W2, &full[s], static_cast<int>(o_m) + 64, static_cast<int>(o_k) + 0);
+            napkin::tma_load(st + OFF_W2 + 16384, &tm_W2, &full[s], static_cast<int>(o_m) + 128, static_cast<int>(o_k) + 0);
+            napkin::tma_load(st + OFF_W2 + 24576, &tm_W2, &full[s], static_cast<int>(o_m) + 192, static_cast<int>(o_k) + 0);
+          }
         }
       }
-      napkin::wgmma_commit();
-      #pragma unroll
-      for (int ms = 0; ms < MS; ++ms) {
-        napkin::fence_regs(acc0[ms]);
-      }
-      napkin::wgmma_wait<1>();  // the MMAs of chunk kc - 1 are done: release its stage
-      if (kc > 0) napkin::mbar_arrive(&empty[(kc - 1) % STAGES]);
-    }
-    napkin::wgmma_wait<0>();
-    #pragma unroll
-    for (int ms = 0; ms < MS; ++ms) {
-      napkin::fence_regs(acc0[ms]);
-    }
-    // epilogue: per m64 subtile, warp w holds rows 16w..16w+15 as m16n8 accumulator tiles
-    #pragma unroll
-    for (int ms = 0; ms < MS; ++ms) {
-      #pragma unroll
-      for (int nt = 0; nt < T_N / 8; ++nt) {
-        #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;
-          if (row < n_M && col < n_N) {
-            const int64_t i_t = o_t + row;
-            float v_Y[2] = {}; int64_t x_Y[2] = {};
+    } else {
+      // consumer warpgroups
+      napkin::setmaxnreg_inc<232>();
+      const int cw = threadIdx.x / 128 - 1, t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
+      int64_t it = 0;  // chunks consumed by this block, over all its tiles
+      for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x) {
+        // grid: clusters of 2 blocks over one tile of t and 2 tiles of m; tiles of t x cluster columns of m, in groups of 8 t tiles; then no batch axes
+        const int64_t tiles_m = (N_t + T_M - 1) / T_M, tiles_n = (N_m + T_N - 1) / T_N;
+        const int64_t cols = (tiles_n + CLUSTER - 1) / CLUSTER;
+        int64_t bid = vb / CLUSTER;
+        const int64_t tile = bid % (tiles_m * cols);
+        bid /= tiles_m * cols;
+        const int64_t first_m = tile / (8 * cols) * 8, group_m = min(int64_t{8}, tiles_m - first_m);
+        const int64_t o_t = (first_m + tile % (8 * cols) % group_m) * T_M;
+        const int64_t o_m = (tile % (8 * cols) / group_m * CLUSTER + vb % CLUSTER) * T_N;
+        const int n_M = static_cast<int>(min(int64_t{T_M}, N_t - o_t)), n_N = static_cast<int>(min(int64_t{T_N}, N_m - o_m));
+        float acc0[MS][T_N / 2] = {};  // registers: contract(H, W2; f)
+        for (int64_t kc = 0; kc < chunks; ++kc, ++it) {
+          const int s = static_cast<int>(it % STAGES);
+          napkin::mbar_wait(&full[s], static_cast<unsigned>((it / STAGES) & 1));
+          const unsigned char* st = smem + s * STAGE_BYTES;
+          #pragma unroll
+          for (int ms = 0; ms < MS; ++ms) {
+            napkin::fence_regs(acc0[ms]);
+          }
+          napkin::wgmma_fence();
+          #pragma unroll
+          for (int kk = 0; kk < T_K; kk += 16) {
+            const uint64_t db_W2 = napkin::smem_desc(st + OFF_W2 + 0 / 64 * T_K * 128 + kk * 128, T_K * 128, 1024);
             #pragma unroll
-            for (int q = 0; q < 2; ++q) {
-              if (col + q >= n_N) break;
-              const int64_t i_m = o_m + col + q;
-              x_Y[q] = (i_t) * N_m + i_m;
-              v_Y[q] = acc0[ms][nt * 4 + h * 2 + q];
+            for (int ms = 0; ms < MS; ++ms) {
+              const uint64_t da = napkin::smem_desc(st + OFF_H + (kk / 64) * T_M * 128 + (cw * WM + ms * 64) * 128 + (kk % 64) * 2, 16, 1024);
+              wgmma_m64n256k16_bf16<0, 1>(acc0[ms], da, db_W2);
             }
-            napkin::store_pair(a.Y, x_Y, v_Y, col + 1 < n_N);
+          }
+          napkin::wgmma_commit();
+          #pragma unroll
+          for (int ms = 0; ms < MS; ++ms) {
+            napkin::fence_regs(acc0[ms]);
+          }
+          napkin::wgmma_wait<1>();  // the MMAs of the tile's previous chunk are done: release its stage
+          if (kc > 0 && lane == 0)
+            for (unsigned r = 0; r < CLUSTER; ++r) napkin::mbar_arrive_cluster(&empty[(it - 1) % STAGES], r);
+        }
+        napkin::wgmma_wait<0>();
+        #pragma unroll
+        for (int ms = 0; ms < MS; ++ms) {
+          napkin::fence_regs(acc0[ms]);
+        }
+        if (chunks > 0 && lane == 0)  // the tile's last chunk: the producer refills it while this block stores
+          for (unsigned r = 0; r < CLUSTER; ++r) napkin::mbar_arrive_cluster(&empty[(it - 1) % STAGES], r);
+        // epilogue: per m64 subtile, warp w holds rows 16w..16w+15 as m16n8 accumulator tiles
+        #pragma unroll
+        for (int ms = 0; ms < MS; ++ms) {
+          #pragma unroll
+          for (int nt = 0; nt < T_N / 8; ++nt) {
+            #pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;
+              if (row < n_M && col < n_N) {
+                const int64_t i_t = o_t + row;
+                float v_Y[2] = {}; int64_t x_Y[2] = {};
+                #pragma unroll
+                for (int q = 0; q < 2; ++q) {
+                  if (col + q >= n_N) break;
+                  const int64_t i_m = o_m + col + q;
+                  x_Y[q] = (i_t) * N_m + i_m;
+                  v_Y[q] = acc0[ms][nt * 4 + h * 2 + q];
+                }
+                napkin::store_pair(a.Y, x_Y, v_Y, col + 1 < n_N);
+              }
+            }
           }
         }
       }
     }
+    napkin::cluster_sync();  // neither block leaves while the other may still signal its barriers
     #endif
   }
 }  // namespace wg
@@ -1733,14 +1835,14 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16(float (&d)[64], uint64_t d
       // G_to_H (gemm)
       case 0: {
         napkin_variant = "gemm";
-        const int64_t blocks = ((a.N_t + 256 - 1) / 256) * ((a.N_f + 64 - 1) / 64);
+        const int64_t blocks = ((a.N_t + 128 - 1) / 128) * ((a.N_f + 128 - 1) / 128);
         if (blocks == 0) return 0;
         static const int wgmma_built = napkin::hopper_kernel(reinterpret_cast<const void*>(k_G_to_H::wg::kernel)) ? 1 : 0;
         bool use_wgmma = wgmma_built == 1;
         CUtensorMap tm_X{};
         if (use_wgmma) {
           const uint64_t dims[] = {static_cast<uint64_t>(a.N_m), static_cast<uint64_t>(a.N_t)}, strides[] = {uint64_t{2} * static_cast<uint64_t>(a.N_m)};
-          const uint32_t box[] = {64, 256};
+          const uint32_t box[] = {64, 64};
           use_wgmma = napkin::make_tmap(&tm_X, a.X, 2, dims, strides, box, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
         }
         CUtensorMap tm_W3{};
@@ -1757,7 +1859,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16(float (&d)[64], uint64_t d
         }
         if (use_wgmma) {
           NAPKIN_CUDA(cudaFuncSetAttribute(k_G_to_H::wg::kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(k_G_to_H::wg::SMEM_BYTES)));
-          k_G_to_H::wg::kernel<<<static_cast<unsigned>(blocks), k_G_to_H::wg::THREADS, k_G_to_H::wg::SMEM_BYTES, stream>>>(a, tm_X, tm_W3, tm_W1);
+          k_G_to_H::wg::kernel<<<static_cast<unsigned>(napkin::persistent_grid(blocks, 2)), k_G_to_H::wg::THREADS, k_G_to_H::wg::SMEM_BYTES, stream>>>(a, tm_X, tm_W3, tm_W1);
           napkin_variant = "wgmma";
         } else {
           NAPKIN_CUDA(cudaFuncSetAttribute(k_G_to_H::kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(k_G_to_H::SMEM_BYTES)));
@@ -1770,14 +1872,14 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16(float (&d)[64], uint64_t d
       // Y (gemm)
       case 1: {
         napkin_variant = "gemm";
-        const int64_t blocks = ((a.N_t + 256 - 1) / 256) * ((a.N_m + 128 - 1) / 128);
+        const int64_t blocks = ((a.N_t + 128 - 1) / 128) * ((a.N_m + 256 - 1) / 256);
         if (blocks == 0) return 0;
         static const int wgmma_built = napkin::hopper_kernel(reinterpret_cast<const void*>(k_Y::wg::kernel)) ? 1 : 0;
         bool use_wgmma = wgmma_built == 1;
         CUtensorMap tm_H{};
         if (use_wgmma) {
           const uint64_t dims[] = {static_cast<uint64_t>(a.N_f), static_cast<uint64_t>(a.N_t)}, strides[] = {uint64_t{2} * static_cast<uint64_t>(a.N_f)};
-          const uint32_t box[] = {64, 256};
+          const uint32_t box[] = {64, 64};
           use_wgmma = napkin::make_tmap(&tm_H, a.H, 2, dims, strides, box, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
         }
         CUtensorMap tm_W2{};
@@ -1788,7 +1890,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16(float (&d)[64], uint64_t d
         }
         if (use_wgmma) {
           NAPKIN_CUDA(cudaFuncSetAttribute(k_Y::wg::kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(k_Y::wg::SMEM_BYTES)));
-          k_Y::wg::kernel<<<static_cast<unsigned>(blocks), k_Y::wg::THREADS, k_Y::wg::SMEM_BYTES, stream>>>(a, tm_H, tm_W2);
+          k_Y::wg::kernel<<<static_cast<unsigned>(napkin::persistent_grid(blocks, 2)), k_Y::wg::THREADS, k_Y::wg::SMEM_BYTES, stream>>>(a, tm_H, tm_W2);
           napkin_variant = "wgmma";
         } else {
           NAPKIN_CUDA(cudaFuncSetAttribute(k_Y::kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(k_Y::SMEM_BYTES)));
