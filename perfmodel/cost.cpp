@@ -385,12 +385,11 @@ class KernelModel {
                        c_.warps % 4 == 0 && c_.warps / 4 <= 2 && !warp_axis_.empty() && c_.axes.count(warp_axis_) &&
                        wgmma_rows_fit(c_.axes.at(warp_axis_).tile, c_.warps / 4);
     if (!opt_.two_level) {
-      const bool gemm_wgmma = c_.warpgroup_mma && online_normalisers() == 0;
+      const bool gemm_wgmma = gemm_on_wgmma();
       const double per_subtile = gemm_wgmma ? wgmma_per_subtile() : 1;
       for (const auto& t : c_.transfers)
         if (t.to == MemLevel::smem) {
-          const AxisList& ax = axes_of(t.array);
-          bool split = !warp_axis_.empty() && std::find(ax.begin(), ax.end(), warp_axis_) != ax.end();
+          const bool split = along_warps(t.array);
           // mma.sync: every warp reads the operand tiles it multiplies. wgmma (PTX ISA 9.7.15.5.1):
           // every instruction reads its m64 rows of A and all of its B from SMEM, so in a GEMM A is
           // read once per instruction on its subtile and B once per m64 subtile of the block; in
@@ -408,14 +407,11 @@ class KernelModel {
           c_.smem_read_bytes += 2 * tile(axes_of(a)) * bytes_of(storage_dtype(d_, a, opt_)) * steps * static_cast<double>(c_.blocks);
       misses();
     }
-    if (c_.warpgroup_mma && hw_.clusters && online_normalisers() == 0) {
+    if (gemm_on_wgmma() && hw_.clusters) {
       // Clusters of two along the other tiled axis: the warp axis's operand tiles cross L2 once per cluster.
       c_.cluster = 2;
-      for (const auto& t : c_.transfers) {
-        const AxisList& ax = axes_of(t.array);
-        if (t.to == MemLevel::smem && std::find(ax.begin(), ax.end(), warp_axis_) != ax.end())
-          c_.l2_to_smem_bytes -= t.bytes * (1 - 1.0 / c_.cluster);
-      }
+      for (const auto& t : c_.transfers)
+        if (t.to == MemLevel::smem && along_warps(t.array)) c_.l2_to_smem_bytes -= t.bytes * (1 - 1.0 / c_.cluster);
     }
     if (c_.warpgroup_mma && c_.blocks_per_sm > 0) {
       // The sm_90a variant: one thread block per SM (a producer warpgroup beside the consumers,
@@ -463,6 +459,15 @@ class KernelModel {
     return online_normalisers() > 0 ? tile == 64 * consumers : tile % (64 * consumers) == 0;
   }
 
+  /** Whether `array` runs along the warps' axis (a GEMM's M side: the warps split its tiles). */
+  bool along_warps(const std::string& array) const {
+    const AxisList& ax = axes_of(array);
+    return !warp_axis_.empty() && std::find(ax.begin(), ax.end(), warp_axis_) != ax.end();
+  }
+
+  /** A GEMM-like kernel on the wgmma path (no online normaliser): the gemm emitter's sm_90a variant. */
+  bool gemm_on_wgmma() const { return c_.warpgroup_mma && online_normalisers() == 0; }
+
   /** wgmma instructions per m64 subtile of A and k16 step in the gemm emitter's sm_90a variant:
    *  the B-side tiles' columns (the product of their tiles over axes other than the streamed
    *  one) in instructions of at most N = 256 (PTX ISA 9.7.15: m64nNk16, N <= 256), side-by-side B
@@ -471,8 +476,8 @@ class KernelModel {
     auto st = plan_.stream();
     double cols = 0;
     for (const auto& t : c_.transfers) {
+      if (t.to != MemLevel::smem || along_warps(t.array)) continue;
       const AxisList& ax = axes_of(t.array);
-      if (t.to != MemLevel::smem || std::find(ax.begin(), ax.end(), warp_axis_) != ax.end()) continue;
       double n = tile(ax);
       if (st && std::find(ax.begin(), ax.end(), st->first) != ax.end()) n /= static_cast<double>(c_.axes.at(st->first).tile);
       cols += n;

@@ -96,27 +96,24 @@ std::optional<GemmForm> analyse_gemm(Context& c, const KernelChoice& kc, std::st
 void gemm_tile_origin(Code& code, const GemmForm& g, int cluster, const std::string& block) {
   const std::string &M = g.M, &N = g.N;
   const std::string batch = g.batch.empty() ? "no batch axes" : "batch axes " + join(g.batch);
-  if (cluster > 1) {
+  // A cluster takes one M tile and `cluster` consecutive N tiles: the rasterisation runs over
+  // cluster columns of N instead of N tiles.
+  const bool clustered = cluster > 1;
+  const std::string cols = clustered ? "cols" : "tiles_n";
+  if (clustered)
     code.line("// grid: clusters of " + std::to_string(cluster) + " blocks over one tile of " + M + " and " + std::to_string(cluster) + " tiles of " + N +
               "; tiles of " + M + " x cluster columns of " + N + ", in groups of 8 " + M + " tiles; then " + batch);
-    code.line("const int64_t tiles_m = (N_" + M + " + T_M - 1) / T_M, tiles_n = (N_" + N + " + T_N - 1) / T_N;");
-    code.line("const int64_t cols = (tiles_n + CLUSTER - 1) / CLUSTER;");
-    code.line("int64_t bid = " + block + " / CLUSTER;");
-    code.line("const int64_t tile = bid % (tiles_m * cols);");
-    code.line("bid /= tiles_m * cols;");
-    code.line("const int64_t first_m = tile / (8 * cols) * 8, group_m = min(int64_t{8}, tiles_m - first_m);");
-    code.line("const int64_t o_" + M + " = (first_m + tile % (8 * cols) % group_m) * T_M;");
-    code.line("const int64_t o_" + N + " = (tile % (8 * cols) / group_m * CLUSTER + " + block + " % CLUSTER) * T_N;");
-  } else {
+  else
     code.line("// grid: tiles of " + M + " x tiles of " + N + ", in groups of 8 " + M + " tiles; then " + batch);
-    code.line("const int64_t tiles_m = (N_" + M + " + T_M - 1) / T_M, tiles_n = (N_" + N + " + T_N - 1) / T_N;");
-    code.line("int64_t bid = " + block + ";");
-    code.line("const int64_t tile = bid % (tiles_m * tiles_n);");
-    code.line("bid /= tiles_m * tiles_n;");
-    code.line("const int64_t first_m = tile / (8 * tiles_n) * 8, group_m = min(int64_t{8}, tiles_m - first_m);");
-    code.line("const int64_t o_" + M + " = (first_m + tile % (8 * tiles_n) % group_m) * T_M;");
-    code.line("const int64_t o_" + N + " = tile % (8 * tiles_n) / group_m * T_N;");
-  }
+  code.line("const int64_t tiles_m = (N_" + M + " + T_M - 1) / T_M, tiles_n = (N_" + N + " + T_N - 1) / T_N;");
+  if (clustered) code.line("const int64_t cols = (tiles_n + CLUSTER - 1) / CLUSTER;");
+  code.line("int64_t bid = " + block + (clustered ? " / CLUSTER" : "") + ";");
+  code.line("const int64_t tile = bid % (tiles_m * " + cols + ");");
+  code.line("bid /= tiles_m * " + cols + ";");
+  code.line("const int64_t first_m = tile / (8 * " + cols + ") * 8, group_m = min(int64_t{8}, tiles_m - first_m);");
+  code.line("const int64_t o_" + M + " = (first_m + tile % (8 * " + cols + ") % group_m) * T_M;");
+  code.line("const int64_t o_" + N + " = " +
+            (clustered ? "(tile % (8 * cols) / group_m * CLUSTER + " + block + " % CLUSTER) * T_N;" : "tile % (8 * tiles_n) / group_m * T_N;"));
   decompose(code, "bid", g.batch);
   code.line("const int n_M = static_cast<int>(min(int64_t{T_M}, N_" + M + " - o_" + M + ")), n_N = static_cast<int>(min(int64_t{T_N}, N_" + N +
             " - o_" + N + "));");
