@@ -1,4 +1,4 @@
-// napkin bench: build, check and time the derived kernels on this machine's GPU, against the
+// napkin bench: build, check and time the derived (or, with --schedule, a given) schedule's kernels on this GPU, against the
 // unfused schedule and cuBLAS measured in the same run (kernels/bench.hpp).
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
@@ -12,7 +12,9 @@ Runner setup_bench(CLI::App& sub) {
   auto opt = std::make_shared<BenchOptions>();
   auto format = std::make_shared<std::string>("text");
   auto arch = std::make_shared<std::string>("sm_90a");
+  auto schedule = std::make_shared<std::string>();
   args->add_to(sub);
+  sub.add_option("--schedule", *schedule, "Bench this schedule file (checked first) instead of the derived schedule");
   sub.add_option("--hw", *hw, "Hardware description the schedule is derived and predicted for")->capture_default_str();
   sub.add_option("--arch", *arch, "GPU architecture to compile for: sm_80, sm_90a, ...")->capture_default_str();
   sub.add_option("--runs", opt->runs, "Timed runs per measurement (median; at least 20)")->capture_default_str()->check(CLI::Range(20, 100000));
@@ -24,11 +26,13 @@ Runner setup_bench(CLI::App& sub) {
     auto l = load_checked(*args);
     if (!l) return 1;
     BenchOptions o = *opt;
+    const Hardware h = load_hardware(*hw);
+    if (!schedule->empty() && !(o.schedule = load_schedule(*schedule, *l, h))) return 1;
     o.json = *format == "json";
     std::string a = *arch;
     std::string num = a.substr(a.find_first_of("0123456789"));
     o.arch = {"-gencode=arch=compute_" + num + ",code=" + a};
-    return run_bench(*l->program, *l->diagram, l->sizes, load_hardware(*hw), o);
+    return run_bench(*l->program, *l->diagram, l->sizes, h, o);
   };
 }
 

@@ -14,7 +14,9 @@ Runner setup_emit(CLI::App& sub) {
   auto hw = std::make_shared<std::string>("h100");
   auto target = std::make_shared<std::string>("pseudo");
   auto out = std::make_shared<std::string>();
+  auto schedule = std::make_shared<std::string>();
   args->add_to(sub);
+  sub.add_option("--schedule", *schedule, "Emit this schedule file (checked first) instead of the derived schedule");
   sub.add_option("--hw", *hw, "Hardware the schedule is derived for")->capture_default_str();
   sub.add_option("--target", *target, "pseudo (looped pseudocode), cpu (compilable C++) or cuda (a .cu file with a C entry point)")
       ->check(CLI::IsMember({"pseudo", "cpu", "cuda"}))
@@ -24,7 +26,9 @@ Runner setup_emit(CLI::App& sub) {
     auto l = load_checked(*args);
     if (!l) return 1;
     Hardware h = load_hardware(*hw);
-    Derivation dv = derive(*l->program, *l->diagram, l->sizes, h);
+    std::optional<SearchResult> given;
+    if (!schedule->empty() && !(given = load_schedule(*schedule, *l, h))) return 1;
+    Derivation dv = given ? derive_given(*l->program, *l->diagram, l->sizes, h, std::move(*given)) : derive(*l->program, *l->diagram, l->sizes, h);
     std::string text = *target == "cpu"    ? emit_cpu(*l->program, *l->diagram, dv)
                        : *target == "cuda" ? emit_cuda(*l->program, *l->diagram, dv, h)
                                            : emit_pseudo(*l->program, *l->diagram, dv, h);

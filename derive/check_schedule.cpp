@@ -139,6 +139,15 @@ std::optional<CheckedSchedule> check_schedule(const Program& p, const Diagram& d
     int kernel_errors = diags.error_count();
     for (const auto& dir : plan.directives) {
       if (dir.kind == Directive::Kind::fuse) continue;
+      if (dir.kind == Directive::Kind::cluster) {
+        const std::string& a = dir.names.at(0);
+        if (!hw.clusters) diags.error(dir.loc, hw.name + " has no thread-block clusters (features.clusters in its description)");
+        else if (dir.size != 2) diags.error(dir.loc, "clusters of 2 blocks only: the emitter splits the shared tiles' loads in two");
+        else if (plan.find(Directive::Kind::cluster) != &dir) diags.error(dir.loc, "one 'cluster' line per kernel");
+        else if (!plan.group(a) || *plan.group(a) < 2)
+          diags.error(dir.name_locs.at(0), "cluster along '" + a + "' needs 'group " + a + " by N' (N > 1): the cluster's blocks are adjacent tiles of '" + a + "'");
+        continue;
+      }
       KernelPlan one;
       one.directives = {dir};
       std::vector<LemmaUse> uses;

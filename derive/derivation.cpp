@@ -107,10 +107,11 @@ void add_callees(const Program& p, const Diagram& d, const SizeMap& sizes, const
 
 }  // namespace
 
-Derivation derive(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt,
-                  const SearchOptions& so) {
-  Derivation out;
-  std::tie(out.chosen, out.unfused) = search_with_unfused(p, d, sizes, hw, opt, so);
+namespace {
+
+/** derive()'s steps after the search: callees, passes, bound. */
+Derivation complete(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt,
+                    const SearchOptions& so, Derivation out) {
   CalleeCache cache;
   add_callees(p, d, sizes, hw, opt, so, out.chosen, &out, cache);
   add_callees(p, d, sizes, hw, opt, so, out.unfused, nullptr, cache);
@@ -139,6 +140,23 @@ Derivation derive(const Program& p, const Diagram& d, const SizeMap& sizes, cons
   }
   out.bound = io_lower_bound(p, d, sizes, hw, opt);
   return out;
+}
+
+}  // namespace
+
+Derivation derive(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt,
+                  const SearchOptions& so) {
+  Derivation out;
+  std::tie(out.chosen, out.unfused) = search_with_unfused(p, d, sizes, hw, opt, so);
+  return complete(p, d, sizes, hw, opt, so, std::move(out));
+}
+
+Derivation derive_given(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw, SearchResult given,
+                        const ModelOptions& opt, const SearchOptions& so) {
+  Derivation out;
+  out.unfused = search_with_unfused(p, d, sizes, hw, opt, so).second;
+  out.chosen = std::move(given);
+  return complete(p, d, sizes, hw, opt, so, std::move(out));
 }
 
 }  // namespace napkin

@@ -26,6 +26,12 @@ struct Derivation {
 Derivation derive(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw,
                   const ModelOptions& opt = {}, const SearchOptions& so = {});
 
+/** The derivation of a given schedule (`given`, checked by check_schedule and turned into a
+ *  SearchResult by result_of): `given` becomes the chosen schedule; the unfused schedule, the
+ *  callees, the steps and the bound are derived as by derive(). Raises UserError as derive(). */
+Derivation derive_given(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw, SearchResult given,
+                        const ModelOptions& opt = {}, const SearchOptions& so = {});
+
 /** Compulsory traffic and the I/O lower bound at the SMEM level (bytes). Matmul-like
  *  contractions: 2 * batch * a * b * c / sqrt(M) elements (Hong & Kung 1981; Smith et al. 2019);
  *  a softmax between two contractions (attention): batch * q * x * d^2 / M (Saha & Ye 2024). */

@@ -40,6 +40,7 @@ std::vector<Step> stream_partition_pass(const PassContext&, std::size_t kernel);
 std::vector<Step> level_assignment_pass(const PassContext&, std::size_t kernel);
 std::vector<Step> divisibility_pass(const PassContext&, std::size_t kernel);
 std::vector<Step> warp_recursion_pass(const PassContext&, std::size_t kernel);
+std::vector<Step> cluster_pass(const PassContext&, std::size_t kernel);
 
 /** Human-readable byte count: "1.07 GB", "48.0 KB" (decimal units). */
 std::string human_bytes(double b);

@@ -19,6 +19,8 @@ const std::vector<PassInfo>& pass_registry() {
        "paper §5.2; PTX ISA 9.7.14 (mma.sync shapes)", divisibility_pass, true},
       {"derive-warp-recursion", "split the thread block's tile over warps, one level down",
        "group partition at the next level (paper §2.3, recursion)", warp_recursion_pass, true},
+      {"derive-cluster", "let adjacent thread blocks share the operand tiles that do not vary along the cluster's axis",
+       "group partition over thread-block clusters (paper §2.3); TMA multicast (PTX ISA 9.7.9.25.5.1)", cluster_pass, true},
   };
   return table;
 }

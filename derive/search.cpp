@@ -338,10 +338,8 @@ class Searcher {
       }
       return k;
     };
-    auto evaluate = [&](const std::vector<std::int64_t>& g, std::int64_t s) -> double {
-      KernelPlan k = plan_of(g, s);
-      std::vector<LemmaUse> lemmas;
-      if (!kernel_illegal(stmts, k, escaping, &lemmas).empty()) return kInf;
+    // Scores `k`, keeps it in `best` when better; its score, or kInf when it does not fit.
+    auto consider = [&](const KernelPlan& k, const std::vector<LemmaUse>& lemmas, bool* clusterable) -> double {
       Schedule one;
       one.diagram = d_.name;
       one.kernels = {k};
@@ -351,6 +349,7 @@ class Searcher {
         last_problem_ = ": " + c.problems.front();
         return kInf;
       }
+      if (clusterable) *clusterable = c.clusterable;
       ScheduleCost sc;
       sc.t_total = c.t_total;
       sc.l2_to_smem_bytes = c.l2_to_smem_bytes;
@@ -366,6 +365,27 @@ class Searcher {
         best.cost = c;
         best.score = score;
       }
+      return score;
+    };
+    auto evaluate = [&](const std::vector<std::int64_t>& g, std::int64_t s) -> double {
+      KernelPlan k = plan_of(g, s);
+      std::vector<LemmaUse> lemmas;
+      if (!kernel_illegal(stmts, k, escaping, &lemmas).empty()) return kInf;
+      bool clusterable = false;
+      double score = consider(k, lemmas, &clusterable);
+      const std::string problem = last_problem_;  // a variant's problem does not explain a failed search
+      if (clusterable)  // a GEMM on the wgmma path: clusters of 2 along each grouped axis
+        for (const auto& dir : k.directives) {
+          if (dir.kind != Directive::Kind::group) continue;
+          KernelPlan kc = k;
+          Directive cd;
+          cd.kind = Directive::Kind::cluster;
+          cd.names = dir.names;
+          cd.size = 2;
+          kc.directives.push_back(cd);
+          score = std::min(score, consider(kc, lemmas, nullptr));
+        }
+      last_problem_ = problem;
       return score;
     };
     // Grid over all combinations, then (without hardware divisibility) coordinate descent by +-1.

@@ -50,6 +50,12 @@ int KernelPlan::warps() const {
   return d ? static_cast<int>(d->size) : 4;
 }
 
+std::optional<std::pair<std::string, std::int64_t>> KernelPlan::cluster() const {
+  const Directive* d = find(Directive::Kind::cluster);
+  if (!d || d->names.empty()) return std::nullopt;
+  return std::make_pair(d->names[0], d->size);
+}
+
 const Directive* KernelPlan::find(Directive::Kind k, const std::string& which) const {
   for (const auto& d : directives)
     if (d.kind == k && (which.empty() || std::find(d.names.begin(), d.names.end(), which) != d.names.end())) return &d;
@@ -128,7 +134,7 @@ class ScheduleParser {
 
   void line() {
     const Token& first = peek();
-    if (!at(Tok::ident)) fail("'schedule', 'kernel' or a directive (fuse, weave, group, stream, warps)");
+    if (!at(Tok::ident)) fail("'schedule', 'kernel' or a directive (fuse, weave, group, stream, warps, cluster)");
     std::string w = first.text;
     if (w == "schedule") {
       next();
@@ -167,21 +173,22 @@ class ScheduleParser {
     else if (w == "group") d.kind = Directive::Kind::group;
     else if (w == "stream") d.kind = Directive::Kind::stream;
     else if (w == "warps") d.kind = Directive::Kind::warps;
+    else if (w == "cluster") d.kind = Directive::Kind::cluster;
     else {
-      diags_.error(first.loc, "unknown directive '" + w + "'; expected fuse, weave, group, stream or warps");
+      diags_.error(first.loc, "unknown directive '" + w + "'; expected fuse, weave, group, stream, warps or cluster");
       throw Fail{};
     }
     next();
     if (d.kind == Directive::Kind::warps) {
       d.size = positive("the number of warps");
-    } else if (d.kind == Directive::Kind::group || d.kind == Directive::Kind::stream) {
+    } else if (d.kind == Directive::Kind::group || d.kind == Directive::Kind::stream || d.kind == Directive::Kind::cluster) {
       d.name_locs.push_back(peek().loc);
       d.names.push_back(ident("an axis name"));
       if (ident("'by' and a size") != "by") {
         diags_.error(toks_[pos_ - 1].loc, "expected 'by' and a size");
         throw Fail{};
       }
-      d.size = positive(w == "group" ? "the group size" : "the stream size");
+      d.size = positive(w == "group" ? "the group size" : w == "cluster" ? "the blocks per cluster" : "the stream size");
       if (d.kind == Directive::Kind::stream && at(Tok::ident) && peek().text == "twice") next(), d.passes = 2;
     } else {
       do {
@@ -213,6 +220,7 @@ const char* keyword(Directive::Kind k) {
     case Directive::Kind::group: return "group";
     case Directive::Kind::stream: return "stream";
     case Directive::Kind::warps: return "warps";
+    case Directive::Kind::cluster: return "cluster";
   }
   return "?";
 }
@@ -223,6 +231,15 @@ std::optional<Schedule> parse_schedule(const SourceFile& src, DiagnosticEngine& 
   return ScheduleParser(lex(src, diags), diags).run();
 }
 
+std::string directive_text(const Directive& d) {
+  std::string l = keyword(d.kind);
+  if (d.kind == Directive::Kind::warps) return l + " " + std::to_string(d.size);
+  if (d.kind == Directive::Kind::group || d.kind == Directive::Kind::stream || d.kind == Directive::Kind::cluster)
+    return l + " " + d.names.at(0) + " by " + std::to_string(d.size) + (d.passes == 2 ? " twice" : "");
+  for (std::size_t i = 0; i < d.names.size(); ++i) l += (i ? ", " : " ") + d.names[i];
+  return l;
+}
+
 std::string print_schedule(const Schedule& s) {
   std::string out;
   for (const auto& c : s.comments) out += "#" + c + "\n";
@@ -231,13 +248,7 @@ std::string print_schedule(const Schedule& s) {
     out += "kernel " + k.name + "\n";
     std::vector<std::string> lines;
     for (const auto& d : k.directives) {
-      std::string l = std::string("  ") + keyword(d.kind);
-      if (d.kind == Directive::Kind::warps) l += " " + std::to_string(d.size);
-      else if (d.kind == Directive::Kind::group || d.kind == Directive::Kind::stream)
-        l += " " + d.names.at(0) + " by " + std::to_string(d.size) + (d.passes == 2 ? " twice" : "");
-      else
-        for (std::size_t i = 0; i < d.names.size(); ++i) l += (i ? ", " : " ") + d.names[i];
-      lines.push_back(l);
+      lines.push_back("  " + directive_text(d));
     }
     std::size_t width = 0;
     for (const auto& l : lines) width = std::max(width, l.size());

@@ -10,6 +10,8 @@
  *        stream x by 64     # x in chunks of 64, carried by an accumulator
  *                           # (`stream v by 1024 twice`: a first pass folds statistics, a second maps)
  *        warps 4            # warps per thread block, splitting the first grouped axis
+ *        cluster q by 2     # thread-block clusters of 2 blocks along q: the tiles that do not vary
+ *                           # along q are loaded once per cluster (TMA multicast, PTX ISA 9.7.9.25)
  *
  *  `kernel NAME` lines separate the kernels, in execution order; directives before any `kernel`
  *  line form one kernel named after the schedule. Every axis of a kernel that no directive names
@@ -27,11 +29,11 @@
 namespace napkin {
 
 struct Directive {
-  enum class Kind { fuse, weave, group, stream, warps };
+  enum class Kind { fuse, weave, group, stream, warps, cluster };
   Kind kind = Kind::fuse;
   std::vector<std::string> names;      ///< statements (fuse) or axes (weave, group, stream)
   std::vector<SourceLoc> name_locs;
-  std::int64_t size = 0;               ///< group or stream size in elements, or warps per block
+  std::int64_t size = 0;               ///< group or stream size in elements, warps per block, or blocks per cluster
   int passes = 1;                      ///< stream: 2 for `stream x by 64 twice` (statistics, then a map)
   std::string comment;                 ///< trailing comment, without '#'
   SourceLoc loc;
@@ -56,6 +58,8 @@ struct KernelPlan {
   bool streams_axis(const std::string& axis) const;
   int stream_passes() const;  ///< 1, or 2 for a two-pass stream
   int warps() const;  ///< 4 unless given
+  /** The axis whose adjacent thread blocks form a cluster, and the blocks per cluster, if any. */
+  std::optional<std::pair<std::string, std::int64_t>> cluster() const;
   const Directive* find(Directive::Kind k, const std::string& which = "") const;
 };
 
@@ -71,6 +75,8 @@ struct Schedule {
 /** Parses a schedule file; syntax errors are located diagnostics (at most one per line);
  *  returns nullopt when any was reported. */
 std::optional<Schedule> parse_schedule(const SourceFile& src, DiagnosticEngine& diags);
+/** Canonical text of one directive, without its comment: `group q by 128`, `weave b, h`. */
+std::string directive_text(const Directive& d);
 /** Canonical text of a schedule (always with `kernel` lines). */
 std::string print_schedule(const Schedule& s);
 

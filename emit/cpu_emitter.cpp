@@ -329,15 +329,7 @@ class FunctionEmitter {
     const KernelChoice& kc = dv_.chosen.kernels[k];
     const KernelCost& cost = kc.cost;
     std::string dirs;
-    for (const auto& dir : kc.plan.directives) {
-      static const char* names[] = {"fuse", "weave", "group", "stream", "warps"};
-      std::string d = names[static_cast<int>(dir.kind)];
-      if (dir.kind == Directive::Kind::warps) d += " " + std::to_string(dir.size);
-      else if (dir.kind == Directive::Kind::group || dir.kind == Directive::Kind::stream)
-        d += " " + dir.names[0] + " by " + std::to_string(dir.size) + (dir.passes == 2 ? " twice" : "");
-      else d += " " + join(dir.names);
-      dirs += (dirs.empty() ? "" : "; ") + d;
-    }
+    for (const auto& dir : kc.plan.directives) dirs += (dirs.empty() ? "" : "; ") + directive_text(dir);
     line("");
     line("// kernel " + kc.plan.name + ": " + dirs);
     open("");

@@ -20,13 +20,7 @@ DotRelabelling relabelling_of(const SearchResult& r) {
     }
     for (const auto& d : k.plan.directives) {
       if (d.kind == Directive::Kind::fuse) continue;
-      static const char* kw[] = {"fuse", "weave", "group", "stream", "warps"};
-      std::string m = kw[static_cast<int>(d.kind)];
-      if (d.kind == Directive::Kind::group || d.kind == Directive::Kind::stream) m += " " + d.names[0] + " by " + std::to_string(d.size);
-      else if (d.kind == Directive::Kind::warps) m += " " + std::to_string(d.size);
-      else
-        for (const auto& n : d.names) m += " " + n;
-      moves += (moves.empty() ? "" : ", ") + m;
+      moves += (moves.empty() ? "" : "; ") + directive_text(d);
     }
     out.caption[name] = "<font point-size=\"9\">" + (moves.empty() ? std::string("one launch") : moves) +
                         "<br align=\"left\"/>HBM " + human_bytes(k.cost.hbm_bytes) + " · L2→SMEM " +

@@ -111,7 +111,7 @@ int run_bench(const Program& p, const Diagram& d, const SizeMap& sizes, const Ha
   namespace fs = std::filesystem;
   const std::string dir = opt.workdir.empty() ? "napkin-bench-" + d.name : opt.workdir;
   fs::create_directories(dir);
-  Derivation dv = derive(p, d, sizes, hw);
+  Derivation dv = opt.schedule ? derive_given(p, d, sizes, hw, *opt.schedule) : derive(p, d, sizes, hw);
   Derivation unf = dv;
   unf.chosen = dv.unfused;
   cuda::EmitOptions o_main, o_unf, o_ref;

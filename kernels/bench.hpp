@@ -11,6 +11,7 @@
  */
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,7 @@ struct BenchOptions {
   std::uint64_t seed = 1;
   bool json = false;
   double rel_tolerance = 2e-2;  ///< max |err| / max |ref| accepted (bf16: about 1e-2)
+  std::optional<SearchResult> schedule;  ///< a checked given schedule to bench instead of the derived one
 };
 
 /** Runs the benchmark of `d` at `sizes` with the model of `hw`; prints the report on stdout.

@@ -407,12 +407,8 @@ class KernelModel {
           c_.smem_read_bytes += 2 * tile(axes_of(a)) * bytes_of(storage_dtype(d_, a, opt_)) * steps * static_cast<double>(c_.blocks);
       misses();
     }
-    if (gemm_on_wgmma() && hw_.clusters) {
-      // Clusters of two along the other tiled axis: the warp axis's operand tiles cross L2 once per cluster.
-      c_.cluster = 2;
-      for (const auto& t : c_.transfers)
-        if (t.to == MemLevel::smem && along_warps(t.array)) c_.l2_to_smem_bytes -= t.bytes * (1 - 1.0 / c_.cluster);
-    }
+    c_.clusterable = gemm_on_wgmma() && hw_.clusters;
+    if (auto cl = plan_.cluster()) clusters(cl->first, static_cast<int>(cl->second));
     if (c_.warpgroup_mma && c_.blocks_per_sm > 0) {
       // The sm_90a variant: one thread block per SM (a producer warpgroup beside the consumers,
       // registers moved to them by setmaxnreg), loads issued by TMA while the consumers compute.
@@ -457,6 +453,35 @@ class KernelModel {
    *  stay in registers and leave room for no second subtile). */
   bool wgmma_rows_fit(std::int64_t tile, int consumers) const {
     return online_normalisers() > 0 ? tile == 64 * consumers : tile % (64 * consumers) == 0;
+  }
+
+  /** Clusters of `size` blocks along `axis`: the operand tiles that do not vary along it cross
+   *  L2 -> SMEM once per cluster; the grid rounds the tiles along `axis` up to whole clusters. */
+  void clusters(const std::string& axis, int size) {
+    if (!c_.clusterable) {
+      c_.problems.push_back("cluster: only GEMM kernels on the wgmma path of hardware with clusters form clusters");
+      return;
+    }
+    bool varies = false;
+    std::vector<const Transfer*> shared;
+    for (const auto& t : c_.transfers) {
+      if (t.to != MemLevel::smem) continue;
+      const AxisList& ax = axes_of(t.array);
+      if (std::find(ax.begin(), ax.end(), axis) == ax.end()) shared.push_back(&t);
+      else varies = true;
+    }
+    if (shared.empty() || !varies) {
+      c_.problems.push_back("cluster along '" + axis + "': " + (shared.empty() ? "every operand tile varies along it, none is shared" : "no operand tile varies along it"));
+      return;
+    }
+    c_.cluster = size;
+    for (const auto* t : shared) {
+      c_.cluster_shared.push_back(t->array);
+      c_.cluster_saved_bytes += t->bytes * (1 - 1.0 / size);
+    }
+    c_.l2_to_smem_bytes -= c_.cluster_saved_bytes;
+    const std::int64_t n = c_.axes.at(axis).count;
+    c_.blocks = c_.blocks / n * ((n + size - 1) / size * size);
   }
 
   /** Whether `array` runs along the warps' axis (a GEMM's M side: the warps split its tiles). */

@@ -88,11 +88,16 @@ struct KernelCost {
    *  share of the tensor-core peak it reaches (hardware wgmma_fraction / mma_sync_fraction). */
   bool warpgroup_mma = false;
   double tensor_fraction = 1;
-  /** Thread blocks per cluster that share the operand tiles along the warps' axis (the GEMM's
-   *  M side), each loading 1/cluster of them by TMA multicast into all (hardware `clusters`, the
-   *  wgmma path of a kernel without an online normaliser: emit/cuda/gemm_wgmma.cpp); 1: none.
-   *  Those tiles' L2 -> SMEM bytes are divided by it. */
+  /** Thread blocks per cluster (schedule `cluster A by 2`; 1: none): adjacent tiles of A whose
+   *  blocks share the operand tiles that do not vary along A, each block loading 1/cluster of them
+   *  by TMA multicast into all (PTX ISA 9.7.9.25.5.1, `.multicast::cluster`; emit/cuda/gemm_wgmma.cpp).
+   *  Those tiles' L2 -> SMEM bytes are divided by it. Only GEMM kernels on the wgmma path. */
   int cluster = 1;
+  std::vector<std::string> cluster_shared;  ///< arrays whose tiles the cluster's blocks share
+  double cluster_saved_bytes = 0;           ///< L2 -> SMEM bytes the multicast saves (whole grid)
+  /** Whether a `cluster` directive could apply: a GEMM kernel on the wgmma path on hardware with
+   *  clusters (the search then tries one along each grouped axis). */
+  bool clusterable = false;
   std::string bound;
   std::vector<std::string> problems;       ///< why it does not fit (empty when it does)
 };

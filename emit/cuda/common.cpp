@@ -11,15 +11,7 @@ void walk(const Expr& e, const std::function<void(const Expr&)>& f) {
 
 std::string describe_plan(const KernelPlan& p) {
   std::vector<std::string> parts;
-  for (const auto& dir : p.directives) {
-    static const char* names[] = {"fuse", "weave", "group", "stream", "warps"};
-    std::string d = names[static_cast<int>(dir.kind)];
-    if (dir.kind == Directive::Kind::warps) d += " " + std::to_string(dir.size);
-    else if (dir.kind == Directive::Kind::group || dir.kind == Directive::Kind::stream)
-      d += " " + dir.names[0] + " by " + std::to_string(dir.size) + (dir.passes == 2 ? " twice" : "");
-    else d += " " + join(dir.names);
-    parts.push_back(d);
-  }
+  for (const auto& dir : p.directives) parts.push_back(directive_text(dir));
   return "// kernel " + p.name + ": " + join(parts, "; ");
 }
 

@@ -50,12 +50,12 @@ struct GemmForm {
 std::optional<GemmForm> analyse_gemm(Context& c, const KernelChoice& kc, std::string& why);
 
 /** Emits the grid decode shared by both variants: `o_<M>`, `o_<N>` (tile origins, L2-rasterised in
- *  groups of 8 M tiles), the batch indices `i_<b>`, `n_M`, `n_N` (valid rows and columns; n_N <= 0
- *  for the second block of a cluster past the last N tile). With `cluster` > 1, consecutive blocks
- *  (one cluster) take the same M tile and consecutive N tiles: the grid is then tiles_m x
- *  ceil(tiles_n / cluster) * cluster x batch blocks. `block`: the linear block index to decode
- *  (a persistent kernel's virtual block). */
-void gemm_tile_origin(Code& code, const GemmForm& g, int cluster = 1, const std::string& block = "blockIdx.x");
+ *  groups of 8 M tiles), the batch indices `i_<b>`, `n_M`, `n_N` (valid rows and columns; <= 0 for
+ *  a block of a cluster past the last tile). With `cluster` > 1, consecutive blocks (one cluster)
+ *  take consecutive tiles along `cluster_axis` (M or N) and the same tile along the other: the
+ *  grid then has that axis's tile count rounded up to whole clusters. `block`: the linear block
+ *  index to decode (a persistent kernel's virtual block). */
+void gemm_tile_origin(Code& code, const GemmForm& g, int cluster = 1, const std::string& cluster_axis = "", const std::string& block = "blockIdx.x");
 
 /** Emits the epilogue for one pair of accumulator elements at tile-relative (`row`, `col` + q),
  *  q = 0, 1 (`row` and `col` defined by the caller): every output of the kernel is computed from

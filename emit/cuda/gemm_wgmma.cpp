@@ -8,8 +8,8 @@
 // registers (setmaxnreg moves registers from the producer to the consumers). The epilogue is the
 // mma.sync variant's (gemm_store_pair): the accumulator layout of wgmma is that of m16n8 tiles per
 // warp (PTX ISA 9.7.15.5.1.1).
-// Where the hardware has thread-block clusters, two blocks with the same M tile and adjacent N
-// tiles form a cluster: each loads half of the M-side operand tiles by TMA multicast into both
+// With a `cluster A by 2` directive, two blocks with adjacent tiles along A (the GEMM's M or N)
+// form a cluster: each loads half of the tiles that do not vary along A by TMA multicast into both
 // (CUTLASS's Hopper GEMMs do the same), so L2 -> SMEM traffic for those tiles halves. A stage is
 // then refilled only when the consumers of both blocks have released it: each consumer warp
 // arrives on the `empty` barrier of every block in the cluster.
@@ -46,7 +46,12 @@ std::optional<KernelEmit> emit_gemm_wgmma(Context& c, const KernelChoice& kc, co
   const std::int64_t acc_regs = static_cast<std::int64_t>(g.gemms.size()) * (g.TM / consumers / 64) * (g.TN / 2);
   if (acc_regs > 160) return why = "accumulators over 160 registers per thread", std::nullopt;
   const std::string &M = g.M, &k = g.K;
-  const int cluster = hw.clusters ? 2 : 1;  // blocks sharing the M-side tiles
+  // Clusters (schedule `cluster A by 2`): the blocks of one cluster share the tiles that do not vary along A.
+  const auto cl = kc.plan.cluster();
+  const int cluster = cl && hw.clusters ? static_cast<int>(cl->second) : 1;
+  const std::string cax = cluster > 1 ? cl->first : "";
+  if (cluster > 1 && cax != M && cax != g.N) return why = "cluster axis '" + cax + "' is neither the GEMM's M (" + M + ") nor its N (" + g.N + ")", std::nullopt;
+  if (cluster > 2) return why = "clusters of more than 2 blocks", std::nullopt;
   // SMEM layout per stage: each tile as 128-byte rows in 1024-byte swizzle atoms.
   //   K-major tile [R][T_K]: T_K/64 column blocks of R rows; MN-major tile [T_K][R]: R/64 blocks of T_K rows.
   struct Layout { const GemmTile* t; std::int64_t off, bytes; std::vector<Box> boxes; std::uint32_t box_inner, box_outer; };
@@ -56,8 +61,9 @@ std::optional<KernelEmit> emit_gemm_wgmma(Context& c, const KernelChoice& kc, co
     Layout L{&t, stage_bytes, t.R * t.C * 2, {}, 64, 0};
     const std::string free = t.k_rows ? t.cols : t.rows;
     const std::int64_t F = t.k_rows ? t.C : t.R;  // extent along the free axis
-    // M-side tiles are split into `cluster` times as many boxes, multicast by the ranks in turn.
-    const int split = t.rows == M || t.cols == M ? cluster : 1;
+    // Shared tiles (not varying along the cluster's axis) are split into `cluster` times as many
+    // boxes, multicast by the ranks in turn.
+    const int split = t.rows != cax && t.cols != cax ? cluster : 1;
     if (!t.k_rows) {
       const std::int64_t rb = std::min<std::int64_t>(F, 256) / split;
       if (F % rb != 0) return why = "tile of " + t.array + " not whole boxes of 256 rows", std::nullopt;
@@ -108,8 +114,12 @@ std::optional<KernelEmit> emit_gemm_wgmma(Context& c, const KernelChoice& kc, co
             ".m64n" + std::to_string(g.TN) + "k16 on SMEM descriptors, fp32 accumulators in registers");
   code.open("namespace wg");
   code.text += wg_fn;
-  if (cluster > 1)
-    code.line("// clusters of " + std::to_string(cluster) + " blocks along " + g.N + " share the " + M + "-side tiles: each block multicasts half of them into both");
+  if (cluster > 1) {
+    std::string shared;
+    for (const auto& L : lay)
+      if (!L.boxes.empty() && L.boxes[0].rank >= 0) shared += (shared.empty() ? "" : ", ") + L.t->array;
+    code.line("// clusters of " + std::to_string(cluster) + " blocks along " + cax + " share the tiles of " + shared + ": each block multicasts half of them into both");
+  }
   code.line("constexpr int CONSUMERS = " + std::to_string(consumers) + ", THREADS = (CONSUMERS + 1) * 128, STAGES = " + std::to_string(stages) + ";");
   code.line("[[maybe_unused]] constexpr int CLUSTER = " + std::to_string(cluster) + ";  // blocks per cluster");
   code.line("constexpr int STAGE_BYTES = " + std::to_string(stage_bytes) + ";");
@@ -133,13 +143,16 @@ std::optional<KernelEmit> emit_gemm_wgmma(Context& c, const KernelChoice& kc, co
   code.line("const int64_t chunks = (N_" + k + " + T_K - 1) / T_K;");
   // Persistent: the grid holds one block per SM and each block walks the tiles `tile_blocks` apart;
   // the producer runs on into the next tile while the consumers store the last one.
-  std::string total = "((N_" + M + " + T_M - 1) / T_M) * " +
-                      (cluster > 1 ? "(((N_" + g.N + " + T_N - 1) / T_N + CLUSTER - 1) / CLUSTER * CLUSTER)" : "((N_" + g.N + " + T_N - 1) / T_N)");
+  auto tiles = [&](const std::string& a, const std::string& tile) {
+    const std::string n = "(N_" + a + " + " + tile + " - 1) / " + tile;
+    return a == cax ? "((" + n + " + CLUSTER - 1) / CLUSTER * CLUSTER)" : "(" + n + ")";
+  };
+  std::string total = tiles(M, "T_M") + " * " + tiles(g.N, "T_N");
   for (const auto& b : g.batch) total += " * N_" + b;
   code.line("const int64_t tile_blocks = " + total + ";  // the non-persistent grid: one block per output tile");
   auto tile_loop = [&] {
     code.open("for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x)");
-    gemm_tile_origin(code, g, cluster, "vb");
+    gemm_tile_origin(code, g, cluster, cax, "vb");
   };
   code.open("if (threadIdx.x == 0)");
   code.open("for (int s = 0; s < STAGES; ++s)");

@@ -76,25 +76,61 @@ TEST_CASE("kernels the sm_90a variants run are scored on wgmma, the others on mm
   CHECK(rows.t_latency >= 2 * h100.hbm_latency_s);
 }
 
-TEST_CASE("a wgmma GEMM on a GPU with clusters reads the M-side tiles from L2 once per cluster of two", "[derive]") {
-  Loaded l = load("matmul.napkin");
+TEST_CASE("a cluster shares the operand tiles that do not vary along its axis", "[derive]") {
+  Loaded l = load("matmul.napkin");  // C[a,c] = contract(A[a,b], B[b,c]; b)
   Hardware h100 = load_hardware("h100");
   REQUIRE(h100.clusters);
-  Hardware single = h100;
-  single.clusters = false;
   const Derivation dv = derive(*l.program, *l.diagram, l.sizes, h100);
-  const KernelCost two = dv.chosen.kernels[0].cost;
-  const KernelCost one = cost_schedule(*l.program, *l.diagram, dv.chosen.schedule, l.sizes, single).kernels[0];
-  REQUIRE(two.warpgroup_mma);
-  CHECK(two.cluster == 2);
-  CHECK(one.cluster == 1);
-  // The same schedule: L2 -> SMEM drops by half of the M-side (A) transfers, nothing else moves.
-  double a_bytes = 0;
-  for (const auto& t : one.transfers)
-    if (t.to == MemLevel::smem && t.array == "A") a_bytes = t.bytes;
+  REQUIRE(dv.chosen.kernels[0].plan.cluster());
+  // The derived schedule without its cluster line, then with a cluster along each tiled axis.
+  auto variant = [&](const std::string& axis) {
+    Schedule s = dv.chosen.schedule;
+    auto& dirs = s.kernels[0].directives;
+    dirs.erase(std::remove_if(dirs.begin(), dirs.end(), [](const Directive& d) { return d.kind == Directive::Kind::cluster; }), dirs.end());
+    if (!axis.empty()) {
+      Directive c;
+      c.kind = Directive::Kind::cluster;
+      c.names = {axis};
+      c.size = 2;
+      dirs.push_back(c);
+    }
+    return cost_schedule(*l.program, *l.diagram, s, l.sizes, h100).kernels[0];
+  };
+  const KernelCost none = variant(""), along_a = variant("a"), along_c = variant("c");
+  REQUIRE(none.warpgroup_mma);
+  CHECK(none.cluster == 1);
+  CHECK(none.clusterable);
+  double a_bytes = 0, b_bytes = 0;
+  for (const auto& t : none.transfers)
+    if (t.to == MemLevel::smem) (t.array == "A" ? a_bytes : b_bytes) = t.bytes;
   REQUIRE(a_bytes > 0);
-  CHECK(two.l2_to_smem_bytes == Approx(one.l2_to_smem_bytes - a_bytes / 2));
-  CHECK(two.hbm_bytes == Approx(one.hbm_bytes));
+  REQUIRE(b_bytes > 0);
+  // Along a, the B tiles (no a) are shared; along c, the A tiles. HBM bytes do not move.
+  CHECK(along_a.cluster == 2);
+  CHECK(along_a.cluster_shared == std::vector<std::string>{"B"});
+  CHECK(along_a.l2_to_smem_bytes == Approx(none.l2_to_smem_bytes - b_bytes / 2));
+  CHECK(along_c.cluster_shared == std::vector<std::string>{"A"});
+  CHECK(along_c.l2_to_smem_bytes == Approx(none.l2_to_smem_bytes - a_bytes / 2));
+  CHECK(along_a.hbm_bytes == Approx(none.hbm_bytes));
+  // The search keeps the variant that moves the fewest bytes into SMEM among equal times.
+  CHECK(dv.chosen.kernels[0].cost.l2_to_smem_bytes <= std::min(along_a.l2_to_smem_bytes, along_c.l2_to_smem_bytes) * (1 + 1e-9));
+  // The derivation log says what the cluster shares.
+  CHECK(std::any_of(dv.steps.begin(), dv.steps.end(), [](const Step& s) { return s.pass == "derive-cluster"; }));
+}
+
+TEST_CASE("hardware without clusters gets no cluster line, and rejects one", "[derive][schedule]") {
+  Loaded l = load("matmul.napkin");
+  Hardware a100 = load_hardware("a100");
+  REQUIRE_FALSE(a100.clusters);
+  const Derivation dv = derive(*l.program, *l.diagram, l.sizes, a100);
+  CHECK_FALSE(dv.chosen.kernels[0].plan.cluster());
+  const Derivation h = derive(*l.program, *l.diagram, l.sizes, load_hardware("h100"));
+  SourceManager sm;
+  DiagnosticEngine diags;
+  auto s = parse_schedule(*sm.add("h100.schedule", print_schedule(h.chosen.schedule)), diags);
+  REQUIRE(s);
+  CHECK_FALSE(check_schedule(*l.program, *l.diagram, *s, l.sizes, a100, {}, diags));
+  CHECK(diags.render().find("no thread-block clusters") != std::string::npos);
 }
 
 TEST_CASE("the derived schedule prints, parses back and re-checks", "[derive][schedule]") {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs napkin bench on a lent GPU machine (see docs/benchmarks.md). The machine lacks napkin's
 # Debian libraries, so the call carries build/cli/napkin and .devlibs/ (tools/device/pack.sh).
-# Usage: tools/device/bench.sh quick|bundled|gemm|attention|perf|torch|sweep|calibrate [MODE...]   (outputs under $OUT when set)
+# Usage: tools/device/bench.sh quick|bundled|gemm|variants|attention|perf|torch|sweep|calibrate [MODE...]   (outputs under $OUT when set)
 set -u
 modes=${*:-quick}
 out=/tmp/napkin-bench-out  # everything lands here; $OUT gets one results.tgz of it
@@ -59,6 +59,12 @@ case $mode in
         echo "--- $tool $tag" | tee -a "$out/sanitizer.txt"
         (cd "/tmp/nb-$tag" && compute-sanitizer --tool $tool --error-exitcode 9 ./harness --no-time 2>&1 | tail -3) | tee -a "$out/sanitizer.txt"
       done
+    done
+    ;;
+  variants)  # hand-written schedules (tools/device/schedules/*.schedule; first line `# bench: DIAGRAM [--set ...]`)
+    for f in tools/device/schedules/*.schedule; do
+      read -r -a spec <<< "$(sed -n 's/^# bench: //p' "$f" | head -1)"
+      bench "variant-$(basename "$f" .schedule)" "${spec[@]}" --schedule "$f"
     done
     ;;
   calibrate)  # the model's ceilings: kernels/calibrate/microbench.cu (mma.sync, wgmma, bandwidths, exp, FP32)

@@ -1,0 +1,23 @@
+// Pass derive-cluster. Contract: for a kernel whose schedule has `cluster A by N`, reports which
+// operand tiles the N thread blocks of a cluster (adjacent tiles along A) share by TMA multicast,
+// and the L2 -> SMEM bytes that saves, as the model counts them (perfmodel/cost.cpp). Changes
+// nothing; a kernel without a cluster gives no step.
+#include "derive/pass.hpp"
+
+namespace napkin {
+
+std::vector<Step> cluster_pass(const PassContext& c, std::size_t k) {
+  const KernelChoice& kc = c.chosen.kernels.at(k);
+  const auto cl = kc.plan.cluster();
+  if (!cl || kc.cost.cluster < 2) return {};
+  std::string shared;
+  for (const auto& a : kc.cost.cluster_shared) shared += (shared.empty() ? "" : ", ") + a;
+  const double before = kc.cost.l2_to_smem_bytes + kc.cost.cluster_saved_bytes;
+  return {{"derive-cluster", kc.plan.name, "cluster " + cl->first + " by " + std::to_string(cl->second),
+           "a group partition over thread-block clusters (paper §2.3, one level up); TMA multicast (PTX ISA 9.7.9.25.5.1)",
+           "the tiles of " + shared + " do not vary along " + cl->first + ": each of the " + std::to_string(cl->second) +
+               " blocks loads 1/" + std::to_string(cl->second) + " of them into all; L2 -> SMEM " + human_bytes(before) + " -> " +
+               human_bytes(kc.cost.l2_to_smem_bytes)}};
+}
+
+}  // namespace napkin
