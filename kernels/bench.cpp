@@ -38,6 +38,52 @@ int run_command(const std::string& cmd, const std::string& out_path, const std::
 }
 
 
+/** kEpilogues of bench_spec.h: the contractions whose statement is a diagram output of the form
+ *  [gelu|relu]( contract(A, B) [+ bias[N]] ), A and B inputs, no batch axes, which cuBLASLt runs
+ *  with a fused epilogue (cublasLtEpilogue_t: BIAS, RELU_BIAS, GELU_BIAS, RELU, GELU; its GELU is
+ *  the tanh approximation, within bf16 rounding of the erf form). Codes: 1 bias, 2 relu + bias,
+ *  3 gelu + bias, 4 relu, 5 gelu. */
+std::string epilogue_specs(const Diagram& d, const std::vector<std::string>& gemm_statements) {
+  auto input_index = [&](const std::string& name) {
+    const auto& ins = d.inputs();
+    for (std::size_t i = 0; i < ins.size(); ++i)
+      if (ins[i]->name == name) return static_cast<int>(i);
+    return -1;
+  };
+  std::string s = "struct EpilogueSpec { int gemm, epilogue, a, b, bias, out; };  // indices into kGemms, kInputs, kOutputs\nstatic const EpilogueSpec kEpilogues[] = {\n";
+  int n = 0;
+  for (std::size_t g = 0; g < gemm_statements.size(); ++g) {
+    const Statement* st = d.find_statement(gemm_statements[g]);
+    const Expr* e = &*st->expr;
+    int act = 0;  // 0 none, 1 relu, 2 gelu
+    if (e->kind == Expr::Kind::apply && (e->op == Op::relu || e->op == Op::gelu) && e->args.size() == 1)
+      act = e->op == Op::relu ? 1 : 2, e = &*e->args[0];
+    const Expr* bias = nullptr;
+    if (e->kind == Expr::Kind::apply && e->op == Op::add && e->args.size() == 2) {
+      const Expr *x = &*e->args[0], *y = &*e->args[1];
+      if (y->kind == Expr::Kind::apply) std::swap(x, y);
+      bias = y, e = x;
+    }
+    if (e->kind != Expr::Kind::apply || e->op != Op::contract || e->args.size() != 2 || (act == 0 && !bias)) continue;
+    const AxisList out = *d.array_axes(st->name);
+    int oi = 0;
+    for (const auto* o : d.outputs()) {
+      if (o->name == st->name) break;
+      ++oi;
+    }
+    if (out.size() != 2 || oi == static_cast<int>(d.outputs().size()) || storage_dtype(d, st->name, {}) != storage_dtype(d, e->args[0]->name, {})) continue;
+    if (bias && (bias->kind != Expr::Kind::ref || input_index(bias->name) < 0 || *d.array_axes(bias->name) != AxisList{out.back()})) continue;
+    const int a = input_index(e->args[0]->name), b = input_index(e->args[1]->name);
+    if (e->args[0]->kind != Expr::Kind::ref || e->args[1]->kind != Expr::Kind::ref || a < 0 || b < 0) continue;
+    const int code = bias ? 1 + act : 3 + act;
+    s += "    {" + std::to_string(g) + ", " + std::to_string(code) + ", " + std::to_string(a) + ", " + std::to_string(b) + ", " +
+         std::to_string(bias ? input_index(bias->name) : -1) + ", " + std::to_string(oi) + "},\n";
+    ++n;
+  }
+  if (n == 0) s += "    {0, 0, 0, 0, -1, 0},\n";
+  return s + "};\nstatic const int kNumEpilogues = " + std::to_string(n) + ";\n";
+}
+
 }  // namespace
 
 std::string bench_spec(const Program& p, const Diagram& d, const SizeMap& sizes) {
@@ -60,6 +106,7 @@ std::string bench_spec(const Program& p, const Diagram& d, const SizeMap& sizes)
   s += "struct GemmSpec { const char* statement; int64_t m, n, k, batch, batch_a, batch_b; int trans_a, trans_b; int64_t lda, ldb; long long sa, sb; int dtype; };\n";
   s += "static const GemmSpec kGemms[] = {\n";
   int n = 0;
+  std::vector<std::string> gemm_statements;  // kGemms[i].statement
   Typer typer(d, p.diagrams, nullptr);
   for (const auto* st : d.statements()) {
     std::function<void(const Expr&)> visit = [&](const Expr& e) {
@@ -98,12 +145,14 @@ std::string bench_spec(const Program& p, const Diagram& d, const SizeMap& sizes)
            std::to_string(ba) + ", " + std::to_string(bb) + ", " + (ta ? "1" : "0") + ", " + (tb ? "1" : "0") + ", " + std::to_string(ta ? m : kk) + ", " +
            std::to_string(tb ? kk : nn) + ", " + std::to_string(ba == 1 ? 0 : m * kk) + ", " + std::to_string(bb == 1 ? 0 : kk * nn) + ", " +
            std::to_string(dtype_code(storage_dtype(d, A, {}))) + "},\n";
+      gemm_statements.push_back(st->name);
       ++n;
     };
     visit(*st->expr);
   }
   if (n == 0) s += "    {\"\", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1},\n";
   s += "};\nstatic const int kNumGemms = " + std::to_string(n) + ";\n";
+  s += epilogue_specs(d, gemm_statements);
   return s;
 }
 
@@ -125,7 +174,7 @@ int run_bench(const Program& p, const Diagram& d, const SizeMap& sizes, const Ha
   write_file_atomic(dir + "/harness.cu", kHarnessSource);
   std::string cmd = opt.nvcc + " -O3 -std=c++17 -lineinfo";
   for (const auto& a : opt.arch) cmd += " " + a;
-  cmd += " -I" + dir + " -o " + dir + "/harness " + dir + "/harness.cu " + dir + "/kernel.cu " + dir + "/unfused.cu " + dir + "/reference.cu -lcublas";
+  cmd += " -I" + dir + " -o " + dir + "/harness " + dir + "/harness.cu " + dir + "/kernel.cu " + dir + "/unfused.cu " + dir + "/reference.cu -lcublasLt -lcublas";
   if (run_command(cmd, dir + "/nvcc.out", dir + "/nvcc.log") != 0)
     throw UserError("nvcc failed (" + cmd + "):\n" + tail(read_all(dir + "/nvcc.log")));
   // Small problems: also dump inputs and outputs for the fp64 evaluator.
@@ -202,6 +251,7 @@ int run_bench(const Program& p, const Diagram& d, const SizeMap& sizes, const Ha
   report["unfused_predicted_s"] = dv.unfused.cost.t_total;
   report["speedup_over_unfused"] = t_unf / t_all;
   report["cublas"] = j["cublas"];
+  report["cublaslt_epilogue"] = j.value("cublaslt", nlohmann::json::array());
   if (t_blas > 0) report["cublas_contractions_s"] = t_blas, report["speedup_over_cublas"] = t_blas / t_all;
   // The eager chain (what eager PyTorch launches): cuBLAS for each contraction, the unfused
   // schedule's own kernels for the rest (softmax, normalisers, element-wise maps), one after another.
@@ -242,6 +292,11 @@ int run_bench(const Program& p, const Diagram& d, const SizeMap& sizes, const Ha
              (dv.chosen.cost.t_total / t_all - 1) * 100);
   fmt::print("  unfused schedule ({} kernels, napkin's): {:.1f} us, derived is {:.2f}x faster\n", j["unfused_kernels"].get<int>(), t_unf * 1e6, t_unf / t_all);
   if (t_blas > 0) fmt::print("  cuBLAS, the contractions alone: {:.1f} us, derived is {:.2f}x of cuBLAS speed\n", t_blas * 1e6, t_blas / t_all);
+  for (const auto& e : report["cublaslt_epilogue"]) {
+    const double t = e["seconds"].get<double>();
+    fmt::print("  cuBLASLt {} with the fused epilogue ({}): {:.1f} us, derived is {:.2f}x of its speed; its result vs the fp32 reference: max|err| / max|ref| = {:.2e}\n",
+               e["statement"].get<std::string>(), e["epilogue"].get<std::string>(), t * 1e6, t / t_all, e["max_err_over_max_ref"].get<double>());
+  }
   fmt::print("  eager chain ({} kernels: cuBLAS contractions + unfused element-wise and softmax kernels): {:.1f} us, derived is {:.2f}x faster\n",
              eager_kernels, t_eager * 1e6, t_eager / t_all);
   fmt::print("  result: {}\n", ok ? "correct" : "INCORRECT");

@@ -123,31 +123,68 @@ void gemm_tile_origin(Code& code, const GemmForm& g, int cluster, const std::str
             " - o_" + N + "));");
 }
 
-void gemm_store_pair(Code& code, Context& c, const KernelChoice& kc, const GemmForm& g,
-                     const std::function<std::string(std::size_t)>& acc, std::set<std::string>& stored) {
+void gemm_epilogue(Code& code, Context& c, const KernelChoice& kc, const GemmForm& g, const std::function<void(const std::function<void()>&)>& loops,
+                   const std::function<std::string(std::size_t)>& acc, std::set<std::string>& stored) {
   const Diagram& d = c.diagram();
-  code.open("if (row < n_M && col < n_N)");
-  code.line("const int64_t i_" + g.M + " = o_" + g.M + " + row;");
-  for (const auto& o : kc.cost.outputs) code.line("float v_" + o + "[2] = {}; int64_t x_" + o + "[2] = {};");
-  code.line("#pragma unroll");
-  code.open("for (int q = 0; q < 2; ++q)");
-  code.line("if (col + q >= n_N) break;");
-  code.line("const int64_t i_" + g.N + " = o_" + g.N + " + col + q;");
+  NodeOverride over = [&](const Expr& e) -> std::optional<std::string> {
+    for (std::size_t i = 0; i < g.gemms.size(); ++i)
+      if (g.gemms[i].node == &e) return acc(i);
+    return std::nullopt;
+  };
+  auto values = [&] {  // v_<o>[q] for q = 0, 1 at i_<N> = o_<N> + col + q
+    std::vector<std::string> v;
+    bool uses_n = false;
+    for (const auto& o : kc.cost.outputs) {
+      v.push_back("v_" + o + "[q] = " + c.value(*d.find_statement(o)->expr, over, kc.cost.internal) + ";");
+      uses_n |= v.back().find("i_" + g.N) != std::string::npos;
+      code.line("float v_" + o + "[2];");
+    }
+    code.line("#pragma unroll");
+    code.open("for (int q = 0; q < 2; ++q)");
+    if (uses_n) code.line("const int64_t i_" + g.N + " = o_" + g.N + " + col + q;");
+    for (const auto& line : v) code.line(line);
+    code.close();
+  };
+  // Interior tiles: every output stored with N innermost can take one paired store per element pair.
+  std::string interior = "n_M == T_M && n_N == T_N && N_" + g.N + " % 2 == 0";
   for (const auto& o : kc.cost.outputs) {
-    NodeOverride over = [&](const Expr& e) -> std::optional<std::string> {
-      for (std::size_t i = 0; i < g.gemms.size(); ++i)
-        if (g.gemms[i].node == &e) return acc(i);
-      return std::nullopt;
-    };
-    code.line("x_" + o + "[q] = " + c.index(o) + ";");
-    code.line("v_" + o + "[q] = " + c.value(*d.find_statement(o)->expr, over, kc.cost.internal) + ";");
+    if (c.axes(o).empty() || c.axes(o).back() != g.N) interior.clear();
+    if (interior.empty()) break;
+    interior += " && reinterpret_cast<uintptr_t>(a." + o + ") % (2 * sizeof(*a." + o + ")) == 0";
   }
-  code.close();
-  for (const auto& o : kc.cost.outputs) {
-    code.line("napkin::store_pair(a." + o + ", x_" + o + ", v_" + o + ", col + 1 < n_N);");
-    stored.insert(o);
+  if (!interior.empty()) {
+    code.line("// interior tile, pairs aligned: unpredicated paired stores");
+    code.open("if (" + interior + ")");
+    loops([&] {
+      code.line("const int64_t i_" + g.M + " = o_" + g.M + " + row;");
+      values();
+      code.line("const int64_t i_" + g.N + " = o_" + g.N + " + col;");
+      for (const auto& o : kc.cost.outputs) code.line("napkin::store2(a." + o + " + " + c.index(o) + ", v_" + o + ");");
+    });
+    code.close(" else {");
+    ++code.indent;
   }
-  code.close();
+  loops([&] {
+    code.open("if (row < n_M && col < n_N)");
+    code.line("const int64_t i_" + g.M + " = o_" + g.M + " + row;");
+    for (const auto& o : kc.cost.outputs) code.line("float v_" + o + "[2] = {}; int64_t x_" + o + "[2] = {};");
+    code.line("#pragma unroll");
+    code.open("for (int q = 0; q < 2; ++q)");
+    code.line("if (col + q >= n_N) break;");
+    code.line("const int64_t i_" + g.N + " = o_" + g.N + " + col + q;");
+    for (const auto& o : kc.cost.outputs) {
+      code.line("x_" + o + "[q] = " + c.index(o) + ";");
+      code.line("v_" + o + "[q] = " + c.value(*d.find_statement(o)->expr, over, kc.cost.internal) + ";");
+    }
+    code.close();
+    for (const auto& o : kc.cost.outputs) code.line("napkin::store_pair(a." + o + ", x_" + o + ", v_" + o + ", col + 1 < n_N);");
+    code.close();
+  });
+  if (!interior.empty()) {
+    --code.indent;
+    code.line("}");
+  }
+  stored.insert(kc.cost.outputs.begin(), kc.cost.outputs.end());
 }
 
 std::optional<KernelEmit> emit_gemm(Context& c, const KernelChoice& kc, const Hardware& hw, std::string& why) {
@@ -258,20 +295,22 @@ std::optional<KernelEmit> emit_gemm(Context& c, const KernelChoice& kc, const Ha
   code.close();
   code.close();
   code.line("napkin::cp_async_wait<0>();");
-  code.line("// epilogue: accumulator elements (row, col + q) of each m16n8 tile -> outputs, predicated at the edges");
-  code.line("#pragma unroll");
-  code.open("for (int mt = 0; mt < MT; ++mt)");
-  code.line("#pragma unroll");
-  code.open("for (int nt = 0; nt < NT; ++nt)");
-  code.line("#pragma unroll");
-  code.open("for (int h = 0; h < 2; ++h)");
-  code.line("const int row = warp * WM + mt * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;");
+  code.line("// epilogue: accumulator elements (row, col + q) of each m16n8 tile -> outputs");
   KernelEmit r;
   r.strategy = "gemm";
-  gemm_store_pair(code, c, kc, g, [](std::size_t i) { return "acc" + std::to_string(i) + "[mt][nt][h * 2 + q]"; }, r.stored);
-  code.close();
-  code.close();
-  code.close();
+  gemm_epilogue(code, c, kc, g, [&](const std::function<void()>& body) {
+    code.line("#pragma unroll");
+    code.open("for (int mt = 0; mt < MT; ++mt)");
+    code.line("#pragma unroll");
+    code.open("for (int nt = 0; nt < NT; ++nt)");
+    code.line("#pragma unroll");
+    code.open("for (int h = 0; h < 2; ++h)");
+    code.line("const int row = warp * WM + mt * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;");
+    body();
+    code.close();
+    code.close();
+    code.close();
+  }, [](std::size_t i) { return "acc" + std::to_string(i) + "[mt][nt][h * 2 + q]"; }, r.stored);
   --code.indent;
   code.line("}");
   code.line("");

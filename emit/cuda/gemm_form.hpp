@@ -57,13 +57,15 @@ std::optional<GemmForm> analyse_gemm(Context& c, const KernelChoice& kc, std::st
  *  index to decode (a persistent kernel's virtual block). */
 void gemm_tile_origin(Code& code, const GemmForm& g, int cluster = 1, const std::string& cluster_axis = "", const std::string& block = "blockIdx.x");
 
-/** Emits the epilogue for one pair of accumulator elements at tile-relative (`row`, `col` + q),
- *  q = 0, 1 (`row` and `col` defined by the caller): every output of the kernel is computed from
- *  `acc(i)` (the accumulator element of contraction i, an expression that may use `q`) and
- *  stored, 4 or 8 bytes at a time when the two are adjacent in memory, predicated against n_M and
- *  n_N. Adds the outputs to `stored`. */
-void gemm_store_pair(Code& code, Context& c, const KernelChoice& kc, const GemmForm& g,
-                     const std::function<std::string(std::size_t)>& acc, std::set<std::string>& stored);
+/** Emits the epilogue: `loops(body)` opens the variant's loops over its accumulator fragments
+ *  (defining `row` and `col`, tile-relative, col even), calls `body` and closes them. For each
+ *  pair of elements (row, col + q), q = 0, 1, every output of the kernel is computed from `acc(i)`
+ *  (the accumulator element of contraction i, an expression that may use `q`) and stored. Twice:
+ *  for interior tiles whose outputs take paired stores (the output's innermost axis is N, N even,
+ *  the array aligned), one unpredicated 4- or 8-byte store per pair; else predicated against n_M
+ *  and n_N, paired where adjacent and aligned. Adds the outputs to `stored`. */
+void gemm_epilogue(Code& code, Context& c, const KernelChoice& kc, const GemmForm& g, const std::function<void(const std::function<void()>&)>& loops,
+                   const std::function<std::string(std::size_t)>& acc, std::set<std::string>& stored);
 
 /** The sm_90a variant: device code (namespace `wg` inside the kernel's namespace) and the host
  *  statements that launch it when the device and the arrays allow TMA, falling back to

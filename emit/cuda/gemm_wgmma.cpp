@@ -255,23 +255,25 @@ std::optional<KernelEmit> emit_gemm_wgmma(Context& c, const KernelChoice& kc, co
   code.line("if (chunks > 0 && lane == 0)  // the tile's last chunk: the producer refills it while this block stores");
   release("it - 1");
   code.line("// epilogue: per m64 subtile, warp w holds rows 16w..16w+15 as m16n8 accumulator tiles");
-  code.line("#pragma unroll");
-  code.open("for (int ms = 0; ms < MS; ++ms)");
-  code.line("#pragma unroll");
-  code.open("for (int nt = 0; nt < T_N / 8; ++nt)");
-  code.line("#pragma unroll");
-  code.open("for (int h = 0; h < 2; ++h)");
-  code.line("const int row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;");
   KernelEmit r;
   r.strategy = "gemm";
   r.hopper = true;
-  gemm_store_pair(code, c, kc, g, [&](std::size_t i) {
+  gemm_epilogue(code, c, kc, g, [&](const std::function<void()>& body) {
+    code.line("#pragma unroll");
+    code.open("for (int ms = 0; ms < MS; ++ms)");
+    code.line("#pragma unroll");
+    code.open("for (int nt = 0; nt < T_N / 8; ++nt)");
+    code.line("#pragma unroll");
+    code.open("for (int h = 0; h < 2; ++h)");
+    code.line("const int row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;");
+    body();
+    code.close();
+    code.close();
+    code.close();
+  }, [&](std::size_t i) {
     if (joint) return std::string("acc0[ms][") + (static_cast<int>(i) == joint_first ? "" : "T_N / 2 + ") + "nt * 4 + h * 2 + q]";
     return "acc" + std::to_string(i) + "[ms][nt * 4 + h * 2 + q]";
   }, r.stored);
-  code.close();
-  code.close();
-  code.close();
   code.close();
   code.close();
   if (cluster > 1) code.line("napkin::cluster_sync();  // neither block leaves while the other may still signal its barriers");

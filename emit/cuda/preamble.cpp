@@ -36,24 +36,28 @@ template <> __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi
   return *reinterpret_cast<uint32_t*>(&v);
 }
 
+/** Stores v[0], v[1] at p[0], p[1] as one 4- or 8-byte store; p must be aligned to it. */
+template <class T> __device__ __forceinline__ void store2(T* p, const float v[2]) {
+  if constexpr (sizeof(T) == 4) {
+    *reinterpret_cast<float2*>(p) = make_float2(v[0], v[1]);
+  } else {
+    *reinterpret_cast<uint32_t*>(p) = pack2<T>(v[0], v[1]);
+  }
+}
+
 /** Stores v[0] at p[x[0]] and, when `second`, v[1] at p[x[1]]: one 4- or 8-byte store when the two
  *  are adjacent and aligned (an epilogue's pair of accumulator columns), else two stores. */
 template <class T> __device__ __forceinline__ void store_pair(T* p, const int64_t x[2], const float v[2], bool second) {
-  if (second && x[1] == x[0] + 1 && reinterpret_cast<uintptr_t>(p + x[0]) % (2 * sizeof(T)) == 0) {
-    if constexpr (sizeof(T) == 4) {
-      *reinterpret_cast<float2*>(p + x[0]) = make_float2(v[0], v[1]);
-    } else {
-      *reinterpret_cast<uint32_t*>(p + x[0]) = pack2<T>(v[0], v[1]);
-    }
-    return;
-  }
+  if (second && x[1] == x[0] + 1 && reinterpret_cast<uintptr_t>(p + x[0]) % (2 * sizeof(T)) == 0) return store2(p + x[0], v);
   p[x[0]] = from_f<T>(v[0]);
   if (second) p[x[1]] = from_f<T>(v[1]);
 }
 
 __device__ __forceinline__ float relu(float x) { return fmaxf(x, 0.0f); }
 __device__ __forceinline__ float gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678f)); }
-__device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + __expf(-x)); }
+// sigmoid: MUFU ex2 and rcp (CUDA C++ Programming Guide, intrinsic functions: __expf, __fdividef,
+// 2 ulp); 1 + exp(-x) overflowing to inf gives 0, as it should.
+__device__ __forceinline__ float sigmoid(float x) { return __fdividef(1.0f, 1.0f + __expf(-x)); }
 __device__ __forceinline__ float silu(float x) { return x * sigmoid(x); }
 
 // cp.async: 16 bytes global -> SMEM, bypassing L1; bytes past `valid_bytes` are zero-filled

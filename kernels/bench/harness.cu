@@ -5,6 +5,7 @@
 // events (warm-up, median of --runs rounds in which every item is timed once in turn, input sets
 // rotated so L2 does not hold them) and prints one JSON object on stdout.
 // Usage: harness [--runs N] [--seed S] [--dump DIR] [--no-time]
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -132,6 +133,68 @@ static void write_npy(const std::string& path, const std::vector<float>& v, cons
   std::fclose(f);
 }
 
+/** Differences of a device array (`dtype`, n elements) from an fp32 device reference; the values, as fp32, into `got` when given. */
+struct Diff { double max_err = 0, max_ref = 0, se = 0, sr = 0; int64_t bad = 0; };
+static Diff compare(const void* dev, int dtype, const float* want_dev, int64_t n, std::vector<float>* got_out) {
+  std::vector<float> got(n), want(n);
+  float* tmp = nullptr;
+  check(cudaMalloc(&tmp, n * 4), "alloc");
+  to_fp32<<<grid_for(n), 256>>>(dev, dtype, n, tmp);
+  check(cudaMemcpy(got.data(), tmp, n * 4, cudaMemcpyDeviceToHost), "copy");
+  check(cudaMemcpy(want.data(), want_dev, n * 4, cudaMemcpyDeviceToHost), "copy");
+  cudaFree(tmp);
+  Diff d;
+  for (int64_t j = 0; j < n; ++j) {
+    const double e = std::fabs(static_cast<double>(got[j]) - want[j]);
+    if (!(e == e) || std::isinf(got[j])) ++d.bad;
+    d.max_err = std::max(d.max_err, e), d.max_ref = std::max(d.max_ref, std::fabs(static_cast<double>(want[j])));
+    d.se += e * e, d.sr += static_cast<double>(want[j]) * want[j];
+  }
+  if (got_out) *got_out = std::move(got);
+  return d;
+}
+
+/** cuBLASLt matmul of one kGemms entry with a fused epilogue (kEpilogues): D = epi(op(A) op(B) + bias),
+ *  in cuBLAS's column-major view (D^T = B^T A^T, as the cuBLAS reference calls it). */
+struct LtGemm {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  void* workspace = nullptr;
+  size_t workspace_bytes = 32u << 20;
+  bool ok = false;
+  const char* name = "";
+  LtGemm(cublasLtHandle_t lt, const GemmSpec& s, int epilogue) {
+    static const cublasLtEpilogue_t codes[] = {CUBLASLT_EPILOGUE_DEFAULT, CUBLASLT_EPILOGUE_BIAS, CUBLASLT_EPILOGUE_RELU_BIAS,
+                                               CUBLASLT_EPILOGUE_GELU_BIAS, CUBLASLT_EPILOGUE_RELU, CUBLASLT_EPILOGUE_GELU};
+    static const char* names[] = {"none", "bias", "bias + ReLU", "bias + GELU (tanh)", "ReLU", "GELU (tanh)"};
+    name = names[epilogue];
+    const cudaDataType t = s.dtype == 1 ? CUDA_R_16BF : CUDA_R_16F;
+    const cublasOperation_t ta = s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, tb = s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    check_blas(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
+    check_blas(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "TRANSA");
+    check_blas(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "TRANSB");
+    check_blas(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &codes[epilogue], sizeof codes[epilogue]), "EPILOGUE");
+    const uint64_t n = s.n, m = s.m, k = s.k;
+    check_blas(cublasLtMatrixLayoutCreate(&a, t, ta == CUBLAS_OP_N ? n : k, ta == CUBLAS_OP_N ? k : n, s.ldb), "layout A");
+    check_blas(cublasLtMatrixLayoutCreate(&b, t, tb == CUBLAS_OP_N ? k : m, tb == CUBLAS_OP_N ? m : k, s.lda), "layout B");
+    check_blas(cublasLtMatrixLayoutCreate(&d, t, n, m, n), "layout D");
+    cublasLtMatmulPreference_t pref = nullptr;
+    check_blas(cublasLtMatmulPreferenceCreate(&pref), "preference");
+    check_blas(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes, sizeof workspace_bytes), "workspace");
+    cublasLtMatmulHeuristicResult_t h{};
+    int found = 0;
+    ok = cublasLtMatmulAlgoGetHeuristic(lt, op, a, b, d, d, pref, 1, &h, &found) == CUBLAS_STATUS_SUCCESS && found > 0;
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (ok) algo = h.algo, check(cudaMalloc(&workspace, workspace_bytes), "cuBLASLt workspace");
+  }
+  void run(cublasLtHandle_t lt, const void* A, const void* B, const void* bias, void* D, cudaStream_t stream) {
+    const float alpha = 1.0f, beta = 0.0f;
+    if (bias) check_blas(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias), "BIAS_POINTER");
+    check_blas(cublasLtMatmul(lt, op, &alpha, B, a, A, b, &beta, D, d, D, d, &algo, workspace, workspace_bytes, stream), "cublasLtMatmul");
+  }
+};
+
 int main(int argc, char** argv) {
   int runs = 30;
   uint64_t seed = 1;
@@ -175,21 +238,10 @@ int main(int argc, char** argv) {
   std::printf("{\n  \"device\": \"%s\",\n  \"sm_count\": %d,\n  \"check\": [", prop.name, prop.multiProcessorCount);
   for (int i = 0; i < kNumOutputs; ++i) {
     const int64_t n = kOutputs[i].count;
-    std::vector<float> got(n), want(n);
-    float* tmp = nullptr;
-    check(cudaMalloc(&tmp, n * 4), "alloc");
-    to_fp32<<<grid_for(n), 256>>>(out[i], kOutputs[i].dtype, n, tmp);
-    check(cudaMemcpy(got.data(), tmp, n * 4, cudaMemcpyDeviceToHost), "copy");
-    check(cudaMemcpy(want.data(), out32[i], n * 4, cudaMemcpyDeviceToHost), "copy");
-    cudaFree(tmp);
-    double max_err = 0, max_ref = 0, se = 0, sr = 0;
-    int64_t bad = 0;
-    for (int64_t j = 0; j < n; ++j) {
-      const double e = std::fabs(static_cast<double>(got[j]) - want[j]);
-      if (!(e == e) || std::isinf(got[j])) ++bad;
-      max_err = std::max(max_err, e), max_ref = std::max(max_ref, std::fabs(static_cast<double>(want[j])));
-      se += e * e, sr += static_cast<double>(want[j]) * want[j];
-    }
+    std::vector<float> got;
+    const Diff df = compare(out[i], kOutputs[i].dtype, static_cast<const float*>(out32[i]), n, &got);
+    const double max_err = df.max_err, max_ref = df.max_ref, se = df.se, sr = df.sr;
+    const int64_t bad = df.bad;
     std::printf("%s\n    {\"output\": \"%s\", \"elements\": %lld, \"max_abs_err\": %.6g, \"max_abs_ref\": %.6g, \"rel_l2\": %.6g, \"nonfinite\": %lld}",
                 i ? "," : "", kOutputs[i].name, static_cast<long long>(n), max_err, max_ref, sr > 0 ? std::sqrt(se / sr) : std::sqrt(se),
                 static_cast<long long>(bad));
@@ -257,6 +309,33 @@ int main(int argc, char** argv) {
                      },
                      {}});
   }
+  // cuBLASLt with the statement's epilogue fused, where cuBLASLt has it: checked on the diagram's
+  // inputs against the fp32 reference first, then timed on the cuBLAS buffers above.
+  cublasLtHandle_t lt = nullptr;
+  if (kNumEpilogues > 0) check_blas(cublasLtCreate(&lt), "cublasLtCreate");
+  std::vector<LtGemm*> lts;
+  std::vector<Diff> lt_check;
+  std::vector<size_t> lt_item;
+  for (int e = 0; e < kNumEpilogues; ++e) {
+    const EpilogueSpec& x = kEpilogues[e];
+    lts.push_back(new LtGemm(lt, kGemms[x.gemm], x.epilogue));
+    if (!lts.back()->ok) continue;
+    void* D = nullptr;
+    const int64_t n = kOutputs[x.out].count;
+    check(cudaMalloc(&D, n * elem_bytes(kOutputs[x.out].dtype)), "alloc");
+    lts.back()->run(lt, in[x.a], in[x.b], x.bias >= 0 ? in[x.bias] : nullptr, D, stream);
+    check(cudaDeviceSynchronize(), "cuBLASLt check");
+    lt_check.push_back(compare(D, kOutputs[x.out].dtype, static_cast<const float*>(out32[x.out]), n, nullptr));
+    cudaFree(D);
+    lt_item.push_back(items.size());
+    items.push_back({[&, e](int r) {
+                       const EpilogueSpec& x = kEpilogues[e];
+                       const auto& A = gA[x.gemm];
+                       const auto& B = gB[x.gemm];
+                       lts[e]->run(lt, A[r % A.size()], B[r % B.size()], x.bias >= 0 ? rot[r % sets][x.bias] : nullptr, gC[x.gemm], stream);
+                     },
+                     {}});
+  }
   time_rounds(items, 2, runs);
   std::printf(",\n  \"rotating_input_sets\": %d,\n  \"runs\": %d,\n  \"timing\": \"interleaved rounds\",\n  \"kernels\": [", sets, runs);
   for (int k = 0; k < nk; ++k) {
@@ -284,6 +363,21 @@ int main(int argc, char** argv) {
     cudaFree(gC[g]);
   }
   if (h) cublasDestroy(h);
+  std::printf("\n  ],\n  \"cublaslt\": [");
+  for (size_t i = 0, e = 0; e < lts.size(); ++e) {
+    if (!lts[e]->ok) continue;
+    const Diff& df = lt_check[i];
+    std::printf("%s\n    {\"statement\": \"%s\", \"epilogue\": \"%s\", \"seconds\": %.9g, \"max_err_over_max_ref\": %.6g, \"nonfinite\": %lld}", i ? "," : "",
+                kGemms[kEpilogues[e].gemm].statement, lts[e]->name, median(items[lt_item[i]]), df.max_ref > 0 ? df.max_err / df.max_ref : df.max_err,
+                static_cast<long long>(df.bad));
+    ++i;
+  }
+  for (auto* x : lts) {
+    cublasLtMatmulDescDestroy(x->op), cublasLtMatrixLayoutDestroy(x->a), cublasLtMatrixLayoutDestroy(x->b), cublasLtMatrixLayoutDestroy(x->d);
+    cudaFree(x->workspace);
+    delete x;
+  }
+  if (lt) cublasLtDestroy(lt);
   std::printf("\n  ]\n}\n");
   return 0;
 }

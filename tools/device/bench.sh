@@ -44,6 +44,7 @@ case $mode in
     bench gemm-8192 matmul --set a=8192 --set b=8192 --set c=8192
     bench swiglu mlp_swiglu
     bench layernorm layernorm
+    bench gelu matmul_bias_gelu  # against cuBLASLt with its bias + GELU epilogue
     ;;
   gemm)  # the gemm strategy's two variants: correctness at odd sizes, then GEMM 8192^3 and SwiGLU
     bench mm-odd matmul --set a=1000 --set b=1000 --set c=1000 --runs 20

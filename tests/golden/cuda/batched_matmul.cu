@@ -29,24 +29,28 @@ template <> __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi
   return *reinterpret_cast<uint32_t*>(&v);
 }
 
+/** Stores v[0], v[1] at p[0], p[1] as one 4- or 8-byte store; p must be aligned to it. */
+template <class T> __device__ __forceinline__ void store2(T* p, const float v[2]) {
+  if constexpr (sizeof(T) == 4) {
+    *reinterpret_cast<float2*>(p) = make_float2(v[0], v[1]);
+  } else {
+    *reinterpret_cast<uint32_t*>(p) = pack2<T>(v[0], v[1]);
+  }
+}
+
 /** Stores v[0] at p[x[0]] and, when `second`, v[1] at p[x[1]]: one 4- or 8-byte store when the two
  *  are adjacent and aligned (an epilogue's pair of accumulator columns), else two stores. */
 template <class T> __device__ __forceinline__ void store_pair(T* p, const int64_t x[2], const float v[2], bool second) {
-  if (second && x[1] == x[0] + 1 && reinterpret_cast<uintptr_t>(p + x[0]) % (2 * sizeof(T)) == 0) {
-    if constexpr (sizeof(T) == 4) {
-      *reinterpret_cast<float2*>(p + x[0]) = make_float2(v[0], v[1]);
-    } else {
-      *reinterpret_cast<uint32_t*>(p + x[0]) = pack2<T>(v[0], v[1]);
-    }
-    return;
-  }
+  if (second && x[1] == x[0] + 1 && reinterpret_cast<uintptr_t>(p + x[0]) % (2 * sizeof(T)) == 0) return store2(p + x[0], v);
   p[x[0]] = from_f<T>(v[0]);
   if (second) p[x[1]] = from_f<T>(v[1]);
 }
 
 __device__ __forceinline__ float relu(float x) { return fmaxf(x, 0.0f); }
 __device__ __forceinline__ float gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678f)); }
-__device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + __expf(-x)); }
+// sigmoid: MUFU ex2 and rcp (CUDA C++ Programming Guide, intrinsic functions: __expf, __fdividef,
+// 2 ulp); 1 + exp(-x) overflowing to inf gives 0, as it should.
+__device__ __forceinline__ float sigmoid(float x) { return __fdividef(1.0f, 1.0f + __expf(-x)); }
 __device__ __forceinline__ float silu(float x) { return x * sigmoid(x); }
 
 // cp.async: 16 bytes global -> SMEM, bypassing L1; bytes past `valid_bytes` are zero-filled
@@ -398,25 +402,47 @@ namespace k_C {
       }
     }
     napkin::cp_async_wait<0>();
-    // epilogue: accumulator elements (row, col + q) of each m16n8 tile -> outputs, predicated at the edges
-    #pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
+    // epilogue: accumulator elements (row, col + q) of each m16n8 tile -> outputs
+    // interior tile, pairs aligned: unpredicated paired stores
+    if (n_M == T_M && n_N == T_N && N_c % 2 == 0 && reinterpret_cast<uintptr_t>(a.C) % (2 * sizeof(*a.C)) == 0) {
       #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
+      for (int mt = 0; mt < MT; ++mt) {
         #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int row = warp * WM + mt * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;
-          if (row < n_M && col < n_N) {
+        for (int nt = 0; nt < NT; ++nt) {
+          #pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int row = warp * WM + mt * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;
             const int64_t i_a = o_a + row;
-            float v_C[2] = {}; int64_t x_C[2] = {};
+            float v_C[2];
             #pragma unroll
             for (int q = 0; q < 2; ++q) {
-              if (col + q >= n_N) break;
-              const int64_t i_c = o_c + col + q;
-              x_C[q] = ((i_n) * N_a + i_a) * N_c + i_c;
               v_C[q] = acc0[mt][nt][h * 2 + q];
             }
-            napkin::store_pair(a.C, x_C, v_C, col + 1 < n_N);
+            const int64_t i_c = o_c + col;
+            napkin::store2(a.C + ((i_n) * N_a + i_a) * N_c + i_c, v_C);
+          }
+        }
+      }
+    } else {
+      #pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        #pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          #pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int row = warp * WM + mt * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;
+            if (row < n_M && col < n_N) {
+              const int64_t i_a = o_a + row;
+              float v_C[2] = {}; int64_t x_C[2] = {};
+              #pragma unroll
+              for (int q = 0; q < 2; ++q) {
+                if (col + q >= n_N) break;
+                const int64_t i_c = o_c + col + q;
+                x_C[q] = ((i_n) * N_a + i_a) * N_c + i_c;
+                v_C[q] = acc0[mt][nt][h * 2 + q];
+              }
+              napkin::store_pair(a.C, x_C, v_C, col + 1 < n_N);
+            }
           }
         }
       }
@@ -550,24 +576,46 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
         if (chunks > 0 && lane == 0)  // the tile's last chunk: the producer refills it while this block stores
           for (unsigned r = 0; r < CLUSTER; ++r) napkin::mbar_arrive_cluster(&empty[(it - 1) % STAGES], r);
         // epilogue: per m64 subtile, warp w holds rows 16w..16w+15 as m16n8 accumulator tiles
-        #pragma unroll
-        for (int ms = 0; ms < MS; ++ms) {
+        // interior tile, pairs aligned: unpredicated paired stores
+        if (n_M == T_M && n_N == T_N && N_c % 2 == 0 && reinterpret_cast<uintptr_t>(a.C) % (2 * sizeof(*a.C)) == 0) {
           #pragma unroll
-          for (int nt = 0; nt < T_N / 8; ++nt) {
+          for (int ms = 0; ms < MS; ++ms) {
             #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const int row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;
-              if (row < n_M && col < n_N) {
+            for (int nt = 0; nt < T_N / 8; ++nt) {
+              #pragma unroll
+              for (int h = 0; h < 2; ++h) {
+                const int row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;
                 const int64_t i_a = o_a + row;
-                float v_C[2] = {}; int64_t x_C[2] = {};
+                float v_C[2];
                 #pragma unroll
                 for (int q = 0; q < 2; ++q) {
-                  if (col + q >= n_N) break;
-                  const int64_t i_c = o_c + col + q;
-                  x_C[q] = ((i_n) * N_a + i_a) * N_c + i_c;
                   v_C[q] = acc0[ms][nt * 4 + h * 2 + q];
                 }
-                napkin::store_pair(a.C, x_C, v_C, col + 1 < n_N);
+                const int64_t i_c = o_c + col;
+                napkin::store2(a.C + ((i_n) * N_a + i_a) * N_c + i_c, v_C);
+              }
+            }
+          }
+        } else {
+          #pragma unroll
+          for (int ms = 0; ms < MS; ++ms) {
+            #pragma unroll
+            for (int nt = 0; nt < T_N / 8; ++nt) {
+              #pragma unroll
+              for (int h = 0; h < 2; ++h) {
+                const int row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;
+                if (row < n_M && col < n_N) {
+                  const int64_t i_a = o_a + row;
+                  float v_C[2] = {}; int64_t x_C[2] = {};
+                  #pragma unroll
+                  for (int q = 0; q < 2; ++q) {
+                    if (col + q >= n_N) break;
+                    const int64_t i_c = o_c + col + q;
+                    x_C[q] = ((i_n) * N_a + i_a) * N_c + i_c;
+                    v_C[q] = acc0[ms][nt * 4 + h * 2 + q];
+                  }
+                  napkin::store_pair(a.C, x_C, v_C, col + 1 < n_N);
+                }
               }
             }
           }
