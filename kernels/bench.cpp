@@ -44,12 +44,12 @@ int run_command(const std::string& cmd, const std::string& out_path, const std::
  *  the tanh approximation, within bf16 rounding of the erf form). Codes: 1 bias, 2 relu + bias,
  *  3 gelu + bias, 4 relu, 5 gelu. */
 std::string epilogue_specs(const Diagram& d, const std::vector<std::string>& gemm_statements) {
-  auto input_index = [&](const std::string& name) {
-    const auto& ins = d.inputs();
-    for (std::size_t i = 0; i < ins.size(); ++i)
-      if (ins[i]->name == name) return static_cast<int>(i);
+  auto index_of = [](const auto& decls, const std::string& name) {  // in d.inputs() or d.outputs(), -1: absent
+    for (std::size_t i = 0; i < decls.size(); ++i)
+      if (decls[i]->name == name) return static_cast<int>(i);
     return -1;
   };
+  auto input_index = [&](const std::string& name) { return index_of(d.inputs(), name); };
   std::string s = "struct EpilogueSpec { int gemm, epilogue, a, b, bias, out; };  // indices into kGemms, kInputs, kOutputs\nstatic const EpilogueSpec kEpilogues[] = {\n";
   int n = 0;
   for (std::size_t g = 0; g < gemm_statements.size(); ++g) {
@@ -65,16 +65,11 @@ std::string epilogue_specs(const Diagram& d, const std::vector<std::string>& gem
       bias = y, e = x;
     }
     if (e->kind != Expr::Kind::apply || e->op != Op::contract || e->args.size() != 2 || (act == 0 && !bias)) continue;
+    if (e->args[0]->kind != Expr::Kind::ref || e->args[1]->kind != Expr::Kind::ref) continue;
+    const int a = input_index(e->args[0]->name), b = input_index(e->args[1]->name), oi = index_of(d.outputs(), st->name);
     const AxisList out = *d.array_axes(st->name);
-    int oi = 0;
-    for (const auto* o : d.outputs()) {
-      if (o->name == st->name) break;
-      ++oi;
-    }
-    if (out.size() != 2 || oi == static_cast<int>(d.outputs().size()) || storage_dtype(d, st->name, {}) != storage_dtype(d, e->args[0]->name, {})) continue;
+    if (a < 0 || b < 0 || oi < 0 || out.size() != 2 || storage_dtype(d, st->name, {}) != storage_dtype(d, e->args[0]->name, {})) continue;
     if (bias && (bias->kind != Expr::Kind::ref || input_index(bias->name) < 0 || *d.array_axes(bias->name) != AxisList{out.back()})) continue;
-    const int a = input_index(e->args[0]->name), b = input_index(e->args[1]->name);
-    if (e->args[0]->kind != Expr::Kind::ref || e->args[1]->kind != Expr::Kind::ref || a < 0 || b < 0) continue;
     const int code = bias ? 1 + act : 3 + act;
     s += "    {" + std::to_string(g) + ", " + std::to_string(code) + ", " + std::to_string(a) + ", " + std::to_string(b) + ", " +
          std::to_string(bias ? input_index(bias->name) : -1) + ", " + std::to_string(oi) + "},\n";

@@ -100,7 +100,7 @@ void gemm_tile_origin(Code& code, const GemmForm& g, int cluster, const std::str
   // rasterisation runs over cluster rows (of M) or cluster columns (of N) instead of tiles.
   const bool along_m = cluster > 1 && cluster_axis == M, along_n = cluster > 1 && !along_m;
   const std::string rows = along_m ? "rows" : "tiles_m", cols = along_n ? "cols" : "tiles_n";
-  const std::string group = along_m ? "4" : "8";  // groups of 8 M tiles
+  const std::string group = std::to_string(along_m ? std::max(1, 8 / cluster) : 8);  // groups of 8 M tiles (in cluster rows along M)
   if (cluster > 1)
     code.line("// grid: clusters of " + std::to_string(cluster) + " blocks over " + (along_m ? std::to_string(cluster) + " tiles of " + M + " and one of " + N
                                                                                           : "one tile of " + M + " and " + std::to_string(cluster) + " tiles of " + N) +
