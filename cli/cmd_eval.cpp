@@ -72,14 +72,13 @@ Runner setup_eval(CLI::App& sub) {
     auto outputs = evaluate(*l->program, d, l->sizes, inputs);
 
     std::string dir = out->empty() ? d.name + "-eval" : *out;
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec) throw UserError("cannot create folder '" + dir + "': " + ec.message());
+    OutputSet written(dir);  // the folder of .npy files is complete or absent
     auto save = [&](const std::string& name, const Tensor& t) {
-      write_file_atomic((std::filesystem::path(dir) / (name + ".npy")).string(), encode_npy({t.shape, t.data}));
+      written.add((std::filesystem::path(dir) / (name + ".npy")).string(), encode_npy({t.shape, t.data}));
     };
     for (const auto& [n, t] : inputs) save(n, t);
     for (const auto& [n, t] : outputs) save(n, t);
+    written.commit();
 
     std::string sizes;
     for (const auto& [a, s] : l->sizes) sizes += (sizes.empty() ? "" : " ") + a + "=" + std::to_string(s);

@@ -1,6 +1,6 @@
 /** \file common.hpp
  *  What the subcommands share: loading and verifying a diagram file with `--set` overrides,
- *  reporting diagnostics, and writing outputs atomically.
+ *  reporting diagnostics, and writing outputs (through diagrams/files.hpp's OutputSet).
  */
 #pragma once
 #include <CLI/CLI.hpp>
@@ -43,7 +43,8 @@ SizeMap parse_sets(const std::vector<std::string>& sets);
 std::optional<SearchResult> load_schedule(const std::string& path, const Loaded& l, const Hardware& hw,
                                           const ModelOptions& opt = {});
 
-/** Writes `text` to `path` atomically, or to stdout when path is empty or "-". */
+/** Writes `text` to `path` by the rules of diagrams/files.hpp (atomically for regular files,
+ *  through links, in place for pipes and devices), or to stdout when path is empty or "-". */
 void write_output(const std::string& path, const std::string& text);
 
 }  // namespace napkin::cli
