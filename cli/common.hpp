@@ -35,6 +35,9 @@ struct Loaded {
  *  any error was reported (the caller exits with status 1). `verify` false: parse only. */
 std::optional<Loaded> load_checked(const DiagramArgs& args, bool verify = true);
 
+/** Validates a `--seed` value: digits only, so that -1 is refused instead of wrapping to 2^64 - 1. */
+CLI::Validator seed_value();
+
 /** Parses `--set` values ("q=64") into a SizeMap; raises UserError on a malformed one. */
 SizeMap parse_sets(const std::vector<std::string>& sets);
 
