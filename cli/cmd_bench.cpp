@@ -18,7 +18,7 @@ Runner setup_bench(CLI::App& sub) {
   sub.add_option("--hw", *hw, "Hardware description the schedule is derived and predicted for")->capture_default_str();
   sub.add_option("--arch", *arch, "GPU architecture to compile for: sm_80, sm_90a, ...")->capture_default_str();
   sub.add_option("--runs", opt->runs, "Timed runs per measurement (median; at least 20)")->capture_default_str()->check(CLI::Range(20, 100000));
-  sub.add_option("--seed", opt->seed, "Seed of the random inputs")->capture_default_str();
+  sub.add_option("--seed", opt->seed, "Seed of the random inputs")->capture_default_str()->check(seed_value());
   sub.add_option("--workdir", opt->workdir, "Folder for the generated sources, binary and logs (default: napkin-bench-<diagram>)");
   sub.add_option("--nvcc", opt->nvcc, "CUDA compiler")->capture_default_str();
   sub.add_option("--format", *format, "text or json")->check(CLI::IsMember({"text", "json"}))->capture_default_str();

@@ -21,11 +21,13 @@ struct Row {
   bool ok = false;
 };
 
-std::vector<std::string> split(const std::string& s) {
+/** The names of a comma-separated option value; raises UserError when it names none. */
+std::vector<std::string> split(const std::string& s, const std::string& option) {
   std::vector<std::string> out;
   std::stringstream ss(s);
   for (std::string item; std::getline(ss, item, ',');)
     if (!item.empty()) out.push_back(item);
+  if (out.empty()) throw UserError(option + " needs at least one name (a comma-separated list), got '" + s + "'");
   return out;
 }
 
@@ -88,9 +90,10 @@ Runner setup_compare(CLI::App& sub) {
     if (!l) return 1;
     const Diagram& d = *l->diagram;
     std::vector<Row> rows;
-    for (const auto& hname : split(*hws)) {
+    const auto hw_names = split(*hws, "--hw"), dtype_names = split(*dtypes, "--dtype");
+    for (const auto& hname : hw_names) {
       Hardware h = load_hardware(hname);
-      for (const auto& dname : split(*dtypes)) {
+      for (const auto& dname : dtype_names) {
         auto dt = parse_dtype(dname);
         if (!dt) throw UserError("unknown dtype '" + dname + "'; expected one of " + dtype_list());
         Row r{h.name, dname, "", "", 0, 0, 0, 0, 0, false};
@@ -131,8 +134,10 @@ Runner setup_compare(CLI::App& sub) {
                  r.flops / r.seconds / 1e12, human_bytes(r.hbm), human_bytes(r.l2), r.bound);
     }
     std::string prefix = out->empty() ? d.name + "-compare" : *out;
-    write_file_atomic(prefix + ".csv", csv(rows));
-    write_file_atomic(prefix + ".svg", chart(rows, "napkin compare: " + d.name));
+    OutputSet files;  // the CSV and the chart: both or neither
+    files.add(prefix + ".csv", csv(rows));
+    files.add(prefix + ".svg", chart(rows, "napkin compare: " + d.name));
+    files.commit();
     fmt::print("\nwrote {}.csv and {}.svg\n", prefix, prefix);
     return 0;
   };

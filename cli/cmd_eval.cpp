@@ -41,6 +41,19 @@ void summary_row(const std::string& role, const std::string& name, const Tensor&
              t.data.empty() ? 0.0 : sum / static_cast<double>(t.data.size()));
 }
 
+/** A warning on stderr when output `o` holds NaN or infinite values: their count, the first
+ *  one's index by axis and its value (a fully masked softmax row, an infinite input). */
+void warn_non_finite(const OutputDecl& o, const Tensor& t) {
+  NonFinite nf = non_finite(t);
+  if (nf.count == 0) return;
+  std::string at;
+  for (std::size_t k = 0; k < nf.first.size(); ++k) at += fmt::format("{}{}={}", k ? ", " : "", t.axes[k], nf.first[k]);
+  std::fflush(stdout);
+  fmt::print(stderr, "napkin: warning: output '{}' has {} non-finite value{} (NaN or infinity) among {}; the first is {}[{}] = {}\n",
+             o.name, nf.count, nf.count == 1 ? "" : "s", t.data.size(), o.name, at,
+             std::isnan(nf.value) ? "NaN" : nf.value > 0 ? "inf" : "-inf");
+}
+
 }  // namespace
 
 Runner setup_eval(CLI::App& sub) {
@@ -49,7 +62,7 @@ Runner setup_eval(CLI::App& sub) {
   auto seed = std::make_shared<std::uint64_t>(0);
   auto given = std::make_shared<std::vector<std::string>>();
   args->add_to(sub);
-  sub.add_option("--seed", *seed, "Seed of the random inputs (default 0)");
+  sub.add_option("--seed", *seed, "Seed of the random inputs (default 0)")->check(seed_value());
   sub.add_option("-o,--output", *out, "Folder for the .npy files (default: <diagram>-eval)");
   sub.add_option("--input", *given, "Read an input from a .npy file, NAME=FILE (repeatable)");
   return [args, out, seed, given] {
@@ -72,14 +85,13 @@ Runner setup_eval(CLI::App& sub) {
     auto outputs = evaluate(*l->program, d, l->sizes, inputs);
 
     std::string dir = out->empty() ? d.name + "-eval" : *out;
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec) throw UserError("cannot create folder '" + dir + "': " + ec.message());
+    OutputSet written(dir);  // the folder of .npy files is complete or absent
     auto save = [&](const std::string& name, const Tensor& t) {
-      write_file_atomic((std::filesystem::path(dir) / (name + ".npy")).string(), encode_npy({t.shape, t.data}));
+      written.add((std::filesystem::path(dir) / (name + ".npy")).string(), encode_npy({t.shape, t.data}));
     };
     for (const auto& [n, t] : inputs) save(n, t);
     for (const auto& [n, t] : outputs) save(n, t);
+    written.commit();
 
     std::string sizes;
     for (const auto& [a, s] : l->sizes) sizes += (sizes.empty() ? "" : " ") + a + "=" + std::to_string(s);
@@ -89,6 +101,7 @@ Runner setup_eval(CLI::App& sub) {
     for (const auto* in : d.inputs()) summary_row("in", in->name, inputs.at(in->name), dtype_name(in->dtype));
     for (const auto* o : d.outputs()) summary_row("out", o->name, outputs.at(o->name), "fp64");
     fmt::print("wrote {} .npy files to {}/ (numpy.load reads them; outputs are fp64)\n", inputs.size() + outputs.size(), dir);
+    for (const auto* o : d.outputs()) warn_non_finite(*o, outputs.at(o->name));
     return 0;
   };
 }

@@ -32,6 +32,15 @@ void DiagramArgs::add_to(CLI::App& sub, bool with_sizes) {
   if (with_sizes) sub.add_option("--set", sets, "Override an axis size, NAME=SIZE (repeatable)");
 }
 
+CLI::Validator seed_value() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        bool digits = !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+        return digits ? "" : "a seed is a whole number from 0 to 2^64 - 1, got '" + s + "'";
+      },
+      "SEED");
+}
+
 SizeMap parse_sets(const std::vector<std::string>& sets) {
   SizeMap out;
   for (const auto& s : sets) {

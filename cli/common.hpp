@@ -1,6 +1,6 @@
 /** \file common.hpp
  *  What the subcommands share: loading and verifying a diagram file with `--set` overrides,
- *  reporting diagnostics, and writing outputs atomically.
+ *  reporting diagnostics, and writing outputs (through diagrams/files.hpp's OutputSet).
  */
 #pragma once
 #include <CLI/CLI.hpp>
@@ -35,6 +35,9 @@ struct Loaded {
  *  any error was reported (the caller exits with status 1). `verify` false: parse only. */
 std::optional<Loaded> load_checked(const DiagramArgs& args, bool verify = true);
 
+/** Validates a `--seed` value: digits only, so that -1 is refused instead of wrapping to 2^64 - 1. */
+CLI::Validator seed_value();
+
 /** Parses `--set` values ("q=64") into a SizeMap; raises UserError on a malformed one. */
 SizeMap parse_sets(const std::vector<std::string>& sets);
 
@@ -43,7 +46,8 @@ SizeMap parse_sets(const std::vector<std::string>& sets);
 std::optional<SearchResult> load_schedule(const std::string& path, const Loaded& l, const Hardware& hw,
                                           const ModelOptions& opt = {});
 
-/** Writes `text` to `path` atomically, or to stdout when path is empty or "-". */
+/** Writes `text` to `path` by the rules of diagrams/files.hpp (atomically for regular files,
+ *  through links, in place for pipes and devices), or to stdout when path is empty or "-". */
 void write_output(const std::string& path, const std::string& text);
 
 }  // namespace napkin::cli

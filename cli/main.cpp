@@ -1,9 +1,23 @@
 // napkin: string diagrams -> IO-aware GPU kernels. main only dispatches to the subcommands.
 #include <exception>
 #include <iostream>
+#include <new>
+#include <string>
 
 #include "cli/commands.hpp"
 #include "diagrams/diagnostics.hpp"
+
+namespace {
+/** The message for a first argument that names no subcommand ("napkin frobnicate"), or empty. */
+std::string unknown_command(const std::string& word) {
+  std::string names;
+  for (const auto& c : napkin::cli::commands()) {
+    if (word == c.name) return {};
+    names += std::string(names.empty() ? "" : ", ") + c.name;
+  }
+  return "napkin: error: unknown command '" + word + "'; the commands are " + names + " (napkin --help)\n";
+}
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace napkin;
@@ -16,6 +30,10 @@ int main(int argc, char** argv) {
     auto runner = c.setup(*sub);
     sub->callback([&run, runner] { run = runner; });
   }
+  if (argc > 1 && argv[1][0] != '-' && !unknown_command(argv[1]).empty()) {
+    std::cerr << unknown_command(argv[1]);
+    return 1;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -26,6 +44,10 @@ int main(int argc, char** argv) {
     return run();
   } catch (const UserError& e) {
     std::cerr << "napkin: error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "napkin: error: out of memory: an allocation failed (this machine's memory or a ulimit); "
+                 "shrink the problem, e.g. axes with --set\n";
     return 1;
   } catch (const InternalError& e) {
     std::cerr << "napkin: internal error (a bug in napkin; please report it with the input): " << e.what() << "\n";

@@ -55,13 +55,14 @@ const char* severity_name(Severity s) {
   return "error";
 }
 
-/** Control characters and bytes outside ASCII are shown as '?' so that a caret stays aligned and
- *  binary input cannot disturb the terminal. Tabs are kept (the caret line reuses them). */
+/** One character per column (SourceLoc): control characters, each UTF-8 character outside ASCII
+ *  and each byte that is not UTF-8 are shown as one '?', so that the caret stays aligned and binary
+ *  input cannot disturb the terminal. Tabs are kept (the caret line reuses them). */
 std::string printable(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    auto u = static_cast<unsigned char>(c);
-    if (c != '\t' && (u < 0x20 || u >= 0x7f)) c = '?';
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); i += utf8_length(s, i)) {
+    auto u = static_cast<unsigned char>(s[i]);
+    out += s[i] != '\t' && (u < 0x20 || u >= 0x7f) ? '?' : s[i];
   }
   return out;
 }

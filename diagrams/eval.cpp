@@ -65,6 +65,7 @@ class Estimator {
       args.push_back(*typer_.axes_of(*a));
     }
     AxisList out = *typer_.axes_of(e);
+    check_elements(out, std::string(e.op == Op::call ? e.callee : op_name(e.op)) + "(...)");  // intermediates too
     if (e.op == Op::contract) return w + elements(axis_union(args)) * static_cast<double>(e.args.size());
     if (e.op == Op::call) {
       auto shape = *typer_.call_shape(e, args);
@@ -72,7 +73,6 @@ class Estimator {
       double woven = elements(shape.woven);
       return w + woven * Estimator(p_, *shape.callee, inner).statements();
     }
-    check_elements(out, std::string(op_name(e.op)) + "(...)");
     return w + 4 * elements(out) + (args.empty() ? 0 : elements(args[0]));
   }
 

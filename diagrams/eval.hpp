@@ -23,8 +23,9 @@ namespace napkin {
 /** Largest evaluation accepted, in scalar operations (multiply-adds, exps, ...): about a minute
  *  of CPU. Larger diagrams are refused with a UserError that suggests --set. */
 inline constexpr double kMaxEvalWork = 4e9;
-/** Largest tensor accepted, in elements (2^28 fp64 = 2 GiB). */
-inline constexpr std::int64_t kMaxEvalElements = std::int64_t{1} << 28;
+/** Largest tensor accepted, in elements (2^28 fp64 = 2 GiB): inputs, statements and every
+ *  intermediate of an expression (a contraction inside a sum included). */
+inline constexpr std::int64_t kMaxEvalElements = kMaxTensorElements;
 
 /** Estimated work of evaluating `d` at `sizes`, in scalar operations (calls included). */
 double estimate_work(const Program& p, const Diagram& d, const SizeMap& sizes);

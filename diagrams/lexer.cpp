@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 
 namespace napkin {
@@ -18,6 +19,16 @@ std::string show_byte(char c) {
   char buf[8];
   std::snprintf(buf, sizeof buf, "0x%02x", u);
   return std::string("byte ") + buf;
+}
+
+/** "U+00E9" for the valid UTF-8 sequence of `n` bytes at `s[i]`. */
+std::string code_point(const std::string& s, std::size_t i, std::size_t n) {
+  static constexpr unsigned kLeadMask[] = {0, 0x7f, 0x1f, 0x0f, 0x07};
+  unsigned cp = static_cast<unsigned char>(s[i]) & kLeadMask[n];
+  for (std::size_t k = 1; k < n; ++k) cp = cp << 6 | (static_cast<unsigned char>(s[i + k]) & 0x3fu);
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "U+%04X", cp);
+  return buf;
 }
 
 class Lexer {
@@ -42,7 +53,15 @@ class Lexer {
     const auto& ls = file_.line_starts;
     auto it = std::upper_bound(ls.begin(), ls.end(), offset);
     auto line = static_cast<int>(it - ls.begin());
-    return SourceLoc{&file_, line, static_cast<int>(offset - ls[static_cast<std::size_t>(line - 1)]) + 1};
+    // Columns count characters (source.hpp). Tokens come in order, so the count goes on from the
+    // last one on the same line: linear in the line's length, however many tokens it holds.
+    if (col_line_ != line || col_offset_ > offset) {
+      col_line_ = line;
+      col_offset_ = ls[static_cast<std::size_t>(line - 1)];
+      col_ = 1;
+    }
+    for (; col_offset_ < offset; ++col_) col_offset_ += utf8_length(text_, col_offset_);
+    return SourceLoc{&file_, line, col_};
   }
 
   Token& push(Tok k, std::string text, std::size_t at) {
@@ -111,6 +130,12 @@ class Lexer {
     Token& t = push(real ? Tok::real : Tok::integer, spelling, start);
     if (real) {
       t.real_value = std::strtod(spelling.c_str(), nullptr);
+      if (std::isinf(t.real_value)) {
+        diags_.error(t.loc, "number '" + spelling + "' is too large for fp64 (it would be infinite)");
+        t.real_value = 1;
+      } else if (t.real_value == 0 && spelling.find_first_of("123456789") < spelling.find_first_of("eE")) {
+        diags_.error(t.loc, "number '" + spelling + "' is too small for fp64 (it would be zero)");
+      }
     } else {
       auto [p, ec] = std::from_chars(spelling.data(), spelling.data() + spelling.size(), t.int_value);
       (void)p;
@@ -147,8 +172,10 @@ class Lexer {
       push(k, std::string(1, c), pos_++);
       return;
     }
-    diags_.error(loc_at(pos_), "unexpected character " + show_byte(c));
-    ++pos_;
+    std::size_t n = utf8_length(text_, pos_);
+    diags_.error(loc_at(pos_), n > 1 ? "unexpected character " + code_point(text_, pos_, n) + "; names, numbers and operators are ASCII"
+                                     : "unexpected character " + show_byte(c));
+    pos_ += n;  // one error per character, however many bytes it takes
   }
 
   const SourceFile& file_;
@@ -157,6 +184,8 @@ class Lexer {
   std::vector<Token> out_;
   std::size_t pos_ = 0;
   int depth_ = 0;  ///< open ( and [; newlines inside are not tokens
+  int col_line_ = 0, col_ = 1;  ///< the column count of loc_at: col_ is the column of col_offset_
+  std::size_t col_offset_ = 0;
 };
 }  // namespace
 

@@ -5,9 +5,10 @@
  *  line break continues the item only when the next line is indented, so that one unclosed
  *  parenthesis cannot swallow the rest of the file.
  *
- *  Lexical errors (unexpected characters, unterminated strings, integers too large, NUL bytes)
- *  are reported to the DiagnosticEngine; the lexer never throws on user input and always ends
- *  with an end-of-file token.
+ *  Lexical errors (unexpected characters, one per character however many bytes its UTF-8 takes;
+ *  unterminated strings; integers too large; reals that fp64 would make infinite or zero; NUL
+ *  bytes) are reported to the DiagnosticEngine; the lexer never throws on user input and always
+ *  ends with an end-of-file token. A byte-order mark never reaches it (SourceFile drops it).
  */
 #pragma once
 #include <string>

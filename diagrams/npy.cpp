@@ -66,6 +66,7 @@ NpyArray decode_npy(const std::string& b, const std::string& what) {
   std::int64_t count = 1;
   static const std::regex number(R"(\d+)");
   for (std::sregex_iterator it(dims.begin(), dims.end(), number), end; it != end; ++it) {
+    if (it->length() > 13) throw bad("dimension too large");  // before stoll, which would throw past 2^63
     std::int64_t v = std::stoll(it->str());
     if (v > (std::int64_t{1} << 40)) throw bad("dimension too large");
     a.shape.push_back(v);
@@ -94,26 +95,6 @@ NpyArray decode_npy(const std::string& b, const std::string& what) {
     else a.data[i] = static_cast<unsigned char>(*p);
   }
   return a;
-}
-
-void write_file_atomic(const std::string& path, const std::string& bytes) {
-  std::string tmp = path + ".tmp-napkin";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw UserError("cannot write '" + path + "': " + std::strerror(errno));
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw UserError("cannot write '" + path + "': " + std::strerror(errno));
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    throw UserError("cannot write '" + path + "': " + ec.message());
-  }
 }
 
 }  // namespace napkin

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "diagrams/files.hpp"  // write_file_atomic, for the writers of .npy files
+
 namespace napkin {
 
 struct NpyArray {
@@ -19,9 +21,5 @@ std::string encode_npy(const NpyArray& a);
 /** Decodes a .npy byte string holding float64/32/16, int8/16/32/64, uint8 or bool, C order.
  *  Raises UserError naming `what` on anything else or on a truncated file. */
 NpyArray decode_npy(const std::string& bytes, const std::string& what);
-
-/** Writes `bytes` to `path` atomically: to a temporary file beside it, then renamed, so that a
- *  failure never leaves a half-written file. Raises UserError on failure. */
-void write_file_atomic(const std::string& path, const std::string& bytes);
 
 }  // namespace napkin

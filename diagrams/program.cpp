@@ -14,23 +14,6 @@ namespace napkin {
 
 namespace fs = std::filesystem;
 
-std::string read_file(const std::string& path) {
-  if (path == "-") {
-    std::ostringstream ss;
-    ss << std::cin.rdbuf();
-    return ss.str();
-  }
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) throw UserError("cannot read '" + path + "': it is a directory");
-  if (fs::exists(path, ec) && !fs::is_regular_file(path, ec))
-    throw UserError("cannot read '" + path + "': not a regular file");  // /dev/zero would never end
-  if (fs::exists(path, ec) && fs::file_size(path, ec) > kMaxFileBytes)
-    throw UserError("cannot read '" + path + "': larger than 64 MiB");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UserError("cannot read '" + path + "': " + std::strerror(errno));
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
 const Diagram& Program::select(const std::string& name) const {
   if (!name.empty()) {
     auto it = diagrams.find(name);
@@ -48,7 +31,9 @@ class Loader {
   Loader(Program& p, DiagnosticEngine& d) : prog_(p), diags_(d) {}
 
   void load(const std::string& path, std::string text, SourceLoc from) {
-    std::string key = path == "-" ? path : fs::weakly_canonical(path).string();
+    std::error_code ec;  // /dev/stdin on a pipe has no canonical path: the path itself is the key
+    fs::path canonical = path == "-" ? fs::path(path) : fs::weakly_canonical(path, ec);
+    std::string key = ec ? path : canonical.string();
     for (std::size_t i = 0; i < stack_.size(); ++i) {
       if (stack_[i] != key) continue;
       std::string chain;

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "diagrams/diagnostics.hpp"
+#include "diagrams/files.hpp"
 #include "diagrams/ir.hpp"
 #include "diagrams/source.hpp"
 
@@ -40,12 +41,5 @@ std::unique_ptr<Program> load_program(const std::string& path, DiagnosticEngine&
 /** Loads a program from text held in memory (tests, fuzzing); imports are resolved against the
  *  current directory. */
 std::unique_ptr<Program> load_program_text(const std::string& name, std::string text, DiagnosticEngine& diags);
-
-/** Largest file read (64 MiB): diagram and .npy inputs beyond it are refused. */
-inline constexpr std::uintmax_t kMaxFileBytes = std::uintmax_t{64} << 20;
-
-/** Reads a whole regular file ("-": standard input); raises UserError naming the file and the
- *  reason on failure, for a device or folder, and past kMaxFileBytes. */
-std::string read_file(const std::string& path);
 
 }  // namespace napkin

@@ -194,6 +194,7 @@ class ScheduleParser {
       do {
         d.name_locs.push_back(peek().loc);
         d.names.push_back(ident(d.kind == Directive::Kind::fuse ? "a statement name" : "an axis name"));
+        if (d.kind == Directive::Kind::weave) repeated_weave(d);
       } while (accept(Tok::comma));
     }
     d.comment = end_of_line();
@@ -204,6 +205,18 @@ class ScheduleParser {
       s_.kernels.push_back(std::move(k));
     }
     s_.kernels.back().directives.push_back(std::move(d));
+  }
+
+  /** Reports the last axis of weave line `d` when this line or an earlier weave line of the same
+   *  kernel names it already. */
+  void repeated_weave(const Directive& d) {
+    const std::string& a = d.names.back();
+    bool repeated = std::count(d.names.begin(), d.names.end(), a) > 1;
+    if (!s_.kernels.empty() && !repeated) {
+      const Directive* earlier = s_.kernels.back().find(Directive::Kind::weave, a);
+      repeated = earlier != nullptr;
+    }
+    if (repeated) diags_.error(d.name_locs.back(), "axis '" + a + "' is woven twice in this kernel; name each axis once");
   }
 
   std::vector<Token> toks_;

@@ -72,8 +72,8 @@ struct Schedule {
   bool operator==(const Schedule&) const = default;
 };
 
-/** Parses a schedule file; syntax errors are located diagnostics (at most one per line);
- *  returns nullopt when any was reported. */
+/** Parses a schedule file; syntax errors are located diagnostics (at most one per line), and so
+ *  is an axis that the weave lines of one kernel name twice; returns nullopt when any was reported. */
 std::optional<Schedule> parse_schedule(const SourceFile& src, DiagnosticEngine& diags);
 /** Canonical text of one directive, without its comment: `group q by 128`, `weave b, h`. */
 std::string directive_text(const Directive& d);

@@ -11,7 +11,8 @@
 
 namespace napkin {
 
-/** A position in a source file: 1-based line and column (columns count bytes).
+/** A position in a source file: 1-based line and column. Columns count characters: a UTF-8
+ *  sequence is one column, and so is each byte that is not valid UTF-8 (utf8_length).
  *  Locations are not part of a diagram's value: two SourceLocs always compare equal, so that
  *  structural equality of IR values (parse(print(d)) == d) ignores where things were written. */
 struct SourceLoc {
@@ -22,8 +23,12 @@ struct SourceLoc {
   friend bool operator==(const SourceLoc&, const SourceLoc&) { return true; }
 };
 
+/** Bytes of the UTF-8 sequence that starts at `s[i]` (2 to 4) when it is a valid, shortest-form
+ *  encoding of a code point; 1 otherwise (ASCII, or a byte that is not UTF-8). */
+std::size_t utf8_length(std::string_view s, std::size_t i);
+
 /** The text of one input file and the offsets of its lines. Owned by a SourceManager and never
- *  moved, so SourceLoc can point at it. */
+ *  moved, so SourceLoc can point at it. A UTF-8 byte-order mark at the start is dropped. */
 struct SourceFile {
   std::string path;  ///< as given by the user ("-" is shown as "<stdin>")
   std::string text;

@@ -1,6 +1,9 @@
 #include "diagrams/tensor.hpp"
 
+#include <cmath>
+#include <cstdio>
 #include <limits>
+#include <new>
 
 #include "diagrams/diagnostics.hpp"
 
@@ -55,9 +58,23 @@ Tensor Tensor::filled(const AxisList& axes, const SizeMap& sizes, double fill) {
   Tensor t;
   t.axes = axes;
   t.shape = shape_of(axes, sizes);
-  std::int64_t n = 1;
-  for (auto s : t.shape) n *= s;
-  t.data.assign(static_cast<std::size_t>(n), fill);
+  double elements = 1;  // in double: the product of the sizes may not fit in 64 bits
+  for (auto s : t.shape) elements *= static_cast<double>(s);
+  auto what = [&] {
+    std::string over;
+    for (const auto& a : axes) over += (over.empty() ? "" : ", ") + a;
+    char figures[96];
+    std::snprintf(figures, sizeof figures, "of %.0f elements (%.0f bytes, %.1f GiB)", elements, elements * 8, elements * 8 / 0x1p30);
+    return "an array over (" + over + ") " + figures;
+  };
+  if (elements > static_cast<double>(kMaxTensorElements))
+    throw UserError("the fp64 reference evaluator would need " + what() +
+                    "; it holds at most 2^28 elements (2 GiB) per array; shrink axes with --set");
+  try {
+    t.data.assign(static_cast<std::size_t>(elements), fill);
+  } catch (const std::bad_alloc&) {
+    throw UserError("out of memory: allocating " + what() + " failed; shrink axes with --set");
+  }
   return t;
 }
 
@@ -77,6 +94,22 @@ std::int64_t Tensor::stride_of(const std::string& a) const {
 }
 
 SizeMap Tensor::sizes() const { return merged_sizes({this}); }
+
+NonFinite non_finite(const Tensor& t) {
+  NonFinite r;
+  for (std::size_t i = 0; i < t.data.size(); ++i) {
+    if (std::isfinite(t.data[i])) continue;
+    if (r.count++ > 0) continue;
+    r.value = t.data[i];
+    r.first.assign(t.shape.size(), 0);
+    auto rest = static_cast<std::int64_t>(i);
+    for (std::size_t k = t.shape.size(); k-- > 0;) {
+      r.first[k] = rest % t.shape[k];
+      rest /= t.shape[k];
+    }
+  }
+  return r;
+}
 
 Tensor map1(const Tensor& x, const std::function<double(double)>& f) {
   Tensor r = x;

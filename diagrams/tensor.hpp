@@ -13,12 +13,17 @@
 
 namespace napkin {
 
+/** Largest tensor, in elements (2^28 fp64 = 2 GiB). */
+inline constexpr std::int64_t kMaxTensorElements = std::int64_t{1} << 28;
+
 struct Tensor {
   AxisList axes;
   std::vector<std::int64_t> shape;  ///< elements along each axis
   std::vector<double> data;         ///< row-major, size = product of shape
 
-  /** A tensor of zeros (or `fill`) over `axes`, sized by `sizes`. */
+  /** A tensor of zeros (or `fill`) over `axes`, sized by `sizes`. Every new tensor of the
+   *  evaluator is made here, so here the size is checked before allocating: raises UserError
+   *  (with the elements and bytes) past kMaxTensorElements, and when the allocation fails. */
   static Tensor filled(const AxisList& axes, const SizeMap& sizes, double fill = 0.0);
   static Tensor scalar(double v);
   std::int64_t size() const { return static_cast<std::int64_t>(data.size()); }
@@ -26,6 +31,15 @@ struct Tensor {
   std::int64_t stride_of(const std::string& a) const;
   SizeMap sizes() const;
 };
+
+/** The values of a tensor that are NaN or infinite: how many, and the first in row-major order
+ *  (its index along each axis, and the value). count 0: every value is finite. */
+struct NonFinite {
+  std::int64_t count = 0;
+  std::vector<std::int64_t> first;
+  double value = 0;
+};
+NonFinite non_finite(const Tensor& t);
 
 /** Element-wise map of one operand. */
 Tensor map1(const Tensor& x, const std::function<double(double)>& f);

@@ -1,6 +1,7 @@
 #include "diagrams/typing.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 namespace napkin {
@@ -18,6 +19,21 @@ AxisList axis_union(const std::vector<AxisList>& lists) {
 bool Typer::error(SourceLoc loc, const std::string& msg) {
   if (diags_) diags_->error(loc, msg);
   return false;
+}
+
+bool Typer::epsilon_in_range(const Expr& e, const std::string& name) {
+  bool seen = false;
+  for (const auto& b : e.bindings) {
+    if (b.key != "eps") continue;
+    if (seen) return error(b.loc, "option 'eps' of '" + name + "' is given twice");
+    seen = true;
+    if (!b.number) return error(b.loc, "option 'eps' of '" + name + "' needs a number, as in eps=1e-5");
+    double v = b.number->value;
+    if (!(v > 0) || !std::isfinite(v))
+      return error(b.loc, "option 'eps' of '" + name + "' must be a positive number (it keeps sqrt(var + eps) from 0), got " +
+                              b.number->spelling);
+  }
+  return true;
 }
 
 bool Typer::check_axis_known(const std::string& a, SourceLoc loc) {
@@ -108,6 +124,7 @@ std::optional<AxisList> Typer::apply(const Expr& e) {
     case Op::softmax: case Op::layernorm: case Op::rmsnorm: {
       std::size_t max_args = e.op == Op::softmax ? 1 : e.op == Op::rmsnorm ? 2 : 3;
       if (!arity(1, max_args) || !axes_known() || !no_bindings(e.op == Op::softmax ? "" : "eps")) return std::nullopt;
+      if (!epsilon_in_range(e, name)) return std::nullopt;
       if (e.axes.size() != 1)
         return error(e.loc, "'" + name + "' normalises over exactly one axis, given after ';'"), std::nullopt;
       if (!axes_in(args[0], "normalised over")) return std::nullopt;

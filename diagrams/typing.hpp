@@ -54,6 +54,8 @@ class Typer {
   std::optional<AxisList> apply(const Expr& e);
   bool error(SourceLoc loc, const std::string& msg);
   bool check_axis_known(const std::string& a, SourceLoc loc);
+  /** The `eps` option of a normalisation `name`: at most once, a finite number above 0. */
+  bool epsilon_in_range(const Expr& e, const std::string& name);
 
   const Diagram& d_;
   const DiagramTable& table_;

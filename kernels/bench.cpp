@@ -154,7 +154,7 @@ std::string bench_spec(const Program& p, const Diagram& d, const SizeMap& sizes)
 int run_bench(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const BenchOptions& opt) {
   namespace fs = std::filesystem;
   const std::string dir = opt.workdir.empty() ? "napkin-bench-" + d.name : opt.workdir;
-  fs::create_directories(dir);
+  WorkFolder work(dir);  // removed again if the bench fails with an error (diagrams/files.hpp)
   Derivation dv = opt.schedule ? derive_given(p, d, sizes, hw, *opt.schedule) : derive(p, d, sizes, hw);
   Derivation unf = dv;
   unf.chosen = dv.unfused;

@@ -33,4 +33,9 @@ TEST_CASE("npy decodes float32 and int8 and refuses what it cannot read", "[npy]
   std::string fortran = b;
   fortran.replace(fortran.find("False"), 5, "True ");
   CHECK_THROWS_AS(decode_npy(fortran, "fortran"), UserError);
+  // A dimension past 2^63 is a user error, not std::out_of_range.
+  std::string big = "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999999,), }";
+  big += std::string(64 - (10 + big.size() + 1) % 64, ' ') + "\n";
+  std::string huge = std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(big.size()) + '\0' + big;
+  CHECK_THROWS_WITH(decode_npy(huge, "huge"), Catch::Contains("dimension too large"));
 }
