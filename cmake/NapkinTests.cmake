@@ -1,10 +1,12 @@
 # napkin_add_test_group(NAME <exe> LABEL <label> SOURCES ...): one Catch2 executable per group,
-# every TEST_CASE registered as its own CTest test carrying the label.
+# every TEST_CASE registered as its own CTest test carrying the label. `--warn NoTests` makes a
+# registered name that matches no test case fail instead of passing with "No tests ran" (CMake
+# splits discovered names at ';', so a TEST_CASE name must not contain one).
 include(Catch)
 function(napkin_add_test_group)
   cmake_parse_arguments(ARG "" "NAME;LABEL" "SOURCES;LIBS" ${ARGN})
   add_executable(${ARG_NAME} ${ARG_SOURCES})
   target_link_libraries(${ARG_NAME} PRIVATE napkin_test_main ${ARG_LIBS})
   napkin_set_warnings(${ARG_NAME})
-  catch_discover_tests(${ARG_NAME} TEST_PREFIX "${ARG_LABEL}." PROPERTIES LABELS ${ARG_LABEL})
+  catch_discover_tests(${ARG_NAME} TEST_PREFIX "${ARG_LABEL}." EXTRA_ARGS --warn NoTests PROPERTIES LABELS ${ARG_LABEL})
 endfunction()

@@ -83,7 +83,7 @@ TEST_CASE("render writes SVG and DOT", "[cli][render]") {
   CHECK(dot.output.rfind("digraph \"matmul\"", 0) == 0);
 }
 
-TEST_CASE("derive prints steps, schedule and costs; JSON parses; a saved schedule re-checks", "[cli][derive]") {
+TEST_CASE("derive prints steps, schedule and costs, its JSON parses and a saved schedule re-checks", "[cli][derive]") {
   auto text = run_napkin("derive " + lib("attention.napkin") + " --hw h100");
   REQUIRE(text.status == 0);
   for (const char* part : {"[derive-stream-partition]", "online-softmax", "Fusion Theorem", "schedule derived for attention",
