@@ -1,8 +1,10 @@
 // Robust at scale (issue 15): nesting limits on calls and imports, located errors just past them,
-// every command within a quarter of the default stack at the limits. Diagrams come from tools/scale_diagrams.sh, into a scratch
+// every command within a quarter of the default stack at the limits, and a search whose work
+// grows linearly with the statements. Diagrams come from tools/scale_diagrams.sh, into a scratch
 // folder of this process.
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <regex>
 #include <unistd.h>
 
 #include "diagrams/limits.hpp"
@@ -34,6 +36,13 @@ std::string generate(const std::string& args) {
 
 /** `napkin ARGS` with the stack limited to 2 MiB, a quarter of the usual default. */
 RunResult run_small_stack(const std::string& args) { return run_shell("ulimit -s 2048 && " + std::string(NAPKIN_BIN) + " " + args); }
+
+/** The "candidate kernel partitions scored" count that `napkin derive` prints. */
+double scored(const std::string& output) {
+  std::smatch m;
+  REQUIRE(std::regex_search(output, m, std::regex("search: ([0-9]+) candidate kernel partitions scored")));
+  return std::stod(m[1]);
+}
 
 }  // namespace
 
@@ -93,5 +102,26 @@ TEST_CASE("calls that expand past the limit are an error and below it every comm
   CHECK(over.status == 1);
   CHECK(over.output.find("diamond.napkin:89:10: error: calls expand too much: diagram 'c0' makes more than 4096 calls") !=
         std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("derive's search grows linearly with the statements, at any count", "[scale][derive]") {
+  // 100 statements used to stop at an assertion (at most 62); the parallel shape (independent
+  // statements and their sum) made the search exponential from 13.
+  std::string dir = scratch("search");
+  for (std::string kind : {"chain", "parallel"}) {
+    double work[2];
+    int i = 0;
+    for (int n : {25, 100}) {
+      std::string file = dir + "/" + kind + ".napkin";
+      generate(kind + " " + std::to_string(n) + " > " + file);
+      auto r = run_napkin("derive " + file);
+      INFO(kind << " " << n << "\n" << r.output.substr(r.output.size() > 3000 ? r.output.size() - 3000 : 0));
+      REQUIRE(r.status == 0);
+      work[i++] = scored(r.output);
+    }
+    INFO(kind << ": " << work[0] << " plans scored at 25 statements, " << work[1] << " at 100");
+    CHECK(work[1] <= 6 * work[0]);  // linear: 4x; the subset search grew far faster
+  }
   fs::remove_all(dir);
 }
