@@ -30,8 +30,7 @@ void consider(Best& b, double v, double hbm, std::size_t pick, double tolerance)
 
 Partitioner::Partitioner(PartitionGraph g) : g_(std::move(g)) {
   const std::size_t n = g_.statements;
-  if (exact()) {
-    NAPKIN_ASSERT(n < 64) << "exact partition search over " << n << " statements";
+  if (n <= kExactStatements) {
     reaches_.assign(n, std::vector<bool>(n, false));
     for (bool changed = true; changed;) {  // transitive closure of "reads" (n is small)
       changed = false;
@@ -42,7 +41,8 @@ Partitioner::Partitioner(PartitionGraph g) : g_(std::move(g)) {
             if (reaches_[q][p] && !reaches_[q][i]) reaches_[q][i] = changed = true;
         }
     }
-    return;
+    exact_ = exact_candidates().size() <= kExactCandidates;
+    if (exact_) return;
   }
   // Kahn's algorithm, the lowest ready index first: source order when that is topological.
   std::vector<std::size_t> waiting(n, 0);
@@ -87,24 +87,29 @@ bool Partitioner::convex(std::uint64_t mask) const {
   return true;
 }
 
-std::vector<PartitionCandidate> Partitioner::candidates() const {
+bool Partitioner::admissible(const std::vector<std::size_t>& m) const {
+  if (m.size() == 1) return true;
+  for (std::size_t i : m)
+    if (g_.alone[i]) return false;
+  return connected(m);
+}
+
+std::vector<PartitionCandidate> Partitioner::exact_candidates() const {
   std::vector<PartitionCandidate> out;
-  auto admissible = [&](const std::vector<std::size_t>& m) {
-    if (m.size() == 1) return true;
-    for (std::size_t i : m)
-      if (g_.alone[i]) return false;
-    return connected(m);
-  };
   const std::size_t n = g_.statements;
-  if (exact()) {
-    for (std::uint64_t mask = 1; mask < (std::uint64_t{1} << n); ++mask) {  // ascending: ties go to lower masks
-      std::vector<std::size_t> m;
-      for (std::size_t i = 0; i < n; ++i)
-        if (mask >> i & 1) m.push_back(i);
-      if (admissible(m) && convex(mask)) out.push_back({std::move(m), 0, 0});
-    }
-    return out;
+  for (std::uint64_t mask = 1; mask < (std::uint64_t{1} << n); ++mask) {  // ascending: ties go to lower masks
+    std::vector<std::size_t> m;
+    for (std::size_t i = 0; i < n; ++i)
+      if (mask >> i & 1) m.push_back(i);
+    if (admissible(m) && convex(mask)) out.push_back({std::move(m), 0, 0});
   }
+  return out;
+}
+
+std::vector<PartitionCandidate> Partitioner::candidates() const {
+  if (exact_) return exact_candidates();
+  std::vector<PartitionCandidate> out;
+  const std::size_t n = g_.statements;
   for (std::size_t start = 0; start < n; ++start)
     for (std::size_t len = 1; len <= kMaxSegment && start + len <= n; ++len) {
       std::vector<std::size_t> m(order_.begin() + static_cast<std::ptrdiff_t>(start),

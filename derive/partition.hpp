@@ -3,13 +3,16 @@
  *  the best sequence of such kernels covering a diagram, given each set's score (search.cpp
  *  prices them). Statements are indexed in source order.
  *
- *  Two regimes, by statement count n:
- *  - n <= kExactStatements: exact. Candidates are every connected, convex set of statements (a
- *    call always alone); a dynamic program over the sets of statements already computed finds
- *    the best executable sequence. Both are exponential in n (2^n sets), which is why the bound
- *    is small: at n = 8 the widest diagram (n - 1 independent statements and their sum) has 2^7
- *    candidates; at 10, 2^9, each priced over a grid of tiles (seconds).
- *  - beyond: segments. One topological order of the dataflow (source order where it is one);
+ *  Two regimes:
+ *  - exact, for at most kExactStatements statements with at most kExactCandidates connected,
+ *    convex sets of them: candidates are every such set (a call always alone); a dynamic program
+ *    over the sets of statements already computed finds the best executable sequence. Both are
+ *    exponential (2^n sets), hence the bounds: the candidates' prices dominate (each over a grid
+ *    of tiles, about 1 ms each for a fused kernel of several statements), and the widest shape, n - 1
+ *    independent statements and their sum, has 2^(n-1) + n - 1 candidates: 8.9 s at n = 8 (under
+ *    load), before this bound. The bundled diagrams have at most 12 candidates (transformer_block:
+ *    its calls stand alone) and stay exact.
+ *  - otherwise segments. One topological order of the dataflow (source order where it is one);
  *    candidates are its contiguous segments of at most kMaxSegment statements that are connected
  *    (a segment of a topological order is always convex); a dynamic program over the positions of
  *    that order finds the best sequence. O(n * kMaxSegment) candidates and DP steps.
@@ -23,9 +26,9 @@
 
 namespace napkin {
 
-/** Largest diagram searched exactly (see the file comment). The bundled diagrams have at most 8
- *  statements, so their schedules come from the exact search. */
-inline constexpr std::size_t kExactStatements = 8;
+/** Largest diagram searched exactly, in statements and in candidate kernels (the file comment). */
+inline constexpr std::size_t kExactStatements = 12;
+inline constexpr std::size_t kExactCandidates = 64;
 /** Most statements in one candidate kernel of a larger diagram. */
 inline constexpr std::size_t kMaxSegment = 4;
 
@@ -50,7 +53,8 @@ class Partitioner {
  public:
   explicit Partitioner(PartitionGraph g);
 
-  bool exact() const { return g_.statements <= kExactStatements; }
+  /** Whether the search is exact (the file comment). */
+  bool exact() const { return exact_; }
   /** Candidate kernels, each with members set and score 0: the caller prices them. Singles (every
    *  statement alone) are always among them. */
   std::vector<PartitionCandidate> candidates() const;
@@ -60,11 +64,15 @@ class Partitioner {
 
  private:
   bool connected(const std::vector<std::size_t>& members) const;
+  bool admissible(const std::vector<std::size_t>& members) const;
   bool convex(std::uint64_t mask) const;
   std::vector<std::size_t> best_exact(const std::vector<PartitionCandidate>& priced, double tolerance) const;
   std::vector<std::size_t> best_segments(const std::vector<PartitionCandidate>& priced, double tolerance) const;
 
+  std::vector<PartitionCandidate> exact_candidates() const;
+
   PartitionGraph g_;
+  bool exact_ = false;
   std::vector<std::size_t> order_;                 ///< a topological order (segments)
   std::vector<std::vector<bool>> reaches_;         ///< transitive dataflow (exact regime only)
 };

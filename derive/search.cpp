@@ -120,6 +120,7 @@ class Searcher {
     r.schedule.diagram = d_.name;
     if (n_ == 0) return r;  // nothing to compute (inputs passed straight to outputs): no kernel
     Partitioner partitioner(partition_graph());
+    exact_ = partitioner.exact();
     std::vector<PartitionCandidate> candidates = partitioner.candidates();
     single_.assign(n_, 0);
     for (std::size_t c = 0; c < candidates.size(); ++c) {
@@ -192,7 +193,7 @@ class Searcher {
     std::vector<const StatementWeave*> stmts;
     for (std::size_t i : members) stmts.push_back(&weave_[i]);
     std::set<std::string> escaping = escaping_arrays(d_, stmts, weave_);
-    if (n_ <= kExactStatements) return best_plan_in(d_, weave_, stmts, escaping);
+    if (exact_) return best_plan_in(d_, weave_, stmts, escaping);
     KernelView view = kernel_view(p_, d_, stmts, escaping, opt_);
     std::vector<const StatementWeave*> own;
     for (const auto& w : view.weave) own.push_back(&w);
@@ -405,7 +406,7 @@ class Searcher {
   using Evaluate = std::function<double(const std::vector<std::int64_t>&, std::int64_t)>;
 
   /** Most tile combinations (group sizes times stream sizes) tried one by one in a diagram larger
-   *  than kExactStatements; beyond it, coordinate descent. */
+   *  searched by segments (partition.hpp); beyond it, coordinate descent. */
   static constexpr std::size_t kGridLimit = 64;
 
   /** The best of the tile combinations `options` (per grouped axis) x `stream_sizes` by
@@ -430,7 +431,7 @@ class Searcher {
       if (v < best) best = v, best_g = g, best_s = stream_sizes[ix[0]], at = ix;
     };
     std::vector<std::size_t> ix(axes.size(), 0);
-    if (n_ <= kExactStatements || grid <= kGridLimit) {
+    if (exact_ || grid <= kGridLimit) {
       while (true) {
         point(ix);
         std::size_t i = 0;
@@ -481,6 +482,7 @@ class Searcher {
   std::vector<std::vector<std::size_t>> preds_;  ///< per statement: the statements it reads
   std::vector<KernelChoice> choices_;             ///< per candidate of the partitioner
   std::vector<std::size_t> single_;               ///< per statement: its candidate alone
+  bool exact_ = false;                            ///< the partitioner's regime
   std::size_t scored_ = 0;
   double best_traffic_ = kInf;
   std::string last_problem_;

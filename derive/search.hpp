@@ -5,8 +5,9 @@
  *
  *  Kernels are connected, convex sets of statements (a call is always alone); each candidate
  *  kernel's best partition is found once; a dynamic program picks kernels in an executable order
- *  (partition.hpp): exact up to kExactStatements statements, over contiguous segments of a
- *  topological order beyond, so that the search's cost grows linearly with the statements.
+ *  (partition.hpp): exact for small diagrams (kExactStatements, kExactCandidates), over
+ *  contiguous segments of a topological order beyond, so that the cost grows linearly with the
+ *  statements.
  */
 #pragma once
 #include <optional>
