@@ -424,7 +424,9 @@ class Searcher {
     for (const auto& a : axes) grid *= a.size(), longest = std::max(longest, a.size());
     double best = kInf;
     std::vector<std::size_t> at(axes.size(), 0);
+    std::set<std::vector<std::size_t>> seen;  // descent revisits points: each is scored once
     auto point = [&](const std::vector<std::size_t>& ix) {
+      if (!seen.insert(ix).second) return;
       std::vector<std::int64_t> g(options.size());
       for (std::size_t i = 0; i < options.size(); ++i) g[i] = options[i][ix[i + 1]];
       double v = evaluate(g, stream_sizes[ix[0]]);

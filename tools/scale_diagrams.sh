@@ -13,9 +13,9 @@
 #                                          twice (2^(N+1) - 2 calls expanded); prints the path
 #   scale_diagrams.sh imports N DIR        DIR/i0.napkin .. DIR/iN.napkin, each importing the next:
 #                                          N nested imports; prints the first file's path
-#   scale_diagrams.sh bench NAPKIN [N...]  `NAPKIN derive` wall time (seconds) of chain and parallel
-#                                          diagrams of N statements (default 10 50 100 200), as the
-#                                          rows of a Markdown table
+#   scale_diagrams.sh bench NAPKIN [N...]  `NAPKIN derive --hw h100` wall and CPU (user + system)
+#                                          seconds for chain and parallel diagrams of N statements
+#                                          (default 10 50 100 200), as a Markdown table
 #
 # chain and parallel print the diagram on standard output.
 set -euo pipefail
@@ -143,20 +143,17 @@ bench() {
   shift
   local sizes=("$@")
   ((${#sizes[@]})) || sizes=(10 50 100 200)
-  local tmp
   tmp=$(mktemp -d)
-  trap 'rm -rf "$tmp"' EXIT
-  echo "| statements | chain (s) | parallel (s) |"
-  echo "|---:|---:|---:|"
+  trap "rm -rf '$tmp'" EXIT
+  echo "| statements | chain: wall (s) | chain: CPU (s) | parallel: wall (s) | parallel: CPU (s) |"
+  echo "|---:|---:|---:|---:|---:|"
   for n in "${sizes[@]}"; do
     local row="| $n"
     for kind in chain parallel; do
       "$kind" "$n" >"$tmp/$kind.napkin"
-      local t0 t1
-      t0=$(date +%s.%N)
-      "$napkin" derive "$tmp/$kind.napkin" --hw h100 >/dev/null
-      t1=$(date +%s.%N)
-      row+=" | $(echo "$t1 - $t0" | bc -l | xargs printf '%.2f')"
+      /usr/bin/time -f "%e %U %S" -o "$tmp/time" "$napkin" derive "$tmp/$kind.napkin" --hw h100 >/dev/null
+      read -r wall user sys <"$tmp/time"
+      row+=" | $wall | $(echo "$user + $sys" | bc -l | xargs printf '%.2f')"
     done
     echo "$row |"
   done
