@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 
 #include "derive/divisibility.hpp"
+#include "derive/partition.hpp"
 #include "diagrams/graph_view.hpp"
 
 namespace napkin {
@@ -26,18 +28,67 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
+/** One kernel's statements as a diagram of their own: every axis; as inputs, the diagram's first
+ *  input (it sets the compute dtype) and every array the statements read from outside; the
+ *  statements, each labelled with its storage dtype; as outputs, the arrays that escape. The model
+ *  sees in it exactly what it sees of the kernel in the whole diagram, at a price that does not
+ *  grow with the diagram (cost_kernel walks every statement of the diagram it is given). */
+struct KernelView {
+  std::unique_ptr<Diagram> diagram;
+  std::vector<StatementWeave> weave;
+};
+
+KernelView kernel_view(const Program& p, const Diagram& d, const std::vector<const StatementWeave*>& stmts,
+                       const std::set<std::string>& escaping, const ModelOptions& opt) {
+  KernelView v;
+  v.diagram = std::make_unique<Diagram>();
+  Diagram& k = *v.diagram;
+  k.name = d.name;
+  k.loc = d.loc;
+  for (const auto* a : d.axes()) k.items.push_back(*a);
+  std::set<std::string> mine;
+  for (const auto* w : stmts) mine.insert(w->statement->name);
+  std::vector<std::string> outside;
+  if (auto ins = d.inputs(); !ins.empty()) outside.push_back(ins.front()->name);
+  for (const auto* w : stmts)
+    for (const auto& r : w->reads)
+      if (!mine.count(r) && !contains(outside, r)) outside.push_back(r);
+  for (const auto& r : outside) {
+    InputDecl in;
+    in.name = r;
+    in.axes = *d.array_axes(r);
+    in.axis_locs.assign(in.axes.size(), d.loc);
+    in.dtype = storage_dtype(d, r, opt);
+    in.loc = d.loc;
+    k.items.push_back(std::move(in));
+  }
+  for (const auto* w : stmts) {
+    Statement s = *w->statement;
+    s.dtype = storage_dtype(d, s.name, opt);
+    k.items.push_back(std::move(s));
+  }
+  for (const auto& e : escaping) {
+    OutputDecl o;
+    o.name = e;
+    o.dtype = storage_dtype(d, e, opt);
+    o.loc = d.loc;
+    k.items.push_back(std::move(o));
+  }
+  v.weave = weave_analysis(p, k);
+  return v;
+}
+
 class Searcher {
  public:
   Searcher(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt,
            const SearchOptions& so)
       : p_(p), d_(d), sizes_(sizes), hw_(hw), opt_(opt), so_(so), weave_(weave_analysis(p, d)) {
     n_ = weave_.size();
-    graph_ = std::make_unique<NamedGraph>(dataflow_graph(d));
     for (std::size_t i = 0; i < n_; ++i) index_[weave_[i].statement->name] = i;
-    preds_.assign(n_, 0);
+    preds_.assign(n_, {});
     for (std::size_t i = 0; i < n_; ++i)
       for (const auto& r : weave_[i].reads)
-        if (index_.count(r)) preds_[i] |= bit(index_[r]);
+        if (auto it = index_.find(r); it != index_.end() && !contains(preds_[i], it->second)) preds_[i].push_back(it->second);
   }
 
   /** Every statement its own kernel, in dataflow order (after run()). */
@@ -45,16 +96,16 @@ class Searcher {
     SearchResult r;
     r.schedule.name = "unfused";
     r.schedule.diagram = d_.name;
-    if (n_ == 0) return r;
-    std::uint64_t covered = 0;
-    while (std::popcount(covered) < static_cast<int>(n_)) {
+    std::vector<bool> covered(n_, false);
+    for (std::size_t done = 0; done < n_;) {
       for (std::size_t i = 0; i < n_; ++i) {
-        if ((covered & bit(i)) || (preds_[i] & ~covered) != 0) continue;
-        const KernelChoice& c = kernel_best_.at(bit(i));
+        if (covered[i] || std::any_of(preds_[i].begin(), preds_[i].end(), [&](std::size_t p) { return !covered[p]; })) continue;
+        const KernelChoice& c = choices_.at(single_.at(i));
         if (c.score == kInf) throw UserError("no legal unfused schedule of diagram '" + d_.name + "' fits " + hw_.name + last_problem_);
         r.schedule.kernels.push_back(c.plan);
         r.kernels.push_back(c);
-        covered |= bit(i);
+        covered[i] = true;
+        ++done;
       }
     }
     name_kernels(r);
@@ -64,70 +115,36 @@ class Searcher {
   }
 
   SearchResult run() {
-    NAPKIN_ASSERT(n_ <= 62) << "too many statements";
-    if (n_ == 0) {  // nothing to compute (inputs passed straight to outputs): no kernel
-      SearchResult r;
-      r.schedule.name = "derived";
-      r.schedule.diagram = d_.name;
-      return r;
-    }
-    candidates();
-    // covered -> (objective of the rest, its HBM bytes, first kernel). With a tolerance, partitions
-    // within it of the best (below the model's resolution) go to the one moving fewer HBM bytes.
-    struct Best {
-      double score, hbm;
-      std::uint64_t pick;
-    };
-    std::uint64_t all = n_ == 64 ? ~0ull : (1ull << n_) - 1;
-    auto solve = [&](double tolerance) {
-      std::map<std::uint64_t, Best> memo;
-      std::function<Best(std::uint64_t)> best = [&](std::uint64_t covered) -> Best {
-        if (covered == all) return {0, 0, 0};
-        if (auto it = memo.find(covered); it != memo.end()) return it->second;
-        Best b{kInf, kInf, 0};
-        for (const auto& [mask, choice] : kernel_best_) {
-          if (mask & covered) continue;
-          std::uint64_t needs = 0;
-          for (std::size_t i = 0; i < n_; ++i)
-            if (mask & bit(i)) needs |= preds_[i];
-          if ((needs & ~mask & ~covered) != 0) continue;  // not ready: a producer runs later
-          if (choice.score == kInf) continue;
-          Best rest = best(covered | mask);
-          double v = choice.score + rest.score, hbm = choice.cost.hbm_bytes + rest.hbm;
-          if (v < b.score * (1 - tolerance) || (v <= b.score * (1 + tolerance) && hbm < b.hbm)) b = {v, hbm, mask};
-        }
-        memo[covered] = b;
-        return b;
-      };
-      best(0);
-      return memo;
-    };
-    auto exact = solve(0), tied = solve(0.005);
-    double singles = 0;
-    for (std::size_t i = 0; i < n_; ++i) singles += kernel_best_.count(bit(i)) ? kernel_best_.at(bit(i)).score : kInf;
-    auto total = [&](const std::map<std::uint64_t, Best>& memo) {  // objective along the chosen path
-      double t = 0;
-      for (std::uint64_t c = 0; c != all;) {
-        std::uint64_t m = memo.at(c).pick;
-        if (m == 0) return kInf;
-        t += kernel_best_.at(m).score;
-        c |= m;
-      }
-      return t;
-    };
-    if (exact.at(0).score == kInf)
-      throw UserError("no legal schedule of diagram '" + d_.name + "' fits " + hw_.name + last_problem_);
-    double t_exact = total(exact), t_tied = total(tied);
-    const auto& memo = t_tied <= t_exact * 1.005 && t_tied <= singles ? tied : exact;
     SearchResult r;
     r.schedule.name = "derived";
     r.schedule.diagram = d_.name;
-    for (std::uint64_t covered = 0; covered != all;) {
-      std::uint64_t mask = memo.at(covered).pick;
-      KernelChoice c = kernel_best_.at(mask);
-      r.schedule.kernels.push_back(c.plan);
-      r.kernels.push_back(std::move(c));
-      covered |= mask;
+    if (n_ == 0) return r;  // nothing to compute (inputs passed straight to outputs): no kernel
+    Partitioner partitioner(partition_graph());
+    exact_ = partitioner.exact();
+    std::vector<PartitionCandidate> candidates = partitioner.candidates();
+    single_.assign(n_, 0);
+    for (std::size_t c = 0; c < candidates.size(); ++c) {
+      choices_.push_back(best_plan(candidates[c].members));
+      candidates[c].score = choices_.back().score;
+      candidates[c].hbm = choices_.back().cost.hbm_bytes;
+      if (candidates[c].members.size() == 1) single_[candidates[c].members.front()] = c;
+    }
+    // With a tolerance, partitions within it of the best (below the model's resolution) go to the
+    // one moving fewer HBM bytes, unless that is slower than every statement alone.
+    auto exact = partitioner.best(candidates, 0), tied = partitioner.best(candidates, 0.005);
+    if (exact.empty()) throw UserError("no legal schedule of diagram '" + d_.name + "' fits " + hw_.name + last_problem_);
+    auto total = [&](const std::vector<std::size_t>& path) {
+      double t = path.empty() ? kInf : 0;
+      for (std::size_t c : path) t += choices_[c].score;
+      return t;
+    };
+    double singles = 0;
+    for (std::size_t i = 0; i < n_; ++i) singles += choices_[single_[i]].score;
+    double t_exact = total(exact), t_tied = total(tied);
+    const auto& path = t_tied <= t_exact * 1.005 && t_tied <= singles ? tied : exact;
+    for (std::size_t c : path) {
+      r.schedule.kernels.push_back(choices_[c].plan);
+      r.kernels.push_back(choices_[c]);
     }
     name_kernels(r);
     r.cost = total_of(r.kernels);
@@ -136,8 +153,6 @@ class Searcher {
   }
 
  private:
-  static std::uint64_t bit(std::size_t i) { return 1ull << i; }
-
   /** The schedule's cost from its kernels' costs, already computed by the search (a kernel's cost
    *  does not depend on the other kernels). */
   static ScheduleCost total_of(const std::vector<KernelChoice>& kernels) {
@@ -152,75 +167,46 @@ class Searcher {
     return sc;
   }
 
-  // ---------------------------------------------------------------- candidate kernels
-  void candidates() {
-    std::vector<std::uint64_t> masks;
-    if (n_ <= 12) {
-      for (std::uint64_t m = 1; m < (1ull << n_); ++m)
-        if (connected(m) && convex(m) && calls_alone(m)) masks.push_back(m);
-    } else {
-      for (std::size_t i = 0; i < n_; ++i) masks.push_back(bit(i));
-      for (std::size_t len = 2; len <= 4; ++len)
-        for (std::size_t i = 0; i + len <= n_; ++i) {
-          std::uint64_t m = 0;
-          for (std::size_t j = i; j < i + len; ++j) m |= bit(j);
-          if (connected(m) && convex(m) && calls_alone(m)) masks.push_back(m);
-        }
-    }
-    for (auto m : masks) kernel_best_[m] = best_plan(m);
+  /** Dataflow and fusibility of the statements: linked through dataflow or through a shared
+   *  operand (horizontal fusion: Q, K and V projections reading the same activations). */
+  PartitionGraph partition_graph() const {
+    PartitionGraph g;
+    g.statements = n_;
+    g.preds = preds_;
+    g.linked = [this](std::size_t i, std::size_t j) {
+      if (contains(preds_[i], j) || contains(preds_[j], i)) return true;
+      for (const auto& r : weave_[i].reads)
+        if (std::find(weave_[j].reads.begin(), weave_[j].reads.end(), r) != weave_[j].reads.end()) return true;
+      return false;
+    };
+    for (const auto& w : weave_) g.alone.push_back(w.has_call);
+    return g;
   }
 
-  /** Connected through dataflow edges, or through a shared operand (horizontal fusion: Q, K and
-   *  V projections reading the same activations). */
-  bool connected(std::uint64_t m) const {
-    std::uint64_t seen = m & (~m + 1), frontier = seen;
-    while (frontier) {
-      std::uint64_t next = 0;
-      for (std::size_t i = 0; i < n_; ++i) {
-        if (!(frontier & bit(i))) continue;
-        next |= preds_[i] & m;
-        for (std::size_t j = 0; j < n_; ++j) {
-          if (!(m & bit(j))) continue;
-          if (preds_[j] & bit(i)) next |= bit(j);
-          for (const auto& r : weave_[i].reads)
-            if (std::find(weave_[j].reads.begin(), weave_[j].reads.end(), r) != weave_[j].reads.end()) next |= bit(j);
-        }
-      }
-      frontier = next & ~seen;
-      seen |= next;
-    }
-    return seen == m;
-  }
-  bool convex(std::uint64_t m) const {
-    std::size_t off = d_.inputs().size();
-    for (std::size_t o = 0; o < n_; ++o) {
-      if (m & bit(o)) continue;
-      bool from = false, to = false;
-      for (std::size_t i = 0; i < n_; ++i) {
-        if (!(m & bit(i))) continue;
-        from |= graph_->reaches(off + i, off + o);
-        to |= graph_->reaches(off + o, off + i);
-      }
-      if (from && to) return false;
-    }
-    return true;
-  }
-  bool calls_alone(std::uint64_t m) const {
-    if (std::popcount(m) == 1) return true;
-    for (std::size_t i = 0; i < n_; ++i)
-      if ((m & bit(i)) && weave_[i].has_call) return false;
-    return true;
-  }
+  static bool contains(const std::vector<std::size_t>& v, std::size_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
   // ---------------------------------------------------------------- best partition of one kernel
-  KernelChoice best_plan(std::uint64_t mask) {
+  /** The best plan of the kernel of statements `members` (ascending). Small diagrams are priced
+   *  in place; larger ones on the kernel's own diagram (kernel_view), so that a price does not
+   *  grow with the diagram. */
+  KernelChoice best_plan(const std::vector<std::size_t>& members) {
     std::vector<const StatementWeave*> stmts;
-    for (std::size_t i = 0; i < n_; ++i)
-      if (mask & bit(i)) stmts.push_back(&weave_[i]);
+    for (std::size_t i : members) stmts.push_back(&weave_[i]);
     std::set<std::string> escaping = escaping_arrays(d_, stmts, weave_);
+    if (exact_) return best_plan_in(d_, weave_, stmts, escaping);
+    KernelView view = kernel_view(p_, d_, stmts, escaping, opt_);
+    std::vector<const StatementWeave*> own;
+    for (const auto& w : view.weave) own.push_back(&w);
+    return best_plan_in(*view.diagram, view.weave, own, escaping);
+  }
+
+  /** best_plan() with the kernel's statements `stmts` (pointing into `weave`, the weave analysis
+   *  of `d`). */
+  KernelChoice best_plan_in(const Diagram& d, const std::vector<StatementWeave>& weave,
+                            const std::vector<const StatementWeave*>& stmts, const std::set<std::string>& escaping) {
 
     std::vector<std::string> axes, groupable, streamable_axes, two_pass_axes;
-    for (const auto* a : d_.axes()) {
+    for (const auto* a : d.axes()) {
       bool touched = false, woven = true;
       for (const auto* w : stmts)
         if (w->touches(a->name)) touched = true, woven &= w->role(a->name) == AxisRole::woven;
@@ -243,7 +229,7 @@ class Searcher {
         walk(*w->statement->expr, [&](const Expr& n) {
           if (n.kind != Expr::Kind::apply || n.axes.size() < 2 || (n.op != Op::contract && n.op != Op::sum)) return;
           std::vector<std::string> nested;
-          for (const auto* a : d_.axes())
+          for (const auto* a : d.axes())
             if (std::find(n.axes.begin(), n.axes.end(), a->name) != n.axes.end() &&
                 std::find(streamable_axes.begin(), streamable_axes.end(), a->name) != streamable_axes.end())
               nested.push_back(a->name);
@@ -252,7 +238,7 @@ class Searcher {
     }
     std::vector<int> warp_options = call ? std::vector<int>{4} : std::vector<int>{4, 8};
     for (const auto& [st, passes] : streams)
-      for (int warps : warp_options) search_tiles(stmts, groupable, st, passes, warps, escaping, best, call);
+      for (int warps : warp_options) search_tiles(d, weave, stmts, groupable, st, passes, warps, escaping, best, call);
     return best;
   }
 
@@ -270,7 +256,7 @@ class Searcher {
     return out;
   }
 
-  void search_tiles(const std::vector<const StatementWeave*>& stmts, const std::vector<std::string>& groupable,
+  void search_tiles(const Diagram& d, const std::vector<StatementWeave>& view_weave, const std::vector<const StatementWeave*>& stmts, const std::vector<std::string>& groupable,
                     const std::vector<std::string>& streams, int passes, int warps, const std::set<std::string>& escaping,
                     KernelChoice& best, bool call) {
     std::string warp_axis;
@@ -284,7 +270,7 @@ class Searcher {
       for (const auto& r : w->reads)
         if (!index_.count(r) || std::none_of(stmts.begin(), stmts.end(), [&](const StatementWeave* x) { return x->statement->name == r; }))
           hbm.push_back(r);
-    auto div = divisibility(p_, d_, stmts, hbm, hw_, opt_, warps, warp_axis);
+    auto div = divisibility(p_, d, stmts, hbm, hw_, opt_, warps, warp_axis);
     auto lcm = [&](const std::string& a) -> std::int64_t {
       if (!so_.hardware_divisibility) return 1;
       auto it = div.find(a);
@@ -301,7 +287,6 @@ class Searcher {
       stream_sizes.pop_back();  // streaming the whole axis in one chunk is keeping it whole
       if (stream_sizes.empty()) return;
     }
-    std::vector<std::size_t> idx(options.size(), 0);
     auto plan_of = [&](const std::vector<std::int64_t>& g, std::int64_t s) {
       KernelPlan k;
       Directive f;
@@ -341,9 +326,9 @@ class Searcher {
     // Scores `k`, keeps it in `best` when better; its score, or kInf when it does not fit.
     auto consider = [&](const KernelPlan& k, const std::vector<LemmaUse>& lemmas, bool* clusterable) -> double {
       Schedule one;
-      one.diagram = d_.name;
+      one.diagram = d.name;
       one.kernels = {k};
-      KernelCost c = cost_kernel(p_, d_, weave_, one, 0, sizes_, hw_, opt_);
+      KernelCost c = cost_kernel(p_, d, view_weave, one, 0, sizes_, hw_, opt_);
       ++scored_;
       if (!c.problems.empty()) {
         last_problem_ = ": " + c.problems.front();
@@ -388,21 +373,11 @@ class Searcher {
       last_problem_ = problem;
       return score;
     };
-    // Grid over all combinations, then (without hardware divisibility) coordinate descent by +-1.
-    std::vector<std::int64_t> g(options.size());
+    // The tile grid (or coordinate descent over it), then (without hardware divisibility) a
+    // pattern search by small steps.
     std::vector<std::int64_t> best_g;
     std::int64_t best_s = 0;
-    double best_here = kInf;
-    while (true) {
-      for (std::size_t i = 0; i < options.size(); ++i) g[i] = options[i][idx[i]];
-      for (auto s : stream_sizes) {
-        double v = evaluate(g, s);
-        if (v < best_here) best_here = v, best_g = g, best_s = s;
-      }
-      std::size_t i = 0;
-      while (i < idx.size() && ++idx[i] == options[i].size()) idx[i++] = 0;
-      if (i == idx.size()) break;
-    }
+    double best_here = explore(options, stream_sizes, evaluate, best_g, best_s);
     if (so_.hardware_divisibility || best_here == kInf) return;
     // Without divisibility, refine by pattern search: every direction in {-1, 0, 1}^n (so that one
     // tile can grow while another shrinks, along the capacity boundary), steps halving to 1.
@@ -428,6 +403,63 @@ class Searcher {
       }
   }
 
+  using Evaluate = std::function<double(const std::vector<std::int64_t>&, std::int64_t)>;
+
+  /** Most tile combinations (group sizes times stream sizes) tried one by one in a diagram larger
+   *  searched by segments (partition.hpp); beyond it, coordinate descent. */
+  static constexpr std::size_t kGridLimit = 64;
+
+  /** The best of the tile combinations `options` (per grouped axis) x `stream_sizes` by
+   *  `evaluate`: its score (kInf when none fits), and in `best_g`, `best_s` the combination.
+   *  Every combination is tried for diagrams searched exactly, and for small grids. Otherwise, as
+   *  the diagram's many candidate kernels would multiply a large grid: the diagonal (the i-th
+   *  option of every axis together), then coordinate descent from its best point, one axis at a
+   *  time over all its options, until no move improves (a local optimum of the grid). */
+  double explore(const std::vector<std::vector<std::int64_t>>& options, const std::vector<std::int64_t>& stream_sizes,
+                 const Evaluate& evaluate, std::vector<std::int64_t>& best_g, std::int64_t& best_s) {
+    // Coordinates: the stream size first (it varies fastest in the grid), then each grouped axis.
+    std::vector<std::vector<std::int64_t>> axes{stream_sizes};
+    axes.insert(axes.end(), options.begin(), options.end());
+    std::size_t grid = 1, longest = 0;
+    for (const auto& a : axes) grid *= a.size(), longest = std::max(longest, a.size());
+    double best = kInf;
+    std::vector<std::size_t> at(axes.size(), 0);
+    std::set<std::vector<std::size_t>> seen;  // descent revisits points: each is scored once
+    auto point = [&](const std::vector<std::size_t>& ix) {
+      if (!seen.insert(ix).second) return;
+      std::vector<std::int64_t> g(options.size());
+      for (std::size_t i = 0; i < options.size(); ++i) g[i] = options[i][ix[i + 1]];
+      double v = evaluate(g, stream_sizes[ix[0]]);
+      if (v < best) best = v, best_g = g, best_s = stream_sizes[ix[0]], at = ix;
+    };
+    std::vector<std::size_t> ix(axes.size(), 0);
+    if (exact_ || grid <= kGridLimit) {
+      while (true) {
+        point(ix);
+        std::size_t i = 0;
+        while (i < ix.size() && ++ix[i] == axes[i].size()) ix[i++] = 0;
+        if (i == ix.size()) return best;
+      }
+    }
+    for (std::size_t k = 0; k < longest; ++k) {
+      for (std::size_t i = 0; i < axes.size(); ++i) ix[i] = std::min(k, axes[i].size() - 1);
+      point(ix);
+    }
+    for (bool improved = best < kInf; improved;) {
+      improved = false;
+      for (std::size_t i = 0; i < axes.size(); ++i)
+        for (std::size_t o = 0; o < axes[i].size(); ++o) {
+          if (o == at[i]) continue;
+          ix = at;
+          ix[i] = o;
+          double before = best;
+          point(ix);
+          improved |= best < before;
+        }
+    }
+    return best;
+  }
+
   void name_kernels(SearchResult& r) {
     std::map<std::string, int> used;
     for (std::size_t k = 0; k < r.schedule.kernels.size(); ++k) {
@@ -448,10 +480,11 @@ class Searcher {
   const SearchOptions& so_;
   std::vector<StatementWeave> weave_;
   std::size_t n_ = 0;
-  std::unique_ptr<NamedGraph> graph_;
   std::map<std::string, std::size_t> index_;
-  std::vector<std::uint64_t> preds_;
-  std::map<std::uint64_t, KernelChoice> kernel_best_;
+  std::vector<std::vector<std::size_t>> preds_;  ///< per statement: the statements it reads
+  std::vector<KernelChoice> choices_;             ///< per candidate of the partitioner
+  std::vector<std::size_t> single_;               ///< per statement: its candidate alone
+  bool exact_ = false;                            ///< the partitioner's regime
   std::size_t scored_ = 0;
   double best_traffic_ = kInf;
   std::string last_problem_;

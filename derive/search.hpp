@@ -3,10 +3,11 @@
  *  sizes as multiples of the divisibility LCM; warps per block), scores each with the performance
  *  model and keeps the best, deterministically (ties go to the earlier candidate in a fixed order).
  *
- *  Kernels are the connected, convex sets of statements (a call is always alone); each kernel's
- *  best partition is found once; a dynamic program over the set of statements already computed
- *  picks kernels in an executable order. Exhaustive up to 12 statements; beyond, candidate
- *  kernels are limited to chains of at most 4 statements.
+ *  Kernels are connected, convex sets of statements (a call is always alone); each candidate
+ *  kernel's best partition is found once; a dynamic program picks kernels in an executable order
+ *  (partition.hpp): exact for small diagrams (kExactStatements, kExactCandidates), over
+ *  contiguous segments of a topological order beyond, so that the cost grows linearly with the
+ *  statements.
  */
 #pragma once
 #include <optional>

@@ -24,6 +24,30 @@ SizeMap callee_sizes(const Program& p, const CallShape& s, const SizeMap& caller
   return *sizes;
 }
 
+/** The call nodes of `e`, a call's arguments before the call, found without recursion. The
+ *  evaluator and the estimate run each call from the statement's level, not from inside the
+ *  expression's recursion: the stack then holds one expression's depth (at most 256, the parser's
+ *  limit), not the sum of those of every enclosing call (up to kMaxCallDepth of them). */
+std::vector<const Expr*> calls_innermost_first(const Expr& e) {
+  std::vector<const Expr*> out;
+  std::vector<std::pair<const Expr*, bool>> stack{{&e, false}};
+  while (!stack.empty()) {
+    auto [n, expanded] = stack.back();
+    stack.pop_back();
+    if (expanded) {
+      if (n->kind == Expr::Kind::apply && n->op == Op::call) out.push_back(n);
+      continue;
+    }
+    stack.push_back({n, true});
+    for (auto it = n->args.rbegin(); it != n->args.rend(); ++it) stack.push_back({&**it, false});
+  }
+  return out;
+}
+
+/** Work of a callee at given sizes, by callee name and sizes: a diagram called from many places at
+ *  the same sizes is estimated once (calls sharing callees would otherwise multiply). */
+using WorkMemo = std::map<std::pair<std::string, SizeMap>, double>;
+
 double option(const Expr& e, const std::string& key, double fallback) {
   for (const auto& b : e.bindings)
     if (b.key == key && b.number) return b.number->value;
@@ -33,18 +57,30 @@ double option(const Expr& e, const std::string& key, double fallback) {
 // ------------------------------------------------------------------ work estimate
 class Estimator {
  public:
-  Estimator(const Program& p, const Diagram& d, const SizeMap& s) : p_(p), d_(d), sizes_(s), typer_(d, p.diagrams, nullptr) {}
+  Estimator(const Program& p, const Diagram& d, const SizeMap& s, WorkMemo& memo)
+      : p_(p), d_(d), sizes_(s), typer_(d, p.diagrams, nullptr), memo_(memo) {}
 
   double statements() {
     double w = 0;
     for (const auto* s : d_.statements()) {
       check_elements(s->axes, s->name);
+      for (const Expr* c : calls_innermost_first(*s->expr)) call_work_[c] = call(*c);
       w += expr(*s->expr);
     }
     return w;
   }
 
  private:
+  double call(const Expr& e) {
+    std::vector<AxisList> args;
+    for (const auto& a : e.args) args.push_back(*typer_.axes_of(*a));
+    auto shape = *typer_.call_shape(e, args);
+    SizeMap inner = callee_sizes(p_, shape, sizes_, e.loc);
+    auto key = std::make_pair(shape.callee->name, inner);
+    auto it = memo_.find(key);
+    if (it == memo_.end()) it = memo_.emplace(key, Estimator(p_, *shape.callee, inner, memo_).statements()).first;
+    return elements(shape.woven) * it->second;
+  }
   double elements(const AxisList& axes) {
     double n = 1;
     for (const auto& a : axes) n *= static_cast<double>(sizes_.at(a));
@@ -67,12 +103,7 @@ class Estimator {
     AxisList out = *typer_.axes_of(e);
     check_elements(out, std::string(e.op == Op::call ? e.callee : op_name(e.op)) + "(...)");  // intermediates too
     if (e.op == Op::contract) return w + elements(axis_union(args)) * static_cast<double>(e.args.size());
-    if (e.op == Op::call) {
-      auto shape = *typer_.call_shape(e, args);
-      SizeMap inner = callee_sizes(p_, shape, sizes_, e.loc);
-      double woven = elements(shape.woven);
-      return w + woven * Estimator(p_, *shape.callee, inner).statements();
-    }
+    if (e.op == Op::call) return w + call_work_.at(&e);
     return w + 4 * elements(out) + (args.empty() ? 0 : elements(args[0]));
   }
 
@@ -80,6 +111,8 @@ class Estimator {
   const Diagram& d_;
   const SizeMap& sizes_;
   Typer typer_;
+  WorkMemo& memo_;
+  std::map<const Expr*, double> call_work_;  ///< the current statement's calls, computed first
 };
 
 // ------------------------------------------------------------------ evaluation
@@ -95,6 +128,8 @@ class Evaluator {
     for (auto v : *order) {
       const Statement* s = d_.find_statement(g.names()[v]);
       if (!s) continue;  // an input
+      called_.clear();
+      for (const Expr* c : calls_innermost_first(*s->expr)) called_[c] = call(*c);
       Tensor t = permute(eval(*s->expr), s->axes);
       if (s->dtype) t = map1(t, [dt = *s->dtype](double x) { return round_to_dtype(x, dt); });
       env_[s->name] = std::move(t);
@@ -157,7 +192,7 @@ class Evaluator {
         }
         return t;
       }
-      case Op::call: return call(e);
+      case Op::call: return called_.at(&e);
     }
     NAPKIN_ASSERT(false) << "unhandled operation " << op_name(e.op);
     return {};
@@ -227,6 +262,7 @@ class Evaluator {
   const SizeMap& sizes_;
   Typer typer_;
   std::map<std::string, Tensor> env_;
+  std::map<const Expr*, Tensor> called_;  ///< the current statement's calls, evaluated first
 };
 
 std::uint64_t fnv1a(const std::string& s) {
@@ -238,7 +274,8 @@ std::uint64_t fnv1a(const std::string& s) {
 }  // namespace
 
 double estimate_work(const Program& p, const Diagram& d, const SizeMap& sizes) {
-  return Estimator(p, d, sizes).statements();
+  WorkMemo memo;
+  return Estimator(p, d, sizes, memo).statements();
 }
 
 Tensor random_input(const InputDecl& in, const SizeMap& sizes, std::uint64_t seed) {

@@ -8,6 +8,7 @@
 #include <iterator>
 #include <sstream>
 
+#include "diagrams/limits.hpp"
 #include "diagrams/parser.hpp"
 
 namespace napkin {
@@ -54,6 +55,12 @@ class Loader {
     stack_.push_back(key);
     fs::path base = path == "-" ? fs::current_path() : fs::path(path).parent_path();
     for (const auto& imp : here->file.imports) {
+      if (stack_.size() > static_cast<std::size_t>(kMaxImportDepth)) {  // the loader recurses once per level
+        diags_.error(imp.loc, "imports nested too deeply: this import would be the " + std::to_string(kMaxImportDepth + 1) +
+                                  "th nested one (from " + fs::path(stack_.front()).filename().string() + "); at most " +
+                                  std::to_string(kMaxImportDepth) + " imports may nest");
+        break;
+      }
       fs::path target = base / imp.path;
       std::string body;
       try {

@@ -2,8 +2,9 @@
  *  A loaded program: the main file, the files it imports (transitively), and the table of every
  *  diagram by name, which composition (calls) resolves against.
  *
- *  Errors: an unreadable main file raises UserError; an unreadable or cyclic import, and two
- *  diagrams with the same name, are located diagnostics. Parse errors of every file are reported.
+ *  Errors: an unreadable main file raises UserError; an unreadable or cyclic import, imports nested
+ *  more than kMaxImportDepth deep (limits.hpp), and two diagrams with the same name, are located
+ *  diagnostics. Parse errors of every file are reported.
  */
 #pragma once
 #include <cstdint>

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "diagrams/graph_view.hpp"
+#include "diagrams/limits.hpp"
 #include "diagrams/typing.hpp"
 
 namespace napkin {
@@ -175,6 +176,7 @@ bool verify_program(const Program& p, DiagnosticEngine& diags, const Diagram* ma
   for (const auto& f : p.files)
     for (const auto& d : f->file.diagrams) DiagramVerifier(p, d, diags).run(&d == main ? overrides : SizeMap{});
   composition_cycles(p, diags);
+  check_call_depth(p, diags);
   return diags.error_count() == before;
 }
 

@@ -54,7 +54,10 @@ KernelEmit emit_call(Context& c, const Statement& s, const Derivation& sub, cons
   k.line("// strategy call: " + s.name + " calls diagram " + callee.name + " (derived on its own), mapped over [" + join(shape.woven) +
          "]; its schedule:");
   for (const auto& line : u.schedule) k.line("//   " + line.substr(3));
-  k.text += u.code;
+  const std::size_t id = next_nested_id();  // the callee's unit is spliced in by the top unit
+  k.text += nested_marker(id);
+  r.nested = std::move(u.nested);
+  r.nested.emplace_back(id, std::move(u.code));
   // Sizes: bound callee axes take the caller's sizes; the others are products of those.
   k.line("/** Sizes (elements) of " + callee.name + "'s axes for the call in " + s.name + ". */");
   k.open("static " + ns + "::Args " + ns + "_sizes(const Args& a)");
@@ -128,8 +131,8 @@ KernelEmit emit_call(Context& c, const Statement& s, const Derivation& sub, cons
     l.text += rest.launch_code;
   }
   l.line("napkin_variant = \"call\";");
-  r.device_code = k.text;
-  r.launch_code = l.text;
+  r.device_code = std::move(k.text);
+  r.launch_code = std::move(l.text);
   return r;
 }
 

@@ -15,6 +15,7 @@
  *  Each returns nullopt with `why` set when the kernel is not of its form.
  */
 #pragma once
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -38,6 +39,10 @@ struct KernelEmit {
   std::set<std::string> stored;  ///< arrays this kernel writes to global memory
   bool hopper = false;           ///< uses the Hopper primitives (an sm_90a variant)
   std::vector<WorkspaceBuffer> buffers;  ///< extra workspace
+  /** Texts of callees' units that device_code refers to by nested_marker(id) (strategy call):
+   *  spliced in once, by the top unit, so that each level of nested calls is not copied again by
+   *  every level above it (which made emitting quadratic in the call depth). */
+  std::vector<std::pair<std::size_t, std::string>> nested;
 };
 
 std::optional<KernelEmit> emit_gemm(Context& c, const KernelChoice& k, const Hardware& hw, std::string& why);

@@ -3,6 +3,9 @@
 #include "emit/cuda/unit.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <iterator>
+#include <unordered_map>
 #include <set>
 
 #include "emit/cuda/strategies.hpp"
@@ -30,6 +33,33 @@ const Derivation& callee_derivation(const Derivation& dv, const std::string& stm
   throw InternalError("emit --target cuda: no derivation for the call in '" + stmt + "'");
 }
 
+/** `text` with every nested_marker(id) replaced by nested[id], itself expanded: each byte is
+ *  copied once (an explicit stack, as deep as the calls). */
+std::string splice_nested(const std::string& text, const std::vector<std::pair<std::size_t, std::string>>& units) {
+  std::size_t total = text.size();
+  std::unordered_map<std::size_t, const std::string*> nested;
+  for (const auto& [id, t] : units) total += t.size(), nested.emplace(id, &t);
+  std::string out;
+  out.reserve(total);
+  std::vector<std::pair<const std::string*, std::size_t>> stack{{&text, 0}};
+  while (!stack.empty()) {
+    const std::string& s = *stack.back().first;
+    std::size_t pos = stack.back().second, mark = s.find('\x01', pos);
+    if (mark == std::string::npos) {
+      out.append(s, pos, std::string::npos);
+      stack.pop_back();
+      continue;
+    }
+    out.append(s, pos, mark - pos);
+    std::size_t end = s.find('\x02', mark);
+    NAPKIN_ASSERT(end != std::string::npos) << "unterminated nested unit marker";
+    std::size_t id = std::stoul(s.substr(mark + 1, end - mark - 1));
+    stack.back().second = end + 1;
+    stack.push_back({nested.at(id), 0});
+  }
+  return out;
+}
+
 KernelEmit emit_kernel(Context& c, const KernelChoice& kc, const Hardware& hw) {
   const auto& opt = c.options();
   for (const auto& w : c.weave())
@@ -55,6 +85,13 @@ KernelEmit emit_kernel(Context& c, const KernelChoice& kc, const Hardware& hw) {
 
 }  // namespace
 
+std::string nested_marker(std::size_t id) { return "\x01" + std::to_string(id) + "\x02"; }
+
+std::size_t next_nested_id() {
+  static std::atomic<std::size_t> next{0};
+  return next++;
+}
+
 Unit emit_unit(const Program& p, const Diagram& d, const Derivation& dv, const Hardware& hw, const EmitOptions& opt,
                const std::string& ns, bool top) {
   Context c(p, d, dv, opt);
@@ -62,6 +99,10 @@ Unit emit_unit(const Program& p, const Diagram& d, const Derivation& dv, const H
   std::vector<KernelEmit> kernels;
   for (const auto& kc : dv.chosen.kernels) {
     kernels.push_back(emit_kernel(c, kc, hw));
+    auto& nested = kernels.back().nested;  // moved in O(1) when it is the only one (a chain of calls)
+    if (u.nested.size() < nested.size()) u.nested.swap(nested);
+    std::move(nested.begin(), nested.end(), std::back_inserter(u.nested));
+    nested.clear();
     u.hopper |= kernels.back().hopper;
     u.kernel_names.push_back(kc.plan.name);
     u.strategies.push_back(kernels.back().strategy);
@@ -91,7 +132,10 @@ Unit emit_unit(const Program& p, const Diagram& d, const Derivation& dv, const H
   for (const auto* a : d.axes()) out.line("int64_t N_" + a->name + ";");
   out.close(";");
   out.line("");
-  for (const auto& k : kernels) out.text += k.device_code + "\n";
+  for (const auto& k : kernels) {
+    out.text += k.device_code;
+    out.text += "\n";
+  }
 
   out.line("/** Bytes of HBM workspace the intermediates need (each 256-byte aligned). */");
   out.open("static size_t workspace_bytes(const Args& a)");
@@ -152,7 +196,12 @@ Unit emit_unit(const Program& p, const Diagram& d, const Derivation& dv, const H
   out.line("return 0;");
   out.close();
   out.close("  // namespace " + ns);
-  u.code = out.text;
+  if (top) {
+    u.code = splice_nested(out.text, u.nested);
+    u.nested.clear();
+  } else {
+    u.code = std::move(out.text);
+  }
   return u;
 }
 

@@ -6,6 +6,7 @@
  *  diagram (emit/cuda/call.cpp) nests the callee's unit inside the caller's namespace.
  */
 #pragma once
+#include <map>
 #include <string>
 
 #include "emit/cuda/context.hpp"
@@ -19,7 +20,13 @@ struct Unit {
   bool hopper = false;        ///< some kernel has an sm_90a variant (the preamble's Hopper block)
   std::vector<std::string> kernel_names, strategies;  ///< per schedule kernel
   std::vector<std::string> schedule;                   ///< describe_plan() of each kernel, callees' after
+  std::vector<std::pair<std::size_t, std::string>> nested;  ///< callees' units `code` refers to (empty when top)
 };
+
+/** The placeholder for nested unit `id` in the code of a unit below the top (KernelEmit::nested). */
+std::string nested_marker(std::size_t id);
+/** A fresh id for nested_marker(), unique within the process. */
+std::size_t next_nested_id();
 
 /** Emits `d` scheduled as `dv` as namespace `ns`. With `top`, also the host support the C
  *  entry points use (error and variant strings) and `make_args`. Raises UserError for what a

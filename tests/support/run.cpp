@@ -14,8 +14,10 @@
 
 namespace napkin::test {
 
-RunResult run_napkin(const std::string& args) {
-  std::string cmd = std::string(NAPKIN_BIN) + " " + args + " 2>&1";
+RunResult run_napkin(const std::string& args) { return run_shell(std::string(NAPKIN_BIN) + " " + args); }
+
+RunResult run_shell(const std::string& command) {
+  std::string cmd = "{ " + command + " ; } 2>&1";
   RunResult r;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;

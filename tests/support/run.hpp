@@ -18,6 +18,8 @@ struct RunResult {
 
 /** Runs `napkin ARGS` through the shell with stderr merged into stdout. */
 RunResult run_napkin(const std::string& args);
+/** Runs a shell command line with stderr merged into stdout. */
+RunResult run_shell(const std::string& command);
 std::string slurp(const std::string& path);
 /** Bundled diagrams: every .napkin file of diagrams/library, sorted. */
 std::vector<std::string> library_files();

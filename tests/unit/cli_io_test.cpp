@@ -25,17 +25,6 @@ std::string scratch(const std::string& name) {
   fs::create_directories(p);
   return p.string();
 }
-/** Runs a shell command line with stderr merged into stdout. */
-RunResult run_shell(const std::string& line) {
-  RunResult r;
-  FILE* p = popen(("(" + line + ") 2>&1").c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  for (std::size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) r.output.append(buf, n);
-  int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
-  return r;
-}
 bool has(const RunResult& r, const std::string& part) { return r.output.find(part) != std::string::npos; }
 }  // namespace
 
