@@ -8,5 +8,7 @@ function(napkin_add_test_group)
   add_executable(${ARG_NAME} ${ARG_SOURCES})
   target_link_libraries(${ARG_NAME} PRIVATE napkin_test_main ${ARG_LIBS})
   napkin_set_warnings(${ARG_NAME})
-  catch_discover_tests(${ARG_NAME} TEST_PREFIX "${ARG_LABEL}." EXTRA_ARGS --warn NoTests PROPERTIES LABELS ${ARG_LABEL})
+  # A test that prints "napkin-test-skipped:" (napkin::test::skip_test) shows as skipped in CTest.
+  catch_discover_tests(${ARG_NAME} TEST_PREFIX "${ARG_LABEL}." EXTRA_ARGS --warn NoTests PROPERTIES LABELS ${ARG_LABEL}
+                       SKIP_REGULAR_EXPRESSION "napkin-test-skipped:")
 endfunction()

@@ -9,9 +9,11 @@
 #include <nlohmann/json.hpp>
 
 #include "diagrams/eval.hpp"
+#include "diagrams/files.hpp"
 #include "diagrams/npy.hpp"
 #include "emit/cuda_emitter.hpp"
 #include "kernels/harness_source.hpp"
+#include "kernels/process.hpp"
 
 namespace napkin {
 
@@ -31,11 +33,6 @@ std::string read_all(const std::string& path) {
 
 std::string tail(const std::string& s, std::size_t n = 3000) { return s.size() > n ? "..." + s.substr(s.size() - n) : s; }
 
-/** Runs a shell command, stdout to `out_path`, stderr to `err_path`; returns the exit status. */
-int run_command(const std::string& cmd, const std::string& out_path, const std::string& err_path) {
-  const int rc = std::system((cmd + " >" + out_path + " 2>" + err_path).c_str());
-  return rc == -1 ? -1 : WEXITSTATUS(rc);
-}
 
 
 /** kEpilogues of bench_spec.h: the contractions whose statement is a diagram output of the form
@@ -151,10 +148,19 @@ std::string bench_spec(const Program& p, const Diagram& d, const SizeMap& sizes)
   return s;
 }
 
-int run_bench(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const BenchOptions& opt) {
-  namespace fs = std::filesystem;
-  const std::string dir = opt.workdir.empty() ? "napkin-bench-" + d.name : opt.workdir;
-  WorkFolder work(dir);  // removed again if the bench fails with an error (diagrams/files.hpp)
+namespace {
+
+/** Runs `argv` without a shell, stdout and stderr to files of `dir`; raises UserError naming
+ *  `what` with the command line and the tail of its log when it does not exit with status 0. */
+void run_step(const std::string& what, const std::vector<std::string>& argv, const std::string& dir, const std::string& out_name,
+              const std::string& log_name) {
+  const ChildStatus st = run_child(argv, dir + "/" + out_name, dir + "/" + log_name);
+  if (!st.ok())
+    throw UserError(what + " failed (" + st.describe() + "): " + shell_quoted(argv) + "\n" + tail(read_all(dir + "/" + log_name)));
+}
+
+/** run_bench's steps in the work folder `dir`. */
+int bench_in(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const BenchOptions& opt, const std::string& dir) {
   Derivation dv = opt.schedule ? derive_given(p, d, sizes, hw, *opt.schedule) : derive(p, d, sizes, hw);
   Derivation unf = dv;
   unf.chosen = dv.unfused;
@@ -167,11 +173,11 @@ int run_bench(const Program& p, const Diagram& d, const SizeMap& sizes, const Ha
   write_file_atomic(dir + "/reference.cu", emit_cuda(p, d, unf, hw, o_ref));
   write_file_atomic(dir + "/bench_spec.h", bench_spec(p, d, sizes));
   write_file_atomic(dir + "/harness.cu", kHarnessSource);
-  std::string cmd = opt.nvcc + " -O3 -std=c++17 -lineinfo";
-  for (const auto& a : opt.arch) cmd += " " + a;
-  cmd += " -I" + dir + " -o " + dir + "/harness " + dir + "/harness.cu " + dir + "/kernel.cu " + dir + "/unfused.cu " + dir + "/reference.cu -lcublasLt -lcublas";
-  if (run_command(cmd, dir + "/nvcc.out", dir + "/nvcc.log") != 0)
-    throw UserError("nvcc failed (" + cmd + "):\n" + tail(read_all(dir + "/nvcc.log")));
+  std::vector<std::string> nvcc = {opt.nvcc, "-O3", "-std=c++17", "-lineinfo"};
+  nvcc.insert(nvcc.end(), opt.arch.begin(), opt.arch.end());
+  for (const char* f : {"harness.cu", "kernel.cu", "unfused.cu", "reference.cu"}) nvcc.push_back(dir + "/" + f);
+  nvcc.insert(nvcc.end(), {"-I" + dir, "-o", dir + "/harness", "-lcublasLt", "-lcublas"});
+  run_step("nvcc", nvcc, dir, "nvcc.out", "nvcc.log");
   // Small problems: also dump inputs and outputs for the fp64 evaluator.
   bool small = false;  // the fp64 evaluator's limits (diagrams/eval.hpp) also bound this check
   try {
@@ -180,9 +186,9 @@ int run_bench(const Program& p, const Diagram& d, const SizeMap& sizes, const Ha
   } catch (const UserError&) {
     small = false;
   }
-  std::string run = dir + "/harness --runs " + std::to_string(opt.runs) + " --seed " + std::to_string(opt.seed) + (small ? " --dump " + dir : "");
-  if (run_command(run, dir + "/harness.json", dir + "/harness.log") != 0)
-    throw UserError("the benchmark harness failed (" + run + "):\n" + tail(read_all(dir + "/harness.log")));
+  std::vector<std::string> harness = {dir + "/harness", "--runs", std::to_string(opt.runs), "--seed", std::to_string(opt.seed)};
+  if (small) harness.insert(harness.end(), {"--dump", dir});
+  run_step("the benchmark harness", harness, dir, "harness.json", "harness.log");
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(read_all(dir + "/harness.json"));
@@ -296,6 +302,15 @@ int run_bench(const Program& p, const Diagram& d, const SizeMap& sizes, const Ha
              eager_kernels, t_eager * 1e6, t_eager / t_all);
   fmt::print("  result: {}\n", ok ? "correct" : "INCORRECT");
   return ok ? 0 : 1;
+}
+
+}  // namespace
+
+int run_bench(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const BenchOptions& opt) {
+  // A folder this run created is removed when a step fails with an error (diagrams/files.hpp);
+  // once the harness has run, its report and logs stay.
+  WorkFolder work(opt.workdir.empty() ? "napkin-bench-" + d.name : opt.workdir);
+  return bench_in(p, d, sizes, hw, opt, work.path());
 }
 
 }  // namespace napkin

@@ -1,14 +1,26 @@
 #include "kernels/calibrate.hpp"
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
+#include <vector>
+
+#include "kernels/process.hpp"
 
 namespace napkin {
+
+namespace {
+/** The bytes of `path`; empty when it cannot be read. */
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+}  // namespace
 
 std::map<std::string, std::string> parse_measurements(const std::string& text) {
   std::map<std::string, std::string> out;
@@ -57,28 +69,28 @@ Hardware apply_measurements(const Hardware& base, const std::map<std::string, st
 
 std::string run_microbenchmarks(const Hardware& base) {
   namespace fs = std::filesystem;
-  fs::path src = fs::path(NAPKIN_SOURCE_DIR) / "kernels" / "calibrate" / "microbench.cu";
-  fs::path exe = fs::temp_directory_path() / ("napkin-microbench-" + std::to_string(::getpid()));
-  std::string arch = base.arch == "sm_90a" ? "-gencode=arch=compute_90a,code=sm_90a -DNAPKIN_SM90A"
-                                          : "-arch=" + base.arch.substr(0, base.arch.find_first_not_of("sm_0123456789"));
-  std::string build = "nvcc -O3 -std=c++17 " + arch + " " + src.string() + " -o " + exe.string() + " -lcublas 2>&1";
-  auto run = [](const std::string& cmd, int& status) {
-    std::string out;
-    FILE* p = popen(cmd.c_str(), "r");
-    if (!p) throw UserError("cannot run: " + cmd);
-    char buf[4096];
-    std::size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-    int st = pclose(p);
-    status = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+  const fs::path src = fs::path(NAPKIN_SOURCE_DIR) / "kernels" / "calibrate" / "microbench.cu";
+  const fs::path exe = fs::temp_directory_path() / ("napkin-microbench-" + std::to_string(::getpid()));
+  const fs::path log = exe.string() + ".log";
+  std::vector<std::string> build = {"nvcc", "-O3", "-std=c++17"};
+  if (base.arch == "sm_90a") build.insert(build.end(), {"-gencode=arch=compute_90a,code=sm_90a", "-DNAPKIN_SM90A"});
+  else build.push_back("-arch=" + base.arch.substr(0, base.arch.find_first_not_of("sm_0123456789")));
+  build.insert(build.end(), {src.string(), "-o", exe.string(), "-lcublas"});
+  auto run = [&](const std::vector<std::string>& argv, const std::string& what) {  // stdout and stderr together
+    const ChildStatus st = run_child(argv, log.string(), log.string());
+    std::string out = read_text(log.string());
+    std::error_code ec;
+    fs::remove(log, ec);
+    if (!st.ok()) {
+      fs::remove(exe, ec);
+      throw UserError(what + " failed (" + st.describe() + "): " + shell_quoted(argv) + "\n" + out);
+    }
     return out;
   };
-  int status = 0;
-  std::string log = run(build, status);
-  if (status != 0) throw UserError("building the microbenchmarks failed (is nvcc on PATH?):\n" + log);
-  std::string out = run(exe.string() + " 2>&1", status);
-  fs::remove(exe);
-  if (status != 0) throw UserError("the microbenchmarks failed: " + out);
+  run(build, "building the microbenchmarks (is nvcc on PATH?)");
+  std::string out = run({exe.string()}, "the microbenchmarks");
+  std::error_code ec;
+  fs::remove(exe, ec);
   return out;
 }
 

@@ -6,9 +6,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <set>
 #include <toml++/toml.h>
 
 #include "diagrams/program.hpp"
+#include "perfmodel/hardware_schema.hpp"
 
 namespace napkin {
 
@@ -32,6 +34,12 @@ const MmaShape* Hardware::warpgroup_mma(DType t) const {
 
 namespace {
 
+using hwschema::Field;
+using hwschema::Section;
+using hwschema::Type;
+
+/** Reads a description by walking the schema (hardware_schema.hpp): every key is checked for its
+ *  type and range, every key not in the schema is an error, each error located at its value. */
 class Reader {
  public:
   Reader(const SourceFile& src, DiagnosticEngine& diags) : src_(src), diags_(diags) {}
@@ -46,87 +54,31 @@ class Reader {
     }
     Hardware h;
     h.file = src_.path;
-    h.name = str(root, "name");
-    h.arch = str(root, "arch");
-    if (auto* a = root["aliases"].as_array())
-      for (auto& v : *a)
-        if (auto s = v.value<std::string>()) h.aliases.push_back(*s);
-    h.sm_count = static_cast<int>(num(root, "sm_count"));
-    h.clock_hz = num(root, "clock_hz");
-    h.launch_overhead_s = num(root, "launch_overhead_s", true);
-    h.hbm = level(root, "hbm");
-    h.l2 = level(root, "l2");
-    if (const auto* t = table(root, "hbm"); t && t->contains("latency_s")) h.hbm_latency_s = num(*t, "latency_s", false, "hbm.");
-    if (const auto* t = table(root, "l2"); t && t->contains("bulk_bandwidth_bytes_per_s"))
-      h.l2_bulk_bandwidth_bytes_per_s = num(*t, "bulk_bandwidth_bytes_per_s", false, "l2.");
-    const toml::table* smem = table(root, "smem");
-    if (smem) {
-      h.smem.capacity_bytes = num(*smem, "capacity_per_sm_bytes", false, "smem.");
-      h.smem.bandwidth_bytes_per_s = num(*smem, "bandwidth_bytes_per_s", false, "smem.");
-      h.smem_max_per_block_bytes = num(*smem, "max_per_block_bytes", false, "smem.");
+    std::vector<std::string> top_names;
+    for (const Section& s : hwschema::sections()) {
+      if (!s.name.empty()) top_names.emplace_back(s.name);
+      for (const auto& f : s.fields)
+        if (s.name.empty()) top_names.emplace_back(f.key);
     }
-    if (const auto* r = table(root, "registers")) {
-      h.registers_per_sm = static_cast<int>(num(*r, "per_sm", false, "registers."));
-      h.max_registers_per_thread = static_cast<int>(num(*r, "max_per_thread", false, "registers."));
-    }
-    if (const auto* l = table(root, "limits")) {
-      h.max_warps_per_sm = static_cast<int>(num(*l, "max_warps_per_sm", false, "limits."));
-      h.max_threads_per_block = static_cast<int>(num(*l, "max_threads_per_block", false, "limits."));
-      h.max_blocks_per_sm = static_cast<int>(num(*l, "max_blocks_per_sm", false, "limits."));
-    }
-    if (const auto* c = table(root, "compute")) {
-      h.fp32_flops_per_s = num(*c, "fp32_flops_per_s", false, "compute.");
-      h.sfu_ops_per_s = num(*c, "sfu_ops_per_s", false, "compute.");
-      h.mma_sync_fraction = num(*c, "mma_sync_fraction", false, "compute.");
-      if (h.mma_sync_fraction > 1) error(c->get("mma_sync_fraction"), "compute.mma_sync_fraction must be at most 1");
-      if (c->contains("wgmma_fraction")) {
-        h.wgmma_fraction = num(*c, "wgmma_fraction", false, "compute.");
-        if (h.wgmma_fraction > 1) error(c->get("wgmma_fraction"), "compute.wgmma_fraction must be at most 1");
+    for (const Section& s : hwschema::sections()) {
+      if (s.name.empty()) {
+        read_fixed(root, s.fields, "", h, top_names);
+        continue;
       }
-      if (c->contains("sustained_tensor_fraction")) {
-        h.sustained_tensor_fraction = num(*c, "sustained_tensor_fraction", false, "compute.");
-        if (h.sustained_tensor_fraction > 1) error(c->get("sustained_tensor_fraction"), "compute.sustained_tensor_fraction must be at most 1");
+      const toml::node* n = root.get(s.name);
+      if (!n) {
+        if (s.required) diags_.error(at(&root), "missing " + std::string(s.kind == Section::Kind::table_array ? "array of tables [[" : "table [") +
+                                                    std::string(s.name) + (s.kind == Section::Kind::table_array ? "]]" : "]"));
+        continue;
       }
+      if (s.kind == Section::Kind::table_array) read_mma(*n, s, h);
+      else if (const auto* t = n->as_table()) s.kind == Section::Kind::fixed ? read_fixed(*t, s.fields, std::string(s.name) + ".", h, {}) : read_rates(*t, s, h);
+      else error(n, "'" + std::string(s.name) + "' must be a table [" + std::string(s.name) + "], not " + describe(*n));
     }
-    if (const auto* tc = table(root, "tensor_core")) {
-      for (auto&& [k, v] : *tc) {
-        auto dt = parse_dtype(k.str());
-        if (!dt) {
-          error(&v, "unknown dtype '" + std::string(k.str()) + "' in [tensor_core]; expected one of " + dtype_list());
-          continue;
-        }
-        h.tensor_flops_per_s[*dt] = positive(&v, "tensor_core." + std::string(k.str()));
-      }
-    }
-    if (const auto* f = table(root, "features")) {
-      h.cp_async = flag(*f, "cp_async");
-      h.tma = flag(*f, "tma");
-      h.wgmma = flag(*f, "wgmma");
-      if (f->contains("clusters")) h.clusters = flag(*f, "clusters");  // optional: descriptions before it lack it
-    }
-    if (auto* arr = root["mma"].as_array()) {
-      for (auto& node : *arr) {
-        const auto* t = node.as_table();
-        if (!t) {
-          error(&node, "each [[mma]] entry must be a table");
-          continue;
-        }
-        MmaShape m;
-        auto dt = parse_dtype(str(*t, "dtype", "mma."));
-        if (!dt) error(t->get("dtype"), "unknown dtype in [[mma]]; expected one of " + dtype_list());
-        else m.dtype = *dt;
-        const auto* shape = (*t)["shape"].as_array();
-        if (!shape || shape->size() != 3) error(t, "[[mma]] needs shape = [m, n, k]");
-        else {
-          std::array<int*, 3> dims{&m.m, &m.n, &m.k};
-          for (std::size_t i = 0; i < 3; ++i) *dims[i] = static_cast<int>(positive(shape->get(i), "mma.shape"));
-        }
-        m.scope = str(*t, "scope", "mma.");
-        if (m.scope != "warp" && m.scope != "warpgroup") error(t->get("scope"), "[[mma]] scope must be \"warp\" or \"warpgroup\"");
-        m.ptx = str(*t, "ptx", "mma.");
-        h.mma.push_back(std::move(m));
-      }
-    }
+    if (!diags_.has_errors() && h.smem_max_per_block_bytes > h.smem.capacity_bytes)
+      error(root.get("smem")->as_table()->get("max_per_block_bytes"), "'smem.max_per_block_bytes' (" + std::to_string(static_cast<long long>(h.smem_max_per_block_bytes)) +
+                                                                           " bytes) exceeds 'smem.capacity_per_sm_bytes' (" +
+                                                                           std::to_string(static_cast<long long>(h.smem.capacity_bytes)) + " bytes)");
     if (diags_.has_errors()) return std::nullopt;
     return h;
   }
@@ -138,65 +90,141 @@ class Reader {
   SourceLoc at(const toml::node* n) { return n ? at(n->source().begin) : SourceLoc{&src_, 1, 1}; }
   void error(const toml::node* n, const std::string& msg) { diags_.error(at(n), msg); }
 
-  const toml::table* table(const toml::table& t, const char* key) {
-    const toml::node* n = t.get(key);
-    if (!n) {
-      diags_.error(SourceLoc{&src_, 1, 1}, std::string("missing table [") + key + "]");
-      return nullptr;
+  static std::string describe(const toml::node& n) {
+    if (auto v = n.as_integer()) return std::to_string(v->get());
+    if (auto v = n.as_floating_point()) {
+      char buf[40];
+      std::snprintf(buf, sizeof buf, "%.6g", v->get());
+      return buf;
     }
-    if (!n->is_table()) error(n, std::string("'") + key + "' must be a table");
-    return n->as_table();
+    if (n.is_string()) return "a string";
+    if (n.is_boolean()) return "a boolean";
+    if (n.is_table()) return "a table";
+    if (n.is_array()) return "a list";
+    return "a date or time";
   }
-  std::string str(const toml::table& t, const char* key, const std::string& prefix = "") {
-    const toml::node* n = t.get(key);
-    if (!n) {
-      error(&t, "missing key '" + prefix + key + "'");
-      return {};
+
+  /** The value of `n` as field `f` wants it, or nullopt after a located error naming `key`. */
+  template <class Target>
+  std::optional<hwschema::Value> value(const toml::node& n, const Field<Target>& f, const std::string& key) {
+    hwschema::Value v;
+    auto fail = [&](const toml::node& where, const std::string& got) {
+      error(&where, "'" + key + "' must be " + hwschema::expectation(f) + "; got " + got);
+      return std::nullopt;
+    };
+    auto in_range = [&](double x) { return (f.lo_open ? x > f.lo : x >= f.lo) && x <= f.hi; };  // false for NaN
+    switch (f.type) {
+      case Type::string:
+        if (!n.is_string()) return fail(n, describe(n));
+        v.text = n.as_string()->get();
+        return v;
+      case Type::boolean:
+        if (!n.is_boolean()) return fail(n, describe(n));
+        v.flag = n.as_boolean()->get();
+        return v;
+      case Type::string_list: {
+        const auto* a = n.as_array();
+        if (!a) return fail(n, describe(n));
+        for (const auto& e : *a) {
+          if (!e.is_string()) return fail(e, "an element that is " + describe(e));
+          v.list.push_back(e.as_string()->get());
+        }
+        return v;
+      }
+      case Type::integer: {
+        if (!n.is_integer()) return fail(n, describe(n));
+        const long long x = n.as_integer()->get();
+        if (!in_range(static_cast<double>(x))) return fail(n, describe(n));
+        v.number = static_cast<double>(x);
+        return v;
+      }
+      case Type::real: {
+        if (!n.is_number()) return fail(n, describe(n));
+        const double x = n.is_integer() ? static_cast<double>(n.as_integer()->get()) : n.as_floating_point()->get();
+        if (!in_range(x)) return fail(n, describe(n));
+        v.number = x;
+        return v;
+      }
+      case Type::integer_triple: {
+        const auto* a = n.as_array();
+        if (!a || a->size() != 3) return fail(n, a ? "a list of " + std::to_string(a->size()) : describe(n));
+        for (std::size_t i = 0; i < 3; ++i) {
+          const toml::node& e = *a->get(i);
+          if (!e.is_integer() || !in_range(static_cast<double>(e.as_integer()->get()))) return fail(e, describe(e));
+          v.triple[i] = e.as_integer()->get();
+        }
+        return v;
+      }
     }
-    auto v = n->value<std::string>();
-    if (!v) error(n, "'" + prefix + key + "' must be a string");
-    return v.value_or("");
+    return std::nullopt;
   }
-  double positive(const toml::node* n, const std::string& key) {
-    if (!n) return 0;
-    auto v = n->value<double>();
-    if (!v) {
-      error(n, "'" + key + "' must be a number");
-      return 0;
+
+  /** Reads the keys of `fields` from `t` into `target`; `prefix` is "" or "table."; keys of `t`
+   *  that are neither fields nor in `also_known` (the top level's tables) are errors. */
+  template <class Target>
+  void read_fixed(const toml::table& t, std::span<const Field<Target>> fields, const std::string& prefix, Target& target,
+                  const std::vector<std::string>& also_known) {
+    std::vector<std::string> names = also_known;
+    for (const auto& f : fields) names.emplace_back(f.key);
+    for (auto&& [k, n] : t) {
+      const std::string key(k.str());
+      if (std::find(names.begin(), names.end(), key) != names.end()) continue;
+      const std::string near = hwschema::closest(key, names);
+      diags_.error(at(k.source().begin.line ? k.source().begin : n.source().begin),
+                   "unknown key '" + prefix + key + "'" + (near.empty() ? "" : "; did you mean '" + prefix + near + "'?"));
     }
-    if (!(*v > 0)) error(n, "'" + key + "' must be positive");
-    return *v;
+    for (const auto& f : fields) {
+      const toml::node* n = t.get(f.key);
+      if (!n) {
+        if (f.required) error(&t, "missing key '" + prefix + std::string(f.key) + "' (" + hwschema::expectation(f) + ")");
+        continue;
+      }
+      if (auto v = value(*n, f, prefix + std::string(f.key))) f.set(target, *v);
+    }
   }
-  double num(const toml::table& t, const char* key, bool zero_ok = false, const std::string& prefix = "") {
-    const toml::node* n = t.get(key);
-    if (!n) {
-      error(&t, "missing key '" + prefix + key + "'");
-      return 0;
+
+  /** [tensor_core]: one rate per dtype name. */
+  void read_rates(const toml::table& t, const Section& s, Hardware& h) {
+    std::vector<std::string> names;
+    for (int d = 0; d <= static_cast<int>(DType::int4); ++d) names.emplace_back(dtype_name(static_cast<DType>(d)));
+    for (auto&& [k, n] : t) {
+      hwschema::Value v;
+      const std::string key(k.str());
+      if (!parse_dtype(key)) {
+        const std::string near = hwschema::closest(key, names);
+        error(&n, "unknown dtype '" + key + "' in [" + std::string(s.name) + "]; " +
+                      (near.empty() ? "expected one of " + dtype_list() : "did you mean '" + near + "'?"));
+        continue;
+      }
+      if (auto got = value(n, s.fields[0], std::string(s.name) + "." + key)) {
+        got->key = key;
+        s.fields[0].set(h, *got);
+      }
     }
-    if (zero_ok) {
-      auto v = n->value<double>();
-      if (!v || *v < 0) error(n, "'" + prefix + key + "' must be a non-negative number");
-      return v.value_or(0);
-    }
-    return positive(n, prefix + key);
   }
-  bool flag(const toml::table& t, const char* key) {
-    const toml::node* n = t.get(key);
-    if (!n) {
-      error(&t, std::string("missing key 'features.") + key + "'");
-      return false;
+
+  /** [[mma]]: a list of instruction tables. */
+  void read_mma(const toml::node& n, const Section& s, Hardware& h) {
+    const std::string name(s.name);
+    const auto* arr = n.as_array();
+    if (!arr) {
+      error(&n, "'" + name + "' must be an array of tables [[" + name + "]], not " + describe(n));
+      return;
     }
-    auto v = n->value<bool>();
-    if (!v) error(n, std::string("'features.") + key + "' must be true or false");
-    return v.value_or(false);
-  }
-  Level level(const toml::table& root, const char* key) {
-    Level l;
-    if (const auto* t = table(root, key)) {
-      l.capacity_bytes = num(*t, "capacity_bytes", false, std::string(key) + ".");
-      l.bandwidth_bytes_per_s = num(*t, "bandwidth_bytes_per_s", false, std::string(key) + ".");
+    for (const auto& e : *arr) {
+      const auto* t = e.as_table();
+      if (!t) {
+        error(&e, "each [[" + name + "]] entry must be a table, not " + describe(e));
+        continue;
+      }
+      MmaShape m;
+      read_fixed(*t, s.mma_fields, name + ".", m, {});
+      if (const auto* d = t->get("dtype"); d && d->is_string() && !parse_dtype(d->as_string()->get()))
+        error(d, "unknown dtype '" + d->as_string()->get() + "' in [[" + name + "]]; expected one of " + dtype_list());
+      if (const auto* sc = t->get("scope"); sc && sc->is_string() && m.scope != "warp" && m.scope != "warpgroup")
+        error(sc, "'" + name + ".scope' must be \"warp\" or \"warpgroup\"");
+      h.mma.push_back(std::move(m));
     }
-    return l;
   }
 
   const SourceFile& src_;
@@ -222,15 +250,27 @@ std::string format_hardware(const Hardware& h, const std::string& header) {
     return s.find_first_of(".e") == std::string::npos ? s + ".0" : s;
   };
   auto integer = [](double v) { return std::to_string(static_cast<long long>(v)); };
+  auto quoted = [](const std::string& v) {  // a TOML basic string: quotes, backslashes and control characters escaped
+    std::string q = "\"";
+    for (unsigned char c : v) {
+      if (c == '"' || c == '\\') q += '\\', q += static_cast<char>(c);
+      else if (c < 0x20 || c == 0x7f) {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\u%04x", c);
+        q += buf;
+      } else q += static_cast<char>(c);
+    }
+    return q + "\"";
+  };
   std::string out;
   for (std::size_t p = 0, q; p < header.size(); p = q + 1) {
     q = header.find('\n', p);
     if (q == std::string::npos) q = header.size();
     out += "# " + header.substr(p, q - p) + "\n";
   }
-  out += "name = \"" + h.name + "\"\naliases = [";
-  for (std::size_t i = 0; i < h.aliases.size(); ++i) out += (i ? ", \"" : "\"") + h.aliases[i] + "\"";
-  out += "]\narch = \"" + h.arch + "\"\nsm_count = " + std::to_string(h.sm_count) + "\nclock_hz = " + num(h.clock_hz) +
+  out += "name = " + quoted(h.name) + "\naliases = [";
+  for (std::size_t i = 0; i < h.aliases.size(); ++i) out += (i ? ", " : "") + quoted(h.aliases[i]);
+  out += "]\narch = " + quoted(h.arch) + "\nsm_count = " + std::to_string(h.sm_count) + "\nclock_hz = " + num(h.clock_hz) +
          "\nlaunch_overhead_s = " + num(h.launch_overhead_s) + "\n";
   out += "\n[hbm]\ncapacity_bytes = " + integer(h.hbm.capacity_bytes) + "\nbandwidth_bytes_per_s = " + num(h.hbm.bandwidth_bytes_per_s) + "\n";
   if (h.hbm_latency_s > 0) out += "latency_s = " + num(h.hbm_latency_s) + "\n";
@@ -251,7 +291,7 @@ std::string format_hardware(const Hardware& h, const std::string& header) {
          "\nwgmma = " + (h.wgmma ? "true" : "false") + "\nclusters = " + (h.clusters ? "true" : "false") + "\n";
   for (const auto& m : h.mma)
     out += "\n[[mma]]\ndtype = \"" + std::string(dtype_name(m.dtype)) + "\"\nshape = [" + std::to_string(m.m) + ", " +
-           std::to_string(m.n) + ", " + std::to_string(m.k) + "]\nscope = \"" + m.scope + "\"\nptx = \"" + m.ptx + "\"\n";
+           std::to_string(m.n) + ", " + std::to_string(m.k) + "]\nscope = " + quoted(m.scope) + "\nptx = " + quoted(m.ptx) + "\n";
   return out;
 }
 
@@ -269,25 +309,10 @@ std::vector<std::string> bundled_hardware() {
   return files;
 }
 
-Hardware load_hardware(const std::string& name_or_path) {
-  std::string path;
-  if (name_or_path.size() > 5 && name_or_path.substr(name_or_path.size() - 5) == ".toml") {
-    path = name_or_path;
-  } else {
-    std::string want = lower(name_or_path);
-    std::string known;
-    for (const auto& f : bundled_hardware()) {
-      SourceManager sm;
-      DiagnosticEngine d;
-      auto h = parse_hardware(*sm.add(f, read_file(f)), d);
-      if (!h) continue;
-      known += (known.empty() ? "" : ", ") + lower(h->aliases.empty() ? h->name : h->aliases.front());
-      bool match = lower(h->name) == want;
-      for (const auto& a : h->aliases) match |= lower(a) == want;
-      if (match) return *h;
-    }
-    throw UserError("unknown hardware '" + name_or_path + "'; bundled: " + known + " (or give a .toml path)");
-  }
+namespace {
+
+/** Parses `path`; on errors prints them (located) and raises UserError naming the file. */
+Hardware load_file(const std::string& path) {
   SourceManager sm;
   DiagnosticEngine diags;
   auto h = parse_hardware(*sm.add(path, read_file(path)), diags);
@@ -296,6 +321,40 @@ Hardware load_hardware(const std::string& name_or_path) {
     throw UserError("hardware description '" + path + "' has " + std::to_string(diags.error_count()) + " error(s)");
   }
   return *h;
+}
+
+}  // namespace
+
+Hardware load_hardware(const std::string& name_or_path) {
+  if (name_or_path.size() > 5 && name_or_path.substr(name_or_path.size() - 5) == ".toml") return load_file(name_or_path);
+  const std::string want = lower(name_or_path);
+  std::set<std::string> known;       // each description once, by its first alias (or name)
+  std::vector<std::string> broken;   // bundled files that do not parse
+  std::string broken_errors;
+  for (const auto& f : bundled_hardware()) {
+    SourceManager sm;
+    DiagnosticEngine d;
+    auto h = parse_hardware(*sm.add(f, read_file(f)), d);
+    if (!h) {
+      // A broken bundled file reports its own errors when it is the one asked for by file
+      // name; otherwise its errors come with the unknown-hardware error, if there is one.
+      if (lower(std::filesystem::path(f).stem().string()) == want) return load_file(f);
+      broken.push_back(f);
+      broken_errors += d.render();
+      continue;
+    }
+    known.insert(lower(h->aliases.empty() ? h->name : h->aliases.front()));
+    bool match = lower(h->name) == want;
+    for (const auto& a : h->aliases) match |= lower(a) == want;
+    if (match) return *h;
+  }
+  std::string list;
+  for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+  std::string msg = "unknown hardware '" + name_or_path + "'; bundled: " + list + " (or give a .toml path)";
+  // The one asked for may be among the broken ones: show why they do not load.
+  std::cerr << broken_errors;
+  for (const auto& f : broken) msg += "; the bundled description '" + f + "' does not load (errors above)";
+  throw UserError(msg);
 }
 
 }  // namespace napkin

@@ -74,9 +74,12 @@ struct Hardware {
   const MmaShape* warpgroup_mma(DType t) const;
 };
 
-/** Reads a hardware description from TOML text. Every problem (a TOML syntax error, a missing or
- *  mistyped key, a non-positive quantity, an unknown dtype) is a located diagnostic; returns
- *  nullopt if any was reported. Never throws on bad input. */
+/** Reads a hardware description from TOML text, checked against the schema of
+ *  perfmodel/hardware_schema.hpp. Every problem (a TOML syntax error, a missing key, a key the
+ *  schema does not know, with a "did you mean" where one is close, a value of the wrong type, a
+ *  real number where an integer belongs, a number out of its range or not finite, an unknown dtype,
+ *  SMEM per block above SMEM per SM) is a diagnostic at `file:line:col` of the value that names
+ *  the field; returns nullopt if any was reported. Never throws on bad input. */
 std::optional<Hardware> parse_hardware(const SourceFile& src, DiagnosticEngine& diags);
 
 /** TOML text of `h` in the layout parse_hardware reads (round trip: parse(format(h)) == h's
@@ -87,7 +90,10 @@ std::string format_hardware(const Hardware& h, const std::string& header);
 std::string hardware_dir();
 /** Loads a description by name or alias (case-insensitive: "h100", "H100-SXM5") from
  *  hardware_dir(), or from a path ending in .toml. Raises UserError for an unknown name (listing
- *  the known ones) or an unreadable file, and prints located diagnostics for a malformed one. */
+ *  each bundled description once, by its first alias) or an unreadable file. A malformed file,
+ *  given by path or bundled and asked for by its file name ("h100" for h100.toml), prints its
+ *  located diagnostics and raises UserError naming it; the unknown-name error also names, with
+ *  their diagnostics, bundled files that do not load. */
 Hardware load_hardware(const std::string& name_or_path);
 /** Names of every bundled description, sorted by file name. */
 std::vector<std::string> bundled_hardware();

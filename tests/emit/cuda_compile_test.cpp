@@ -36,7 +36,22 @@ std::string ptx_of(const std::string& cu, const std::string& arch, const std::st
 
 }  // namespace
 
-TEST_CASE("every bundled diagram's CUDA matches its golden file and compiles for sm_80 and sm_90a", "[emit][cuda]") {
+TEST_CASE("every bundled diagram's CUDA matches its golden file", "[emit][cuda]") {
+  Hardware hw = load_hardware("h100");
+  for (const auto& path : library_files()) {
+    INFO(path);
+    LoadedDiagram l = load_library(path);
+    Derivation dv = derive(*l.program, *l.diagram, l.sizes, hw);
+    check_golden("cuda/" + std::filesystem::path(path).stem().string() + ".cu", emit_cuda(*l.program, *l.diagram, dv, hw));
+  }
+}
+
+// Needs nvcc of CUDA 12.0 or later (tests/CMakeLists.txt); reported as skipped without it.
+TEST_CASE("every bundled diagram's CUDA compiles for sm_80 and sm_90a (needs nvcc 12.0+)", "[emit][cuda][nvcc]") {
+  if (std::string(NAPKIN_NVCC).empty()) {
+    skip_test(NAPKIN_NVCC_MISSING);
+    return;
+  }
   Hardware hw = load_hardware("h100");
   const std::string dir = std::filesystem::temp_directory_path().string() + "/napkin-cuda-test-" + std::to_string(getpid());
   std::filesystem::create_directories(dir);
@@ -47,7 +62,6 @@ TEST_CASE("every bundled diagram's CUDA matches its golden file and compiles for
     LoadedDiagram l = load_library(path);
     Derivation dv = derive(*l.program, *l.diagram, l.sizes, hw);
     const std::string text = emit_cuda(*l.program, *l.diagram, dv, hw);
-    check_golden("cuda/" + stem + ".cu", text);
     const std::string cu = dir + "/" + stem + ".cu";
     std::ofstream(cu) << text;
     const int mma_kernels = static_cast<int>(count(text, "// strategy gemm") + count(text, "// strategy flash"));

@@ -116,3 +116,9 @@ TEST_CASE("every illegal schedule is a located error that names the reason", "[e
     return "derive " + diagram + " --hw h100 --schedule " + p.string();
   });
 }
+
+TEST_CASE("every bad hardware description is a located error that names the field", "[errors][hardware]") {
+  check_corpus(fs::path(NAPKIN_SOURCE_DIR) / "tests" / "errors" / "hardware", ".toml", 20, [](const fs::path& p) {
+    return "derive " + std::string(NAPKIN_SOURCE_DIR) + "/diagrams/library/matmul.napkin --hw " + p.string();
+  });
+}

@@ -29,6 +29,11 @@ RunResult run_shell(const std::string& command) {
   return r;
 }
 
+void skip_test(const std::string& reason) {
+  std::printf("napkin-test-skipped: %s\n", reason.c_str());
+  std::fflush(stdout);
+}
+
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream ss;

@@ -34,6 +34,11 @@ LoadedDiagram load_text(const std::string& text, const SizeMap& overrides = {});
 /** Loads a file of diagrams/library by name ("attention.napkin") or by path; REQUIREs that it verifies. */
 LoadedDiagram load_library(const std::string& file);
 
+/** Prints "napkin-test-skipped: <reason>" on stdout, which CTest reports as a skipped test
+ *  (SKIP_REGULAR_EXPRESSION, cmake/NapkinTests.cmake). The caller returns from the test case
+ *  right after, having checked nothing it could not check: only for a missing tool (nvcc). */
+void skip_test(const std::string& reason);
+
 /** Compares `actual` with tests/golden/<name>; UPDATE_GOLDEN=1 rewrites the file instead.
  *  A missing golden file fails. */
 void check_golden(const std::string& name, const std::string& actual);
