@@ -61,9 +61,9 @@ const LemmaArithmetic* lemma_arithmetic(const std::string& id) {
       {"chan-centred-moment",
        {{{"n", "0.0"}, {"mean", "0.0"}, {"m2", "0.0"}},
         {{"n_b", "the chunk's element count"}, {"mean_b", "the chunk's mean of E"}, {"m2_b", "the chunk's sum of (E - mean_b)^2"}},
-        {"const double n_ab = $n + $n_b, delta = $mean_b - $mean;",
-         "if (n_ab > 0) $m2 += $m2_b + delta * delta * $n * $n_b / n_ab;",
-         "if (n_ab > 0) $mean += delta * $n_b / n_ab;", "$n = n_ab;"},
+        {"const double chan_n = $n + $n_b, chan_delta = $mean_b - $mean;",
+         "if (chan_n > 0) $m2 += $m2_b + chan_delta * chan_delta * $n * $n_b / chan_n;",
+         "if (chan_n > 0) $mean += chan_delta * $n_b / chan_n;", "$n = chan_n;"},
         "$m2"}},
   };
   auto it = table.find(id);

@@ -600,12 +600,14 @@ class FunctionEmitter {
       vars = {{"s", at(b)}, {"m_old", at(Buf{"old_" + m.name, m.axes})}, {"m_new", at(m)}, {"part", "part"}};
     } else {
       std::string e = value(*f.centred);
-      line("double n_b = 0.0, sum_b = 0.0, m2_b = 0.0;");
-      loops(r.axes), line("n_b += 1.0;"), line("sum_b += " + e + ";"), end_loops(r.axes);
-      line("const double mean_b = n_b > 0 ? sum_b / n_b : 0.0;");
-      loops(r.axes), line("m2_b += (" + e + " - mean_b) * (" + e + " - mean_b);"), end_loops(r.axes);
+      // chunk_* names cannot clash with the loop nest's n_, i_, o_, T_ and N_ names of axes
+      line("double chunk_n = 0.0, chunk_sum = 0.0, chunk_m2 = 0.0;");
+      loops(r.axes), line("chunk_n += 1.0;"), line("chunk_sum += " + e + ";"), end_loops(r.axes);
+      line("const double chunk_mean = chunk_n > 0 ? chunk_sum / chunk_n : 0.0;");
+      loops(r.axes), line("chunk_m2 += (" + e + " - chunk_mean) * (" + e + " - chunk_mean);"), end_loops(r.axes);
       std::string idx = "[" + local_index(b.axes) + "]";
-      vars = {{"n", "chn_" + b.name + idx}, {"mean", "chm_" + b.name + idx}, {"m2", at(b)}, {"n_b", "n_b"}, {"mean_b", "mean_b"}, {"m2_b", "m2_b"}};
+      vars = {{"n", "chn_" + b.name + idx}, {"mean", "chm_" + b.name + idx}, {"m2", at(b)},
+              {"n_b", "chunk_n"}, {"mean_b", "chunk_mean"}, {"m2_b", "chunk_m2"}};
     }
     for (const auto& u : la.update) line(render_template(u, vars));
     end_loops(b.axes);
