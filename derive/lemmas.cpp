@@ -313,7 +313,12 @@ StreamVerdict streamable(const std::vector<const StatementWeave*>& kernel, const
           // The running statistics are per row of the normaliser: the contraction must read it
           // directly (it is linear in it) and keep its rows.
           bool direct = false;
-          for (const auto& arg : ur.node->args) direct |= arg->kind == Expr::Kind::ref && arg->name == name;
+          int reads = 0;  // linear: the normaliser read once (contract(P, P; x) is quadratic in it)
+          for (const auto& arg : ur.node->args) {
+            direct |= arg->kind == Expr::Kind::ref && arg->name == name;
+            walk(*arg, [&](const Expr& n) { reads += n.kind == Expr::Kind::ref && n.name == name; });
+          }
+          direct &= reads == 1;
           for (const auto& a : w->statement->axes)
             if (a != axis && u->touches(a) && u->role(a) == AxisRole::reduced) direct = false;
           if (!direct)
