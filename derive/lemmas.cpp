@@ -1,10 +1,13 @@
 #include "derive/lemmas.hpp"
 
 #include <algorithm>
+#include <cctype>
+#include <functional>
 #include <map>
 
 #include "diagrams/diagnostics.hpp"
 #include "diagrams/graph_view.hpp"
+#include "diagrams/printer.hpp"
 
 namespace napkin {
 
@@ -27,6 +30,14 @@ const std::vector<Lemma>& lemma_library() {
       {"two-pass-normalisation", "a normalisation whose output leaves indexed by the axis streams in two passes",
        "pass 1 folds the statistics (online max and sum; Welford mean and M2; sum of squares); pass 2 re-reads and maps",
        "Milakov & Gimelshein 2018 (online normaliser); Welford 1962"},
+      {"online-rescaled-sum",
+       "a sum over the axis of exp(E - M), M a max over the same axis (logsumexp), folds chunk by chunk",
+       "running sum s of exp(E - m) at the running max m; s <- s * exp(m_old - m_new) + sum exp(E - m_new)",
+       "Milakov & Gimelshein 2018 (online normaliser calculation)"},
+      {"chan-centred-moment",
+       "a sum or mean over the axis of (E - mu) * (E - mu), mu = mean(E) over the same axes, folds chunk by chunk",
+       "Chan's (n, mean, M2): per chunk (n_b, mean_b, M2_b) combined with delta = mean_b - mean",
+       "Chan, Golub & LeVeque 1979 (pairwise variance); Welford 1962"},
   };
   return table;
 }
@@ -36,6 +47,146 @@ const Lemma& lemma(const std::string& id) {
     if (l.id == id) return l;
   NAPKIN_ASSERT(false) << "unknown lemma " << id;
   return lemma_library().front();
+}
+
+const LemmaArithmetic* lemma_arithmetic(const std::string& id) {
+  static const std::map<std::string, LemmaArithmetic> table{
+      {"online-rescaled-sum",
+       {{{"s", "0.0"}},
+        {{"m_old", "the running max of M before this chunk"},
+         {"m_new", "the running max of M after it"},
+         {"part", "the chunk's sum with M read as m_new"}},
+        {"if ($m_new != -INFINITY) $s = $s * std::exp($m_old - $m_new) + $part;"},
+        "$s"}},
+      {"chan-centred-moment",
+       {{{"n", "0.0"}, {"mean", "0.0"}, {"m2", "0.0"}},
+        {{"n_b", "the chunk's element count"}, {"mean_b", "the chunk's mean of E"}, {"m2_b", "the chunk's sum of (E - mean_b)^2"}},
+        {"const double chan_n = $n + $n_b, chan_delta = $mean_b - $mean;",
+         "if (chan_n > 0) $m2 += $m2_b + chan_delta * chan_delta * $n * $n_b / chan_n;",
+         "if (chan_n > 0) $mean += chan_delta * $n_b / chan_n;", "$n = chan_n;"},
+        "$m2"}},
+  };
+  auto it = table.find(id);
+  return it == table.end() ? nullptr : &it->second;
+}
+
+std::string render_template(const std::string& templ, const std::map<std::string, std::string>& vars) {
+  std::string out;
+  for (std::size_t i = 0; i < templ.size();) {
+    if (templ[i] != '$') {
+      out += templ[i++];
+      continue;
+    }
+    std::size_t j = i + 1;
+    while (j < templ.size() && (std::isalnum(static_cast<unsigned char>(templ[j])) || templ[j] == '_')) ++j;
+    auto it = vars.find(templ.substr(i + 1, j - i - 1));
+    NAPKIN_ASSERT(it != vars.end()) << "lemma template names $" << templ.substr(i + 1, j - i - 1) << " without a value";
+    out += it->second;
+    i = j;
+  }
+  return out;
+}
+
+namespace {
+
+bool has(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+/** The first array of `names` that `e` reads, or empty. */
+std::string reads_any(const Expr& e, const std::set<std::string>& names) {
+  std::string found;
+  walk(e, [&](const Expr& n) {
+    if (found.empty() && n.kind == Expr::Kind::ref && names.count(n.name)) found = n.name;
+  });
+  return found;
+}
+
+/** The factors of a product (`a * b * c`; a contraction multiplies its arguments). */
+void factors(const Expr& e, std::vector<const Expr*>& out) {
+  if (e.kind == Expr::Kind::apply && e.op == Op::mul) {
+    for (const auto& a : e.args) factors(*a, out);
+    return;
+  }
+  out.push_back(&e);
+}
+
+/** `E - R` with R a reference: R's name, else empty. */
+std::string minus_ref(const Expr& e) {
+  return e.kind == Expr::Kind::apply && e.op == Op::sub && e.args[1]->kind == Expr::Kind::ref ? e.args[1]->name : "";
+}
+
+/** The top-level reduction of statement `name` in the kernel when it is `op` over `axis`. */
+const Expr* whole_reduction(const std::map<std::string, const StatementWeave*>& kernel, const std::string& name, Op op,
+                            const std::string& axis) {
+  auto it = kernel.find(name);
+  if (it == kernel.end()) return nullptr;
+  const Expr& e = *it->second->statement->expr;
+  return e.kind == Expr::Kind::apply && e.op == op && has(e.axes, axis) ? &e : nullptr;
+}
+
+}  // namespace
+
+ReductionForm reduction_form(const Expr& node, const std::string& axis,
+                             const std::map<std::string, const StatementWeave*>& kernel,
+                             const std::set<std::string>& after_loop) {
+  ReductionForm f;
+  std::string inner = reads_any(node, after_loop);
+  if (inner.empty()) {
+    f.lemma = node.op == Op::max ? "max-monoid" : "associative-sum";
+    return f;
+  }
+  f.inner = inner;
+  const std::string opn(op_name(node.op));
+  f.why = "its " + opn + " over " + axis + " reads '" + inner + "', complete only after the loop over " + axis +
+          "; no lemma folds this in one pass (online-rescaled-sum needs a sum of exp(E - M) with M = max(...; " + axis +
+          "); chan-centred-moment needs (E - mu) * (E - mu) with mu = mean(E; " + axis + ")); keep " + axis + " whole";
+  if (node.op == Op::max) return f;
+  std::vector<const Expr*> fs;
+  for (const auto& a : node.args) factors(*a, fs);
+  std::vector<const Expr*> reading;
+  for (const Expr* x : fs)
+    if (!reads_any(*x, after_loop).empty()) reading.push_back(x);
+  // online-rescaled-sum: one factor exp(E - M), M = max(...; axis) the whole statement, constant
+  // along what the node reduces; E and the other factors free of loop results.
+  if (reading.size() == 1 && node.op != Op::max) {
+    const Expr& x = *reading[0];
+    if (x.kind == Expr::Kind::apply && x.op == Op::exp && minus_ref(*x.args[0]) == inner &&
+        reads_any(*x.args[0]->args[0], after_loop).empty()) {
+      const Expr* m = whole_reduction(kernel, inner, Op::max, axis);
+      bool constant = m != nullptr;
+      if (m)
+        for (const auto& a : kernel.at(inner)->statement->axes) constant &= !has(node.axes, a);
+      if (constant) {
+        f.lemma = "online-rescaled-sum";
+        return f;
+      }
+    }
+  }
+  // chan-centred-moment: (E - mu) * (E - mu) alone, mu = mean(E; the node's axes).
+  if (fs.size() == 2 && node.op != Op::max && minus_ref(*fs[0]) == inner && minus_ref(*fs[1]) == inner) {
+    const Expr* mu = whole_reduction(kernel, inner, Op::mean, axis);
+    std::string e0 = print_expr(*fs[0]->args[0]), e1 = print_expr(*fs[1]->args[0]);
+    if (mu && e0 == e1 && print_expr(*mu->args[0]) == e0 && reads_any(*fs[0]->args[0], after_loop).empty() &&
+        std::set<std::string>(mu->axes.begin(), mu->axes.end()) == std::set<std::string>(node.axes.begin(), node.axes.end())) {
+      f.lemma = "chan-centred-moment";
+      f.centred = fs[0]->args[0].ptr.get();
+      return f;
+    }
+  }
+  return f;
+}
+
+std::vector<const Expr*> reducers_over(const Expr& e, const std::string& axis) {
+  std::vector<const Expr*> out;
+  std::function<void(const Expr&)> visit = [&](const Expr& n) {
+    if (n.kind == Expr::Kind::apply && (n.op == Op::contract || n.op == Op::sum || n.op == Op::max || n.op == Op::mean) &&
+        has(n.axes, axis)) {
+      out.push_back(&n);
+      return;
+    }
+    for (const auto& a : n.args) visit(*a);
+  };
+  visit(e);
+  return out;
 }
 
 namespace {
@@ -101,7 +252,16 @@ StreamVerdict streamable(const std::vector<const StatementWeave*>& kernel, const
         if (nested)
           return fail(w, "'" + name + "' reduces " + axis + " over a value that itself reduces or normalises along " + axis +
                              "; the inner result is complete only after the loop; keep " + axis + " whole");
+        if (has(w->statement->axes, axis))
+          return fail(w, "'" + name + "' reduces " + axis + " inside its expression (" + std::string(op_name(r.op)) + ") but keeps " + axis +
+                             " in its output: every element needs the complete reduction, known only after the loop; no lemma "
+                             "streams a normaliser written as an expression; keep " + axis + " whole");
         std::string id = r.op == Op::max ? "max-monoid" : "associative-sum";
+        for (const Expr* node : reducers_over(*w->statement->expr, axis)) {
+          ReductionForm form = reduction_form(*node, axis, by_name, after_loop);
+          if (form.lemma.empty()) return fail(w, "'" + name + "' is not streamable along " + axis + ": " + form.why);
+          if (form.lemma == "online-rescaled-sum" || form.lemma == "chan-centred-moment") id = form.lemma;
+        }
         for (const auto& in : w->reads) {  // a contraction fed by a normaliser takes the normaliser's lemma
           auto it = by_name.find(in);
           if (passes == 1 && it != by_name.end() && it->second->touches(axis) &&
@@ -114,6 +274,18 @@ StreamVerdict streamable(const std::vector<const StatementWeave*>& kernel, const
       }
       case AxisRole::normalised: {
         std::string opn(op_name(r.op));
+        int normalisers = 0;
+        walk(*w->statement->expr, [&](const Expr& n) {
+          normalisers += n.kind == Expr::Kind::apply && (n.op == Op::softmax || n.op == Op::layernorm || n.op == Op::rmsnorm) &&
+                         has(n.axes, axis);
+        });
+        if (normalisers > 1)
+          return fail(w, "'" + name + "' holds " + std::to_string(normalisers) + " normalisers along " + axis +
+                             "; a stream carries the statistics of one per statement: give each a statement of its own");
+        if (passes == 1 && r.node != w->statement->expr.ptr.get())
+          return fail(w, opn + " inside an expression in '" + name + "' is not streamable along " + axis + " in one pass: the " +
+                             normaliser_lemma(r.op) + " lemma needs the normaliser to be the whole statement that the contraction reads; "
+                             "stream it in two passes (stream " + axis + " by N twice) or give it a statement of its own");
         if (passes == 2) {
           // Pass 1 folds statistics of inputs that exist in pass 1: not of another normaliser's output.
           for (const auto& in : w->reads)
@@ -141,7 +313,12 @@ StreamVerdict streamable(const std::vector<const StatementWeave*>& kernel, const
           // The running statistics are per row of the normaliser: the contraction must read it
           // directly (it is linear in it) and keep its rows.
           bool direct = false;
-          for (const auto& arg : ur.node->args) direct |= arg->kind == Expr::Kind::ref && arg->name == name;
+          int reads = 0;  // linear: the normaliser read once (contract(P, P; x) is quadratic in it)
+          for (const auto& arg : ur.node->args) {
+            direct |= arg->kind == Expr::Kind::ref && arg->name == name;
+            walk(*arg, [&](const Expr& n) { reads += n.kind == Expr::Kind::ref && n.name == name; });
+          }
+          direct &= reads == 1;
           for (const auto& a : w->statement->axes)
             if (a != axis && u->touches(a) && u->role(a) == AxisRole::reduced) direct = false;
           if (!direct)

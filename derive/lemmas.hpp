@@ -17,8 +17,19 @@
  *  | two-pass-normalisation | softmax, layernorm or rmsnorm along the axis whose | pass 1: (m, l), (mean,   |
  *  |                        | output leaves indexed by it: `stream ... twice`    | M2) or sum of squares;   |
  *  |                        |                                                   | pass 2 re-reads and maps |
+ *  | online-rescaled-sum    | a sum over the axis of exp(E - M) (times factors  | running sum s, rescaled  |
+ *  |                        | free of loop results), M a max over the axis      | by exp(m_old - m_new)    |
+ *  | chan-centred-moment    | a sum or mean over the axis of (E - mu) * (E - mu),| Chan's (n, mean, M2)     |
+ *  |                        | mu = mean(E) over the same axes                   |                          |
+ *
+ *  A reduction over the streamed axis that reads, inside it, another reduction over that axis
+ *  (complete only after the loop) is streamable only through the last two lemmas, recognised
+ *  structurally by reduction_form(); anything else is refused, naming the statement and the lemma
+ *  that is missing. A statement that reduces the axis inside its expression but keeps it in its
+ *  output (a normaliser written as an expression) is refused too.
  */
 #pragma once
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -53,6 +64,39 @@ struct StreamVerdict {
   const Statement* culprit = nullptr;
   std::string why;
 };
+/** The arithmetic of a lemma whose state the emitters render (written once, here): C++-syntax
+ *  templates over `$name` placeholders. `state` (name, initial value) is per accumulator
+ *  element; `chunk` names the per-chunk values the renderer computes first; `update` folds one
+ *  chunk into the state; `finalise` is the reduction's value (before a mean's division). */
+struct LemmaArithmetic {
+  std::vector<std::pair<std::string, std::string>> state;
+  std::vector<std::pair<std::string, std::string>> chunk;  ///< (name, what it is)
+  std::vector<std::string> update;
+  std::string finalise;
+};
+/** The arithmetic of `id` ("online-rescaled-sum", "chan-centred-moment"), or nullptr. */
+const LemmaArithmetic* lemma_arithmetic(const std::string& id);
+/** `templ` with every `$name` (longest name first) replaced by vars[name]. */
+std::string render_template(const std::string& templ, const std::map<std::string, std::string>& vars);
+
+/** How a reduction node over a streamed axis folds when it reads, inside it, a reduction's
+ *  result over the same axis (an array of `after_loop`, complete only after the loop). */
+struct ReductionForm {
+  std::string lemma;               ///< "associative-sum", "max-monoid", "online-rescaled-sum", "chan-centred-moment"; empty: none
+  std::string inner;               ///< the array read inside (M or mu), for the last two
+  const Expr* centred = nullptr;   ///< chan-centred-moment: E in (E - mu) * (E - mu)
+  std::string why;                 ///< when lemma is empty: what is missing, for the user
+};
+/** Recognises `node` (contract, sum, mean or max reducing `axis`) structurally. `kernel` holds the
+ *  fused statements by name (the inner array must be one of them). */
+ReductionForm reduction_form(const Expr& node, const std::string& axis,
+                             const std::map<std::string, const StatementWeave*>& kernel,
+                             const std::set<std::string>& after_loop);
+
+/** The outermost contract, sum, max or mean nodes of `e` that reduce `axis` (each folds into one
+ *  accumulator when `axis` is streamed). */
+std::vector<const Expr*> reducers_over(const Expr& e, const std::string& axis);
+
 StreamVerdict streamable(const std::vector<const StatementWeave*>& kernel, const std::string& axis,
                          const std::set<std::string>& escaping, int passes = 1);
 

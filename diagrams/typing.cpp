@@ -138,12 +138,12 @@ std::optional<AxisList> Typer::apply(const Expr& e) {
     }
     case Op::causal: {
       if (e.axes.size() != 2) return error(e.loc, "'causal' takes two axes: causal(q, x)"), std::nullopt;
-      if (!axes_known()) return std::nullopt;
+      if (!axes_known() || !no_bindings("")) return std::nullopt;
       if (e.axes[0] == e.axes[1]) return error(e.axis_locs[1], "'causal' needs two different axes"), std::nullopt;
       return e.axes;
     }
     case Op::mask: {
-      if (!arity(2, 2)) return std::nullopt;
+      if (!arity(2, 2) || !no_bindings("")) return std::nullopt;
       for (const auto& a : args[1])
         if (!contains(args[0], a))
           return error(e.args[1]->loc, "the mask has axis '" + a + "', which the masked array lacks"), std::nullopt;
@@ -151,7 +151,7 @@ std::optional<AxisList> Typer::apply(const Expr& e) {
     }
     case Op::cast:
       if (!e.dtype) return error(e.loc, "'cast' needs a dtype: cast(X, bf16)"), std::nullopt;
-      if (!arity(1, 1)) return std::nullopt;
+      if (!arity(1, 1) || !no_bindings("")) return std::nullopt;
       return args[0];
     case Op::add: case Op::sub: case Op::mul: case Op::div:
       if (!arity(2, 2)) return std::nullopt;

@@ -5,6 +5,7 @@
 #include <functional>
 #include <set>
 
+#include "derive/lemmas.hpp"
 #include "diagrams/graph_view.hpp"
 
 namespace napkin {
@@ -442,8 +443,8 @@ class FunctionEmitter {
       if (w->role(a) == AxisRole::normalised) {
         const Expr* n = w->roles.at(a).node;
         norm_node[name] = n;
-        AxisList rows;
-        for (const auto& x : w->statement->axes)
+        AxisList rows;  // the node's axes: a normaliser inside an expression may lack some of the statement's
+        for (const auto& x : axes_of(*n))
           if (x != a) rows.push_back(x);
         state_rows_[name] = rows;
         line("// " + name + ": " + l + " state over rows [" + join(rows) + "]");
@@ -473,6 +474,23 @@ class FunctionEmitter {
           for (const char* extra : {"accw_", "accb_"})
             line("std::vector<double> " + std::string(extra) + b.name + "(" + local_size(out) + ", 0.0);");
       }
+    }
+    rescaled_.clear();
+    forms_.clear();
+    std::map<std::string, const StatementWeave*> kernel_by_name;
+    for (const auto* w : stmts) kernel_by_name[w->statement->name] = w;
+    for (auto& [r, b] : acc) {
+      ReductionForm f = reduction_form(*r, a, kernel_by_name, after);
+      NAPKIN_ASSERT(!f.lemma.empty()) << "a schedule checked as streamable has a reduction without a lemma: " << f.why;
+      forms_[r] = f;
+      if (f.lemma == "chan-centred-moment")
+        for (const char* extra : {"chn_", "chm_"})
+          line("std::vector<double> " + std::string(extra) + b.name + "(" + local_size(b.axes) + ", 0.0);  // " + f.lemma + " state");
+      if (f.lemma == "online-rescaled-sum") rescaled_.insert(f.inner);
+    }
+    for (const auto& m : rescaled_) {  // the running max before each chunk, for the rescaling
+      const Buf& b = acc.at(d_.find_statement(m)->expr.ptr.get());
+      line("std::vector<double> old_" + b.name + "(" + local_size(b.axes) + ", -INFINITY);  // running max of " + m + " before the chunk");
     }
     bool skip = cost.causal_active_fraction < 1;
     std::string causal_q;
@@ -506,7 +524,13 @@ class FunctionEmitter {
         } else if (!stats_pass) {
           for (const Expr* r : reducers(*w->statement->expr)) {
             for (const auto& arg : r->args) prepare(*arg);
-            accumulate(*r, acc.at(r), consumer_of.count(r) ? consumer_of[r] : "", a);
+            bool running = rescaled_.count(name) && r == w->statement->expr.ptr.get();
+            if (running) copy(acc.at(r), "old_" + acc.at(r).name);
+            if (forms_[r].lemma == "online-rescaled-sum" || forms_[r].lemma == "chan-centred-moment")
+              fold(*r, acc.at(r), forms_[r], acc);
+            else
+              accumulate(*r, acc.at(r), consumer_of.count(r) ? consumer_of[r] : "", a);
+            if (running) copy(acc.at(r), buffer_[name], *d_.array_axes(name));  // read as the running max in this chunk
           }
         }
       }
@@ -552,6 +576,42 @@ class FunctionEmitter {
     for (const auto* w : post) current_statement_ = w->statement->name, compute(*w->statement);
     for (const auto& o : cost.outputs)
       if (!carries_any(o)) save(o);
+  }
+
+  /** Copies buffer `b` into `dst` (indexed by `dst_axes`, a permutation of b's axes; b's by default). */
+  void copy(const Buf& b, const std::string& dst, const AxisList& dst_axes = {}) {
+    loops(b.axes);
+    line(at(Buf{dst, dst_axes.empty() ? b.axes : dst_axes}) + " = " + at(b) + ";");
+    end_loops(b.axes);
+  }
+
+  /** One chunk of a reduction that reads another reduction over the streamed axis, folded by the
+   *  lemma's arithmetic (derive/lemmas: lemma_arithmetic): the chunk's values, then the update. */
+  void fold(const Expr& r, const Buf& b, const ReductionForm& f, const std::map<const Expr*, Buf>& acc) {
+    const LemmaArithmetic& la = *lemma_arithmetic(f.lemma);
+    std::map<std::string, std::string> vars;
+    line("// " + f.lemma + ": " + lemma(f.lemma).state);
+    open("");
+    loops(b.axes);
+    if (f.lemma == "online-rescaled-sum") {
+      const Buf& m = acc.at(d_.find_statement(f.inner)->expr.ptr.get());
+      line("double part = 0.0;");
+      loops(r.axes), line("part += " + product_of(r) + ";"), end_loops(r.axes);
+      vars = {{"s", at(b)}, {"m_old", at(Buf{"old_" + m.name, m.axes})}, {"m_new", at(m)}, {"part", "part"}};
+    } else {
+      std::string e = value(*f.centred);
+      // chunk_* names cannot clash with the loop nest's n_, i_, o_, T_ and N_ names of axes
+      line("double chunk_n = 0.0, chunk_sum = 0.0, chunk_m2 = 0.0;");
+      loops(r.axes), line("chunk_n += 1.0;"), line("chunk_sum += " + e + ";"), end_loops(r.axes);
+      line("const double chunk_mean = chunk_n > 0 ? chunk_sum / chunk_n : 0.0;");
+      loops(r.axes), line("chunk_m2 += (" + e + " - chunk_mean) * (" + e + " - chunk_mean);"), end_loops(r.axes);
+      std::string idx = "[" + local_index(b.axes) + "]";
+      vars = {{"n", "chn_" + b.name + idx}, {"mean", "chm_" + b.name + idx}, {"m2", at(b)},
+              {"n_b", "chunk_n"}, {"mean_b", "chunk_mean"}, {"m2_b", "chunk_m2"}};
+    }
+    for (const auto& u : la.update) line(render_template(u, vars));
+    end_loops(b.axes);
+    close();
   }
 
   /** Adds one chunk's contribution to a reduction's accumulator; for a contraction consuming a
@@ -603,11 +663,19 @@ class FunctionEmitter {
   void normaliser_chunk(const StatementWeave& w, const std::string& a, const std::string& lemma_id, bool two_pass, bool stats_pass) {
     const Statement& s = *w.statement;
     const Expr* node = w.roles.at(a).node;
-    NAPKIN_ASSERT(s.expr.ptr.get() == node) << "a normaliser must be the whole statement";
+    // A normaliser inside an expression (checked: two passes only) writes its own buffer in pass
+    // 2; the statement is then computed from it.
+    const bool nested = s.expr.ptr.get() != node;
+    NAPKIN_ASSERT(!nested || two_pass) << "a normaliser inside an expression streams in two passes only (derive/lemmas)";
     prepare(*node->args[0]);
     const AxisList& rows = state_rows_[s.name];
     auto st = [&](const std::string& x) { return x + "_" + s.name + "[" + local_index(rows) + "]"; };
-    std::string x = value(*node->args[0]), dst = at(Buf{buffer_[s.name], s.axes});
+    Buf out{buffer_[s.name], s.axes};
+    if (nested && !stats_pass) {
+      out = Buf{temp(), axes_of(*node)};
+      line("std::vector<double> " + out.name + "(" + local_size(out.axes) + ");  // " + std::string(op_name(node->op)) + " along " + a);
+    }
+    std::string x = value(*node->args[0]), dst = at(out);
     line("// " + s.name + ": " + lemma_id + (two_pass ? (stats_pass ? " (statistics)" : " (map)") : ""));
     open("");
     loops(rows);
@@ -664,6 +732,10 @@ class FunctionEmitter {
     }
     end_loops(rows);
     close();
+    if (nested && !stats_pass) {
+      subst_[node] = out;
+      compute(s);
+    }
   }
 
   const Program& p_;
@@ -679,6 +751,8 @@ class FunctionEmitter {
   std::map<const Expr*, Buf> subst_;
   std::map<std::string, std::string> buffer_;
   std::map<std::string, AxisList> state_rows_;
+  std::set<std::string> rescaled_;                 ///< maxima read by an online-rescaled-sum, running in the loop
+  std::map<const Expr*, ReductionForm> forms_;     ///< per accumulated reduction node, its lemma
   std::vector<std::string> stream_axes_;
   std::string current_statement_;
 };

@@ -125,6 +125,12 @@ class PseudoEmitter {
           auto w = std::find_if(weave_.begin(), weave_.end(), [&](const StatementWeave& x) { return x.statement->name == s; });
           if (!w->touches(stream->first)) continue;
           statement_line(s, "body: " + lemma[s]);
+          if (const LemmaArithmetic* la = lemma_arithmetic(lemma[s])) {  // the lemma's fold, as the CPU emitter renders it
+            std::map<std::string, std::string> names;
+            for (const auto& [v, init] : la->state) names[v] = v;
+            for (const auto& [v, what] : la->chunk) names[v] = v, line("# " + v + ": " + what);
+            for (const auto& u : la->update) line("# " + render_template(u, names));
+          }
           if (carries(s) && std::find(kc.cost.outputs.begin(), kc.cost.outputs.end(), s) != kc.cost.outputs.end() &&
               pass == passes)
             line("save " + s + "_reg -> " + slice(s));

@@ -407,7 +407,7 @@ class KernelModel {
           c_.smem_read_bytes += 2 * tile(axes_of(a)) * bytes_of(storage_dtype(d_, a, opt_)) * steps * static_cast<double>(c_.blocks);
       misses();
     }
-    c_.clusterable = gemm_on_wgmma() && hw_.clusters;
+    c_.clusterable = gemm_on_wgmma() && hw_.clusters && gemm_form_problem().empty();
     if (auto cl = plan_.cluster()) clusters(cl->first, static_cast<int>(cl->second));
     if (c_.warpgroup_mma && c_.blocks_per_sm > 0) {
       // The sm_90a variant: one thread block per SM (a producer warpgroup beside the consumers,
@@ -459,7 +459,9 @@ class KernelModel {
    *  L2 -> SMEM once per cluster; the grid rounds the tiles along `axis` up to whole clusters. */
   void clusters(const std::string& axis, int size) {
     if (!c_.clusterable) {
-      c_.problems.push_back("cluster: only GEMM kernels on the wgmma path of hardware with clusters form clusters");
+      std::string form = gemm_on_wgmma() ? gemm_form_problem() : "";
+      c_.problems.push_back("cluster: only GEMM kernels on the wgmma path of hardware with clusters form clusters" +
+                            (form.empty() ? std::string() : " (the gemm strategy declines this kernel: " + form + ")"));
       return;
     }
     bool varies = false;
@@ -492,6 +494,59 @@ class KernelModel {
 
   /** A GEMM-like kernel on the wgmma path (no online normaliser): the gemm emitter's sm_90a variant. */
   bool gemm_on_wgmma() const { return c_.warpgroup_mma && online_normalisers() == 0; }
+
+  /** Why the CUDA emitter's gemm strategy would not take this kernel (empty when it would): the
+   *  structural conditions of emit/cuda/gemm.cpp (analyse_gemm), which a cluster needs, since only
+   *  that strategy forms clusters. Statements only contractions and element-wise maps, of one
+   *  shape; every contraction over the same single axis K, of two bf16/fp16 kernel inputs of one
+   *  dtype, M and N (the first two grouped axes of the output) one operand's each; at most K
+   *  streamed, in chunks of a multiple of 16. */
+  std::string gemm_form_problem() const {
+    Typer typer(d_, p_.diagrams, nullptr);
+    std::vector<const Expr*> contractions;
+    bool other = false;
+    for (const auto* w : stmts_)
+      walk(*w->statement->expr, [&](const Expr& e) {
+        if (e.kind != Expr::Kind::apply) return;
+        if (e.op == Op::contract) contractions.push_back(&e);
+        else if (!is_elementwise(e.op) && e.op != Op::causal) other = true;
+      });
+    if (contractions.empty() || other) return "not only contractions and element-wise maps";
+    const std::vector<std::string> k_axes = contractions[0]->axes;
+    if (k_axes.size() != 1) return "a contraction over several axes";
+    const AxisList out = typer.axes_of(*contractions[0]).value_or(AxisList{});
+    for (const auto* w : stmts_) {
+      const AxisList& sa = w->statement->axes;
+      if (sa.size() != out.size() || !std::all_of(sa.begin(), sa.end(), [&](const std::string& a) { return contains(out, a); }))
+        return "statements of different shapes";
+    }
+    std::vector<std::string> grouped;
+    for (const auto& dir : plan_.directives)
+      if (dir.kind == Directive::Kind::group && contains(out, dir.names[0])) grouped.push_back(dir.names[0]);
+    if (grouped.size() < 2) return "fewer than two grouped axes";
+    std::optional<DType> dtype;
+    for (const Expr* e : contractions) {
+      if (e->axes != k_axes || typer.axes_of(*e).value_or(AxisList{}) != out || e->args.size() != 2) return "contractions differ";
+      AxisList ax[2];
+      for (int i = 0; i < 2; ++i) {
+        const Expr& x = *e->args[static_cast<std::size_t>(i)];
+        if (x.kind != Expr::Kind::ref || !d_.array_axes(x.name) || !contains(c_.inputs, x.name))
+          return "a contraction operand is not an array read from global memory";
+        ax[i] = *d_.array_axes(x.name);
+        DType t = storage_dtype(d_, x.name, opt_);
+        if (t != DType::bf16 && t != DType::fp16) return "operands are not bf16 or fp16";
+        if (dtype && t != *dtype) return "operands of different dtypes";
+        dtype = t;
+      }
+      bool a_m = contains(ax[0], grouped[0]) && !contains(ax[1], grouped[0]) && contains(ax[1], grouped[1]) && !contains(ax[0], grouped[1]);
+      bool b_m = contains(ax[1], grouped[0]) && !contains(ax[0], grouped[0]) && contains(ax[0], grouped[1]) && !contains(ax[1], grouped[1]);
+      if (!a_m && !b_m) return "M and N are not one operand's each";
+    }
+    auto streams = plan_.streams();
+    if (!streams.empty() && (streams.size() != 1 || streams[0].first != k_axes[0])) return "streams an axis other than K";
+    if (!streams.empty() && streams[0].second % 16 != 0) return "K chunk not a multiple of 16";
+    return {};
+  }
 
   /** wgmma instructions per m64 subtile of A and k16 step in the gemm emitter's sm_90a variant:
    *  the B-side tiles' columns (the product of their tiles over axes other than the streamed

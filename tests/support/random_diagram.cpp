@@ -82,12 +82,12 @@ class Generator {
   }
 
   void statement(const std::string& name) {
-    const Array& x = any();
+    const Array x = any();  // a copy: some kinds add an array to the pool first
     std::vector<std::string> axes = x.axes;
     std::string e;
     static const char* maps[] = {"exp", "relu", "gelu", "silu", "sigmoid", "tanh"};
-    int kind = pick(0, 9);
-    if (x.axes.empty() && (kind >= 4 && kind <= 8)) kind = 0;  // these need an axis of x
+    int kind = pick(0, 13);
+    if (x.axes.empty() && kind >= 4 && kind != 9) kind = 0;  // these need an axis of x
     switch (kind) {
       case 0: e = std::string(maps[pick(0, 5)]) + "(" + ref(x) + ")"; break;
       case 1: {
@@ -123,7 +123,38 @@ class Generator {
         if (x.axes.size() >= 2) e = "mask(" + ref(x) + ", causal(" + x.axes[0] + ", " + x.axes[1] + "))";
         else e = "cast(" + ref(x) + ", bf16)";
         break;
-      default: e = ref(x) + " * rsqrt(" + axes_[0] + ") - 0.5 / (1 + " + ref(x) + " * " + ref(x) + ")"; axes = x.axes; break;
+      case 9: e = ref(x) + " * rsqrt(" + axes_[0] + ") - 0.5 / (1 + " + ref(x) + " * " + ref(x) + ")"; axes = x.axes; break;
+      case 10: case 11: {  // a reduction reading another reduction over the same axis
+        const std::string a = x.axes[static_cast<std::size_t>(pick(0, static_cast<int>(x.axes.size()) - 1))];
+        std::vector<std::string> rest = x.axes;
+        rest.erase(std::find(rest.begin(), rest.end(), a));
+        const std::string inner = name + "r";
+        static const char* forms[] = {"lse", "var", "sumvar", "crossmax", "scaled"};
+        std::string form = forms[pick(0, 4)];
+        bool by_max = form == "lse" || form == "crossmax";
+        out_ += inner + axes_text(rest) + " = " + (by_max ? "max(" : "mean(") + ref(x) + "; " + a + ")\n";
+        pool_.push_back(Array{inner, rest});
+        const std::string xs = ref(x), m = ref(pool_.back());
+        if (form == "lse") e = m + " + log(sum(exp(" + xs + " - " + m + "); " + a + "))";          // online-rescaled-sum
+        else if (form == "var") e = "mean((" + xs + " - " + m + ") * (" + xs + " - " + m + "); " + a + ")";  // chan-centred-moment
+        else if (form == "sumvar") e = "sum((" + xs + " - " + m + ") * (" + xs + " - " + m + "); " + a + ") + " + m;
+        else if (form == "crossmax") e = "sum((" + xs + " - " + m + ") * (" + xs + " - " + m + "); " + a + ")";  // no lemma: refused
+        else e = "sum(" + xs + " * " + m + "; " + a + ")";  // no lemma: refused
+        axes = rest;
+        break;
+      }
+      case 12: {  // a normaliser inside an expression, or written as one
+        const std::string a = x.axes.back();
+        int f = pick(0, 2);
+        if (f == 0) e = "rmsnorm(" + ref(x) + "; " + a + ") * 2 + " + ref(x);
+        else if (f == 1) e = "exp(softmax(" + ref(x) + "; " + a + ")) - 1";
+        else e = ref(x) + " * rsqrt(sum(" + ref(x) + " * " + ref(x) + "; " + a + ") + 1)";
+        break;
+      }
+      default:  // a mask inside a normaliser
+        if (x.axes.size() >= 2) e = "softmax(mask(" + ref(x) + ", causal(" + x.axes[0] + ", " + x.axes[1] + ")); " + x.axes[1] + ")";
+        else e = "layernorm(" + ref(x) + " * 0.5; " + x.axes[0] + ")";
+        break;
     }
     std::shuffle(axes.begin(), axes.end(), rng_);
     out_ += name + axes_text(axes) + (labels_ && chance(0.2) ? " @reg" : "") + " = " + e + "\n";

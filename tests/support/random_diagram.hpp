@@ -1,8 +1,10 @@
 /** \file random_diagram.hpp
  *  A generator of random, valid diagram files for property tests: axes, inputs, and statements
  *  drawn from every operation kind (maps, broadcasting arithmetic, contractions, reductions,
- *  softmax, normalisations, masks, casts), with comments and labels (levels, group and stream
- *  sizes). The same seed gives the same text.
+ *  softmax, normalisations, masks, casts; reductions that read reductions over the same axis, in
+ *  lemma forms (logsumexp, centred variance) and others; normalisers inside expressions and
+ *  written as expressions), with comments and labels (levels, group and stream sizes). The same
+ *  seed gives the same text.
  */
 #pragma once
 #include <cstdint>
