@@ -492,12 +492,8 @@ class FunctionEmitter {
       const Buf& b = acc.at(d_.find_statement(m)->expr.ptr.get());
       line("std::vector<double> old_" + b.name + "(" + local_size(b.axes) + ", -INFINITY);  // running max of " + m + " before the chunk");
     }
-    bool skip = cost.causal_active_fraction < 1;
-    std::string causal_q;
-    if (skip)
-      for (const auto* w : stmts)
-        for (const Expr* m : w->causal_masks)
-          if (m->axes[1] == a) causal_q = m->axes[0];
+    // The model allows the skip only where it is sound (perfmodel/cost.cpp, skip_is_sound).
+    std::string causal_q = cost.causal_active_fraction < 1 && cost.causal_x == a ? cost.causal_q : "";
 
     for (int pass = 1; pass <= passes; ++pass) {
       auto outside = subst_;  // temporaries of the loop body are local to it

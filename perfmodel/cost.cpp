@@ -148,17 +148,12 @@ class KernelModel {
 
   // ------------------------------------------------------------------ causal tile skipping
   /** A causal(q, x) mask feeding a softmax along x, with q grouped and x streamed or grouped:
-   *  tiles where every x > every q are skipped (their probabilities are 0). */
+   *  tiles where every x > every q are skipped (their probabilities are 0), when skipping is sound. */
   void causal_skip() {
     for (const auto* w : stmts_)
       for (const Expr* m : w->causal_masks) {
         const std::string &qa = m->axes[0], &xa = m->axes[1];
-        bool softmax_along_x = false;
-        for (const auto* v : stmts_) {
-          auto it = v->roles.find(xa);
-          softmax_along_x |= it != v->roles.end() && it->second.role == AxisRole::normalised && it->second.op == Op::softmax;
-        }
-        if (!softmax_along_x || !grouped(qa) || !c_.axes.count(xa) || c_.axes[xa].kind == AxisPlan::Kind::whole) continue;
+        if (!grouped(qa) || !c_.axes.count(xa) || c_.axes[xa].kind == AxisPlan::Kind::whole || !skip_is_sound(qa, xa)) continue;
         const AxisPlan &q = c_.axes[qa], &x = c_.axes[xa];
         double active = 0;
         for (std::int64_t i = 0; i < q.count; ++i) {
@@ -166,9 +161,69 @@ class KernelModel {
           active += static_cast<double>(std::min(x.count, q_hi / x.tile + 1));
         }
         c_.causal_active_fraction = active / static_cast<double>(q.count * x.count);
-        causal_q_ = qa;
-        causal_x_ = xa;
+        c_.causal_q = causal_q_ = qa;
+        c_.causal_x = causal_x_ = xa;
       }
+  }
+  /** Whether a tile of (q, x) past the causal diagonal changes nothing the kernel writes, so that
+   *  it may be skipped: every statement of the kernel touching x is
+   *   - a softmax along x of mask(E, causal(q, x)) (written there or in a statement it reads), whose
+   *     probabilities there are exactly 0, and not stored (its zeros would have to be written);
+   *   - woven along x and not stored (its values there are read only by these statements);
+   *   - a reduction over x only by contractions of such a softmax with arrays from outside the
+   *     kernel (a zero factor: the term is 0 for finite operands).
+   *  Anything else (a stored woven array, another reduction or normaliser along x) would read or
+   *  write the skipped tiles, and the skip is refused. */
+  bool skip_is_sound(const std::string& qa, const std::string& xa) const {
+    auto in_kernel = [&](const std::string& n) -> const StatementWeave* {
+      for (const auto* v : stmts_)
+        if (v->statement->name == n) return v;
+      return nullptr;
+    };
+    auto is_causal_mask = [&](const Expr& e) {
+      return e.kind == Expr::Kind::apply && e.op == Op::mask && e.args.size() == 2 && e.args[1]->kind == Expr::Kind::apply &&
+             e.args[1]->op == Op::causal && e.args[1]->axes == AxisList{qa, xa};
+    };
+    auto stored = [&](const std::string& n) { return std::find(c_.outputs.begin(), c_.outputs.end(), n) != c_.outputs.end(); };
+    std::set<std::string> zero_outside;  // softmax statements that are exactly 0 past the diagonal
+    for (const auto* v : stmts_) {
+      const Expr& e = *v->statement->expr;
+      if (v->role(xa) != AxisRole::normalised || e.kind != Expr::Kind::apply || e.op != Op::softmax || e.axes != AxisList{xa}) continue;
+      const Expr& arg = *e.args[0];
+      const StatementWeave* src = arg.kind == Expr::Kind::ref ? in_kernel(arg.name) : nullptr;
+      if (is_causal_mask(arg) || (src && is_causal_mask(*src->statement->expr))) zero_outside.insert(v->statement->name);
+    }
+    if (zero_outside.empty()) return false;
+    for (const auto* v : stmts_) {
+      if (!v->touches(xa)) continue;
+      const std::string& n = v->statement->name;
+      AxisRole r = v->role(xa);
+      if (r == AxisRole::woven || r == AxisRole::normalised) {
+        if (stored(n) || (r == AxisRole::normalised && !zero_outside.count(n))) return false;
+        continue;
+      }
+      if (!reductions_over_x_vanish(*v->statement->expr, xa, zero_outside, in_kernel)) return false;
+    }
+    return true;
+  }
+  /** Whether every reduction over x inside `e` is a contraction of refs, one a statement of
+   *  `zero_outside` and the others arrays from outside the kernel. */
+  template <class InKernel>
+  static bool reductions_over_x_vanish(const Expr& e, const std::string& xa, const std::set<std::string>& zero_outside, const InKernel& in_kernel) {
+    if (e.kind != Expr::Kind::apply) return true;
+    if (std::find(e.axes.begin(), e.axes.end(), xa) != e.axes.end() || (e.op == Op::contract && e.axes.empty())) {
+      if (e.op != Op::contract) return false;
+      int zeros = 0;
+      for (const auto& a : e.args) {
+        if (a->kind != Expr::Kind::ref) return false;
+        if (zero_outside.count(a->name)) ++zeros;
+        else if (in_kernel(a->name)) return false;
+      }
+      return zeros == 1;
+    }
+    for (const auto& a : e.args)
+      if (!reductions_over_x_vanish(*a, xa, zero_outside, in_kernel)) return false;
+    return true;
   }
   double causal_factor(const AxisList& axes) const {
     if (causal_x_.empty()) return 1;

@@ -82,7 +82,7 @@ std::optional<KernelEmit> emit_flash(Context& c, const KernelChoice& kc, const H
     if (a != M && a != dv) batch.push_back(a);
   bool causal = false;
   walk(*P->expr, [&](const Expr& e) { causal |= e.kind == Expr::Kind::apply && e.op == Op::causal && e.axes[0] == M && e.axes[1] == x; });
-  const bool skip = causal && cost.causal_active_fraction < 1;
+  const bool skip = causal && cost.causal_active_fraction < 1 && cost.causal_x == x && cost.causal_q == M;
 
   FlashForm f{x, M, dk, dv, Qn, Kn, Vn, S, P, O, cs, co, batch, dt, TQ, TX, DK, DV, warps, skip, x_note};
   const std::string ns = kernel_ns(kc.plan.name), T = ctype(dt), mf = "napkin::" + mma_function(*mma);

@@ -31,7 +31,44 @@ struct Case {
   const Diagram* diagram = nullptr;
   SizeMap sizes;
   std::map<std::string, Tensor> inputs, expected;
+  std::string text, plan;  // the diagram text and the derived schedule, printed when it fails
 };
+
+/** The derived schedule as directive lines, kernel by kernel. */
+std::string plan_text(const Derivation& dv) {
+  std::string plan;
+  for (const auto& k : dv.chosen.kernels) {
+    plan += "kernel:";
+    for (const auto& d : k.plan.directives) plan += " " + directive_text(d) + ";";
+    plan += "\n";
+  }
+  return plan;
+}
+
+/** The seeds to run: NAPKIN_RANDOM_SEED_LIST=250,356 runs those only (by hand, to chase a
+ *  failure); NAPKIN_RANDOM_SEEDS=N runs 0..N-1 (N >= 200); CI runs 0..199. */
+std::vector<std::uint64_t> random_seeds(bool& chosen) {
+  std::vector<std::uint64_t> seeds;
+  chosen = false;
+  if (const char* list = std::getenv("NAPKIN_RANDOM_SEED_LIST")) {
+    chosen = true;
+    for (const char* p = list; *p;) {
+      char* end = nullptr;
+      unsigned long long v = std::strtoull(p, &end, 10);
+      if (end == p) {
+        ++p;
+        continue;
+      }
+      seeds.push_back(v);
+      p = end;
+    }
+    return seeds;
+  }
+  std::uint64_t n = 200;
+  if (const char* env = std::getenv("NAPKIN_RANDOM_SEEDS")) n = std::max<std::uint64_t>(200, std::strtoull(env, nullptr, 10));
+  for (std::uint64_t s = 0; s < n; ++s) seeds.push_back(s);
+  return seeds;
+}
 
 void write_doubles(std::ofstream& out, const std::vector<double>& v) {
   std::int64_t n = static_cast<std::int64_t>(v.size());
@@ -104,7 +141,9 @@ int main(int argc, char** argv) {
 )";
 }
 
-/** max |a - b| / max |b| over finite entries; non-finite entries must agree exactly. */
+/** max |a - b| / max(max |b|, 1e-3) over finite entries; non-finite entries must agree exactly.
+ *  The floor: an output that cancels to about 0 (the sum of a layernorm along its axis) is
+ *  compared absolutely (1e-12 at the 1e-9 bound), as its rounding noise is that of the O(1) terms. */
 double relative_error(const std::vector<double>& got, const std::vector<double>& want, std::string& why) {
   if (got.size() != want.size()) return why = "size differs", INFINITY;
   double scale = 0, err = 0;
@@ -117,7 +156,7 @@ double relative_error(const std::vector<double>& got, const std::vector<double>&
     scale = std::max(scale, std::fabs(want[i]));
     err = std::max(err, std::fabs(got[i] - want[i]));
   }
-  return scale == 0 ? err : err / scale;
+  return err / std::max(scale, 1e-3);
 }
 
 std::vector<std::vector<double>> read_outputs(const fs::path& file) {
@@ -163,14 +202,13 @@ TEST_CASE("derived CPU loop nests equal the fp64 evaluator: bundled and 200 rand
     cases.push_back(std::move(c));
   }
   std::size_t streamed_random = 0;
-  // NAPKIN_RANDOM_SEEDS=N runs seeds 0..N-1 instead of 200 (a long run by hand; CI runs 200).
-  std::uint64_t seeds = 200;
-  if (const char* env = std::getenv("NAPKIN_RANDOM_SEEDS")) seeds = std::max<std::uint64_t>(200, std::strtoull(env, nullptr, 10));
-  for (std::uint64_t seed = 0; seed < seeds; ++seed) {
+  bool chosen_seeds = false;
+  for (std::uint64_t seed : random_seeds(chosen_seeds)) {
     Case c;
     c.label = "random seed " + std::to_string(seed);
+    c.text = test::random_diagram(seed, "random", false, 11);
     DiagnosticEngine diags;
-    c.program = load_program_text("r.napkin", test::random_diagram(seed, "random", false, 11), diags);
+    c.program = load_program_text("r.napkin", c.text, diags);
     c.diagram = &c.program->select("");
     REQUIRE(verify_program(*c.program, diags, c.diagram));
     c.sizes = *resolve_sizes(*c.diagram, {}, diags);
@@ -188,6 +226,7 @@ TEST_CASE("derived CPU loop nests equal the fp64 evaluator: bundled and 200 rand
       }
     }
     for (const auto& k : dv->chosen.kernels) streamed_random += k.plan.stream().has_value();
+    c.plan = plan_text(*dv);
     prepare(c, cases.size(), dir, *dv);
     cases.push_back(std::move(c));
   }
@@ -202,8 +241,32 @@ TEST_CASE("derived CPU loop nests equal the fp64 evaluator: bundled and 200 rand
       "diagram d4\naxis q = 3\naxis x = 41\naxis d = 2\nin S[q,x] : fp32\nin V[x,d] : fp32\n"
       "P[q,x] = S * rsqrt(sum(S * S; x))\nO[q,d] = contract(P, V; x)\nout O : fp32\n",
   };
+  // Regressions of the 1000-seed random run (seeds' texts; the last minimised by hand), derived as the random cases:
+  // a stored causal softmax streamed along its axis (seed 356: its zeros past the diagonal were
+  // never written), a stored array woven along that axis beside it (seeds 406, 878: skipped
+  // chunks left it unwritten), an output that cancels to 0 (seed 670: rounding noise, not a bug).
+  const char* derived_regressions[] = {
+      "diagram s356\naxis a = 3\naxis b = 7\naxis c = 6\naxis d = 8\naxis e = 8\nin X0[e,c,a,d] : fp16\n"
+      "in X1[b,e,c,d] : tf32\nT0[e,c,d,b] = X1 + X1\nT1[a,c,e,d] = rmsnorm(X0; d) * 2 + X0\n"
+      "T2[d] = contract(T0, X1; e, c, b)\nT3[d,a,e,c] = softmax(mask(T1, causal(a, c)); c)\n"
+      "out T2 : bf16\nout T3 : fp16\n",
+      "diagram s406\naxis a = 9\naxis b = 6\naxis c = 4\naxis d = 11\nin X0[d,a,c] : fp8e5m2\n"
+      "T0[d,c,a] = layernorm(X0; c, eps=1e-5)\nT1[c,d,a] = gelu(T0)\n"
+      "T2[a,c,d] = softmax(mask(T0, causal(d, c)); c)\nT3[d,a,c] = T1 - T1\n"
+      "T4[c,d,a] = softmax(mask(X0, causal(d, a)); a)\nout T2 : bf16\nout T3 : fp32\nout T4 : fp16\n",
+      "diagram s878\naxis a = 11\naxis b = 10\naxis c = 10\naxis d = 8\nin X0[a,d,b] : fp8e5m2\n"
+      "in X1[b,a,c] : tf32\nin X2[c] : bf16\nT0[a,b,d] = softmax(X0; a)\nT1[b,a] = sum(T0; d)\n"
+      "T2[a,b] = layernorm(T1; a, eps=1e-5)\nT3[b,a,c,d] = X0 * X1\n"
+      "T4[b,d,a] = softmax(mask(X0, causal(a, d)); d)\nout X2 : fp16\nout T2 : fp16\nout T3 : fp16\n"
+      "out T4 : fp32\n",
+      "diagram s670\naxis a = 9\naxis b = 8\naxis c = 9\nin X0[c,b,a] : fp32\nin X1[c] : fp32\n"
+      "T0[a,b,c] = layernorm(X0; a, eps=1e-5)\nT3[c] = contract(T0, X1; a, b)\nout T3 : fp32\n",
+  };
+  std::vector<std::pair<const char*, bool>> derived_texts;  // text, must stream
+  for (const char* text : derived_streams) derived_texts.emplace_back(text, true);
+  for (const char* text : derived_regressions) derived_texts.emplace_back(text, false);
   std::size_t derived_streamed = 0;
-  for (const char* text : derived_streams) {
+  for (const auto& [text, must_stream] : derived_texts) {
     Case c;
     c.label = std::string("derived ") + std::string(text).substr(8, 2);
     DiagnosticEngine diags;
@@ -231,8 +294,12 @@ TEST_CASE("derived CPU loop nests equal the fp64 evaluator: bundled and 200 rand
       for (const auto& d : k.plan.directives) plan += directive_text(d) + "; ";
     }
     INFO(c.label << ": " << plan);
-    CHECK(streams);
-    derived_streamed += streams;
+    if (must_stream) {
+      CHECK(streams);
+      derived_streamed += streams;
+    }
+    c.text = text;
+    c.plan = plan_text(*dv);
     prepare(c, cases.size(), dir, *dv);
     cases.push_back(std::move(c));
   }
@@ -276,6 +343,10 @@ TEST_CASE("derived CPU loop nests equal the fp64 evaluator: bundled and 200 rand
        "diagram l9\naxis t = 5\naxis m = 17\nin X[t,m] : fp32\nin W[m] : fp32\nN[t,m] = rmsnorm(X, W; m) * 2 + X\n"
        "P[t,m] = exp(softmax(X; m)) - 1\nout N : fp32\nout P : fp32\n",
        "schedule s for l9\nkernel k\n  fuse N, P\n  group t by 2\n  stream m by 4 twice\n"},
+      {"two-pass-normalisation",  // a causal softmax, stored, with a stored array woven beside it (seeds 356, 406, 878)
+       "diagram l10\naxis q = 9\naxis x = 11\nin X[q,x] : fp32\nY[q,x] = X * X\nP[q,x] = softmax(mask(X, causal(q, x)); x)\n"
+       "out Y : fp32\nout P : fp32\n",
+       "schedule s for l10\nkernel k\n  fuse Y, P\n  group q by 2\n  stream x by 3 twice\n"},
       {"associative-sum",
        "diagram l6\naxis a = 9\naxis g = 3\naxis r = 2\naxis d = 5\naxis m = 4\nin A[a,g,r,d] : fp32\nin W[g,r,d,m] : fp32\n"
        "Y[a,m] = contract(A, W; g, r, d)\nout Y : fp32\n",
@@ -301,12 +372,14 @@ TEST_CASE("derived CPU loop nests equal the fp64 evaluator: bundled and 200 rand
     CHECK(used);
     Derivation dv;
     dv.chosen = result_of(*s, *checked);
+    c.text = lc.diagram;
+    c.plan = lc.schedule;
     prepare(c, cases.size(), dir, dv);
     cases.push_back(std::move(c));
   }
 
   INFO("kernels with a stream among the random cases: " << streamed_random);
-  CHECK(streamed_random >= 30);  // the random cases exercise the lemmas, not only whole tiles
+  if (!chosen_seeds) CHECK(streamed_random >= 30);  // the random cases exercise the lemmas, not only whole tiles
 
   write_driver(dir, cases.size());
   std::string compile = "cd " + dir.string() +
@@ -324,9 +397,10 @@ TEST_CASE("derived CPU loop nests equal the fp64 evaluator: bundled and 200 rand
       std::string why;
       double err = relative_error(outs[o], cases[i].expected.at(decl[o]->name).data, why);
       INFO(cases[i].label << ", output " << decl[o]->name << ": relative error " << err << " " << why << " (" << (dir / ("case" + std::to_string(i) + ".cpp")).string() << ")");
+      INFO("diagram:\n" << cases[i].text << "schedule:\n" << cases[i].plan);
       CHECK(err < 1e-9);
       ++checked;
     }
   }
-  CHECK(checked >= 228);
+  if (!chosen_seeds) CHECK(checked >= 228);
 }
