@@ -10,25 +10,14 @@
 
 #include "derive/derivation.hpp"
 #include "diagrams/verify.hpp"
+#include "tests/fuzz/fuzz_target.hpp"
 #include "perfmodel/hardware.hpp"
 
 using namespace napkin;
 
 namespace {
-struct Target {
-  std::unique_ptr<Program> program;
-  const Diagram* diagram = nullptr;
-  SizeMap sizes;
-};
-Target make(const std::string& text) {
-  DiagnosticEngine diags;
-  Target t;
-  t.program = load_program_text("t.napkin", text, diags);
-  t.diagram = &t.program->select("");
-  verify_program(*t.program, diags, t.diagram);
-  t.sizes = *resolve_sizes(*t.diagram, {}, diags);
-  return t;
-}
+using fuzz::Target;
+using fuzz::make;
 bool finite_positive(double t) { return std::isfinite(t) && t > 0; }
 }  // namespace
 

@@ -7,24 +7,13 @@
 
 #include "derive/check_schedule.hpp"
 #include "diagrams/verify.hpp"
+#include "tests/fuzz/fuzz_target.hpp"
 
 using namespace napkin;
 
 namespace {
-struct Target {
-  std::unique_ptr<Program> program;
-  const Diagram* diagram = nullptr;
-  SizeMap sizes;
-};
-Target make(const std::string& text) {
-  DiagnosticEngine diags;
-  Target t;
-  t.program = load_program_text("t.napkin", text, diags);
-  t.diagram = &t.program->select("");
-  verify_program(*t.program, diags, t.diagram);
-  t.sizes = *resolve_sizes(*t.diagram, {}, diags);
-  return t;
-}
+using fuzz::Target;
+using fuzz::make;
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
