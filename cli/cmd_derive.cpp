@@ -28,6 +28,17 @@ void print_cost_table(const SearchResult& r, const Hardware& hw) {
       row("(call)", human_bytes(c.hbm_bytes), c.t_total, c.bound);
       continue;
     }
+    const bool simt = c.spec && c.spec->strategy == Strategy::simt;
+    if (c.spec)
+      fmt::print("  {:<12} {:<22} {:>12} {:>11}   {}\n", c.name.size() > 12 ? c.name.substr(0, 11) + "~" : c.name, "lowered to",
+                 strategy_name(c.spec->strategy), "", describe_spec(*c.spec));
+    if (simt) {
+      row("HBM", human_bytes(c.hbm_bytes), c.t_hbm, "each array once, each statement stored (one launch per statement)");
+      row("L2 -> SM loads", human_bytes(c.l2_to_smem_bytes), c.t_l2, "operands re-read by every element's loops; no SMEM tiles");
+      row("FP32 + SFU", fmt::format("{:.3g} FLOP", c.flops_fp32), c.t_fp32, fmt::format("{:.3g} special-function ops; no tensor cores", c.sfu_ops));
+      row("predicted", fmt::format("{} blocks", c.blocks), c.t_total, "bound: " + c.bound);
+      continue;
+    }
     row("HBM", human_bytes(c.hbm_bytes), c.t_hbm, "each input and output once, plus L2 misses");
     row("L2 -> SMEM", human_bytes(c.l2_to_smem_bytes), c.t_l2, c.smem_symbolic);
     row("SMEM -> registers", human_bytes(c.smem_read_bytes), c.t_smem,
@@ -42,6 +53,18 @@ void print_cost_table(const SearchResult& r, const Hardware& hw) {
         fmt::format("bound: {}; {} warps/SM; wave efficiency {:.0f}%{}", c.bound, c.warps_per_sm, c.wave_efficiency * 100,
                     c.causal_active_fraction < 1 ? fmt::format("; causal: {:.1f}% of tiles computed", c.causal_active_fraction * 100) : ""));
   }
+}
+
+/** The spec's decisions (lower/lower.hpp) as JSON. */
+nlohmann::json kernel_spec_json(const KernelSpec& s) {
+  nlohmann::json j{{"strategy", strategy_name(s.strategy)}, {"description", describe_spec(s)}};
+  if (s.tensor_cores()) {
+    j["mma_sync"] = {{"ptx", s.mma_sync->ptx}, {"stages", s.stages}, {"smem_bytes", s.smem_bytes}};
+    if (s.wgmma) j["wgmma"] = {{"ptx", s.wgmma_mma->ptx}, {"stages", s.wgmma_stages}, {"smem_bytes", s.wgmma_smem_bytes}, {"cluster", s.cluster}};
+    else j["no_wgmma"] = s.why_no_wgmma;
+  }
+  if (!s.declined.empty()) j["declined"] = s.declined;
+  return j;
 }
 
 nlohmann::json kernel_json(const KernelChoice& k) {
@@ -64,6 +87,7 @@ nlohmann::json kernel_json(const KernelChoice& k) {
                      {"sfu", c.t_sfu}, {"launch", c.t_launch}, {"total", c.t_total}}},
                    {"bound", c.bound},
                    {"causal_active_fraction", c.causal_active_fraction}};
+  if (c.spec) j["lowered"] = kernel_spec_json(*c.spec);
   for (const auto& u : k.lemmas) j["lemmas"].push_back({{"statement", u.statement}, {"lemma", u.lemma}});
   return j;
 }

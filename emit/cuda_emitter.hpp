@@ -27,7 +27,7 @@
 
 #include "derive/derivation.hpp"
 #include "emit/cuda/context.hpp"
-#include "perfmodel/hardware.hpp"
+#include "hardware/hardware.hpp"
 
 namespace napkin {
 

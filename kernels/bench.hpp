@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "derive/derivation.hpp"
-#include "perfmodel/hardware.hpp"
+#include "hardware/hardware.hpp"
 
 namespace napkin {
 

@@ -8,7 +8,7 @@
 #include <map>
 #include <string>
 
-#include "perfmodel/hardware.hpp"
+#include "hardware/hardware.hpp"
 
 namespace napkin {
 

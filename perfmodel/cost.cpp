@@ -5,6 +5,7 @@
 #include <set>
 
 #include "diagrams/graph_view.hpp"
+#include "perfmodel/simt_cost.hpp"
 
 namespace napkin {
 
@@ -12,16 +13,6 @@ bool ScheduleCost::fits() const {
   for (const auto& k : kernels)
     if (!k.problems.empty()) return false;
   return true;
-}
-
-DType storage_dtype(const Diagram& d, const std::string& array, const ModelOptions& opt) {
-  if (opt.dtype) return *opt.dtype;
-  if (const auto* in = d.find_input(array)) return in->dtype;
-  for (const auto* o : d.outputs())
-    if (o->name == array) return o->dtype;
-  if (const auto* s = d.find_statement(array); s && s->dtype) return *s->dtype;
-  auto outs = d.outputs();
-  return outs.empty() ? DType::fp32 : outs.front()->dtype;
 }
 
 namespace {
@@ -36,16 +27,15 @@ std::string join(const std::vector<std::string>& v, const char* sep) {
 
 class KernelModel {
  public:
-  KernelModel(const Program& p, const Diagram& d, const std::vector<StatementWeave>& weave, const Schedule& s,
-              std::size_t k, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt)
-      : p_(p), d_(d), weave_(weave), s_(s), plan_(s.kernels.at(k)), sizes_(sizes), hw_(hw), opt_(opt) {}
+  KernelModel(const Program& p, const Diagram& d, const std::vector<StatementWeave>& weave, std::shared_ptr<const KernelSpec> spec,
+              const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt)
+      : p_(p), d_(d), spec_(*spec), plan_(spec->shape.plan), sizes_(sizes), hw_(hw), opt_(opt) {
+    c_.spec = std::move(spec);
+    stmts_ = shape_weaves(spec_.shape, weave);
+  }
 
   KernelCost run() {
-    c_.name = plan_.name;
-    c_.warps = plan_.warps();
-    classify_arrays();
-    plan_axes();
-    causal_skip();
+    take_shape();
     traffic();
     bool call = std::any_of(stmts_.begin(), stmts_.end(), [](const StatementWeave* w) { return w->has_call; });
     if (call) {  // a call's tiles are its callee's business: derive costs the callee's own schedule
@@ -56,71 +46,56 @@ class KernelModel {
     }
     flops();
     timing();
+    // The schedule's claims (tiles that fit, clusters) are checked above whatever the strategy;
+    // a kernel lowered to SIMT then runs as SIMT (the paper's two-level model prices the
+    // schedule itself, not its lowering).
+    if (spec_.strategy == Strategy::simt && !opt_.two_level) simt();
     return std::move(c_);
   }
 
  private:
-  // ------------------------------------------------------------------ arrays and axes
-  void classify_arrays() {
-    std::set<std::string> mine;
-    for (const auto& n : plan_.fused()) mine.insert(n);
-    std::set<std::string> read_outside;
-    NamedGraph g = dataflow_graph(d_);
-    auto topo = g.topological_order();
-    std::vector<const StatementWeave*> ordered;
-    for (auto v : topo.value_or(std::vector<std::size_t>{}))
-      for (const auto& w : weave_)
-        if (w.statement->name == g.names()[v]) ordered.push_back(&w);
-    for (const auto* wp : ordered) {
-      const StatementWeave& w = *wp;
-      if (mine.count(w.statement->name)) {
-        c_.statements.push_back(w.statement->name);
-        stmts_.push_back(&w);
-      } else {
-        read_outside.insert(w.reads.begin(), w.reads.end());
-      }
-    }
-    std::set<std::string> outs;
-    for (const auto* o : d_.outputs()) outs.insert(o->name);
-    for (const auto* w : stmts_) {
-      for (const auto& r : w->reads)
-        if (!mine.count(r) && std::find(c_.inputs.begin(), c_.inputs.end(), r) == c_.inputs.end()) c_.inputs.push_back(r);
-      const std::string& n = w->statement->name;
-      (outs.count(n) || read_outside.count(n) ? c_.outputs : c_.internal).push_back(n);
-    }
+  // ------------------------------------------------------------------ SIMT
+  /** A kernel lowered to SIMT (no tensor-core strategy takes it): priced as emit/cuda/simt.cpp
+   *  writes it (perfmodel/simt_cost.hpp), one launch per statement, every array in HBM. */
+  void simt() {
+    const SimtCost s = price_simt(d_, c_.statements, sizes_, hw_, opt_);
+    c_.transfers.clear();
+    c_.smem_symbolic.clear();
+    c_.smem_read_bytes = c_.flops_tensor = c_.t_smem = c_.t_tensor = c_.t_sfu = c_.t_latency = 0;
+    c_.warpgroup_mma = false;
+    c_.wave_efficiency = 1;
+    for (const auto* list : {&c_.inputs, &c_.outputs, &c_.internal})
+      for (const auto& a : *list) c_.level[a] = MemLevel::hbm;
+    c_.hbm_bytes = s.hbm_bytes;
+    c_.l2_to_smem_bytes = s.l2_bytes;  // loads from L2 into the SMs (no SMEM staging)
+    c_.flops_fp32 = s.flops_fp32;
+    c_.sfu_ops = s.sfu_ops;
+    c_.t_hbm = s.t_hbm, c_.t_l2 = s.t_l2, c_.t_fp32 = s.t_compute, c_.t_launch = s.t_launch, c_.t_total = s.t_total;
+    c_.bound = s.bound;
+    c_.warps = kSimtThreads / 32;
+    c_.blocks = std::max<std::int64_t>(1, (s.elements + kSimtThreads - 1) / kSimtThreads);
+    c_.blocks_per_sm = std::max(1, std::min(hw_.max_blocks_per_sm, hw_.max_warps_per_sm * 32 / kSimtThreads));
+    c_.warps_per_sm = c_.blocks_per_sm * c_.warps;
+    c_.registers_per_thread = kBaseRegisters;
   }
 
-  void plan_axes() {
-    std::set<std::string> touched;
-    for (const auto* w : stmts_)
-      for (const auto& [a, _] : w->roles) touched.insert(a);
-    for (const auto* ad : d_.axes()) {
-      if (!touched.count(ad->name)) continue;
-      AxisPlan ap;
-      ap.extent = sizes_.at(ad->name);
-      ap.tile = ap.extent;
-      if (auto g = plan_.group(ad->name)) {
-        ap.kind = AxisPlan::Kind::group;
-        ap.tile = std::min(*g, ap.extent);
-        ap.count = (ap.extent + *g - 1) / *g;
-      }
-      for (const auto& [sa, size] : plan_.streams())
-        if (sa == ad->name && ap.kind == AxisPlan::Kind::whole) {
-          ap.kind = AxisPlan::Kind::stream;
-          ap.tile = std::min(size, ap.extent);
-          ap.count = (ap.extent + size - 1) / size;
-        }
-      c_.axes[ad->name] = ap;
-      order_.push_back(ad->name);
-    }
-    c_.blocks = 1;
-    for (const auto& [a, ap] : c_.axes)
-      if (ap.kind == AxisPlan::Kind::group) c_.blocks *= ap.count;
-    for (const auto& a : order_)
-      if (c_.axes[a].kind == AxisPlan::Kind::group && c_.axes[a].tile > 1) {
-        warp_axis_ = a;
-        break;
-      }
+  // ------------------------------------------------------------------ arrays and axes
+  /** The kernel's shape, as lowering found it (lower/kernel_shape.hpp). */
+  void take_shape() {
+    const KernelShape& k = spec_.shape;
+    c_.name = plan_.name;
+    c_.warps = k.warps;
+    c_.statements = k.statements;
+    c_.inputs = k.inputs;
+    c_.outputs = k.outputs;
+    c_.internal = k.internal;
+    c_.axes = k.axes;
+    c_.blocks = k.blocks;
+    c_.causal_active_fraction = k.causal_active_fraction;
+    c_.causal_q = causal_q_ = k.causal_q;
+    c_.causal_x = causal_x_ = k.causal_x;
+    order_ = k.axis_order;
+    warp_axis_ = k.warp_axis;
   }
 
   bool grouped(const std::string& a) const {
@@ -146,85 +121,6 @@ class KernelModel {
     return ap.tile == 1 ? a : a + "/g_" + a;
   }
 
-  // ------------------------------------------------------------------ causal tile skipping
-  /** A causal(q, x) mask feeding a softmax along x, with q grouped and x streamed or grouped:
-   *  tiles where every x > every q are skipped (their probabilities are 0), when skipping is sound. */
-  void causal_skip() {
-    for (const auto* w : stmts_)
-      for (const Expr* m : w->causal_masks) {
-        const std::string &qa = m->axes[0], &xa = m->axes[1];
-        if (!grouped(qa) || !c_.axes.count(xa) || c_.axes[xa].kind == AxisPlan::Kind::whole || !skip_is_sound(qa, xa)) continue;
-        const AxisPlan &q = c_.axes[qa], &x = c_.axes[xa];
-        double active = 0;
-        for (std::int64_t i = 0; i < q.count; ++i) {
-          std::int64_t q_hi = std::min((i + 1) * q.tile, q.extent) - 1;
-          active += static_cast<double>(std::min(x.count, q_hi / x.tile + 1));
-        }
-        c_.causal_active_fraction = active / static_cast<double>(q.count * x.count);
-        c_.causal_q = causal_q_ = qa;
-        c_.causal_x = causal_x_ = xa;
-      }
-  }
-  /** Whether a tile of (q, x) past the causal diagonal changes nothing the kernel writes, so that
-   *  it may be skipped: every statement of the kernel touching x is
-   *   - a softmax along x of mask(E, causal(q, x)) (written there or in a statement it reads), whose
-   *     probabilities there are exactly 0, and not stored (its zeros would have to be written);
-   *   - woven along x and not stored (its values there are read only by these statements);
-   *   - a reduction over x only by contractions of such a softmax with arrays from outside the
-   *     kernel (a zero factor: the term is 0 for finite operands).
-   *  Anything else (a stored woven array, another reduction or normaliser along x) would read or
-   *  write the skipped tiles, and the skip is refused. */
-  bool skip_is_sound(const std::string& qa, const std::string& xa) const {
-    auto in_kernel = [&](const std::string& n) -> const StatementWeave* {
-      for (const auto* v : stmts_)
-        if (v->statement->name == n) return v;
-      return nullptr;
-    };
-    auto is_causal_mask = [&](const Expr& e) {
-      return e.kind == Expr::Kind::apply && e.op == Op::mask && e.args.size() == 2 && e.args[1]->kind == Expr::Kind::apply &&
-             e.args[1]->op == Op::causal && e.args[1]->axes == AxisList{qa, xa};
-    };
-    auto stored = [&](const std::string& n) { return std::find(c_.outputs.begin(), c_.outputs.end(), n) != c_.outputs.end(); };
-    std::set<std::string> zero_outside;  // softmax statements that are exactly 0 past the diagonal
-    for (const auto* v : stmts_) {
-      const Expr& e = *v->statement->expr;
-      if (v->role(xa) != AxisRole::normalised || e.kind != Expr::Kind::apply || e.op != Op::softmax || e.axes != AxisList{xa}) continue;
-      const Expr& arg = *e.args[0];
-      const StatementWeave* src = arg.kind == Expr::Kind::ref ? in_kernel(arg.name) : nullptr;
-      if (is_causal_mask(arg) || (src && is_causal_mask(*src->statement->expr))) zero_outside.insert(v->statement->name);
-    }
-    if (zero_outside.empty()) return false;
-    for (const auto* v : stmts_) {
-      if (!v->touches(xa)) continue;
-      const std::string& n = v->statement->name;
-      AxisRole r = v->role(xa);
-      if (r == AxisRole::woven || r == AxisRole::normalised) {
-        if (stored(n) || (r == AxisRole::normalised && !zero_outside.count(n))) return false;
-        continue;
-      }
-      if (!reductions_over_x_vanish(*v->statement->expr, xa, zero_outside, in_kernel)) return false;
-    }
-    return true;
-  }
-  /** Whether every reduction over x inside `e` is a contraction of refs, one a statement of
-   *  `zero_outside` and the others arrays from outside the kernel. */
-  template <class InKernel>
-  static bool reductions_over_x_vanish(const Expr& e, const std::string& xa, const std::set<std::string>& zero_outside, const InKernel& in_kernel) {
-    if (e.kind != Expr::Kind::apply) return true;
-    if (std::find(e.axes.begin(), e.axes.end(), xa) != e.axes.end() || (e.op == Op::contract && e.axes.empty())) {
-      if (e.op != Op::contract) return false;
-      int zeros = 0;
-      for (const auto& a : e.args) {
-        if (a->kind != Expr::Kind::ref) return false;
-        if (zero_outside.count(a->name)) ++zeros;
-        else if (in_kernel(a->name)) return false;
-      }
-      return zeros == 1;
-    }
-    for (const auto& a : e.args)
-      if (!reductions_over_x_vanish(*a, xa, zero_outside, in_kernel)) return false;
-    return true;
-  }
   double causal_factor(const AxisList& axes) const {
     if (causal_x_.empty()) return 1;
     bool has_x = std::find(axes.begin(), axes.end(), causal_x_) != axes.end();
@@ -436,9 +332,8 @@ class KernelModel {
   void timing() {
     DType compute = opt_.dtype ? *opt_.dtype : (d_.inputs().empty() ? DType::fp32 : d_.inputs().front()->dtype);
     // wgmma where the emitter's sm_90a variant applies: its rate, and TMA's L2 -> SMEM bandwidth.
-    c_.warpgroup_mma = hw_.wgmma && hw_.tma && hw_.wgmma_fraction > 0 && hw_.warpgroup_mma(compute) && c_.flops_tensor > 0 &&
-                       c_.warps % 4 == 0 && c_.warps / 4 <= 2 && !warp_axis_.empty() && c_.axes.count(warp_axis_) &&
-                       wgmma_rows_fit(c_.axes.at(warp_axis_).tile, c_.warps / 4);
+    // wgmma where lowering emits the sm_90a variant (lower/lower.hpp): its rate, and TMA's L2 -> SMEM bandwidth.
+    c_.warpgroup_mma = spec_.wgmma && c_.flops_tensor > 0;
     if (!opt_.two_level) {
       const bool gemm_wgmma = gemm_on_wgmma();
       const double per_subtile = gemm_wgmma ? wgmma_per_subtile() : 1;
@@ -462,7 +357,7 @@ class KernelModel {
           c_.smem_read_bytes += 2 * tile(axes_of(a)) * bytes_of(storage_dtype(d_, a, opt_)) * steps * static_cast<double>(c_.blocks);
       misses();
     }
-    c_.clusterable = gemm_on_wgmma() && hw_.clusters && gemm_form_problem().empty();
+    c_.clusterable = gemm_on_wgmma() && hw_.clusters;
     if (auto cl = plan_.cluster()) clusters(cl->first, static_cast<int>(cl->second));
     if (c_.warpgroup_mma && c_.blocks_per_sm > 0) {
       // The sm_90a variant: one thread block per SM (a producer warpgroup beside the consumers,
@@ -502,21 +397,12 @@ class KernelModel {
     if (compute_t > memory && std::max({c_.t_tensor, c_.t_fp32, c_.t_sfu}) < 0.7 * compute_t) c_.bound = "compute (tensor + FP32 + SFU, not overlapped)";
   }
 
-  /** Whether `tile` rows split over `consumers` warpgroups the way the sm_90a variants take them
-   *  (emit/cuda/gemm_wgmma.cpp, flash_wgmma.cpp): m64 subtiles per warpgroup for a GEMM, exactly
-   *  one m64 per warpgroup for a kernel streaming an online normaliser (FlashAttention's S, P, O
-   *  stay in registers and leave room for no second subtile). */
-  bool wgmma_rows_fit(std::int64_t tile, int consumers) const {
-    return online_normalisers() > 0 ? tile == 64 * consumers : tile % (64 * consumers) == 0;
-  }
-
   /** Clusters of `size` blocks along `axis`: the operand tiles that do not vary along it cross
    *  L2 -> SMEM once per cluster; the grid rounds the tiles along `axis` up to whole clusters. */
   void clusters(const std::string& axis, int size) {
-    if (!c_.clusterable) {
-      std::string form = gemm_on_wgmma() ? gemm_form_problem() : "";
-      c_.problems.push_back("cluster: only GEMM kernels on the wgmma path of hardware with clusters form clusters" +
-                            (form.empty() ? std::string() : " (the gemm strategy declines this kernel: " + form + ")"));
+    if (!c_.clusterable || spec_.cluster != size) {
+      c_.problems.push_back("cluster: only GEMM kernels on the wgmma path of hardware with clusters form clusters (this kernel lowers to " +
+                            describe_spec(spec_) + ")");
       return;
     }
     bool varies = false;
@@ -547,61 +433,8 @@ class KernelModel {
     return !warp_axis_.empty() && std::find(ax.begin(), ax.end(), warp_axis_) != ax.end();
   }
 
-  /** A GEMM-like kernel on the wgmma path (no online normaliser): the gemm emitter's sm_90a variant. */
-  bool gemm_on_wgmma() const { return c_.warpgroup_mma && online_normalisers() == 0; }
-
-  /** Why the CUDA emitter's gemm strategy would not take this kernel (empty when it would): the
-   *  structural conditions of emit/cuda/gemm.cpp (analyse_gemm), which a cluster needs, since only
-   *  that strategy forms clusters. Statements only contractions and element-wise maps, of one
-   *  shape; every contraction over the same single axis K, of two bf16/fp16 kernel inputs of one
-   *  dtype, M and N (the first two grouped axes of the output) one operand's each; at most K
-   *  streamed, in chunks of a multiple of 16. */
-  std::string gemm_form_problem() const {
-    Typer typer(d_, p_.diagrams, nullptr);
-    std::vector<const Expr*> contractions;
-    bool other = false;
-    for (const auto* w : stmts_)
-      walk(*w->statement->expr, [&](const Expr& e) {
-        if (e.kind != Expr::Kind::apply) return;
-        if (e.op == Op::contract) contractions.push_back(&e);
-        else if (!is_elementwise(e.op) && e.op != Op::causal) other = true;
-      });
-    if (contractions.empty() || other) return "not only contractions and element-wise maps";
-    const std::vector<std::string> k_axes = contractions[0]->axes;
-    if (k_axes.size() != 1) return "a contraction over several axes";
-    const AxisList out = typer.axes_of(*contractions[0]).value_or(AxisList{});
-    for (const auto* w : stmts_) {
-      const AxisList& sa = w->statement->axes;
-      if (sa.size() != out.size() || !std::all_of(sa.begin(), sa.end(), [&](const std::string& a) { return contains(out, a); }))
-        return "statements of different shapes";
-    }
-    std::vector<std::string> grouped;
-    for (const auto& dir : plan_.directives)
-      if (dir.kind == Directive::Kind::group && contains(out, dir.names[0])) grouped.push_back(dir.names[0]);
-    if (grouped.size() < 2) return "fewer than two grouped axes";
-    std::optional<DType> dtype;
-    for (const Expr* e : contractions) {
-      if (e->axes != k_axes || typer.axes_of(*e).value_or(AxisList{}) != out || e->args.size() != 2) return "contractions differ";
-      AxisList ax[2];
-      for (int i = 0; i < 2; ++i) {
-        const Expr& x = *e->args[static_cast<std::size_t>(i)];
-        if (x.kind != Expr::Kind::ref || !d_.array_axes(x.name) || !contains(c_.inputs, x.name))
-          return "a contraction operand is not an array read from global memory";
-        ax[i] = *d_.array_axes(x.name);
-        DType t = storage_dtype(d_, x.name, opt_);
-        if (t != DType::bf16 && t != DType::fp16) return "operands are not bf16 or fp16";
-        if (dtype && t != *dtype) return "operands of different dtypes";
-        dtype = t;
-      }
-      bool a_m = contains(ax[0], grouped[0]) && !contains(ax[1], grouped[0]) && contains(ax[1], grouped[1]) && !contains(ax[0], grouped[1]);
-      bool b_m = contains(ax[1], grouped[0]) && !contains(ax[0], grouped[0]) && contains(ax[0], grouped[1]) && !contains(ax[1], grouped[1]);
-      if (!a_m && !b_m) return "M and N are not one operand's each";
-    }
-    auto streams = plan_.streams();
-    if (!streams.empty() && (streams.size() != 1 || streams[0].first != k_axes[0])) return "streams an axis other than K";
-    if (!streams.empty() && streams[0].second % 16 != 0) return "K chunk not a multiple of 16";
-    return {};
-  }
+  /** A gemm kernel on the wgmma path (lowering's sm_90a variant of the gemm strategy). */
+  bool gemm_on_wgmma() const { return spec_.strategy == Strategy::gemm && spec_.wgmma; }
 
   /** wgmma instructions per m64 subtile of A and k16 step in the gemm emitter's sm_90a variant:
    *  the B-side tiles' columns (the product of their tiles over axes other than the streamed
@@ -668,14 +501,14 @@ class KernelModel {
     if (working > hw_.l2.capacity_bytes) c_.hbm_bytes += reread * (1 - hw_.l2.capacity_bytes / working);
   }
 
+  static constexpr int kSimtThreads = 256;                  ///< threads per block of emit/cuda/simt.cpp
   static constexpr int kBaseRegisters = 32;                 ///< indices, pointers, MMA fragments
   static constexpr double kWarpsToHide = 8;                 ///< resident warps per SM for full overlap
   static constexpr double kSmemReservedPerBlock = 1024;     ///< PG: 1 KB of SMEM reserved per block (cc 8.x, 9.0)
 
   const Program& p_;
   const Diagram& d_;
-  const std::vector<StatementWeave>& weave_;
-  const Schedule& s_;
+  const KernelSpec& spec_;
   const KernelPlan& plan_;
   const SizeMap& sizes_;
   const Hardware& hw_;
@@ -690,7 +523,13 @@ class KernelModel {
 
 KernelCost cost_kernel(const Program& p, const Diagram& d, const std::vector<StatementWeave>& weave, const Schedule& s,
                        std::size_t kernel, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt) {
-  return KernelModel(p, d, weave, s, kernel, sizes, hw, opt).run();
+  auto spec = std::make_shared<const KernelSpec>(lower_kernel(p, d, weave, s.kernels.at(kernel), sizes, hw, opt));
+  return price_kernel(p, d, weave, std::move(spec), sizes, hw, opt);
+}
+
+KernelCost price_kernel(const Program& p, const Diagram& d, const std::vector<StatementWeave>& weave, std::shared_ptr<const KernelSpec> spec,
+                        const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt) {
+  return KernelModel(p, d, weave, std::move(spec), sizes, hw, opt).run();
 }
 
 ScheduleCost cost_schedule(const Program& p, const Diagram& d, const Schedule& s, const SizeMap& sizes,

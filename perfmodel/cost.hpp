@@ -1,6 +1,6 @@
 /** \file cost.hpp
  *  The IO performance model: the cost of a scheduled (relabelled) diagram on a hardware
- *  description. Per kernel it gives bytes moved per level (symbolic and evaluated), bytes resident
+ *  description: the price of each kernel as lowering specifies it (lower/lower.hpp). Per kernel it gives bytes moved per level (symbolic and evaluated), bytes resident
  *  per level, FLOPs per unit, occupancy, predicted time and the bound. Formulas (docs/cost-model.md):
  *
  *  - Transfers (paper §2.3, §3): a kernel input A moves |A| x prod(N_a / g_a) bytes into SMEM, the
@@ -23,6 +23,7 @@
  */
 #pragma once
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,26 +32,10 @@
 #include "diagrams/schedule.hpp"
 #include "diagrams/sizes.hpp"
 #include "diagrams/weave.hpp"
-#include "perfmodel/hardware.hpp"
+#include "hardware/hardware.hpp"
+#include "lower/lower.hpp"
 
 namespace napkin {
-
-struct ModelOptions {
-  std::optional<DType> dtype;  ///< quantization: store every array in this dtype (compare --dtype)
-  /** The paper's two-level model (§2.2): one lower level of capacity `two_level_capacity_bytes`
-   *  holding every tile, accumulators included, one pipeline stage, no register file. */
-  bool two_level = false;
-  double two_level_capacity_bytes = 0;
-  int pipeline_stages = 2;     ///< cp.async stages for streamed inputs
-};
-
-/** How one axis is partitioned in a kernel. */
-struct AxisPlan {
-  enum class Kind { whole, group, stream } kind = Kind::whole;
-  std::int64_t extent = 1;  ///< N_a, elements
-  std::int64_t tile = 1;    ///< g_a, s_a, or N_a when whole
-  std::int64_t count = 1;   ///< groups ceil(N/g), or stream steps ceil(N/s); 1 when whole
-};
 
 /** One array's transfer between two levels in one kernel. */
 struct Transfer {
@@ -62,6 +47,9 @@ struct Transfer {
 };
 
 struct KernelCost {
+  /** The kernel as lowering says it will run (lower/lower.hpp): what this cost prices and what
+   *  the emitters render. */
+  std::shared_ptr<const KernelSpec> spec;
   std::string name;
   std::vector<std::string> statements;
   std::map<std::string, AxisPlan> axes;
@@ -109,12 +97,11 @@ struct ScheduleCost {
   bool fits() const;
 };
 
-/** Storage dtype of an array: its declared dtype, the override, or for undeclared intermediates
- *  the dtype of the diagram's first output. */
-DType storage_dtype(const Diagram& d, const std::string& array, const ModelOptions& opt);
-
 /** Cost of `s` for `d` at `sizes` on `hw`. `s` must have passed check_schedule (derive/).
  *  Call statements are costed here only for what surrounds the call: derive adds the callee. */
+/** Cost of the lowered kernel `spec` (lower_kernel of the same p, d, weave, sizes, hw, opt). */
+KernelCost price_kernel(const Program& p, const Diagram& d, const std::vector<StatementWeave>& weave, std::shared_ptr<const KernelSpec> spec,
+                        const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt = {});
 ScheduleCost cost_schedule(const Program& p, const Diagram& d, const Schedule& s, const SizeMap& sizes,
                            const Hardware& hw, const ModelOptions& opt = {});
 KernelCost cost_kernel(const Program& p, const Diagram& d, const std::vector<StatementWeave>& weave,

@@ -104,20 +104,20 @@ std::string tma_launch(const Context& c, const std::string& ns, const std::vecto
   return l.text;
 }
 
-void add_hopper_variant(KernelEmit& r, Code& device, Code& launch, const Hardware& hw, const std::string& ns,
+void add_hopper_variant(KernelEmit& r, Code& device, Code& launch, const KernelSpec& spec, const std::string& ns,
                         const std::function<std::optional<KernelEmit>(const std::string&, std::string&)>& make) {
   Code fallback;
   fallback.line("NAPKIN_CUDA(cudaFuncSetAttribute(" + ns + "::kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(" + ns + "::SMEM_BYTES)));");
   fallback.line(ns + "::kernel<<<static_cast<unsigned>(blocks), " + ns + "::THREADS, " + ns + "::SMEM_BYTES, stream>>>(a);");
   fallback.line("napkin_variant = \"mma.sync\";");
-  std::string why = hw.name + " has no wgmma and TMA";
-  std::optional<KernelEmit> wg;
-  if (hw.wgmma && hw.tma) wg = make(fallback.text, why);
-  if (!wg) {
-    device.line("// no wgmma variant: " + why);
+  if (!spec.wgmma) {
+    device.line("// no wgmma variant: " + spec.why_no_wgmma);
     launch.text += fallback.text;
     return;
   }
+  std::string why;
+  std::optional<KernelEmit> wg = make(fallback.text, why);
+  NAPKIN_ASSERT(wg) << "lowering chose the wgmma variant of kernel " << spec.shape.plan.name << " but the emitter declines it: " << why;
   r.hopper = true;
   device.text += wg->device_code;
   launch.text += wg->launch_code;

@@ -13,78 +13,18 @@
 
 namespace napkin::cuda {
 
-std::optional<KernelEmit> emit_flash(Context& c, const KernelChoice& kc, const Hardware& hw, std::string& why) {
-  if (c.options().reference) return why = "reference mode", std::nullopt;
-  const Diagram& d = c.diagram();
-  const KernelCost& cost = kc.cost;
-  auto streams = kc.plan.streams();
-  if (streams.size() > 1 || kc.plan.stream_passes() != 1) return why = "more than one stream, or a two-pass stream", std::nullopt;
-  // x is the softmax's axis: streamed by the schedule, or kept whole and walked in chunks of 64.
-  std::string x;
-  for (const auto& name : cost.statements) {
-    const Statement* st = d.find_statement(name);
-    if (st->expr->kind == Expr::Kind::apply && st->expr->op == Op::softmax) x = st->expr->axes[0];
-  }
-  if (x.empty() || (!streams.empty() && streams[0].first != x)) return why = "no softmax along the streamed axis", std::nullopt;
-  if (streams.empty() && (!cost.axes.count(x) || cost.axes.at(x).kind != AxisPlan::Kind::whole)) return why = "the softmax axis is grouped", std::nullopt;
-  const std::int64_t TX = streams.empty() ? 64 : streams[0].second;
-  const std::string x_note = streams.empty() ? "kept whole in the schedule, walked in chunks of 64" : "streamed by " + std::to_string(TX);
-  // Find P (softmax along x), S (the contraction it reads), O (the contraction of P).
-  const Statement *S = nullptr, *P = nullptr, *O = nullptr;
-  const Expr *cs = nullptr, *co = nullptr;
-  for (const auto& name : cost.statements) {
-    const Statement* st = d.find_statement(name);
-    if (st->expr->kind == Expr::Kind::apply && st->expr->op == Op::softmax && st->expr->axes[0] == x) P = st;
-  }
-  if (!P || cost.statements.size() != 3) return why = "not contraction, softmax, contraction", std::nullopt;
-  for (const auto& name : cost.statements) {
-    const Statement* st = d.find_statement(name);
-    if (st == P) continue;
-    std::vector<const Expr*> cons;
-    bool other = false;
-    walk(*st->expr, [&](const Expr& e) {
-      if (e.kind != Expr::Kind::apply) return;
-      if (e.op == Op::contract) cons.push_back(&e);
-      else if (!is_elementwise(e.op) && e.op != Op::causal) other = true;
-    });
-    if (other || cons.size() != 1 || cons[0]->args.size() != 2 || cons[0]->axes.size() != 1) return why = "statements are not single contractions", std::nullopt;
-    const Expr* e = cons[0];
-    if (e->axes[0] == x && e->args[0]->kind == Expr::Kind::ref && e->args[0]->name == P->name) O = st, co = e;
-    else S = st, cs = e;
-  }
-  if (!S || !O || !cs || !co) return why = "no S -> P -> O chain", std::nullopt;
-  const std::string dk = cs->axes[0];
-  const Expr &q_ref = *cs->args[0], &k_ref = *cs->args[1], &v_ref = *co->args[1];
-  if (q_ref.kind != Expr::Kind::ref || k_ref.kind != Expr::Kind::ref || v_ref.kind != Expr::Kind::ref) return why = "operands are not arrays", std::nullopt;
-  std::string Qn = q_ref.name, Kn = k_ref.name, Vn = v_ref.name;
-  AxisList qa = c.axes(Qn), ka = c.axes(Kn), va = c.axes(Vn);
-  if (contains(qa, x)) std::swap(Qn, Kn), std::swap(qa, ka);
-  std::string M;
-  for (const auto& dir : kc.plan.directives)
-    if (dir.kind == Directive::Kind::group && M.empty() && contains(qa, dir.names[0]) && !contains(ka, dir.names[0])) M = dir.names[0];
-  if (M.empty() || !contains(ka, x)) return why = "no grouped query axis", std::nullopt;
-  const std::string dv = va.back();  // the value dimension: V's innermost axis
-  if (dv == x || !contains(O->axes, dv)) return why = "V's innermost axis is not an output axis", std::nullopt;
-  if (qa.back() != dk || ka.back() != dk || false) return why = "Q, K, V not stored with the head dimension innermost", std::nullopt;
-  DType dt = c.dtype(Qn);
-  if ((dt != DType::bf16 && dt != DType::fp16) || c.dtype(Kn) != dt || c.dtype(Vn) != dt) return why = "operands are not all bf16 or all fp16", std::nullopt;
-  const MmaShape* mma = hw.warp_mma(dt);
-  if (!mma || mma->m != 16 || mma->n != 8 || mma->k != 16) return why = "no m16n8k16 mma.sync", std::nullopt;
-  const int warps = kc.plan.warps();
-  const std::int64_t TQ = *kc.plan.group(M);
-  const std::int64_t DK = cost.axes.at(dk).extent, DV = cost.axes.at(dv).extent;
-  if (TQ % (16 * warps) != 0 || TX % 16 != 0 || DK % 16 != 0 || DV % 16 != 0) return why = "tiles not multiples of the mma shape", std::nullopt;
-  if (cost.axes.at(dk).kind != AxisPlan::Kind::whole || cost.axes.at(dv).kind != AxisPlan::Kind::whole) return why = "head dimensions not whole", std::nullopt;
-  const double smem = 2.0 * static_cast<double>(TQ * (DK + 8) + 2 * TX * (DK + 8) + 2 * TX * (DV + 8));
-  if (smem > hw.smem_max_per_block_bytes) return why = "tiles do not fit SMEM", std::nullopt;
-  AxisList batch;
-  for (const auto& a : O->axes)
-    if (a != M && a != dv) batch.push_back(a);
-  bool causal = false;
-  walk(*P->expr, [&](const Expr& e) { causal |= e.kind == Expr::Kind::apply && e.op == Op::causal && e.axes[0] == M && e.axes[1] == x; });
-  const bool skip = causal && cost.causal_active_fraction < 1 && cost.causal_x == x && cost.causal_q == M;
-
-  FlashForm f{x, M, dk, dv, Qn, Kn, Vn, S, P, O, cs, co, batch, dt, TQ, TX, DK, DV, warps, skip, x_note};
+KernelEmit emit_flash(Context& c, const KernelChoice& kc, const Hardware& hw) {
+  const KernelSpec& spec = *kc.cost.spec;
+  const FlashForm& f = *spec.flash;
+  const std::string &x = f.x, &M = f.M, &dk = f.dk, &dv = f.dv, &Qn = f.Qn, &Kn = f.Kn, &Vn = f.Vn, &x_note = f.x_note;
+  const Statement *S = f.S, *P = f.P, *O = f.O;
+  const Expr *cs = f.cs, *co = f.co;
+  const AxisList& batch = f.batch;
+  const DType dt = f.dtype;
+  const std::int64_t TQ = f.TQ, TX = f.TX, DK = f.DK, DV = f.DV;
+  const int warps = f.warps;
+  const bool skip = f.skip;
+  const MmaShape* mma = &*spec.mma_sync;
   const std::string ns = kernel_ns(kc.plan.name), T = ctype(dt), mf = "napkin::" + mma_function(*mma);
   Code k;
   k.line(describe_plan(kc.plan));
@@ -268,7 +208,7 @@ std::optional<KernelEmit> emit_flash(Context& c, const KernelChoice& kc, const H
   for (const auto& b : batch) blocks += " * a.N_" + b;
   l.line("const int64_t blocks = " + blocks + ";");
   l.line("if (blocks == 0) return 0;");
-  add_hopper_variant(r, k, l, hw, ns, [&](const std::string& fallback, std::string& why_not) { return emit_flash_wgmma(c, kc, f, hw, fallback, why_not); });
+  add_hopper_variant(r, k, l, spec, ns, [&](const std::string& fallback, std::string& why_not) { return emit_flash_wgmma(c, kc, f, hw, fallback, why_not); });
   k.close("  // namespace " + ns);
   r.device_code = k.text;
   r.launch_code = l.text;

@@ -8,21 +8,9 @@
 #include <string>
 
 #include "emit/cuda/strategies.hpp"
+#include "lower/flash_form.hpp"
 
 namespace napkin::cuda {
-
-struct FlashForm {
-  std::string x, M, dk, dv;            ///< key axis (streamed), query axis (grouped), head dimensions
-  std::string Qn, Kn, Vn;              ///< operand arrays: Q[.., M, dk], K[.., x, dk], V[.., x, dv]
-  const Statement *S = nullptr, *P = nullptr, *O = nullptr;
-  const Expr *cs = nullptr, *co = nullptr;  ///< the two contraction nodes (in S and in O)
-  AxisList batch;                      ///< O's axes other than M and dv (grid slices)
-  DType dtype = DType::bf16;
-  std::int64_t TQ = 0, TX = 0, DK = 0, DV = 0;  ///< q tile, x chunk, head dimensions (elements)
-  int warps = 0;                       ///< the schedule's warps per thread block
-  bool skip = false;                   ///< causal: chunks past the tile's last row are skipped
-  std::string x_note;                  ///< how the schedule treats x
-};
 
 /** The sm_90a variant (contract in flash_wgmma.cpp): device code in namespace `wg` of the
  *  kernel's namespace, and host statements launching it where the device and the arrays allow

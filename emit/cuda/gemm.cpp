@@ -14,85 +14,6 @@
 
 namespace napkin::cuda {
 
-std::optional<GemmForm> analyse_gemm(Context& c, const KernelChoice& kc, std::string& why) {
-  if (c.options().reference) return why = "reference mode", std::nullopt;
-  const Diagram& d = c.diagram();
-  const KernelCost& cost = kc.cost;
-  std::vector<const Expr*> contractions;
-  bool other = false;
-  for (const auto& s : cost.statements)
-    walk(*d.find_statement(s)->expr, [&](const Expr& e) {
-      if (e.kind != Expr::Kind::apply) return;
-      if (e.op == Op::contract) contractions.push_back(&e);
-      else if (!is_elementwise(e.op) && e.op != Op::causal) other = true;
-    });
-  if (contractions.empty() || other) return why = "not only contractions and element-wise maps", std::nullopt;
-  const AxisList out = c.axes_of(*contractions[0]);
-  GemmForm g;
-  g.K = contractions[0]->axes.size() == 1 ? contractions[0]->axes[0] : "";
-  const std::string& k = g.K;
-  if (k.empty()) return why = "a contraction over several axes", std::nullopt;
-  for (const auto& s : cost.statements) {
-    AxisList sa = d.find_statement(s)->axes;
-    if (sa.size() != out.size() || !std::all_of(sa.begin(), sa.end(), [&](const std::string& a) { return contains(out, a); }))
-      return why = "statements of different shapes", std::nullopt;
-  }
-  // M and N: the first two grouped axes of the output, each in exactly one operand.
-  std::vector<std::string> grouped;
-  for (const auto& dir : kc.plan.directives)
-    if (dir.kind == Directive::Kind::group && contains(out, dir.names[0])) grouped.push_back(dir.names[0]);
-  if (grouped.size() < 2) return why = "fewer than two grouped axes", std::nullopt;
-  g.M = grouped[0], g.N = grouped[1];
-  const std::string &M = g.M, &N = g.N;
-  bool have_dtype = false;
-  for (const Expr* e : contractions) {
-    if (e->axes != std::vector<std::string>{k} || c.axes_of(*e) != out || e->args.size() != 2) return why = "contractions differ", std::nullopt;
-    const Expr& x = *e->args[0];
-    const Expr& y = *e->args[1];
-    if (x.kind != Expr::Kind::ref || y.kind != Expr::Kind::ref || !d.array_axes(x.name) || !d.array_axes(y.name) ||
-        std::find(cost.inputs.begin(), cost.inputs.end(), x.name) == cost.inputs.end() ||
-        std::find(cost.inputs.begin(), cost.inputs.end(), y.name) == cost.inputs.end())
-      return why = "a contraction operand is not an array read from global memory", std::nullopt;
-    AxisList xa = c.axes(x.name), ya = c.axes(y.name);
-    GemmContraction gc{e, {x.name}, {y.name}};
-    if (contains(ya, M) && !contains(xa, M)) std::swap(gc.a, gc.b), std::swap(xa, ya);
-    if (!contains(xa, M) || contains(ya, M) || !contains(ya, N) || contains(xa, N)) return why = "M and N are not one operand's each", std::nullopt;
-    if (xa.back() != k && xa.back() != M) return why = gc.a.array + " has neither K nor M innermost", std::nullopt;
-    if (ya.back() != k && ya.back() != N) return why = gc.b.array + " has neither K nor N innermost", std::nullopt;
-    gc.a.k_inner = xa.back() == k;
-    gc.b.k_inner = ya.back() == k;
-    for (const auto& arr : {gc.a.array, gc.b.array}) {
-      DType t = c.dtype(arr);
-      if (t != DType::bf16 && t != DType::fp16) return why = "operands are not bf16 or fp16", std::nullopt;
-      if (have_dtype && t != g.dtype) return why = "operands of different dtypes", std::nullopt;
-      g.dtype = t, have_dtype = true;
-    }
-    if (!g.gemms.empty() && gc.a.array != g.gemms[0].a.array) return why = "contractions with different M operands", std::nullopt;
-    g.gemms.push_back(gc);
-  }
-  g.warps = kc.plan.warps();
-  g.TM = *kc.plan.group(M), g.TN = *kc.plan.group(N);
-  auto streams = kc.plan.streams();
-  g.TK = 64;
-  g.k_note = "kept whole in the schedule; staged through SMEM in chunks of 64";
-  if (!streams.empty()) {
-    if (streams.size() != 1 || streams[0].first != k) return why = "streams an axis other than K", std::nullopt;
-    g.TK = streams[0].second;
-    g.k_note = "streamed by " + std::to_string(g.TK);
-  }
-  if (g.TK % 16 != 0) return why = "K chunk not a multiple of 16", std::nullopt;
-  auto add_tile = [&](const GemmOperand& o, const std::string& free, std::int64_t Tf) {
-    for (const auto& t : g.tiles)
-      if (t.array == o.array) return;
-    if (o.k_inner) g.tiles.push_back({o.array, free, k, Tf, g.TK, false});
-    else g.tiles.push_back({o.array, k, free, g.TK, Tf, true});
-  };
-  for (const auto& gc : g.gemms) add_tile(gc.a, M, g.TM), add_tile(gc.b, N, g.TN);
-  for (const auto& a : d.find_statement(cost.statements[0])->axes)
-    if (a != M && a != N) g.batch.push_back(a);
-  return g;
-}
-
 void gemm_tile_origin(Code& code, const GemmForm& g, int cluster, const std::string& cluster_axis, const std::string& block) {
   const std::string &M = g.M, &N = g.N;
   const std::string batch = g.batch.empty() ? "no batch axes" : "batch axes " + join(g.batch);
@@ -187,19 +108,12 @@ void gemm_epilogue(Code& code, Context& c, const KernelChoice& kc, const GemmFor
   stored.insert(kc.cost.outputs.begin(), kc.cost.outputs.end());
 }
 
-std::optional<KernelEmit> emit_gemm(Context& c, const KernelChoice& kc, const Hardware& hw, std::string& why) {
-  auto form = analyse_gemm(c, kc, why);
-  if (!form) return std::nullopt;
-  const GemmForm& g = *form;
+KernelEmit emit_gemm(Context& c, const KernelChoice& kc, const Hardware& hw) {
+  const KernelSpec& spec = *kc.cost.spec;
+  const GemmForm& g = *spec.gemm;
   const std::string &M = g.M, &N = g.N, &k = g.K;
-  const MmaShape* mma = hw.warp_mma(g.dtype);
-  if (!mma || mma->m != 16 || mma->n != 8 || mma->k != 16) return why = "no m16n8k16 mma.sync for " + std::string(dtype_name(g.dtype)), std::nullopt;
-  if (g.TM % (16 * g.warps) != 0 || g.TN % 16 != 0) return why = "tiles not multiples of the mma shape per warp", std::nullopt;
-  std::int64_t stage_elems = 0;
-  for (const auto& t : g.tiles) stage_elems += t.R * (t.C + 8);
-  const std::int64_t elem = 2;
-  int stages = static_cast<int>(std::min<double>(4, hw.smem_max_per_block_bytes / static_cast<double>(stage_elems * elem)));
-  if (stages < 2) return why = "two pipeline stages do not fit SMEM", std::nullopt;
+  const MmaShape* mma = &*spec.mma_sync;
+  const int stages = spec.stages;
 
   const std::string ns = kernel_ns(kc.plan.name);
   Code code;
@@ -219,7 +133,7 @@ std::optional<KernelEmit> emit_gemm(Context& c, const KernelChoice& kc, const Ha
     code.line("constexpr int P_" + t.array + " = " + std::to_string(t.C) + " + 8, OFF_" + t.array + " = " + std::to_string(off) + ";");
     off += t.R * (t.C + 8);
   }
-  code.line("constexpr int STAGE_ELEMS = " + std::to_string(stage_elems) + ";");
+  code.line("constexpr int STAGE_ELEMS = " + std::to_string(gemm_mma_sync_smem_bytes(g, 1) / 2) + ";");
   code.line("constexpr size_t SMEM_BYTES = size_t{STAGES} * STAGE_ELEMS * sizeof(T);");
   code.line("");
   code.line("__global__ void __launch_bounds__(THREADS) kernel(const Args a) {");
@@ -320,7 +234,7 @@ std::optional<KernelEmit> emit_gemm(Context& c, const KernelChoice& kc, const Ha
   for (const auto& b : g.batch) blocks += " * a.N_" + b;
   l.line("const int64_t " + blocks + ";");
   l.line("if (blocks == 0) return 0;");
-  add_hopper_variant(r, code, l, hw, ns, [&](const std::string& fallback, std::string& why_not) { return emit_gemm_wgmma(c, kc, g, hw, fallback, why_not); });
+  add_hopper_variant(r, code, l, spec, ns, [&](const std::string& fallback, std::string& why_not) { return emit_gemm_wgmma(c, kc, g, hw, fallback, why_not); });
   code.close("  // namespace " + ns);
   r.device_code = code.text;
   r.launch_code = l.text;

@@ -88,8 +88,8 @@ std::optional<KernelEmit> emit_gemm_wgmma(Context& c, const KernelChoice& kc, co
     stage_bytes += L.bytes;
     lay.push_back(L);
   }
-  const int stages = static_cast<int>(std::min<double>(6, (hw.smem_max_per_block_bytes - 2048) / static_cast<double>(stage_bytes)));
-  if (stages < 2) return why = "two pipeline stages do not fit SMEM", std::nullopt;
+  const int stages = kc.cost.spec->wgmma_stages;  // lowering's (lower/gemm_form.cpp)
+  NAPKIN_ASSERT(stage_bytes == gemm_wgmma_stage_bytes(g)) << "wgmma stage bytes differ from lowering's";
   // SwiGLU's dual GEMM: when both B tiles are stored alike and side by side in SMEM, one wgmma of
   // N = 2 T_N multiplies A by both (columns [0, T_N) of the accumulator belong to the B tile
   // placed first), so each m64 subtile of A is read from SMEM once per k16 instead of twice.

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "perfmodel/hardware.hpp"
+#include "hardware/hardware.hpp"
 
 namespace napkin::cuda {
 

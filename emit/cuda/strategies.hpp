@@ -1,18 +1,17 @@
 /** \file strategies.hpp
- *  The ways one kernel of a schedule becomes CUDA, tried in order by emit/cuda_emitter.cpp:
- *  - gemm:  contractions over one axis of 16-bit operands with element-wise epilogues (matmul,
- *           bias + GELU, the SwiGLU dual GEMM): grid = tiles of the two grouped free axes x the
- *           batch axes, warps split the first grouped axis, the contracted axis is the stream (a
- *           cp.async pipeline of 2-4 stages), operands through ldmatrix into mma.sync, fp32
- *           accumulators in registers, the epilogue applied to the accumulators before the store;
- *           on hardware with wgmma and TMA also an sm_90a variant (gemm_wgmma.cpp) that the
- *           launcher picks at run time on a Hopper GPU;
+ *  The renderers of one schedule kernel as CUDA, one per strategy lowering chose (lower/lower.hpp:
+ *  KernelSpec; emit/cuda/unit.cpp dispatches on it). A renderer never declines a spec: where it
+ *  could not render what lowering accepted, that is an internal error (lowering and emission
+ *  disagree), not a fallback.
+ *  - gemm:  grid = tiles of M and N x the batch axes, warps split M, K streamed through a
+ *           cp.async pipeline of the spec's stages, ldmatrix into mma.sync, fp32 accumulators,
+ *           the element-wise epilogue on the accumulators; with the spec's wgmma path also an
+ *           sm_90a variant (gemm_wgmma.cpp) that the launcher picks at run time on a Hopper GPU;
  *  - flash: contraction, softmax along the streamed axis, contraction (attention): the
  *           online-softmax lemma (paper §4) with S and P in registers;
  *  - rows:  a normaliser (softmax, layernorm, rmsnorm) along an axis kept whole or streamed: one
  *           warp (or several) per row, statistics reduced with shuffles, then the map;
  *  - simt:  anything else, and reference mode: one thread per output element, reductions as loops.
- *  Each returns nullopt with `why` set when the kernel is not of its form.
  */
 #pragma once
 #include <map>
@@ -45,9 +44,10 @@ struct KernelEmit {
   std::vector<std::pair<std::size_t, std::string>> nested;
 };
 
-std::optional<KernelEmit> emit_gemm(Context& c, const KernelChoice& k, const Hardware& hw, std::string& why);
-std::optional<KernelEmit> emit_flash(Context& c, const KernelChoice& k, const Hardware& hw, std::string& why);
-std::optional<KernelEmit> emit_rows(Context& c, const KernelChoice& k, std::string& why);
+/** Renderers of a kernel whose spec (k.cost.spec) has strategy gemm, flash and rows. */
+KernelEmit emit_gemm(Context& c, const KernelChoice& k, const Hardware& hw);
+KernelEmit emit_flash(Context& c, const KernelChoice& k, const Hardware& hw);
+KernelEmit emit_rows(Context& c, const KernelChoice& k);
 /** A statement calling another diagram: the callee's unit (derived separately, `sub`) nested in
  *  the caller's namespace, launched once per index of the woven axes with pointers offset into
  *  the caller's arrays; the rest of the statement (`X2 + mlp(...)`) as a SIMT kernel over the
@@ -74,11 +74,12 @@ std::string host_bytes(const std::string& type, const AxisList& axes);
 /** Stride (elements) of axis `axis` in `array`: the product of the later axes' sizes. */
 std::string stride(const Context& c, const std::string& array, const std::string& axis);
 
-/** Adds a kernel's sm_90a variant: `make(fallback, why)` emits it given the mma.sync launch of
- *  `ns`::kernel as its fallback. Appends its device code to `device` and its launch to `launch`
- *  (setting r.hopper), or, where the hardware lacks wgmma and TMA or `make` declines, a comment
- *  saying why and the mma.sync launch alone. */
-void add_hopper_variant(KernelEmit& r, Code& device, Code& launch, const Hardware& hw, const std::string& ns,
+/** Adds a kernel's sm_90a variant where `spec.wgmma`: `make(fallback, why)` emits it given the
+ *  mma.sync launch of `ns`::kernel as its fallback. Appends its device code to `device` and its
+ *  launch to `launch` (setting r.hopper); without spec.wgmma, a comment saying why
+ *  (spec.why_no_wgmma) and the mma.sync launch alone. NAPKIN_ASSERT when `make` declines what
+ *  lowering accepted. */
+void add_hopper_variant(KernelEmit& r, Code& device, Code& launch, const KernelSpec& spec, const std::string& ns,
                         const std::function<std::optional<KernelEmit>(const std::string&, std::string&)>& make);
 /** An operand loaded by TMA in 128-byte swizzled boxes: the array, its two tile axes (cols
  *  contiguous), and the box (elements; box_cols * 2 bytes = 128). */

@@ -65,22 +65,16 @@ KernelEmit emit_kernel(Context& c, const KernelChoice& kc, const Hardware& hw) {
   for (const auto& w : c.weave())
     if (w.has_call && std::find(kc.cost.statements.begin(), kc.cost.statements.end(), w.statement->name) != kc.cost.statements.end())
       return emit_call(c, *w.statement, callee_derivation(c.derivation(), w.statement->name), hw);
-  std::string why_gemm, why_flash, why_rows;
-  std::optional<KernelEmit> k;
-  if (!opt.reference) {
-    k = emit_gemm(c, kc, hw, why_gemm);
-    if (!k) k = emit_flash(c, kc, hw, why_flash);
-  }
-  if (!k) k = emit_rows(c, kc, why_rows);
-  if (!k) {
-    std::vector<std::string> order;
-    for (const auto* s : c.diagram().statements())
-      if (std::find(kc.cost.statements.begin(), kc.cost.statements.end(), s->name) != kc.cost.statements.end()) order.push_back(s->name);
-    k = emit_simt(c, kc.plan.name, order);
-    k->device_code = describe_plan(kc.plan) + "\n" +
-                     (opt.reference ? "" : "// no tensor-core strategy: gemm: " + why_gemm + "; flash: " + why_flash + "\n") + k->device_code;
-  }
-  return *k;
+  const KernelSpec& spec = *kc.cost.spec;  // lowering's decision (lower/lower.hpp); reference mode renders every kernel but rows as SIMT in fp32
+  if (!opt.reference && spec.strategy == Strategy::gemm) return emit_gemm(c, kc, hw);
+  if (!opt.reference && spec.strategy == Strategy::flash) return emit_flash(c, kc, hw);
+  if (spec.strategy == Strategy::rows) return emit_rows(c, kc);
+  std::vector<std::string> order;
+  for (const auto* s : c.diagram().statements())
+    if (std::find(kc.cost.statements.begin(), kc.cost.statements.end(), s->name) != kc.cost.statements.end()) order.push_back(s->name);
+  KernelEmit k = emit_simt(c, kc.plan.name, order);
+  k.device_code = describe_plan(kc.plan) + "\n" + (opt.reference ? "" : "// no tensor-core strategy: " + spec.declined + "\n") + k.device_code;
+  return k;
 }
 
 }  // namespace

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "emit/cuda/context.hpp"
-#include "perfmodel/hardware.hpp"
+#include "hardware/hardware.hpp"
 
 namespace napkin::cuda {
 

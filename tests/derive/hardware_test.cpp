@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "kernels/calibrate.hpp"
-#include "perfmodel/hardware.hpp"
+#include "hardware/hardware.hpp"
 #include "tests/support/run.hpp"
 
 using napkin::test::slurp;

@@ -11,7 +11,7 @@
 #include "derive/derivation.hpp"
 #include "diagrams/verify.hpp"
 #include "tests/fuzz/fuzz_target.hpp"
-#include "perfmodel/hardware.hpp"
+#include "hardware/hardware.hpp"
 
 using namespace napkin;
 

@@ -1,4 +1,4 @@
-#include "perfmodel/hardware.hpp"
+#include "hardware/hardware.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -10,7 +10,7 @@
 #include <toml++/toml.h>
 
 #include "diagrams/program.hpp"
-#include "perfmodel/hardware_schema.hpp"
+#include "hardware/hardware_schema.hpp"
 
 namespace napkin {
 

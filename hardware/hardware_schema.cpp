@@ -1,4 +1,4 @@
-#include "perfmodel/hardware_schema.hpp"
+#include "hardware/hardware_schema.hpp"
 
 #include <algorithm>
 #include <array>

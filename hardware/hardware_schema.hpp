@@ -2,7 +2,7 @@
  *  The schema of a hardware description (the .toml files of hardware/): one table that states, for every key a
  *  description may hold, its type (string, list of strings, integer, real, true/false), its range,
  *  whether it is required, its unit and where its value goes in a Hardware. It is the single source
- *  for the reader (perfmodel/hardware.cpp): a key that is not in it is an error ("did you mean"
+ *  for the reader (hardware/hardware.cpp): a key that is not in it is an error ("did you mean"
  *  where one is close), an integer field takes only a TOML integer, every number must lie in its
  *  range (no NaN, no infinity), and every message names the field with its unit.
  *
@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include "perfmodel/hardware.hpp"
+#include "hardware/hardware.hpp"
 
 namespace napkin::hwschema {
 

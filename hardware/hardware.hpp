@@ -75,7 +75,7 @@ struct Hardware {
 };
 
 /** Reads a hardware description from TOML text, checked against the schema of
- *  perfmodel/hardware_schema.hpp. Every problem (a TOML syntax error, a missing key, a key the
+ *  hardware/hardware_schema.hpp. Every problem (a TOML syntax error, a missing key, a key the
  *  schema does not know, with a "did you mean" where one is close, a value of the wrong type, a
  *  real number where an integer belongs, a number out of its range or not finite, an unknown dtype,
  *  SMEM per block above SMEM per SM) is a diagnostic at `file:line:col` of the value that names

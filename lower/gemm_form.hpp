@@ -1,0 +1,76 @@
+/** \file gemm_form.hpp
+ *  The gemm form of a kernel: contractions of 16-bit operands over one axis with element-wise
+ *  epilogues (matmul, bias + GELU, SwiGLU's dual GEMM). The first two grouped output axes are M
+ *  and N (a T_M x T_N output tile per thread block), the contracted axis K is streamed in chunks
+ *  of T_K (or kept whole and walked in chunks of 64), the other output axes are batch axes (one
+ *  grid slice each). Read by lowering (lower.cpp), rendered by emit/cuda/gemm*.cpp.
+ */
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "diagrams/typing.hpp"
+#include "hardware/hardware.hpp"
+#include "lower/kernel_shape.hpp"
+#include "lower/options.hpp"
+
+namespace napkin {
+
+/** One operand of a contraction: the array and how it is stored. */
+struct GemmOperand {
+  std::string array;
+  bool k_inner = true;  ///< stored with K contiguous (else M or N contiguous)
+};
+
+/** One contraction of the kernel: `node` = contract(a, b; K), a holds M, b holds N. */
+struct GemmContraction {
+  const Expr* node = nullptr;
+  GemmOperand a, b;
+};
+
+/** An operand tile staged through SMEM each K chunk: rows x cols, the cols contiguous in global memory. */
+struct GemmTile {
+  std::string array, rows, cols;  ///< axis names
+  std::int64_t R = 0, C = 0;      ///< tile extent (elements)
+  bool k_rows = false;            ///< K runs along the rows (the array is M- or N-major)
+};
+
+/** Everything both variants need to know about a gemm-shaped kernel. */
+struct GemmForm {
+  std::string M, N, K;            ///< output rows, output columns, contracted axis
+  AxisList batch;                 ///< other axes of the output (grid slices)
+  std::vector<GemmContraction> gemms;  ///< 1 (matmul) or 2 (SwiGLU's dual GEMM), same operand A
+  std::vector<GemmTile> tiles;    ///< operand tiles, one per distinct array
+  DType dtype = DType::bf16;      ///< operand dtype (bf16 or fp16)
+  std::int64_t TM = 0, TN = 0, TK = 0;  ///< tile extents (elements)
+  int warps = 0;                  ///< compute warps per thread block (the schedule's `warps`)
+  std::string k_note;             ///< how the schedule treats K (streamed, or kept whole)
+};
+
+/** Reads kernel `k` of `d` as a gemm; nullopt with `why` set when it is not of that form.
+ *  `typer` types `d`'s expressions; dtypes are storage_dtype(d, ., opt). */
+std::optional<GemmForm> analyse_gemm(const Diagram& d, Typer& typer, const KernelShape& k, const ModelOptions& opt, std::string& why);
+
+/** cp.async pipeline stages of the mma.sync variant (emit/cuda/gemm.cpp): as many as fit the
+ *  block's SMEM, at most 4, each stage every operand tile with rows padded by 8 elements (16 bytes:
+ *  ldmatrix without bank conflicts); 0 with `why` set when the variant cannot take the form
+ *  (no m16n8k16 mma.sync for the dtype in the hardware's [[mma]] table, tiles not multiples of the
+ *  mma shape per warp, fewer than two stages fit). */
+int gemm_mma_sync_stages(const GemmForm& g, const Hardware& hw, std::string& why);
+/** SMEM bytes per block of the mma.sync variant with `stages` stages. */
+std::int64_t gemm_mma_sync_smem_bytes(const GemmForm& g, int stages);
+
+/** TMA pipeline stages of the wgmma variant (emit/cuda/gemm_wgmma.cpp, sm_90a): tiles in 128-byte
+ *  swizzled rows (1024-byte atoms), as many stages as fit the block's SMEM less 2 KB of barriers,
+ *  at most 6; 0 with `why` set when the variant cannot take the form: no wgmma or TMA, warps not
+ *  one or two consumer warpgroups, T_M not m64 per warpgroup, T_N not a wgmma N (PTX ISA 9.7.15:
+ *  a multiple of 8 up to 256), T_K not whole 64-column swizzle rows, accumulators over 160
+ *  registers per thread, tiles not whole TMA boxes, arrays of over 5 axes (TMA's limit), a
+ *  cluster along an axis other than M or N or of more than 2 blocks. `cluster` and `cluster_axis`:
+ *  the schedule's cluster directive (1 and empty without). */
+int gemm_wgmma_stages(const GemmForm& g, const Diagram& d, const Hardware& hw, int cluster, const std::string& cluster_axis, std::string& why);
+/** SMEM bytes per stage of the wgmma variant (every operand tile, unpadded). */
+std::int64_t gemm_wgmma_stage_bytes(const GemmForm& g);
+
+}  // namespace napkin

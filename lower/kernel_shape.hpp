@@ -1,0 +1,56 @@
+/** \file kernel_shape.hpp
+ *  The shape of one kernel of a schedule, before any strategy: which statements it runs (in
+ *  dataflow order), which arrays it reads from and writes to global memory and which stay inside,
+ *  how each axis it touches is partitioned (whole, grouped, streamed), the grid, and the causal
+ *  tiles it may skip. Lowering (lower.hpp) reads a kernel's strategy from it; the performance
+ *  model prices it; the emitters render it.
+ */
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "diagrams/schedule.hpp"
+#include "diagrams/sizes.hpp"
+#include "diagrams/weave.hpp"
+
+namespace napkin {
+
+/** How one axis is partitioned in a kernel. */
+struct AxisPlan {
+  enum class Kind { whole, group, stream } kind = Kind::whole;
+  std::int64_t extent = 1;  ///< N_a, elements
+  std::int64_t tile = 1;    ///< g_a, s_a, or N_a when whole
+  std::int64_t count = 1;   ///< groups ceil(N/g), or stream steps ceil(N/s); 1 when whole
+};
+
+struct KernelShape {
+  KernelPlan plan;                              ///< the schedule's kernel (directives)
+  std::vector<std::string> statements;          ///< the fused statements, dataflow order
+  std::vector<std::string> inputs;              ///< arrays read from global memory, first use order
+  std::vector<std::string> outputs;             ///< statements stored (diagram outputs, or read by other kernels)
+  std::vector<std::string> internal;            ///< statements that never leave the kernel
+  std::map<std::string, AxisPlan> axes;         ///< every axis a statement touches
+  std::vector<std::string> axis_order;          ///< those axes in declaration order
+  std::int64_t blocks = 1;                      ///< thread blocks: product of the group counts
+  int warps = 4;                                ///< warps per thread block (the schedule's)
+  std::string warp_axis;                        ///< first grouped axis with a tile over 1 (the warps split it), or empty
+  /** Causal tile skipping (paper §4's masked FlashAttention): the axes (q, x) of a causal mask
+   *  whose tiles past the diagonal change nothing written (`skip_is_sound` in kernel_shape.cpp),
+   *  and the share of (q tile, x chunk) pairs not skipped. Empty axes and 1: no skipping. */
+  std::string causal_q, causal_x;
+  double causal_active_fraction = 1;
+  bool has_call = false;                        ///< a statement calls another diagram
+
+  bool grouped(const std::string& axis) const;
+};
+
+/** The shape of kernel `plan` of a checked schedule of `d` at `sizes` (every axis of `d` sized);
+ *  `weave` is weave_analysis(p, d). Raises nothing on a checked schedule. */
+KernelShape shape_kernel(const Diagram& d, const std::vector<StatementWeave>& weave, const KernelPlan& plan, const SizeMap& sizes);
+
+/** The weave entries of `shape`'s statements, in its order (pointers into `weave`). */
+std::vector<const StatementWeave*> shape_weaves(const KernelShape& shape, const std::vector<StatementWeave>& weave);
+
+}  // namespace napkin

@@ -1,0 +1,137 @@
+// Lowering (contract in lower.hpp): one decision per kernel, in the order call, gemm, flash, rows,
+// simt, from the kernel's shape, the forms' checks and the hardware table.
+#include "lower/lower.hpp"
+
+#include <functional>
+
+namespace napkin {
+
+std::string_view strategy_name(Strategy s) {
+  switch (s) {
+    case Strategy::call: return "call";
+    case Strategy::gemm: return "gemm";
+    case Strategy::flash: return "flash";
+    case Strategy::rows: return "rows";
+    case Strategy::simt: return "simt";
+  }
+  return "simt";
+}
+
+namespace {
+
+bool elementwise_tree(const Expr& e) {
+  if (e.kind == Expr::Kind::apply && !is_elementwise(e.op) && e.op != Op::causal) return false;
+  for (const auto& a : e.args)
+    if (!elementwise_tree(*a)) return false;
+  return true;
+}
+
+/** The rows form (emit/cuda/rows.cpp): one statement, a normaliser of element-wise arguments. */
+bool rows_form(const Diagram& d, const KernelShape& k, std::string& why) {
+  if (k.statements.size() != 1) return why = "more than one statement", false;
+  const Expr& e = *d.find_statement(k.statements[0])->expr;
+  if (e.kind != Expr::Kind::apply || (e.op != Op::softmax && e.op != Op::layernorm && e.op != Op::rmsnorm)) return why = "not a normaliser", false;
+  for (const auto& a : e.args)
+    if (!elementwise_tree(*a)) return why = "the normaliser's arguments are not element-wise", false;
+  return true;
+}
+
+/** The tensor-core strategies put every batch axis in the grid, one index per thread block
+ *  (emit/cuda/gemm.cpp, flash.cpp: grid = tiles x batch indices): the shape the model prices
+ *  becomes that grid, whatever the schedule kept whole. */
+void batch_axes_in_grid(KernelShape& k, const AxisList& batch) {
+  for (const auto& a : batch) {
+    AxisPlan& ap = k.axes.at(a);
+    if (ap.kind == AxisPlan::Kind::group && ap.tile == 1) continue;
+    ap.kind = AxisPlan::Kind::group;
+    ap.tile = 1;
+    ap.count = ap.extent;
+  }
+  k.blocks = 1;
+  for (const auto& [a, ap] : k.axes)
+    if (ap.kind == AxisPlan::Kind::group) k.blocks *= ap.count;
+}
+
+void lower_gemm(KernelSpec& s, const Diagram& d, const Hardware& hw, std::string& why) {
+  const GemmForm& g = *s.gemm;
+  batch_axes_in_grid(s.shape, g.batch);
+  s.mma_sync = *hw.warp_mma(g.dtype);
+  s.smem_bytes = gemm_mma_sync_smem_bytes(g, s.stages);
+  const auto cl = s.shape.plan.cluster();
+  const int cluster = cl && hw.clusters ? static_cast<int>(cl->second) : 1;
+  const std::string axis = cluster > 1 ? cl->first : "";
+  s.wgmma_stages = gemm_wgmma_stages(g, d, hw, cluster, axis, why);
+  s.wgmma = s.wgmma_stages > 0;
+  if (!s.wgmma) {
+    s.why_no_wgmma = why;
+    return;
+  }
+  s.wgmma_mma = *hw.warpgroup_mma(g.dtype);
+  s.wgmma_smem_bytes = gemm_wgmma_stage_bytes(g) * s.wgmma_stages;
+  s.cluster = cluster, s.cluster_axis = axis;
+}
+
+void lower_flash(KernelSpec& s, const Diagram& d, const Hardware& hw) {
+  const FlashForm& f = *s.flash;
+  batch_axes_in_grid(s.shape, f.batch);
+  s.mma_sync = *hw.warp_mma(f.dtype);
+  s.stages = 2;
+  s.smem_bytes = flash_mma_sync_smem_bytes(f);
+  std::string why;
+  s.wgmma = flash_wgmma_fits(f, d, hw, why);
+  if (!s.wgmma) {
+    s.why_no_wgmma = why;
+    return;
+  }
+  s.wgmma_mma = *hw.warpgroup_mma(f.dtype);
+  s.wgmma_stages = 2;
+  s.wgmma_smem_bytes = flash_wgmma_smem_bytes(f);
+}
+
+}  // namespace
+
+KernelSpec lower_kernel(const Program& p, const Diagram& d, const std::vector<StatementWeave>& weave, const KernelPlan& plan, const SizeMap& sizes,
+                        const Hardware& hw, const ModelOptions& opt) {
+  KernelSpec s;
+  s.shape = shape_kernel(d, weave, plan, sizes);
+  if (s.shape.has_call) {
+    s.strategy = Strategy::call;
+    return s;
+  }
+  Typer typer(d, p.diagrams, nullptr);
+  std::string why_gemm, why_flash, why_rows;
+  if ((s.gemm = analyse_gemm(d, typer, s.shape, opt, why_gemm))) {
+    s.stages = gemm_mma_sync_stages(*s.gemm, hw, why_gemm);
+    if (s.stages > 0) {
+      s.strategy = Strategy::gemm;
+      lower_gemm(s, d, hw, why_gemm);
+      return s;
+    }
+    s.gemm.reset();
+  }
+  if ((s.flash = analyse_flash(d, s.shape, hw, opt, why_flash))) {
+    s.strategy = Strategy::flash;
+    lower_flash(s, d, hw);
+    return s;
+  }
+  s.declined = "gemm: " + why_gemm + "; flash: " + why_flash;
+  s.strategy = rows_form(d, s.shape, why_rows) ? Strategy::rows : Strategy::simt;
+  return s;
+}
+
+std::string describe_spec(const KernelSpec& s) {
+  std::string out(strategy_name(s.strategy));
+  if (s.tensor_cores()) {
+    out += " on mma.sync (" + std::to_string(s.stages) + " stages, " + std::to_string(s.smem_bytes) + " B SMEM)";
+    if (s.wgmma)
+      out += " and wgmma + TMA on sm_90a (" + std::to_string(s.wgmma_stages) + " stages, " + std::to_string(s.wgmma_smem_bytes) + " B SMEM" +
+             (s.cluster > 1 ? ", clusters of " + std::to_string(s.cluster) + " along " + s.cluster_axis : "") + ")";
+    else
+      out += "; no wgmma: " + s.why_no_wgmma;
+  } else if (s.strategy == Strategy::simt && !s.declined.empty()) {
+    out += " (no tensor-core strategy: " + s.declined + ")";
+  }
+  return out;
+}
+
+}  // namespace napkin

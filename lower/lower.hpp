@@ -1,0 +1,78 @@
+/** \file lower.hpp
+ *  Lowering: one kernel of a checked schedule -> the kernel as it will run (KernelSpec). This is
+ *  the one place that decides a kernel's strategy, its MMA instruction and its pipeline: the
+ *  performance model (perfmodel/cost.hpp) prices the spec and the emitters (emit/) render it, so
+ *  what the model prices is what the emitter writes.
+ *
+ *  Strategies, tried in order (their forms: gemm_form.hpp, flash_form.hpp):
+ *  - call:  a statement calling another diagram (the callee's kernels are its own specs);
+ *  - gemm:  contractions of 16-bit operands over one axis with element-wise epilogues, on mma.sync
+ *           (sm_80 on) and, where the hardware has wgmma and TMA and the tiles fit, on wgmma fed by
+ *           TMA (sm_90a, picked at run time on a Hopper GPU);
+ *  - flash: contraction, softmax along the streamed axis, contraction (online softmax, paper §4),
+ *           on mma.sync and, where it fits, wgmma;
+ *  - rows:  one normaliser (softmax, layernorm, rmsnorm) of element-wise arguments: warps per row;
+ *  - simt:  anything else: one kernel per statement, one thread per element, reductions as loops
+ *           (no tensor cores, intermediates through global memory). `declined` says why the
+ *           tensor-core strategies did not take the kernel.
+ */
+#pragma once
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "diagrams/program.hpp"
+#include "hardware/hardware.hpp"
+#include "lower/flash_form.hpp"
+#include "lower/gemm_form.hpp"
+#include "lower/kernel_shape.hpp"
+#include "lower/options.hpp"
+
+namespace napkin {
+
+enum class Strategy { call, gemm, flash, rows, simt };
+/** "call", "gemm", "flash", "rows", "simt": the names the emitted CUDA's kernel_strategy() returns. */
+std::string_view strategy_name(Strategy s);
+
+/** One kernel as it will run. */
+struct KernelSpec {
+  KernelShape shape;
+  Strategy strategy = Strategy::simt;
+  /** For rows and simt kernels: why gemm and flash declined ("gemm: ...; flash: ..."). */
+  std::string declined;
+  std::optional<GemmForm> gemm;    ///< strategy gemm
+  std::optional<FlashForm> flash;  ///< strategy flash
+  /** The mma.sync path (sm_80 on; every gemm and flash kernel has it): its atom (a row of the
+   *  hardware's [[mma]] table), cp.async stages (flash: K and V double-buffered, 2) and SMEM
+   *  bytes per thread block. */
+  std::optional<MmaShape> mma_sync;
+  int stages = 0;
+  std::int64_t smem_bytes = 0;
+  /** The sm_90a path: wgmma fed by TMA, a producer warpgroup beside the schedule's warps as
+   *  consumer warpgroups; its atom, TMA stages and SMEM bytes per block; or why it is not emitted. */
+  bool wgmma = false;
+  std::optional<MmaShape> wgmma_mma;
+  int wgmma_stages = 0;
+  std::int64_t wgmma_smem_bytes = 0;
+  std::string why_no_wgmma;
+  /** Thread blocks per cluster (1: none) and the axis along which they are adjacent: granted
+   *  only to a gemm kernel on the wgmma path of hardware with clusters. */
+  int cluster = 1;
+  std::string cluster_axis;
+
+  /** Whether the kernel's contractions run on tensor cores (gemm, flash). */
+  bool tensor_cores() const { return strategy == Strategy::gemm || strategy == Strategy::flash; }
+};
+
+/** Lowers kernel `plan` of a checked schedule of `d` (in `p`) at `sizes` on `hw`; `weave` is
+ *  weave_analysis(p, d). Raises nothing: a kernel no tensor-core strategy takes lowers to simt
+ *  with the reasons in `declined`. */
+KernelSpec lower_kernel(const Program& p, const Diagram& d, const std::vector<StatementWeave>& weave, const KernelPlan& plan, const SizeMap& sizes,
+                        const Hardware& hw, const ModelOptions& opt = {});
+
+/** One line describing the spec: "gemm on mma.sync m16n8k16 (4 stages) and wgmma (5 stages)",
+ *  "simt (gemm: ...; flash: ...)". */
+std::string describe_spec(const KernelSpec& s);
+
+}  // namespace napkin

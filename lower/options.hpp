@@ -1,0 +1,26 @@
+/** \file options.hpp
+ *  Options shared by lowering and the performance model, and the storage dtype rule both apply.
+ */
+#pragma once
+#include <optional>
+#include <string>
+
+#include "diagrams/ir.hpp"
+
+namespace napkin {
+
+/** Options of lowering and pricing (derive, compare). */
+struct ModelOptions {
+  std::optional<DType> dtype;  ///< quantization: store every array in this dtype (compare --dtype)
+  /** The paper's two-level model (§2.2): one lower level of capacity `two_level_capacity_bytes`
+   *  holding every tile, accumulators included, one pipeline stage, no register file. */
+  bool two_level = false;
+  double two_level_capacity_bytes = 0;  ///< bytes
+  int pipeline_stages = 2;     ///< cp.async stages the model assumes for streamed inputs of a kernel with no spec'd pipeline
+};
+
+/** Storage dtype of an array: its declared dtype, the override, or for undeclared intermediates
+ *  the dtype of the diagram's first output. */
+DType storage_dtype(const Diagram& d, const std::string& array, const ModelOptions& opt);
+
+}  // namespace napkin

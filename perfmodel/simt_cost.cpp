@@ -1,0 +1,98 @@
+// The SIMT price (contract in simt_cost.hpp): the emitted loops counted, statement by statement.
+#include "perfmodel/simt_cost.hpp"
+
+#include <algorithm>
+#include <set>
+
+namespace napkin {
+
+namespace {
+
+/** Work of one evaluation of an expression by one thread. */
+struct Work {
+  double flops = 0, sfu = 0, bytes = 0;
+  Work& operator+=(const Work& o) {
+    flops += o.flops, sfu += o.sfu, bytes += o.bytes;
+    return *this;
+  }
+  Work times(double n) const { return {flops * n, sfu * n, bytes * n}; }
+};
+
+class Counter {
+ public:
+  Counter(const Diagram& d, const SizeMap& sizes, const ModelOptions& opt, std::string innermost)
+      : d_(d), sizes_(sizes), opt_(opt), inner_(std::move(innermost)) {}
+
+  Work of(const Expr& e) {
+    Work w;
+    if (e.kind == Expr::Kind::number) return w;
+    if (e.kind == Expr::Kind::ref) {
+      const AxisList* axes = d_.array_axes(e.name);
+      if (!axes) return w;  // an axis's size: a scalar in a register
+      const bool coalesced = std::find(axes->begin(), axes->end(), inner_) != axes->end();
+      w.bytes = dtype_bits(storage_dtype(d_, e.name, opt_)) / 8.0 / (coalesced ? 1 : 32);
+      arrays_.insert(e.name);
+      return w;
+    }
+    Work args;
+    for (const auto& a : e.args) args += of(*a);
+    const double n = extent(e.axes);
+    switch (e.op) {
+      case Op::contract: case Op::sum: case Op::max: case Op::mean: return (args += Work{static_cast<double>(std::max<std::size_t>(1, e.args.size())), 0, 0}).times(n);
+      case Op::softmax: return args.times(2 * n + 1) += Work{3 * n, n + 1, 0};
+      case Op::layernorm: return args.times(3 * n + 1) += Work{4 * n + 4, 1, 0};
+      case Op::rmsnorm: return args.times(2 * n + 1) += Work{2 * n + 3, 1, 0};
+      case Op::exp: case Op::log: case Op::tanh: case Op::sigmoid: case Op::silu: case Op::rsqrt: case Op::sqrt: case Op::gelu:
+        return args += Work{1, 1, 0};
+      default: return args += Work{1, 0, 0};  // + - * / neg relu mask causal cast
+    }
+  }
+  const std::set<std::string>& arrays() const { return arrays_; }
+
+ private:
+  double extent(const std::vector<std::string>& axes) const {
+    double n = 1;
+    for (const auto& a : axes) n *= static_cast<double>(sizes_.at(a));
+    return n;
+  }
+  const Diagram& d_;
+  const SizeMap& sizes_;
+  const ModelOptions& opt_;
+  std::string inner_;
+  std::set<std::string> arrays_;
+};
+
+double elements_of(const AxisList& axes, const SizeMap& sizes) {
+  double n = 1;
+  for (const auto& a : axes) n *= static_cast<double>(sizes.at(a));
+  return n;
+}
+
+}  // namespace
+
+SimtCost price_simt(const Diagram& d, const std::vector<std::string>& statements, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt) {
+  SimtCost c;
+  double t_hbm = 0, t_l2 = 0, t_compute = 0;
+  for (const auto& name : statements) {
+    const Statement& st = *d.find_statement(name);
+    Counter count(d, sizes, opt, st.axes.empty() ? std::string() : st.axes.back());
+    const Work w = count.of(*st.expr);
+    const double E = elements_of(st.axes, sizes);
+    double hbm = E * dtype_bits(storage_dtype(d, name, opt)) / 8.0;
+    for (const auto& a : count.arrays()) hbm += elements_of(*d.array_axes(a), sizes) * dtype_bits(storage_dtype(d, a, opt)) / 8.0;
+    const double th = hbm / hw.hbm.bandwidth_bytes_per_s, tl = E * w.bytes / hw.l2.bandwidth_bytes_per_s;
+    const double tc = E * w.flops / hw.fp32_flops_per_s + E * w.sfu / hw.sfu_ops_per_s;
+    c.flops_fp32 += E * w.flops, c.sfu_ops += E * w.sfu, c.l2_bytes += E * w.bytes, c.hbm_bytes += hbm;
+    c.elements += static_cast<std::int64_t>(E);
+    t_hbm += th, t_l2 += tl, t_compute += tc;
+    c.t_total += std::max({th, tl, tc}) + hw.launch_overhead_s;
+    c.t_launch += hw.launch_overhead_s;
+  }
+  c.t_hbm = t_hbm, c.t_l2 = t_l2, c.t_compute = t_compute;
+  c.bound = t_compute >= std::max(t_hbm, t_l2) ? "SIMT: FP32 and special-function units, one thread per element"
+            : t_l2 >= t_hbm                    ? "SIMT: L2 loads (no SMEM tiles, operands re-read per element)"
+                                               : "SIMT: HBM bandwidth";
+  return c;
+}
+
+}  // namespace napkin

@@ -1,0 +1,41 @@
+/** \file simt_cost.hpp
+ *  The price of a kernel lowered to SIMT (lower/lower.hpp, rendered by emit/cuda/simt.cpp): one
+ *  launch per statement, in dataflow order, one thread per output element (consecutive threads
+ *  along the statement's innermost axis), every reduction and normaliser inside the expression a
+ *  loop that each thread walks, every statement stored to global memory. No tensor cores, no SMEM
+ *  staging: every operand read inside a loop is a load served by L2 (or L1).
+ *
+ *  Per statement of E output elements, with an expression costing f FP32 operations, s
+ *  special-function operations and b bytes of loads per element:
+ *    t = max(HBM bytes / HBM bandwidth, E·b / L2 bandwidth, E·f / FP32 rate + E·s / SFU rate) + launch
+ *  where HBM bytes are each array read once plus the statement written once. A load of an array
+ *  without the innermost axis is the same address for the 32 threads of a warp (a broadcast: b/32);
+ *  a load of an array with it is coalesced (b per thread). Loop costs follow the emitted loops
+ *  (emit/cuda/context.cpp): a reduction over axes R evaluates its body |R| times; softmax 2N + 1
+ *  times its argument, layernorm 3N + 1, rmsnorm 2N + 1 (N: the normalised extent).
+ */
+#pragma once
+#include <string>
+#include <vector>
+
+#include "diagrams/program.hpp"
+#include "diagrams/typing.hpp"
+#include "diagrams/sizes.hpp"
+#include "hardware/hardware.hpp"
+#include "lower/options.hpp"
+
+namespace napkin {
+
+struct SimtCost {
+  double flops_fp32 = 0, sfu_ops = 0;  ///< operations, whole kernel
+  double l2_bytes = 0, hbm_bytes = 0;  ///< bytes, whole kernel
+  double t_hbm = 0, t_l2 = 0, t_compute = 0, t_launch = 0;  ///< seconds, summed over the statements' launches
+  double t_total = 0;                  ///< seconds: the statements one after another
+  std::int64_t elements = 0;           ///< output elements (threads) over all statements
+  std::string bound;                   ///< the largest of the summed terms
+};
+
+/** Price of `statements` (names of statements of `d`, not calls) run as SIMT kernels at `sizes` on `hw`. */
+SimtCost price_simt(const Diagram& d, const std::vector<std::string>& statements, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt);
+
+}  // namespace napkin

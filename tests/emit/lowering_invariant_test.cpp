@@ -1,0 +1,120 @@
+// The invariant of lowering (lower/lower.hpp): what the model prices is what the CUDA emitter
+// writes. For every bundled diagram on every bundled GPU with tensor cores, and for random
+// diagrams, each kernel's emitted section declares the spec's strategy, its mma.sync pipeline
+// (stages, SMEM bytes) and its wgmma variant exactly when the spec has one; the model gives
+// tensor-core FLOPs only to kernels lowered to a tensor-core strategy and prices wgmma only where
+// the wgmma variant is emitted. (The PTX side, mma and wgmma instructions in the compiled code
+// of such kernels, is checked by cuda_compile_test.cpp.)
+#include <catch2/catch.hpp>
+
+#include <regex>
+
+#include "derive/derivation.hpp"
+#include "emit/cuda_emitter.hpp"
+#include "tests/support/random_diagram.hpp"
+#include "tests/support/run.hpp"
+
+using namespace napkin;
+using namespace napkin::test;
+
+namespace {
+
+/** The emitted text of kernel `name`: from its plan comment to the next kernel's. */
+std::string section_of(const std::string& text, const std::string& name) {
+  const std::string head = "// kernel " + name + ": ";
+  std::size_t at = text.find(head);
+  // The schedule summary at the top repeats the plan lines; the section is the second occurrence.
+  if (at != std::string::npos) at = text.find(head, at + 1);
+  if (at == std::string::npos) return {};
+  std::size_t end = text.find("\n// kernel ", at + head.size());
+  return text.substr(at, end == std::string::npos ? std::string::npos : end - at);
+}
+
+std::int64_t constant(const std::string& text, const std::string& name) {
+  std::smatch m;
+  if (!std::regex_search(text, m, std::regex("\\b" + name + " = (\\d+)"))) return -1;
+  return std::stoll(m[1]);
+}
+
+/** Checks one derivation's kernels against the text emitted from it; returns the tensor-core kernels seen. */
+int check_invariant(const Derivation& dv, const std::string& text) {
+  int tensor = 0;
+  for (const auto& kc : dv.chosen.kernels) {
+    const KernelSpec& spec = *kc.cost.spec;
+    INFO("kernel " << kc.plan.name << ": " << describe_spec(spec));
+    if (spec.strategy == Strategy::call) continue;
+    const std::string sec = section_of(text, kc.plan.name);
+    REQUIRE(!sec.empty());
+    CHECK(sec.find("// strategy " + std::string(strategy_name(spec.strategy))) != std::string::npos);
+    // The model: tensor-core FLOPs only for tensor-core strategies, wgmma only where emitted.
+    if (!spec.tensor_cores()) CHECK(kc.cost.flops_tensor == 0);
+    CHECK((kc.cost.warpgroup_mma && !spec.wgmma) == false);
+    if (!spec.tensor_cores()) {
+      CHECK(sec.find("napkin::mma_") == std::string::npos);
+      CHECK(sec.find("wgmma_m64n") == std::string::npos);
+      continue;
+    }
+    ++tensor;
+    const std::string sm80 = sec.substr(0, sec.find("namespace wg"));
+    CHECK(sm80.find(spec.mma_sync->ptx) != std::string::npos);
+    CHECK(sm80.find("napkin::mma_") != std::string::npos);
+    if (spec.strategy == Strategy::gemm) {
+      CHECK(constant(sm80, "STAGES") == spec.stages);
+      CHECK(constant(sm80, "STAGE_ELEMS") * 2 * spec.stages == spec.smem_bytes);
+    } else {
+      const std::int64_t tq = constant(sm80, "T_Q"), tx = constant(sm80, "T_X"), dk = constant(sm80, "D_K"), dvv = constant(sm80, "D_V");
+      CHECK(2 * (tq * (dk + 8) + 2 * tx * (dk + 8) + 2 * tx * (dvv + 8)) == spec.smem_bytes);
+    }
+    const bool has_wg = sec.find("namespace wg") != std::string::npos;
+    CHECK(has_wg == spec.wgmma);
+    if (spec.wgmma) {
+      const std::string wg = sec.substr(sec.find("namespace wg"));
+      CHECK(wg.find("wgmma_m64n") != std::string::npos);
+      if (spec.strategy == Strategy::gemm) CHECK(constant(wg, "STAGES") == spec.wgmma_stages);
+      CHECK((spec.cluster > 1) == (wg.find("NAPKIN_CLUSTER_DIMS(CLUSTER)") != std::string::npos));
+    } else {
+      CHECK(sec.find("// no wgmma variant: " + spec.why_no_wgmma) != std::string::npos);
+    }
+  }
+  return tensor;
+}
+
+}  // namespace
+
+TEST_CASE("lowering invariant: every bundled diagram's emitted kernels are their specs", "[emit][cuda][lower]") {
+  int tensor = 0;
+  for (const std::string gpu : {"h100", "a100"}) {
+    Hardware hw = load_hardware(gpu);
+    for (const auto& path : library_files()) {
+      INFO(gpu << " " << path);
+      LoadedDiagram l = load_library(path);
+      Derivation dv = derive(*l.program, *l.diagram, l.sizes, hw);
+      tensor += check_invariant(dv, emit_cuda(*l.program, *l.diagram, dv, hw));
+    }
+  }
+  CHECK(tensor >= 16);  // the matmul family and the attention diagrams, on both GPUs
+}
+
+TEST_CASE("lowering invariant: random diagrams at sizes tensor cores take", "[emit][cuda][lower]") {
+  Hardware hw = load_hardware("h100");
+  int tensor = 0, kernels = 0, emitted = 0;
+  for (std::uint64_t seed = 0; seed < 80; ++seed) {
+    const std::string text = random_diagram(seed, "random", false, 256);
+    INFO("seed " << seed << "\n" << text);
+    LoadedDiagram l = load_text(text);
+    Derivation dv = derive(*l.program, *l.diagram, l.sizes, hw);
+    std::string cuda;
+    try {
+      cuda = emit_cuda(*l.program, *l.diagram, dv, hw);
+    } catch (const UserError& e) {  // dtypes the CUDA target does not store (fp8, int8): said, not emitted
+      CHECK(std::string(e.what()).find("not") != std::string::npos);
+      continue;
+    }
+    ++emitted;
+    tensor += check_invariant(dv, cuda);
+    kernels += static_cast<int>(dv.chosen.kernels.size());
+  }
+  INFO(emitted << " diagrams emitted, " << kernels << " kernels, " << tensor << " on tensor cores");
+  CHECK(emitted >= 20);
+  CHECK(kernels > emitted);
+}
