@@ -75,7 +75,8 @@ add causal-mask-n260 "$gpu/causal_attention_mask.napkin" --set q=260 --set x=260
 add causal-mask-n260.mma.sync "$gpu/causal_attention_mask.napkin" --set q=260 --set x=260
 add causal-mask-d64-n777 "$gpu/causal_attention_mask.napkin" --set q=777 --set x=777 --set d=64
 add mm-bias-777x333x1001 "$gpu/matmul_bias.napkin" --set t=777 --set m=333 --set f=1001
-add mm-bias-777x333x1001.mma.sync "$gpu/matmul_bias.napkin" --set t=777 --set m=333 --set f=1001
+add mm-bias-777x520x1000 "$gpu/matmul_bias.napkin" --set t=777 --set m=520 --set f=1000  # rows of 16-byte multiples: wgmma
+add mm-bias-777x520x1000.mma.sync "$gpu/matmul_bias.napkin" --set t=777 --set m=520 --set f=1000
 add mm-bias-130x260x130 "$gpu/matmul_bias.napkin" --set t=130 --set m=260 --set f=130
 
 wgmma_env() { case $1 in *.mma.sync) echo NAPKIN_NO_WGMMA=1 ;; *) echo NAPKIN_NO_WGMMA=0 ;; esac; }
@@ -135,7 +136,7 @@ if [ "$sanitize" = 1 ]; then
     # Errors a run reported: its ERROR SUMMARY, else racecheck's "(N errors", else 0 when it exited 0.
     errors_of() {
       local log=$1 rc=$2 n
-      n=$(grep -oE 'ERROR SUMMARY: [0-9]+ error' "$log" | grep -oE '[0-9]+' | tail -1)
+      n=$(grep -oE 'ERROR SUMMARY: [0-9]+ errors?$' "$log" | grep -oE '[0-9]+' | tail -1)  # not "N errors were not printed"
       [ -z "$n" ] && n=$(grep -oE '\(([0-9]+) errors?' "$log" | grep -oE '[0-9]+' | tail -1)
       [ -z "$n" ] && [ "$rc" = 0 ] && n=0
       echo "${n:-?}"
