@@ -4,7 +4,7 @@
 #    evaluator where small) over attention with d in {64, 128}, N in {128, 1000, 4096}, causal and
 #    not, GQA, matmuls whose sizes do not divide the tiles, bf16 and fp16, rows kernels, calls, and
 #    kernels that read mask and bias arrays (tests/gpu/*.napkin) at sizes that divide no tile, with
-#    d = 64, 96 (mma.sync flash), 128 and 256 (unfused); cases tagged `.mma.sync` run with
+#    d = 64, 96 (mma.sync flash), 128 and 256; cases tagged `.mma.sync` run with
 #    NAPKIN_NO_WGMMA=1, so the sm_80 variants of the Hopper kernels run too.
 # 2. sanitizer: compute-sanitizer memcheck, racecheck, synccheck and initcheck on every case's
 #    harness (`--no-time`: the check run only; the fp32 reference kernels, ref_*, are executed but
