@@ -1,5 +1,6 @@
 #include "emit/cuda/context.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -67,6 +68,24 @@ std::string Context::index(const std::string& array) const {
 }
 
 std::string Context::load(const std::string& array) const { return "napkin::to_f(a." + array + "[" + index(array) + "])"; }
+
+std::string Context::bounded_load(const std::string& array, const AxisList& edge) const {
+  std::vector<std::string> in_range;
+  for (const auto& ax : axes(array))
+    if (std::find(edge.begin(), edge.end(), ax) != edge.end()) in_range.push_back("i_" + ax + " < N_" + ax);
+  if (in_range.empty()) return load(array);
+  return "(" + join(in_range, " && ") + " ? " + load(array) + " : 0.0f)";
+}
+
+NodeOverride bounded_loads(const Context& c, NodeOverride base, AxisList edge, std::vector<std::string> inlined) {
+  return [&c, base = std::move(base), edge = std::move(edge), inlined = std::move(inlined)](const Expr& e) -> std::optional<std::string> {
+    if (base)
+      if (auto s = base(e)) return s;
+    if (e.kind != Expr::Kind::ref || !c.diagram().array_axes(e.name)) return std::nullopt;
+    if (std::find(inlined.begin(), inlined.end(), e.name) != inlined.end()) return std::nullopt;
+    return c.bounded_load(e.name, edge);
+  };
+}
 
 void Context::declare_sizes(Code& c) const {
   std::vector<std::string> parts;

@@ -65,6 +65,10 @@ class Context {
   std::string index(const std::string& array) const;
   /** `napkin::to_f(a.X[index])`: the fp32 value of an array element. */
   std::string load(const std::string& array) const;
+  /** load() at a tile's edge, where the indices `i_<axis>` of the axes in `edge` may lie at or
+   *  past their extents N_<axis>: the element is read only where every one of the array's axes in
+   *  `edge` is in range, 0.0f elsewhere (no access). An array with none of them: load(). */
+  std::string bounded_load(const std::string& array, const AxisList& edge) const;
 
   /** fp32 CUDA expression of `e` at the current indices. Statements named in `inline_stmts` are
    *  expanded in place (fused intermediates); reductions and normalisers not overridden become
@@ -86,6 +90,12 @@ class Context {
   std::vector<StatementWeave> weave_;
   int lambdas_ = 0;
 };
+
+/** An override for Context::value that renders every array load (an input or a stored array; not
+ *  the statements in `inlined`, which value() expands in place) as Context::bounded_load at
+ *  `edge`, after trying `base` first. The rule for element-wise code at the edge of a tile: any
+ *  array that is not staged in tiles is read against its extents. */
+NodeOverride bounded_loads(const Context& c, NodeOverride base, AxisList edge, std::vector<std::string> inlined);
 
 /** Row-major linear index over `axes` (Horner): `((at(a0)) * <sizes>a1 + at(a1)) ...`, "0" for no
  *  axes. `sizes` prefixes the axis names: "N_" in kernels, "a.N_" on the host. */

@@ -109,27 +109,46 @@ KernelEmit emit_flash(Context& c, const KernelChoice& kc, const Hardware& hw) {
   k.line("for (int mt = 0; mt < MT; ++mt) " + mf + "(s[mt][2 * nt], qf[mt][kk], kb), " + mf + "(s[mt][2 * nt + 1], qf[mt][kk], kb + 2);");
   k.close();
   k.close();
-  // Score values: P's argument with S inlined, the contraction overridden by the accumulator.
+  // Score values: P's argument with S inlined, the contraction overridden by the accumulator. The
+  // arrays it reads (masks, biases: not staged in tiles) are read against their extents (rows past
+  // N_M, keys past N_x), except in an interior chunk of a full tile, where every index is in range.
   NodeOverride over_s = [&](const Expr& e) -> std::optional<std::string> {
     if (&e == cs) return std::string("s[mt][nt][e]");
     return std::nullopt;
   };
+  const std::string score = c.value(*P->expr->args[0], over_s, {S->name});
+  const std::string score_bounded = c.value(*P->expr->args[0], bounded_loads(c, over_s, {M, x}, {S->name}), {S->name});
   k.line("// " + S->name + " and " + P->name + "'s argument element by element; keys past N_" + x + " are masked");
+  const bool reads_rows = c.value(*P->expr->args[0], bounded_loads(c, over_s, {M}, {S->name}), {S->name}) != score;
+  if (score_bounded != score)
+    k.line("const bool interior = " + std::string(reads_rows ? "n_q == T_Q && " : "") + "(kc + 1) * T_X <= N_" + x + ";  // every index the score map reads in range");
   k.line("#pragma unroll");
   k.open("for (int mt = 0; mt < MT; ++mt)");
   k.line("float mx[2] = {m_run[mt][0], m_run[mt][1]};");
-  k.line("#pragma unroll");
-  k.open("for (int nt = 0; nt < T_X / 8; ++nt)");
-  k.line("#pragma unroll");
-  k.open("for (int e = 0; e < 4; ++e)");
-  k.line("const int64_t i_" + M + " = o_" + M + " + warp * (T_Q / WARPS) + mt * 16 + lane / 4 + (e / 2) * 8;");
-  k.line("const int64_t i_" + x + " = kc * T_X + nt * 8 + (lane % 4) * 2 + e % 2;");
-  k.line("(void)i_" + M + ";");
-  k.line("const float v = " + c.value(*P->expr->args[0], over_s, {S->name}) + ";");
-  k.line("s[mt][nt][e] = i_" + x + " < N_" + x + " ? v : -INFINITY;");
-  k.line("mx[e / 2] = fmaxf(mx[e / 2], s[mt][nt][e]);");
-  k.close();
-  k.close();
+  auto elements = [&](const std::string& value) {
+    k.line("#pragma unroll");
+    k.open("for (int nt = 0; nt < T_X / 8; ++nt)");
+    k.line("#pragma unroll");
+    k.open("for (int e = 0; e < 4; ++e)");
+    k.line("const int64_t i_" + M + " = o_" + M + " + warp * (T_Q / WARPS) + mt * 16 + lane / 4 + (e / 2) * 8;");
+    k.line("const int64_t i_" + x + " = kc * T_X + nt * 8 + (lane % 4) * 2 + e % 2;");
+    k.line("(void)i_" + M + ";");
+    k.line("const float v = " + value + ";");
+    k.line("s[mt][nt][e] = i_" + x + " < N_" + x + " ? v : -INFINITY;");
+    k.line("mx[e / 2] = fmaxf(mx[e / 2], s[mt][nt][e]);");
+    k.close();
+    k.close();
+  };
+  if (score_bounded == score) {
+    elements(score);
+  } else {
+    k.open("if (interior)");
+    elements(score);
+    k.close(" else {");
+    ++k.indent;
+    elements(score_bounded);
+    k.close();
+  }
   k.line("// online softmax (" + P->name + "): new running max, rescale l and O by exp(m_old - m_new)");
   k.open("for (int h = 0; h < 2; ++h)");
   k.line("mx[h] = napkin::quad_max(mx[h]);");

@@ -107,14 +107,19 @@ std::optional<KernelEmit> emit_flash_wgmma(Context& c, const KernelChoice& kc, c
   // the chunk) and r_rel (row of the warpgroup's 64). A causal(M, x) mask is x <= M, that is
   // c_rel - r_rel <= diag with diag = o_M + cw * 64 - kc * T_X (clamped per chunk); in an interior
   // chunk (every key valid, every column at or left of every row's diagonal) the mask is dropped.
+  // Arrays the score map reads (masks, biases: not staged in tiles) are read against their
+  // extents at the edge (rows past N_M, keys past N_x), unbounded in an interior chunk whose
+  // warpgroup rows and keys are all in range.
   auto is_causal_mask = [&](const Expr& e) {
     return e.kind == Expr::Kind::apply && e.op == Op::mask && e.args[1]->kind == Expr::Kind::apply && e.args[1]->op == Op::causal &&
            e.args[1]->axes == AxisList{M, x};
   };
-  NodeOverride over_edge = [&](const Expr& e) -> std::optional<std::string> {
+  bool causal = false;
+  NodeOverride over_causal = [&](const Expr& e) -> std::optional<std::string> {
     if (&e == f.cs) return std::string("sacc[nt * 4 + e]");
-    if (e.kind == Expr::Kind::apply && e.op == Op::causal && e.axes == AxisList{M, x}) return std::string("(c_rel - r_rel <= diag ? 1.0f : 0.0f)");
-    return std::nullopt;
+    if (e.kind != Expr::Kind::apply || e.op != Op::causal || e.axes != AxisList{M, x}) return std::nullopt;
+    causal = true;
+    return std::string("(c_rel - r_rel <= diag ? 1.0f : 0.0f)");
   };
   NodeOverride over_interior;
   over_interior = [&](const Expr& e) -> std::optional<std::string> {
@@ -122,8 +127,11 @@ std::optional<KernelEmit> emit_flash_wgmma(Context& c, const KernelChoice& kc, c
     if (is_causal_mask(e)) return c.value(*e.args[0], over_interior, {f.S->name});
     return std::nullopt;
   };
-  const std::string score = c.value(*f.P->expr->args[0], over_edge, {f.S->name});
+  const std::string score_unbounded = c.value(*f.P->expr->args[0], over_causal, {f.S->name});
+  const std::string score = c.value(*f.P->expr->args[0], bounded_loads(c, over_causal, {M, x}, {f.S->name}), {f.S->name});
   const std::string score_interior = c.value(*f.P->expr->args[0], over_interior, {f.S->name});
+  // whether the score map reads an array along M (so rows past N_M need a bound too)
+  const bool reads_rows = c.value(*f.P->expr->args[0], bounded_loads(c, over_causal, {M}, {f.S->name}), {f.S->name}) != score_unbounded;
   auto elements = [&](const std::string& value, bool masked) {
     k.line("#pragma unroll");
     k.open("for (int nt = 0; nt < T_X / 8; ++nt)");
@@ -169,9 +177,15 @@ std::optional<KernelEmit> emit_flash_wgmma(Context& c, const KernelChoice& kc, c
     if (score_interior == score) {
       elements(score, true);
     } else {
-      k.line("const int diag = static_cast<int>(max(int64_t{-64}, min(int64_t{T_X}, o_" + M + " + cw * 64 - kc * T_X)));");
-      k.open("if (x_left == T_X && diag >= T_X - 1)");
-      k.line("// interior chunk: no key past the end, every key at or before every row's diagonal");
+      std::string interior = "x_left == T_X";
+      if (causal) {
+        k.line("const int diag = static_cast<int>(max(int64_t{-64}, min(int64_t{T_X}, o_" + M + " + cw * 64 - kc * T_X)));");
+        interior += " && diag >= T_X - 1";
+      }
+      if (reads_rows) interior += " && n_q >= (cw + 1) * 64";
+      k.open("if (" + interior + ")");
+      k.line(std::string("// interior chunk: no key past the end") + (causal ? ", every key at or before every row's diagonal" : "") +
+             (reads_rows ? ", every row of the warpgroup in range" : ""));
       elements(score_interior, false);
       k.close(" else {");
       ++k.indent;

@@ -1,67 +1,176 @@
 #!/usr/bin/env bash
-# GPU correctness sweep (CTest label gpu; run on the device, not in CI): napkin bench checks the
-# emitted kernels against the fp32 GPU reference (and the fp64 evaluator where small) over
-# attention with d in {64, 128}, N in {128, 1000, 4096}, causal and not, GQA, matmuls whose sizes
-# do not divide the tiles, bf16 and fp16; then compute-sanitizer memcheck and racecheck on the
-# bundled tensor-core kernels. Usage: tests/gpu/sweep.sh NAPKIN_BINARY [--quick]
+# GPU correctness sweep (CTest label gpu; run on the device, not in CI). Two phases:
+# 1. checks: `napkin bench` checks the emitted kernels against the fp32 GPU reference (and the fp64
+#    evaluator where small) over attention with d in {64, 128}, N in {128, 1000, 4096}, causal and
+#    not, GQA, matmuls whose sizes do not divide the tiles, bf16 and fp16, rows kernels, calls, and
+#    kernels that read mask and bias arrays (tests/gpu/*.napkin) at sizes that divide no tile, with
+#    d = 64, 96 (mma.sync flash), 128 and 256; cases tagged `.mma.sync` run with
+#    NAPKIN_NO_WGMMA=1, so the sm_80 variants of the Hopper kernels run too.
+# 2. sanitizer: compute-sanitizer memcheck, racecheck, synccheck and initcheck on every case's
+#    harness (`--no-time`: the check run only; the fp32 reference kernels, ref_*, are executed but
+#    not instrumented), counting the errors each reports; one summary line per tool.
+# Inputs are fresh random numbers: the seed is NAPKIN_SWEEP_SEED, else drawn and printed.
+# Cases run JOBS at a time (one GPU is shared; only correctness is checked, not time).
+# Usage: tests/gpu/sweep.sh NAPKIN_BINARY [--jobs J] [--budget SECONDS] [--no-sanitize]
+#   --budget: sanitizer runs not started within SECONDS of the start are reported as not run, and
+#   every run is stopped (timeout) by SECONDS + 60.
+# Exit status 0 only when every check passed and every sanitizer run reported 0 errors.
 set -u
 N=${1:?napkin binary}
+shift
 root=$(cd "$(dirname "$0")/../.." && pwd)
 lib=$root/diagrams/library
-fails=0 runs=0
-check() {  # check TAG FILE [--set ...]
-  local tag=$1 file=$2
-  shift 2
-  runs=$((runs + 1))
-  if out=$("$N" bench "$file" --workdir "/tmp/sweep-$tag" --runs 20 "$@" 2>&1) && echo "$out" | grep -q "result: correct"; then
-    echo "ok    $tag: $(echo "$out" | grep -m1 'check .* fp32' | sed 's/.*= //')  [$(echo "$out" | grep -oE '^  [A-Za-z_]+ +((gemm|flash)(/[a-z.]+)?|rows|simt|call) ' | awk '{print $2}' | tr '\n' ' ')]"
-  else
-    fails=$((fails + 1))
-    echo "FAIL  $tag"
-    echo "$out" | tail -20
-  fi
-}
+gpu=$root/tests/gpu
+jobs=$(($(nproc) / 2 > 1 ? $(nproc) / 2 : 1))
+budget=0 sanitize=1
+while [ $# -gt 0 ]; do
+  case $1 in
+    --jobs) jobs=$2; shift 2 ;;
+    --budget) budget=$2; shift 2 ;;
+    --no-sanitize) sanitize=0; shift ;;
+    *) echo "sweep.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+seed=${NAPKIN_SWEEP_SEED:-$(( $(date +%s%N) % 1000000007 + 1 ))}
+res=$(mktemp -d /tmp/sweep-results.XXXXXX)
+echo "gpu sweep: seed $seed, $jobs jobs, results in $res"
+
+cases=()  # "TAG FILE [--set a=n ...]"; a TAG ending in .mma.sync runs with NAPKIN_NO_WGMMA=1
+add() { cases+=("$*"); }
 for d in 64 128; do
   for n in 128 1000 4096; do
-    check "att-d$d-n$n" "$lib/attention.napkin" --set b=1 --set h=2 --set q=$n --set x=$n --set d=$d
-    check "causal-d$d-n$n" "$lib/causal_attention.napkin" --set b=1 --set h=2 --set q=$n --set x=$n --set d=$d
+    add "att-d$d-n$n" "$lib/attention.napkin" --set b=1 --set h=2 --set q=$n --set x=$n --set d=$d
+    add "causal-d$d-n$n" "$lib/causal_attention.napkin" --set b=1 --set h=2 --set q=$n --set x=$n --set d=$d
   done
 done
-check gqa-n1000 "$lib/gqa_attention.napkin" --set b=1 --set g=2 --set r=2 --set q=1000 --set x=1000
-check gqa-n4096 "$lib/gqa_attention.napkin" --set b=2 --set g=2 --set r=4 --set q=4096 --set x=4096
-check att-fp16-n1000 "$root/tests/gpu/attention_fp16.napkin" --set b=1 --set h=2 --set q=1000 --set x=1000
-check mm-1000x1000x1000 "$lib/matmul.napkin" --set a=1000 --set b=1000 --set c=1000
-check mm-777x333x1001 "$lib/matmul.napkin" --set a=777 --set b=333 --set c=1001
-check mm-fp16-1000x520x3000 "$root/tests/gpu/matmul_fp16.napkin" --set a=1000 --set b=520 --set c=3000
-check mlp-300x256x520 "$lib/mlp_swiglu.napkin" --set t=300 --set m=256 --set f=520
-check gelu-300x256x520 "$lib/matmul_bias_gelu.napkin" --set t=300 --set m=256 --set f=520
-check bmm-3x200x128x300 "$lib/batched_matmul.napkin" --set n=3 --set a=200 --set b=128 --set c=300
-check softmax-50x5000 "$lib/softmax.napkin" --set t=50 --set v=5000
-check layernorm-100x1000 "$lib/layernorm.napkin" --set t=100 --set m=1000
-check rmsnorm-100x1000 "$lib/rmsnorm.napkin" --set t=100 --set m=1000
+add gqa-n1000 "$lib/gqa_attention.napkin" --set b=1 --set g=2 --set r=2 --set q=1000 --set x=1000
+add gqa-n4096 "$lib/gqa_attention.napkin" --set b=2 --set g=2 --set r=4 --set q=4096 --set x=4096
+add att-fp16-n1000 "$gpu/attention_fp16.napkin" --set b=1 --set h=2 --set q=1000 --set x=1000
+add mm-1000x1000x1000 "$lib/matmul.napkin" --set a=1000 --set b=1000 --set c=1000
+add mm-777x333x1001 "$lib/matmul.napkin" --set a=777 --set b=333 --set c=1001
+add mm-fp16-1000x520x3000 "$gpu/matmul_fp16.napkin" --set a=1000 --set b=520 --set c=3000
+add mlp-300x256x520 "$lib/mlp_swiglu.napkin" --set t=300 --set m=256 --set f=520
+add gelu-300x256x520 "$lib/matmul_bias_gelu.napkin" --set t=300 --set m=256 --set f=520
+add bmm-3x200x128x300 "$lib/batched_matmul.napkin" --set n=3 --set a=200 --set b=128 --set c=300
+add softmax-50x5000 "$lib/softmax.napkin" --set t=50 --set v=5000
+add layernorm-100x1000 "$lib/layernorm.napkin" --set t=100 --set m=1000
+add rmsnorm-100x1000 "$lib/rmsnorm.napkin" --set t=100 --set m=1000
 # rows of a length that is not a multiple of 8: the scalar path of the rows kernel
-check softmax-50x5003 "$lib/softmax.napkin" --set t=50 --set v=5003
-check layernorm-100x1001 "$lib/layernorm.napkin" --set t=100 --set m=1001
+add softmax-50x5003 "$lib/softmax.napkin" --set t=50 --set v=5003
+add layernorm-100x1001 "$lib/layernorm.napkin" --set t=100 --set m=1001
 # calls: the transformer block (Q scaled, see the file) runs its callees' kernels (RMSNorm mapped
 # over b, GQA, SwiGLU whose result the residual add reads from a buffer)
-check call-block "$root/tests/gpu/call_block.napkin" --set b=2 --set s=96 --set m=256 --set g=2 --set r=2 --set d=64 --set f=384
-# compute-sanitizer over the harness binaries of the tensor-core kernels (the check run only).
-if command -v compute-sanitizer >/dev/null; then
-  for tag in att-d128-n1000 causal-d64-n1000 causal-d128-n1000 layernorm-100x1000 mm-777x333x1001 mm-1000x1000x1000 mlp-300x256x520 bmm-3x200x128x300; do
-    for tool in memcheck racecheck; do
-      runs=$((runs + 1))
-      if out=$(cd "/tmp/sweep-$tag" && compute-sanitizer --tool $tool --error-exitcode 9 ./harness --no-time 2>&1); then
-        echo "ok    $tool $tag: $(echo "$out" | grep -m1 'ERROR SUMMARY' || echo 'no summary')"
-      else
+add call-block "$gpu/call_block.napkin" --set b=2 --set s=96 --set m=256 --set g=2 --set r=2 --set d=64 --set f=384
+# mask and bias arrays read by score maps and epilogues, at sizes that divide no tile (issue 12)
+add mask-bf16-n260 "$gpu/attention_mask_bf16.napkin" --set q=260 --set x=260
+add mask-bf16-n260.mma.sync "$gpu/attention_mask_bf16.napkin" --set q=260 --set x=260
+add mask-bf16-d64-q130-x777 "$gpu/attention_mask_bf16.napkin" --set q=130 --set x=777 --set d=64
+add mask-bf16-d96-n260 "$gpu/attention_mask_bf16.napkin" --set q=260 --set x=260 --set d=96
+add mask-bf16-d256-n260 "$gpu/attention_mask_bf16.napkin" --set q=260 --set x=260 --set d=256
+add mask-fp32-n260 "$gpu/attention_mask_fp32.napkin" --set q=260 --set x=260
+add mask-fp32-d64-q777-x130 "$gpu/attention_mask_fp32.napkin" --set q=777 --set x=130 --set d=64
+add bias-n260 "$gpu/attention_bias.napkin" --set q=260 --set x=260
+add bias-d96-q130-x777 "$gpu/attention_bias.napkin" --set q=130 --set x=777 --set d=96
+add causal-mask-n260 "$gpu/causal_attention_mask.napkin" --set q=260 --set x=260
+add causal-mask-n260.mma.sync "$gpu/causal_attention_mask.napkin" --set q=260 --set x=260
+add causal-mask-d64-n777 "$gpu/causal_attention_mask.napkin" --set q=777 --set x=777 --set d=64
+add mm-bias-777x333x1001 "$gpu/matmul_bias.napkin" --set t=777 --set m=333 --set f=1001
+add mm-bias-777x520x1000 "$gpu/matmul_bias.napkin" --set t=777 --set m=520 --set f=1000  # rows of 16-byte multiples: wgmma
+add mm-bias-777x520x1000.mma.sync "$gpu/matmul_bias.napkin" --set t=777 --set m=520 --set f=1000
+add mm-bias-130x260x130 "$gpu/matmul_bias.napkin" --set t=130 --set m=260 --set f=130
+
+wgmma_env() { case $1 in *.mma.sync) echo NAPKIN_NO_WGMMA=1 ;; *) echo NAPKIN_NO_WGMMA=0 ;; esac; }
+throttle() { while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done; }
+
+check() {  # check TAG FILE [--set ...]: writes $res/TAG.check (first line ok or FAIL)
+  local tag=$1 file=$2
+  shift 2
+  local out
+  if out=$(env "$(wgmma_env "$tag")" "$N" bench "$file" --workdir "/tmp/sweep-$tag" --runs 20 --seed "$seed" "$@" 2>&1) &&
+    echo "$out" | grep -q "result: correct"; then
+    echo "ok    $tag: $(echo "$out" | grep -m1 'check .* fp32' | sed 's/.*= //')  [$(echo "$out" | grep -oE '^  [A-Za-z_]+ +((gemm|flash)(/[a-z.]+)?|rows|simt|call) ' | awk '{print $2}' | tr '\n' ' ')]" >"$res/$tag.check"
+  else
+    { echo "FAIL  $tag"; echo "$out" | tail -20; } >"$res/$tag.check"
+  fi
+}
+for c in "${cases[@]}"; do
+  read -r -a a <<<"$c"
+  throttle
+  check "${a[@]}" &
+done
+wait
+runs=0 fails=0 passed=()
+for c in "${cases[@]}"; do
+  tag=${c%% *}
+  runs=$((runs + 1))
+  cat "$res/$tag.check"
+  if head -1 "$res/$tag.check" | grep -q '^ok'; then passed+=("$tag"); else fails=$((fails + 1)); fi
+done
+echo "gpu sweep checks: $((runs - fails)) of $runs passed (seed $seed)"
+
+tools=(memcheck racecheck synccheck initcheck)
+if [ "$sanitize" = 1 ]; then
+  if ! command -v compute-sanitizer >/dev/null; then
+    echo "compute-sanitizer not found"
+    fails=$((fails + 1))
+  else
+    sanitize_one() {  # sanitize_one TAG TOOL: $res/TAG.TOOL.log, .rc
+      local tag=$1 tool=$2 limit=300
+      [ "$budget" -gt 0 ] && [ $((budget + 60 - SECONDS)) -lt $limit ] && limit=$((budget + 60 - SECONDS))
+      (cd "/tmp/sweep-$tag" && env "$(wgmma_env "$tag")" timeout "$limit" compute-sanitizer --tool "$tool" --error-exitcode 9 \
+        --kernel-name-exclude kns=ref_ ./harness --no-time --seed "$seed") >"$res/$tag.$tool.log" 2>&1
+      echo $? >"$res/$tag.$tool.rc"
+    }
+    # the largest cases (n4096) last, so that a budget leaves out the slowest runs
+    order=()
+    for tag in "${passed[@]}"; do [[ $tag == *n4096* ]] || order+=("$tag"); done
+    for tag in "${passed[@]}"; do [[ $tag == *n4096* ]] && order+=("$tag"); done
+    for tag in "${order[@]}"; do
+      for tool in "${tools[@]}"; do
+        throttle
+        if [ "$budget" -gt 0 ] && [ "$SECONDS" -ge "$budget" ]; then break 2; fi
+        sanitize_one "$tag" "$tool" &
+      done
+    done
+    wait
+    # Errors a run reported: its ERROR SUMMARY, else racecheck's "(N errors", else 0 when it exited 0.
+    errors_of() {
+      local log=$1 rc=$2 n
+      n=$(grep -oE 'ERROR SUMMARY: [0-9]+ errors?$' "$log" | grep -oE '[0-9]+' | tail -1)  # not "N errors were not printed"
+      [ -z "$n" ] && n=$(grep -oE '\(([0-9]+) errors?' "$log" | grep -oE '[0-9]+' | tail -1)
+      [ -z "$n" ] && [ "$rc" = 0 ] && n=0
+      echo "${n:-?}"
+    }
+    declare -A total
+    notrun=0 broken=0
+    for tool in "${tools[@]}"; do total[$tool]=0; done
+    for tag in "${passed[@]}"; do
+      line="san   $tag:"
+      bad=0
+      for tool in "${tools[@]}"; do
+        if [ ! -f "$res/$tag.$tool.rc" ]; then
+          line+=" $tool not-run"
+          notrun=$((notrun + 1))
+          continue
+        fi
+        rc=$(cat "$res/$tag.$tool.rc")
+        n=$(errors_of "$res/$tag.$tool.log" "$rc")
+        line+=" $tool $n"
+        if [ "$n" = "?" ]; then broken=$((broken + 1)) bad=1; else total[$tool]=$((total[$tool] + n)); [ "$n" -gt 0 ] && bad=1; fi
+        [ "$rc" != 0 ] && [ "$rc" != 9 ] && bad=1 && line+="(exit $rc$([ "$rc" = 124 ] && echo ', timed out'))"
+      done
+      echo "$line"
+      if [ "$bad" = 1 ]; then
         fails=$((fails + 1))
-        echo "FAIL  $tool $tag"
-        echo "$out" | tail -8
+        for tool in "${tools[@]}"; do
+          [ -f "$res/$tag.$tool.log" ] && [ "$(cat "$res/$tag.$tool.rc")" != 0 ] && { echo "  --- $tool $tag"; grep -v '^=========     ' "$res/$tag.$tool.log" | head -12; }
+        done
       fi
     done
-  done
-else
-  echo "compute-sanitizer not found"
-  fails=$((fails + 1))
+    echo "sanitizer: ${#passed[@]} harnesses x ${#tools[@]} tools: memcheck ${total[memcheck]} errors, racecheck ${total[racecheck]}," \
+      "synccheck ${total[synccheck]}, initcheck ${total[initcheck]}; $broken runs without a count, $notrun not run (budget)"
+    [ "$notrun" -gt 0 ] && fails=$((fails + 1))
+  fi
 fi
 echo "gpu sweep: $((runs - fails)) of $runs passed"
 [ "$fails" -eq 0 ]
