@@ -64,8 +64,10 @@ std::string dim_of(const AxisList& axes, const std::string& a) {
 }
 
 /** `v`'s tensor with trailing dimensions `want` (v's axes are a subset): permuted, with broadcast
- *  dimensions inserted for the axes it lacks. Scalars are returned as they are. */
-std::string align(const Value& v, const AxisList& want) {
+ *  dimensions inserted for the axes it lacks, except leading ones where `exact_rank` says that no
+ *  tensor has batch dimensions before its axes (the top diagram's function: broadcasting aligns
+ *  from the right, and F.rms_norm then gets its 1-D weight). Scalars are returned as they are. */
+std::string align(const Value& v, const AxisList& want, bool exact_rank) {
   if (v.scalar) return v.code;
   AxisList order;
   for (const auto& a : want)
@@ -77,9 +79,11 @@ std::string align(const Value& v, const AxisList& want) {
     for (const auto& a : v.axes) src.push_back(dim_of(v.axes, a)), dst.push_back(dim_of(order, a));
     c += ".movedim(" + py_tuple(src, false) + ", " + py_tuple(dst, false) + ")";
   }
-  if (order.size() != want.size()) {
+  std::size_t skip = 0;
+  while (exact_rank && skip < want.size() && !contains(v.axes, want[skip])) ++skip;
+  if (order.size() + skip != want.size()) {
     c += "[...";
-    for (const auto& a : want) c += contains(v.axes, a) ? ", :" : ", None";
+    for (std::size_t i = skip; i < want.size(); ++i) c += contains(v.axes, want[i]) ? ", :" : ", None";
     c += "]";
   }
   return c;
@@ -94,8 +98,9 @@ double option(const Expr& e, const std::string& key, double fallback) {
 /** Writes the function `_d_<name>` of one diagram. */
 class FunctionWriter {
  public:
-  FunctionWriter(const Program& p, const Diagram& d, DiagnosticEngine& diags)
-      : p_(p), d_(d), typer_(d, p.diagrams, nullptr), diags_(diags) {}
+  /** `top`: the selected diagram, whose function is called with inputs of exactly their axes. */
+  FunctionWriter(const Program& p, const Diagram& d, bool top, DiagnosticEngine& diags)
+      : p_(p), d_(d), top_(top), typer_(d, p.diagrams, nullptr), diags_(diags) {}
 
   std::string run() {
     std::string out = "def _d_" + d_.name + "(inputs, n, ref, dev):\n";
@@ -270,8 +275,11 @@ class FunctionWriter {
     return {code, shape.result, false};
   }
 
+  std::string align(const Value& v, const AxisList& want) const { return napkin::align(v, want, top_); }
+
   const Program& p_;
   const Diagram& d_;
+  bool top_;
   Typer typer_;
   DiagnosticEngine& diags_;
 };
@@ -343,7 +351,7 @@ std::string emit_torch(const Program& p, const Diagram& d, const SizeMap& sizes,
          "declarations. reference=True computes in fp32 and returns fp32 outputs, unrounded.\n\"\"\"\n";
   out += torch_runtime();
   out += "\n" + declarations(ds) + "\n" + constants(d, sizes);
-  for (const auto* x : ds) out += "\n\n" + FunctionWriter(p, *x, diags).run();
+  for (const auto* x : ds) out += "\n\n" + FunctionWriter(p, *x, x == &d, diags).run();
   out += "\n\n" + entry(d);
   return out;
 }

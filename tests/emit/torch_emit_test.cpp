@@ -85,8 +85,9 @@ TEST_CASE("torch modules rename arrays that Python reserves and weave calls over
   std::string text = module_of(l);
   CHECK(text.find("a_def = _load(inputs[\"def\"], \"fp32\", ref)") != std::string::npos);
   CHECK(text.find("a__w = _load(inputs[\"_w\"], \"bf16\", ref)") != std::string::npos);
-  // The woven axis e comes first in each argument, the callee's axes after it in its order.
-  CHECK(text.find("R = _woven(_d_inner({\"X\": a_def.movedim((-3, -2, -1), (-1, -2, -3)), \"W\": a__w[..., None, :]}, "
+  // The woven axis e comes first in each argument, the callee's axes after it in its order; the
+  // top diagram's arrays have no batch dimensions, so _w needs no leading one for e.
+  CHECK(text.find("R = _woven(_d_inner({\"X\": a_def.movedim((-3, -2, -1), (-1, -2, -3)), \"W\": a__w}, "
                   "{\"m\": n[\"c\"], \"t\": n[\"b\"]}, ref, dev)[\"Y\"], (n[\"e\"],), 2)") != std::string::npos);
   CHECK(text.find("\"outer\": ((\"b\", (3,)), (\"c\", (2, \"b\")), (\"e\", (5,)), )") != std::string::npos);
   CHECK(text.find("\ndef outer(inputs, sizes=None, *, reference=False):\n") != std::string::npos);

@@ -253,7 +253,7 @@ def _d_causal_attention(inputs, n, ref, dev):
     K = _load(inputs["K"], "bf16", ref)
     V = _load(inputs["V"], "bf16", ref)
     S = (_einsum("...abcd,...abed->...abce", Q, K) * _s_rsqrt(float(n["d"])))
-    P = torch.softmax(S.masked_fill(~_causal(n["q"], n["x"], dev)[..., None, None, :, :], -math.inf), dim=-1)
+    P = torch.softmax(S.masked_fill(~_causal(n["q"], n["x"], dev), -math.inf), dim=-1)
     O = _einsum("...abcd,...abde->...abce", P, V)
     return {"O": O}
 

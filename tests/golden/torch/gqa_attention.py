@@ -253,7 +253,7 @@ def _d_gqa_attention(inputs, n, ref, dev):
     K = _load(inputs["K"], "bf16", ref)
     V = _load(inputs["V"], "bf16", ref)
     S = (_einsum("...abcde,...abfe->...abcdf", Q, K) * _s_rsqrt(float(n["d"])))
-    P = torch.softmax(S.masked_fill(~_causal(n["q"], n["x"], dev)[..., None, None, None, :, :], -math.inf), dim=-1)
+    P = torch.softmax(S.masked_fill(~_causal(n["q"], n["x"], dev), -math.inf), dim=-1)
     O = _einsum("...abcde,...abef->...abcdf", P, V)
     return {"O": O}
 

@@ -257,7 +257,7 @@ def _d_l2norm_attention(inputs, n, ref, dev):
     Kn = (K * torch.rsqrt((K * K).sum(dim=(-1,)))[..., :, :, :, None])
     Qn = (Q * torch.rsqrt((Q * Q).sum(dim=(-1,)))[..., :, :, :, None])
     S = (_einsum("...abcd,...abed->...abce", Qn, Kn) * _s_sqrt(float(n["d"])))
-    P = torch.softmax(S.masked_fill(~_causal(n["q"], n["x"], dev)[..., None, None, :, :], -math.inf), dim=-1)
+    P = torch.softmax(S.masked_fill(~_causal(n["q"], n["x"], dev), -math.inf), dim=-1)
     O = _einsum("...abcd,...abde->...abce", P, V)
     return {"O": O}
 

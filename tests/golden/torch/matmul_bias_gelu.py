@@ -250,7 +250,7 @@ def _d_matmul_bias_gelu(inputs, n, ref, dev):
     X = _load(inputs["X"], "bf16", ref)
     W = _load(inputs["W"], "bf16", ref)
     bias = _load(inputs["bias"], "bf16", ref)
-    Y = F.gelu((_einsum("...ab,...bc->...ac", X, W) + bias[..., None, :]))
+    Y = F.gelu((_einsum("...ab,...bc->...ac", X, W) + bias))
     return {"Y": Y}
 
 

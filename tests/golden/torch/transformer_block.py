@@ -309,14 +309,14 @@ def _d_transformer_block(inputs, n, ref, dev):
     W1 = _load(inputs["W1"], "bf16", ref)
     W3 = _load(inputs["W3"], "bf16", ref)
     W2 = _load(inputs["W2"], "bf16", ref)
-    H1 = _woven(_d_rmsnorm_layer({"X": X, "W": norm1[..., None, :]}, {"m": n["m"], "t": n["s"]}, ref, dev)["Y"], (n["b"],), 2).movedim((-3, -2, -1), (-2, -1, -3))
+    H1 = _woven(_d_rmsnorm_layer({"X": X, "W": norm1}, {"m": n["m"], "t": n["s"]}, ref, dev)["Y"], (n["b"],), 2).movedim((-3, -2, -1), (-2, -1, -3))
     V = _einsum("...abc,...cde->...adbe", H1, Wv)
     K = _einsum("...abc,...cde->...adbe", H1, Wk)
     Q = _einsum("...abc,...cdef->...adebf", H1, Wq)
     A = _d_gqa_attention({"Q": Q, "K": K, "V": V}, {"b": n["b"], "d": n["d"], "g": n["g"], "q": n["s"], "r": n["r"], "x": n["s"]}, ref, dev)["O"]
     X2 = (X + _einsum("...abcde,...bcef->...adf", A, Wo))
-    H2 = _woven(_d_rmsnorm_layer({"X": X2, "W": norm2[..., None, :]}, {"m": n["m"], "t": n["s"]}, ref, dev)["Y"], (n["b"],), 2).movedim((-3, -2, -1), (-2, -1, -3))
-    Y = (X2 + _woven(_d_mlp_swiglu({"X": H2, "W1": W1[..., None, :, :], "W3": W3[..., None, :, :], "W2": W2[..., None, :, :]}, {"f": n["f"], "m": n["m"], "t": n["s"]}, ref, dev)["Y"], (n["b"],), 2).movedim((-3, -2, -1), (-2, -1, -3)))
+    H2 = _woven(_d_rmsnorm_layer({"X": X2, "W": norm2}, {"m": n["m"], "t": n["s"]}, ref, dev)["Y"], (n["b"],), 2).movedim((-3, -2, -1), (-2, -1, -3))
+    Y = (X2 + _woven(_d_mlp_swiglu({"X": H2, "W1": W1, "W3": W3, "W2": W2}, {"f": n["f"], "m": n["m"], "t": n["s"]}, ref, dev)["Y"], (n["b"],), 2).movedim((-3, -2, -1), (-2, -1, -3)))
     return {"Y": Y}
 
 
