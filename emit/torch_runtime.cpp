@@ -222,6 +222,10 @@ def _s_gelu(x):
 def _s_relu(x):
     return x if x > 0 else 0.0
 
+
+def _s_tanh(x):
+    return math.tanh(x)
+
 )PY";
 }
 

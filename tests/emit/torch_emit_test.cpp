@@ -26,12 +26,24 @@ std::string module_of(const LoadedDiagram& l) {
   return text;
 }
 
-/** Runs python3's ast.parse on every file of `files`; REQUIREs that all parse. */
+/** Runs python3's ast.parse on every file of `files`; REQUIREs that all parse and that every
+ *  helper they use (a name starting with '_') is defined at the module's top level. */
 void require_python_parses(const std::vector<std::string>& files) {
-  std::string cmd = std::string(NAPKIN_PYTHON3) +
-                    " -c 'import ast, sys\nfor f in sys.argv[1:]: ast.parse(open(f).read(), f)\nprint(len(sys.argv) - 1, \"parsed\")'";
+  const char* script =
+      "import ast, sys\n"
+      "for f in sys.argv[1:]:\n"
+      "    t = ast.parse(open(f).read(), f)\n"
+      "    top = {n.name for n in t.body if isinstance(n, ast.FunctionDef)}\n"
+      "    top |= {g.id for n in t.body if isinstance(n, ast.Assign) for g in n.targets if isinstance(g, ast.Name)}\n"
+      "    used = {n.id for n in ast.walk(t) if isinstance(n, ast.Name) and n.id.startswith(\"_\")}\n"
+      "    if used - top: sys.exit(f + \": undefined helpers \" + str(sorted(used - top)))\n"
+      "print(len(sys.argv) - 1, \"parsed\")\n";
+  const fs::path py = fs::temp_directory_path() / ("napkin-torch-parse-" + std::to_string(getpid()) + ".py");
+  std::ofstream(py) << script;
+  std::string cmd = std::string(NAPKIN_PYTHON3) + " " + py.string();
   for (const auto& f : files) cmd += " " + f;
   RunResult r = run_shell(cmd);
+  fs::remove(py);
   INFO(r.output);
   REQUIRE(r.status == 0);
   CHECK(r.output.find(std::to_string(files.size()) + " parsed") != std::string::npos);
@@ -91,6 +103,30 @@ TEST_CASE("torch modules rename arrays that Python reserves and weave calls over
                   "{\"m\": n[\"c\"], \"t\": n[\"b\"]}, ref, dev)[\"Y\"], (n[\"e\"],), 2)") != std::string::npos);
   CHECK(text.find("\"outer\": ((\"b\", (3,)), (\"c\", (2, \"b\")), (\"e\", (5,)), )") != std::string::npos);
   CHECK(text.find("\ndef outer(inputs, sizes=None, *, reference=False):\n") != std::string::npos);
+}
+
+TEST_CASE("torch modules apply every operation to tensors and to scalars (axis sizes, numbers)", "[emit][torch]") {
+  std::string ops = "exp log relu gelu silu sigmoid tanh rsqrt sqrt";
+  std::string body = "diagram every\naxis d = 4\naxis x = 3\nin  X[d,x] : bf16\nin  M[x,d] : fp16\n";
+  std::string scalar = "-d / 2", tensor = "-X / 2";
+  for (std::size_t at = 0, end; at < ops.size(); at = end + 1) {
+    end = std::min(ops.find(' ', at), ops.size());
+    std::string op = ops.substr(at, end - at);
+    scalar = op + "(" + scalar + " * 0.5 + 1)";
+    tensor = op + "(" + tensor + " * 0.5 + 1)";
+  }
+  body += "S[] = cast(" + scalar + ", fp8e4m3) + cast(d, int4) * sum(max(X; d); x) + mean(X; d, x)\n";
+  body += "T[x,d] = mask(layernorm(" + tensor + ", cast(X, tf32); d, eps=1e-3), M) + rmsnorm(X, S; x) + causal(d, x)\n";
+  body += "out S : fp32\nout T : fp16\n";
+  LoadedDiagram l = load_text(body);
+  fs::path dir = fresh_dir("every");
+  std::string text = module_of(l);
+  for (const char* helper : {"_s_tanh(", "_s_gelu(", "_s_rsqrt(", "_s_div(", "_round_scalar(", "_cast(", "torch.tanh(", "F.gelu(",
+                             "_layer_norm(", "_rms_norm(", "masked_fill(", "_causal(", ".amax(dim="})
+    CHECK(text.find(helper) != std::string::npos);
+  std::ofstream(dir / "every.py") << text;
+  require_python_parses({(dir / "every.py").string()});
+  fs::remove_all(dir);
 }
 
 TEST_CASE("napkin emit --target torch: sizes from --set, located error past einsum's 52 axes", "[emit][torch][cli]") {

@@ -225,6 +225,10 @@ def _s_relu(x):
     return x if x > 0 else 0.0
 
 
+def _s_tanh(x):
+    return math.tanh(x)
+
+
 # Axis declarations per diagram: (axis, factors of its size), a factor a size or an earlier axis.
 _DECL = {
     "cross_attention": (("b", (1,)), ("h", (16,)), ("q", (4096,)), ("x", (4096,)), ("dk", (192,)), ("dv", (128,)), ),

@@ -225,6 +225,10 @@ def _s_relu(x):
     return x if x > 0 else 0.0
 
 
+def _s_tanh(x):
+    return math.tanh(x)
+
+
 # Axis declarations per diagram: (axis, factors of its size), a factor a size or an earlier axis.
 _DECL = {
     "sigmoid_attention": (("b", (1,)), ("h", (32,)), ("q", (4096,)), ("x", (4096,)), ("d", (128,)), ),

@@ -225,6 +225,10 @@ def _s_relu(x):
     return x if x > 0 else 0.0
 
 
+def _s_tanh(x):
+    return math.tanh(x)
+
+
 # Axis declarations per diagram: (axis, factors of its size), a factor a size or an earlier axis.
 _DECL = {
     "softmax_layer": (("t", (4096,)), ("v", (128256,)), ),
