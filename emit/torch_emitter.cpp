@@ -24,10 +24,10 @@ const std::set<std::string>& reserved() {
   return names;
 }
 
-/** The Python name of an array: itself, or `a_` + itself when it is reserved or starts with `_`
- *  or `a_` (so that the renaming is one to one). */
+/** The Python name of an array: itself, or `a_` + itself when it is reserved or starts with `_`,
+ *  `a_` or `tmp_` (so that the renaming is one to one, and `tmp_<k>` names temporaries). */
 std::string py_name(const std::string& s) {
-  if (reserved().count(s) || s.starts_with("_") || s.starts_with("a_")) return "a_" + s;
+  if (reserved().count(s) || s.starts_with("_") || s.starts_with("a_") || s.starts_with("tmp_")) return "a_" + s;
   return s;
 }
 
@@ -120,14 +120,32 @@ class FunctionWriter {
   }
 
  private:
+  /** The statement's lines: its temporaries, then its assignment. */
   std::string statement(const Statement& s) {
     Value v = expr(*s.expr, &s.axes);
     std::string code = v.scalar ? "_tensor(" + v.code + ", dev)" : align(v, s.axes);
     if (s.dtype) code = "_cast(" + code + ", " + quoted(std::string(dtype_name(*s.dtype))) + ", ref)";
-    return py_name(s.name) + " = " + code;
+    std::string lines;
+    for (const auto& t : temporaries_) lines += t + "\n    ";
+    temporaries_.clear();
+    return lines + py_name(s.name) + " = " + code;
   }
 
+  /** Every 16th level of an expression goes into a temporary (`tmp_<k> = ...` before the
+   *  statement): Python refuses more than 200 nested brackets, and the language allows 256
+   *  levels of expression, each a few brackets deep here. */
   Value expr(const Expr& e, const AxisList* want = nullptr) {
+    ++depth_;
+    Value v = node(e, want);
+    --depth_;
+    if (e.kind != Expr::Kind::apply || depth_ == 0 || depth_ % 16 != 0) return v;
+    std::string name = "tmp_" + std::to_string(next_temporary_++);
+    temporaries_.push_back(name + " = " + v.code);
+    v.code = name;
+    return v;
+  }
+
+  Value node(const Expr& e, const AxisList* want) {
     switch (e.kind) {
       case Expr::Kind::number: return {py_number(e.number.value), {}, true};
       case Expr::Kind::ref:
@@ -282,6 +300,9 @@ class FunctionWriter {
   bool top_;
   Typer typer_;
   DiagnosticEngine& diags_;
+  int depth_ = 0;               ///< levels of the expression being written above the current node
+  int next_temporary_ = 0;      ///< tmp_<k> names, numbered through the function
+  std::vector<std::string> temporaries_;  ///< the current statement's, in evaluation order
 };
 
 /** `d` and every diagram it calls, callees first, each once. */

@@ -129,6 +129,21 @@ TEST_CASE("torch modules apply every operation to tensors and to scalars (axis s
   fs::remove_all(dir);
 }
 
+TEST_CASE("torch modules of expressions nested 250 deep parse (temporaries every 16 levels)", "[emit][torch]") {
+  std::string unary = "X", binary = "X";
+  for (int i = 0; i < 250; ++i) unary = "exp(" + unary + ")";
+  for (int i = 0; i < 120; ++i) binary = "(" + binary + " + X * 2)";
+  LoadedDiagram l = load_text("diagram deep\naxis a = 3\nin  X[a] : fp32\nin  tmp_0[a] : fp32\nY[a] = " + unary + " + tmp_0\nZ[a] = " + binary +
+                              "\nout Y : fp32\nout Z : fp32\n");
+  std::string text = module_of(l);
+  CHECK(text.find("    tmp_0 = torch.exp(") != std::string::npos);
+  CHECK(text.find("a_tmp_0 = _load(inputs[\"tmp_0\"]") != std::string::npos);  // an array so named is renamed
+  fs::path dir = fresh_dir("deep");
+  std::ofstream(dir / "deep.py") << text;
+  require_python_parses({(dir / "deep.py").string()});
+  fs::remove_all(dir);
+}
+
 TEST_CASE("napkin emit --target torch: sizes from --set, located error past einsum's 52 axes", "[emit][torch][cli]") {
   RunResult ok = run_napkin("emit " + std::string(NAPKIN_SOURCE_DIR) + "/diagrams/library/attention.napkin --target torch --set q=64");
   REQUIRE(ok.status == 0);

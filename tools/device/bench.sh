@@ -72,7 +72,7 @@ case $mode in
     # compare_torch.py generic (the emitted torch module, eager and torch.compile, checked against
     # its fp32 reference mode). Phase 1 builds everything at once (nvcc through nvcc_cached.sh;
     # the torch modules; torch.compile's caches warmed one case at a time); phase 2 times one case
-    # at a time. About 7 minutes on an H100 (budget: 9).
+    # at a time. Sized for about 7 minutes on an H100 (an estimate, not yet measured; budget 9).
     export NVCC_CACHE_DIR=/tmp/napkin-nvcc-cache TORCHINDUCTOR_FX_GRAPH_CACHE=1
     nvcc_cached=$PWD/tools/device/nvcc_cached.sh
     w=0.015625  # 4096^-1/2: projection weights at their fan-in's scale, so that activations stay O(1)
