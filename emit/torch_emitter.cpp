@@ -100,7 +100,7 @@ class FunctionWriter {
  public:
   /** `top`: the selected diagram, whose function is called with inputs of exactly their axes. */
   FunctionWriter(const Program& p, const Diagram& d, bool top, DiagnosticEngine& diags)
-      : p_(p), d_(d), top_(top), typer_(d, p.diagrams, nullptr), diags_(diags) {}
+      : d_(d), top_(top), typer_(d, p.diagrams, nullptr), diags_(diags) {}
 
   std::string run() {
     std::string out = "def _d_" + d_.name + "(inputs, n, ref, dev):\n";
@@ -295,7 +295,6 @@ class FunctionWriter {
 
   std::string align(const Value& v, const AxisList& want) const { return napkin::align(v, want, top_); }
 
-  const Program& p_;
   const Diagram& d_;
   bool top_;
   Typer typer_;
