@@ -12,15 +12,19 @@ namespace napkin {
 
 namespace {
 
-/** Names the generated code uses besides the helpers (which start with '_'), and Python's
- *  keywords: an array so named is renamed. */
+/** Names the generated code uses besides the helpers (which start with '_'), Python's keywords
+ *  and the builtins the helpers call: an array so named is renamed, and a diagram so named is
+ *  entered as `run` only. */
 const std::set<std::string>& reserved() {
   static const std::set<std::string> names{
       "torch", "math", "F", "n", "ref", "dev", "inputs", "sizes", "reference", "float", "False", "None", "True",
       "and", "as", "assert", "async", "await", "break", "class", "continue", "def", "del", "elif", "else", "except",
       "finally", "for", "from", "global", "if", "import", "in", "is", "lambda", "nonlocal", "not", "or", "pass",
       "raise", "return", "try", "while", "with", "yield", "AXES", "SIZES", "DTYPES", "OUT_DTYPES", "INPUTS",
-      "OUTPUTS", "DIAGRAM", "run"};
+      "OUTPUTS", "DIAGRAM", "run",
+      // builtins the helpers call, which a module-level function of a diagram's name would hide
+      "abs", "all", "any", "dict", "getattr", "hasattr", "int", "isinstance", "len", "list", "max", "min", "range",
+      "round", "str", "tuple", "zip", "ValueError", "RuntimeError", "OverflowError"};
   return names;
 }
 

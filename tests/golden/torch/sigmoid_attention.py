@@ -111,10 +111,13 @@ def _sizes(decl, arrays, inputs, given):
                     raise ValueError(f"axis '{a}' has size {known[a]} and, in input '{name}', {s}")
     n = {}
     for a, factors in decl:
-        size = 1
+        size, derived = 1, False
         for f in factors:
-            size *= n[f] if isinstance(f, str) else f
-        if any(isinstance(f, str) for f in factors) and known.get(a, size) != size:
+            if isinstance(f, str):
+                size, derived = size * n[f], True
+            else:
+                size *= f
+        if derived and known.get(a, size) != size:
             raise ValueError(f"size mismatch: axis '{a}' is a product of other axes, {size}, but has size {known[a]}")
         n[a] = known.get(a, size)
     return n
@@ -131,8 +134,9 @@ def _einsum(eq, *ops):
     does for 16-bit operands)."""
     dt = ops[0].dtype
     for t in ops[1:]:
-        dt = torch.promote_types(dt, t.dtype)
-    return torch.einsum(eq, *[t.to(dt) for t in ops])
+        if t.dtype != dt:
+            dt = torch.promote_types(dt, t.dtype)
+    return torch.einsum(eq, *[t if t.dtype == dt else t.to(dt) for t in ops])
 
 
 def _causal(nq, nx, dev):
@@ -143,7 +147,9 @@ def _causal(nq, nx, dev):
 def _layer_norm(x, dim, w, b, eps):
     """layernorm(X[, W[, B]]; a) along x's axis `dim` (negative); w and b are 1-D along it or None."""
     xm = x.movedim(dim, -1)
-    fused = all(t is None or (t.dim() == 1 and t.dtype == x.dtype) for t in (w, b))
+    fused = True  # (written without generators, which some torch.compile versions do not trace)
+    for t in (w, b):
+        fused = fused and (t is None or (t.dim() == 1 and t.dtype == x.dtype))
     y = F.layer_norm(xm, (xm.shape[-1],), w if fused else None, b if fused else None, eps).movedim(-1, dim)
     if not fused:
         tail = (1,) * (-dim - 1)
