@@ -97,12 +97,25 @@ case $mode in
          nvcc -O3 -std=c++17 -shared -Xcompiler -fPIC -gencode=arch=compute_90a,code=sm_90a -o "/tmp/$tag.so" "/tmp/$tag.cu") > "$out/$tag.build.txt" 2>&1 &
       $N emit "diagrams/library/$file.napkin" --target torch "${sets[@]}" -o "/tmp/$tag.py" || echo "=== $tag: emit --target torch failed"
     done
+    small=(  # every bundled diagram at evaluator sizes: the torch modules against napkin eval, on the CPU
+      attention --set h=2 --set q=33 --set x=40 --set d=16 -- causal_attention --set h=2 --set q=33 --set x=40 --set d=16
+      -- gqa_attention --set g=2 --set r=2 --set q=20 --set x=20 --set d=8 -- cross_attention --set h=2 --set q=40 --set x=50
+      --set dk=24 --set dv=16 -- sigmoid_attention --set h=2 --set q=40 --set x=50 --set d=16 -- l2norm_attention --set h=2
+      --set q=40 --set x=50 --set d=16 -- layernorm --set t=10 --set m=30 -- rmsnorm --set t=10 --set m=30 -- softmax --set t=5
+      --set v=100 -- matmul --set a=20 --set b=30 --set c=10 -- matmul_bias_gelu --set t=10 --set m=20 --set f=30 -- mlp_swiglu
+      --set t=10 --set m=20 --set f=30 -- batched_matmul --set n=3 --set a=5 --set b=7 --set c=4 -- rmsnorm_linear --set t=30
+      --set m=20 --set f=30 -- grouped_linear --set t=30 --set g=3 --set i=20 --set o=25 -- transformer_block --set b=2
+      --set s=21 --set m=40 --set g=2 --set r=2 --set d=12 --set f=70)
+    files=(); for a in "${small[@]}"; do case $a in --*|*=*) files+=("$a") ;; *) files+=("diagrams/library/$a.napkin") ;; esac; done
+    (CUDA_VISIBLE_DEVICES= python3 tools/torch_vs_eval.py "$N" "${files[@]}" > "$out/torch_vs_eval.txt" 2>&1 ||
+       echo "=== issue12: tools/torch_vs_eval.py FAILED (see torch_vs_eval.txt)") &
     for c in "${cases[@]}"; do  # the GPU does nothing else meanwhile: nothing is timed in phase 1
       read -r tag file sizes scales <<< "$c"
       timeout 120 python3 kernels/reference/compare_torch.py generic --module "/tmp/$tag.py" --sizes "${sizes/#-/}" --compile-only 2>&1 | tail -1
     done
     wait
-    echo "=== issue12: phase 1 (builds, torch.compile warm-up) took $((SECONDS - start)) s"
+    tail -1 "$out/torch_vs_eval.txt"
+    echo "=== issue12: phase 1 (builds, torch modules against the evaluator, torch.compile warm-up) took $((SECONDS - start)) s"
     for c in "${cases[@]}"; do
       read -r tag file sizes scales <<< "$c"
       set_args "$sizes"
