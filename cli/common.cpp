@@ -17,7 +17,7 @@ const std::vector<Command>& commands() {
       {"eval", "Evaluate a diagram in fp64 on the CPU and write inputs and outputs as .npy", setup_eval},
       {"render", "Render a diagram as SVG (or DOT) through Graphviz", setup_render},
       {"derive", "Derive the best schedule by relabelling, with its cost per kernel and level", setup_derive},
-      {"emit", "Emit the derived schedule as pseudocode or a CPU loop nest", setup_emit},
+      {"emit", "Emit the derived schedule as pseudocode, a CPU loop nest or CUDA, or the diagram as a PyTorch module", setup_emit},
       {"compare", "Compare the best schedules across hardware and dtypes (table, CSV, SVG chart)", setup_compare},
       {"bench", "Build, check and time the derived kernels on this GPU against the unfused schedule and cuBLAS", setup_bench},
       {"calibrate", "Measure the model's ceilings on a GPU and write a hardware description", setup_calibrate},

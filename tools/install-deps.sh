@@ -3,7 +3,7 @@
 # Usage: tools/install-deps.sh        (needs root or sudo; does nothing when all are present)
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libboost-graph-dev libgraphviz-dev catch2 libcli11-dev
-      libfmt-dev nlohmann-json3-dev libtomlplusplus-dev clang libclang-rt-14-dev librsvg2-bin)
+      libfmt-dev nlohmann-json3-dev libtomlplusplus-dev clang libclang-rt-14-dev librsvg2-bin python3)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -4,13 +4,22 @@ times it against PyTorch in one run, after checking that the outputs agree:
   attention: SDPA with the flash (FlashAttention-2) and cuDNN back ends, and naive attention;
   swiglu:    the eager chain silu(x @ W1) * (x @ W3) @ W2 (cuBLAS GEMMs plus element-wise kernels);
   layernorm: F.layer_norm, and the eager chain of its primitive operations;
-  matmul:    torch.matmul (cuBLAS).
+  matmul:    torch.matmul (cuBLAS);
+  generic:   any diagram: the module `napkin emit --target torch` wrote for it, run eagerly as
+             emitted and through torch.compile (default mode), each output checked against the
+             module in reference mode (fp32, TF32 off) on the same inputs.
 Timing: CUDA events, 5 warm-up runs, median of --runs, inputs rotated over sets whose total exceeds
 twice the L2. Usage (see tools/device/bench.sh):
   napkin emit diagrams/library/attention.napkin --target cuda --set b=4 ... -o att.cu
   nvcc -O3 -shared -Xcompiler -fPIC -gencode=arch=compute_90a,code=sm_90a -o att.so att.cu
   python3 kernels/reference/compare_torch.py attention --so att.so --sizes 4,16,4096,4096,128 [--causal]
+  napkin emit FILE --target torch --set ... -o mod.py   (and the .so as above, same --set)
+  python3 kernels/reference/compare_torch.py generic --so x.so --module mod.py --sizes a=8192,b=256 [--scale W=0.02]
+Generic inputs are seeded standard normal values (as `napkin eval` makes them; integers uniform over
+their range) stored in each input's dtype, times --scale NAME=FACTOR where given.
 """
+import importlib.util
+import time
 import argparse
 import ctypes
 import json
@@ -74,15 +83,136 @@ def rel_err(got, want):
     return ((got.float() - want.float()).abs().max() / want.float().abs().max()).item()
 
 
+def load_module(path):
+    spec = importlib.util.spec_from_file_location("napkin_emitted", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def named(text, what, convert):
+    """'a=1,b=2' as a dict; SystemExit with a message on a malformed item."""
+    out = {}
+    for item in filter(None, text.split(",")):
+        name, eq, value = item.partition("=")
+        try:
+            out[name] = convert(value)
+        except ValueError:
+            eq = ""
+        if not eq or not name:
+            raise SystemExit(f"compare_torch.py: {what} expects NAME=VALUE items, got '{item}'")
+    return out
+
+
+def generic(args, dev):
+    """Checks and times the emitted kernel against the emitted torch module (eager and compiled).
+    --compile-only: compiles the module with torch.compile on one input set and returns None (a
+    warm-up of the compile caches, run where nothing is timed)."""
+    mod = load_module(args.module)
+    try:
+        sizes = mod._sizes(mod._DECL[mod.DIAGRAM], None, None, named(args.sizes, "--sizes", int))
+    except ValueError as e:
+        raise SystemExit(f"compare_torch.py: {e}")
+    scale = {}
+    for item in args.scale:
+        scale.update(named(item, "--scale", float))
+    for name in scale:
+        if name not in mod.INPUTS:
+            raise SystemExit(f"compare_torch.py: --scale names '{name}', which is not an input of {mod.DIAGRAM}")
+    stored = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+    for name, dt in list(mod.DTYPES.items()) + list(mod.OUT_DTYPES.items()):
+        if dt not in stored:
+            raise SystemExit(f"compare_torch.py: '{name}' is {dt}; napkin's CUDA emitter stores fp32, bf16 and fp16 only")
+    shape = lambda name: tuple(sizes[a] for a in mod.AXES[name])
+
+    def make(i):
+        g = torch.Generator(device=dev).manual_seed(1000 + i)
+        return [(torch.randn(shape(k), device=dev, generator=g) * scale.get(k, 1.0)).to(stored[mod.DTYPES[k]]) for k in mod.INPUTS]
+
+    def nbytes(ts):
+        return sum(t.numel() * t.element_size() for t in ts)
+
+    first = make(0)
+    if args.compile_only:
+        t0 = time.time()
+        torch.compile(mod.run)(dict(zip(mod.INPUTS, first)), sizes)
+        torch.cuda.synchronize()
+        print(f"generic {mod.DIAGRAM} sizes {sizes}: torch.compile took {time.time() - t0:.1f} s (compile only)")
+        return None
+    nap = Napkin(args.so)
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    sets = [first] + [make(i) for i in range(1, max(1, min(8, -(-2 * l2 // max(nbytes(first), 1)))))]
+    outs = [torch.empty(shape(k), device=dev, dtype=stored[mod.OUT_DTYPES[k]]) for k in mod.OUTPUTS]
+    run, with_inputs = nap.runner(sets[0], outs, [sizes[a] for a in sizes])
+    run()
+    torch.cuda.synchronize()
+    as_dict = lambda s: dict(zip(mod.INPUTS, s))
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    ref = mod.run(as_dict(sets[0]), sizes, reference=True)
+    eager = lambda s: mod.run(as_dict(s), sizes)
+    got = {"napkin": dict(zip(mod.OUTPUTS, outs)), "eager": eager(sets[0])}
+    t0 = time.time()
+    compiled_fn = torch.compile(mod.run)
+    compiled = lambda s: compiled_fn(as_dict(s), sizes)
+    try:
+        got["torch.compile"] = compiled(sets[0])
+    except Exception as e:  # reported, and the napkin and eager rows still printed
+        print(f"torch.compile failed: {type(e).__name__}: {str(e)[:500]}")
+        compiled = None
+    compile_s = time.time() - t0
+    check = {}
+    for who, res in got.items():
+        check[who] = max(rel_err(res[k], ref[k]) for k in mod.OUTPUTS)
+    del ref, got
+    torch.cuda.empty_cache()
+    ptrs = [with_inputs(s) for s in sets]
+    rows = [("napkin", median_ms(lambda p: run(p), ptrs, args.runs)),
+            ("eager PyTorch (emitted module)", median_ms(eager, sets, args.runs))]
+    if compiled:
+        rows.append(("torch.compile (default mode)", median_ms(compiled, sets, args.runs)))
+    info = {"diagram": mod.DIAGRAM, "sizes": sizes, "scale": scale, "compile_s": compile_s, "sets": len(sets)}
+    return rows, check, info
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("kind", choices=["attention", "swiglu", "layernorm", "matmul"])
-    ap.add_argument("--so", required=True)
-    ap.add_argument("--sizes", required=True, help="the diagram's axis sizes, in declaration order, comma-separated")
+    ap.add_argument("kind", choices=["attention", "swiglu", "layernorm", "matmul", "generic"])
+    ap.add_argument("--so")
+    ap.add_argument("--sizes", required=True,
+                    help="the diagram's axis sizes, in declaration order, comma-separated (generic: NAME=SIZE,...; others default)")
+    ap.add_argument("--module", help="generic: the module napkin emit --target torch wrote")
+    ap.add_argument("--scale", action="append", default=[], help="generic: NAME=FACTOR,... multiplies that input's random values")
+    ap.add_argument("--compile-only", action="store_true", help="generic: only warm torch.compile's caches (no --so needed)")
     ap.add_argument("--causal", action="store_true")
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--json")
     args = ap.parse_args()
+    if args.kind == "generic":
+        if not args.module:
+            raise SystemExit("compare_torch.py: generic needs --module (napkin emit FILE --target torch -o mod.py)")
+        if not args.so and not args.compile_only:
+            raise SystemExit("compare_torch.py: generic needs --so (or --compile-only)")
+        torch.manual_seed(0)
+        result = generic(args, "cuda")
+        if result is None:
+            return 0
+        rows, check, info = result
+        ok = check["napkin"] < 2e-2 and len(rows) == 3  # the references' own errors are printed, not judged
+        print(f"generic {info['diagram']} sizes {info['sizes']} on {torch.cuda.get_device_name()}, torch {torch.__version__}, "
+              f"median of {args.runs}, {info['sets']} rotating input sets; torch.compile took {info['compile_s']:.1f} s (not timed)")
+        print("check (max|err| / max|fp32 ref| over the outputs): " + ", ".join(f"{k} {v:.2e}" for k, v in check.items()) +
+              ("  ok" if ok else "  FAILED"))
+        t_nap = rows[0][1]
+        for name, ms in rows:
+            print(f"  {name:<32} {ms * 1e3:10.1f} us   napkin speed-up {ms / t_nap:6.2f}x")
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump({"kind": "generic", **info, "check": check, "ms": dict(rows),
+                           "speedup": {name: ms / t_nap for name, ms in rows[1:]}, "ok": ok}, fh, indent=1)
+        return 0 if ok else 1
+    if not args.so:
+        raise SystemExit(f"compare_torch.py: {args.kind} needs --so")
     sizes = [int(s) for s in args.sizes.split(",")]
     nap = Napkin(args.so)
     torch.manual_seed(0)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs napkin bench on a lent GPU machine (see docs/benchmarks.md). The machine lacks napkin's
 # Debian libraries, so the call carries build/cli/napkin and .devlibs/ (tools/device/pack.sh).
-# Usage: tools/device/bench.sh quick|bundled|gemm|variants|attention|perf|torch|sweep|calibrate [MODE...]   (outputs under $OUT when set)
+# Usage: tools/device/bench.sh quick|bundled|gemm|variants|attention|perf|torch|issue12|sweep|calibrate [MODE...]   (outputs under $OUT when set)
 set -u
 modes=${*:-quick}
 out=/tmp/napkin-bench-out  # everything lands here; $OUT gets one results.tgz of it
@@ -66,6 +66,70 @@ case $mode in
     for f in tools/device/schedules/*.schedule; do
       read -r -a spec <<< "$(sed -n 's/^# bench: //p' "$f" | head -1)"
       bench "variant-$(basename "$f" .schedule)" "${spec[@]}" --schedule "$f"
+    done
+    ;;
+  issue12)  # issue 12's goals: per case `napkin bench` (timing, the model's error) and
+    # compare_torch.py generic (the emitted torch module, eager and torch.compile, checked against
+    # its fp32 reference mode). Phase 1 builds everything at once (nvcc through nvcc_cached.sh;
+    # the torch modules; torch.compile's caches warmed one case at a time); phase 2 times one case
+    # at a time. Sized for about 7 minutes on an H100 (an estimate, not yet measured; budget 9).
+    export NVCC_CACHE_DIR=/tmp/napkin-nvcc-cache TORCHINDUCTOR_FX_GRAPH_CACHE=1
+    nvcc_cached=$PWD/tools/device/nvcc_cached.sh
+    w=0.015625  # 4096^-1/2: projection weights at their fan-in's scale, so that activations stay O(1)
+    cases=(  # TAG DIAGRAM SIZES (NAME=SIZE,...; - for the diagram's own) SCALES (compare_torch.py --scale; - for none)
+      "cross cross_attention - -"
+      "sigmoid sigmoid_attention - -"
+      "l2norm l2norm_attention - -"
+      "rmsnorm-linear rmsnorm_linear - -"
+      "grouped-linear grouped_linear - -"
+      "mm-8192x4096x256 matmul a=8192,b=4096,c=256 -"
+      "mm-8192x256x4096 matmul a=8192,b=256,c=4096 -"
+      "tb-2048 transformer_block b=1,s=2048 Wq=$w,Wk=$w,Wv=$w,Wo=$w,W1=$w,W3=$w,W2=0.00835"
+      "tb-8192 transformer_block b=1,s=8192 Wq=$w,Wk=$w,Wv=$w,Wo=$w,W1=$w,W3=$w,W2=0.00835"
+    )
+    set_args() { sets=(); [ "$1" = - ] || for kv in ${1//,/ }; do sets+=(--set "$kv"); done; }
+    start=$SECONDS
+    for c in "${cases[@]}"; do
+      read -r tag file sizes scales <<< "$c"
+      set_args "$sizes"
+      (NVCC_CACHE_BUILD_ONLY=1 $N bench "diagrams/library/$file.napkin" --workdir "/tmp/nb-$tag" --nvcc "$nvcc_cached" "${sets[@]}" >/dev/null 2>&1
+       $N emit "diagrams/library/$file.napkin" --target cuda "${sets[@]}" -o "/tmp/$tag.cu" &&
+         nvcc -O3 -std=c++17 -shared -Xcompiler -fPIC -gencode=arch=compute_90a,code=sm_90a -o "/tmp/$tag.so" "/tmp/$tag.cu") > "$out/$tag.build.txt" 2>&1 &
+      $N emit "diagrams/library/$file.napkin" --target torch "${sets[@]}" -o "/tmp/$tag.py" || echo "=== $tag: emit --target torch failed"
+    done
+    small=(  # every bundled diagram at evaluator sizes: the torch modules against napkin eval, on the CPU
+      attention --set h=2 --set q=33 --set x=40 --set d=16 -- causal_attention --set h=2 --set q=33 --set x=40 --set d=16
+      -- gqa_attention --set g=2 --set r=2 --set q=20 --set x=20 --set d=8 -- cross_attention --set h=2 --set q=40 --set x=50
+      --set dk=24 --set dv=16 -- sigmoid_attention --set h=2 --set q=40 --set x=50 --set d=16 -- l2norm_attention --set h=2
+      --set q=40 --set x=50 --set d=16 -- layernorm --set t=10 --set m=30 -- rmsnorm --set t=10 --set m=30 -- softmax --set t=5
+      --set v=100 -- matmul --set a=20 --set b=30 --set c=10 -- matmul_bias_gelu --set t=10 --set m=20 --set f=30 -- mlp_swiglu
+      --set t=10 --set m=20 --set f=30 -- batched_matmul --set n=3 --set a=5 --set b=7 --set c=4 -- rmsnorm_linear --set t=30
+      --set m=20 --set f=30 -- grouped_linear --set t=30 --set g=3 --set i=20 --set o=25 -- transformer_block --set b=2
+      --set s=21 --set m=40 --set g=2 --set r=2 --set d=12 --set f=70)
+    files=(); for a in "${small[@]}"; do case $a in --*|*=*) files+=("$a") ;; *) files+=("diagrams/library/$a.napkin") ;; esac; done
+    (CUDA_VISIBLE_DEVICES= python3 tools/torch_vs_eval.py "$N" "${files[@]}" > "$out/torch_vs_eval.txt" 2>&1 ||
+       echo "=== issue12: tools/torch_vs_eval.py FAILED (see torch_vs_eval.txt)") &
+    for c in "${cases[@]}"; do  # the GPU does nothing else meanwhile: nothing is timed in phase 1
+      read -r tag file sizes scales <<< "$c"
+      timeout 120 python3 kernels/reference/compare_torch.py generic --module "/tmp/$tag.py" --sizes "${sizes/#-/}" --compile-only 2>&1 | tail -1
+    done
+    wait
+    tail -1 "$out/torch_vs_eval.txt"
+    echo "=== issue12: phase 1 (builds, torch modules against the evaluator, torch.compile warm-up) took $((SECONDS - start)) s"
+    for c in "${cases[@]}"; do
+      read -r tag file sizes scales <<< "$c"
+      set_args "$sizes"
+      bench "$tag" "$file" "${sets[@]}" --runs 20 --nvcc "$nvcc_cached"
+      scale_args=(); [ "$scales" = - ] || scale_args=(--scale "$scales")
+      echo "=== $tag: compare_torch.py generic ${sizes/#-/(declared sizes)} ${scale_args[*]}"
+      if [ -f "/tmp/$tag.so" ]; then
+        timeout 180 python3 kernels/reference/compare_torch.py generic --so "/tmp/$tag.so" --module "/tmp/$tag.py" --sizes "${sizes/#-/}" \
+          "${scale_args[@]}" --runs 20 --json "$out/$tag.torch.json" 2>&1 | tee "$out/$tag.torch.txt"
+        [ "${PIPESTATUS[0]}" -eq 0 ] || fails=$((fails + 1))
+      else
+        echo "no /tmp/$tag.so: see $out/$tag.build.txt"; tail -5 "$out/$tag.build.txt"; fails=$((fails + 1))
+      fi
+      echo "=== issue12: $((SECONDS - start)) s so far"
     done
     ;;
   calibrate)  # the model's ceilings: kernels/calibrate/microbench.cu (mma.sync, wgmma, bandwidths, exp, FP32)
