@@ -52,7 +52,24 @@ void batch_axes_in_grid(KernelShape& k, const AxisList& batch) {
     if (ap.kind == AxisPlan::Kind::group) k.blocks *= ap.count;
 }
 
-void lower_gemm(KernelSpec& s, const Diagram& d, const Hardware& hw, std::string& why) {
+/** Why TMA cannot describe one of `arrays` at the kernel's sizes (empty when it can): a tensor
+ *  map's strides must be multiples of 16 bytes (CUDA driver API, cuTensorMapEncodeTiled), and each
+ *  stride is the product of the later axes' extents times the element size. The launcher checks
+ *  the same at run time with the pointers (emit/cuda/preamble.cpp make_tmap); lowering decides it
+ *  from the sizes, so that the model prices the variant that runs. */
+std::string tma_stride_problem(const Diagram& d, const KernelShape& k, const std::vector<std::string>& arrays, const ModelOptions& opt) {
+  for (const auto& a : arrays) {
+    const AxisList& axes = *d.array_axes(a);
+    std::int64_t stride = dtype_bits(storage_dtype(d, a, opt)) / 8;
+    for (std::size_t i = axes.size(); i-- > 1;) {
+      stride *= k.axes.at(axes[i]).extent;
+      if (stride % 16 != 0) return "a row stride of " + a + " is " + std::to_string(stride) + " bytes, not a multiple of 16 (TMA)";
+    }
+  }
+  return {};
+}
+
+void lower_gemm(KernelSpec& s, const Diagram& d, const Hardware& hw, const ModelOptions& opt, std::string& why) {
   const GemmForm& g = *s.gemm;
   batch_axes_in_grid(s.shape, g.batch);
   s.mma_sync = *hw.warp_mma(g.dtype);
@@ -61,6 +78,12 @@ void lower_gemm(KernelSpec& s, const Diagram& d, const Hardware& hw, std::string
   const int cluster = cl && hw.clusters ? static_cast<int>(cl->second) : 1;
   const std::string axis = cluster > 1 ? cl->first : "";
   s.wgmma_stages = gemm_wgmma_stages(g, d, hw, cluster, axis, why);
+  std::vector<std::string> operands;
+  for (const auto& t : g.tiles) operands.push_back(t.array);
+  if (s.wgmma_stages > 0) {
+    why = tma_stride_problem(d, s.shape, operands, opt);
+    if (!why.empty()) s.wgmma_stages = 0;
+  }
   s.wgmma = s.wgmma_stages > 0;
   if (!s.wgmma) {
     s.why_no_wgmma = why;
@@ -71,7 +94,7 @@ void lower_gemm(KernelSpec& s, const Diagram& d, const Hardware& hw, std::string
   s.cluster = cluster, s.cluster_axis = axis;
 }
 
-void lower_flash(KernelSpec& s, const Diagram& d, const Hardware& hw) {
+void lower_flash(KernelSpec& s, const Diagram& d, const Hardware& hw, const ModelOptions& opt) {
   const FlashForm& f = *s.flash;
   batch_axes_in_grid(s.shape, f.batch);
   s.mma_sync = *hw.warp_mma(f.dtype);
@@ -79,6 +102,10 @@ void lower_flash(KernelSpec& s, const Diagram& d, const Hardware& hw) {
   s.smem_bytes = flash_mma_sync_smem_bytes(f);
   std::string why;
   s.wgmma = flash_wgmma_fits(f, d, hw, why);
+  if (s.wgmma) {
+    why = tma_stride_problem(d, s.shape, {f.Qn, f.Kn, f.Vn}, opt);
+    s.wgmma = why.empty();
+  }
   if (!s.wgmma) {
     s.why_no_wgmma = why;
     return;
@@ -104,14 +131,14 @@ KernelSpec lower_kernel(const Program& p, const Diagram& d, const std::vector<St
     s.stages = gemm_mma_sync_stages(*s.gemm, hw, why_gemm);
     if (s.stages > 0) {
       s.strategy = Strategy::gemm;
-      lower_gemm(s, d, hw, why_gemm);
+      lower_gemm(s, d, hw, opt, why_gemm);
       return s;
     }
     s.gemm.reset();
   }
   if ((s.flash = analyse_flash(d, s.shape, hw, opt, why_flash))) {
     s.strategy = Strategy::flash;
-    lower_flash(s, d, hw);
+    lower_flash(s, d, hw, opt);
     return s;
   }
   s.declined = "gemm: " + why_gemm + "; flash: " + why_flash;

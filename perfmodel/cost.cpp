@@ -226,6 +226,10 @@ class KernelModel {
                             " of " + hw_.name);
     if (c_.smem_resident_bytes > hw_.smem_max_per_block_bytes)
       c_.problems.push_back(over("SMEM", c_.smem_resident_bytes, hw_.smem_max_per_block_bytes));
+    // The kernel as lowered: a tensor-core kernel holds the SMEM of the pipeline lowering chose
+    // (its stages, padding and barriers: lower/lower.hpp), not the schedule's two-stage estimate
+    // above, which stays the check of the schedule's own claim.
+    if (spec_.tensor_cores()) c_.smem_resident_bytes = static_cast<double>(spec_.wgmma ? spec_.wgmma_smem_bytes : spec_.smem_bytes);
     std::int64_t regs_rounded = (std::int64_t{c_.registers_per_thread} + 7) / 8 * 8;
     int bps = hw_.max_blocks_per_sm;
     if (c_.smem_resident_bytes > 0)

@@ -10,12 +10,12 @@ namespace {
 
 /** Work of one evaluation of an expression by one thread. */
 struct Work {
-  double flops = 0, sfu = 0, bytes = 0;
+  double flops = 0, sfu = 0, bytes = 0, loads = 0;
   Work& operator+=(const Work& o) {
-    flops += o.flops, sfu += o.sfu, bytes += o.bytes;
+    flops += o.flops, sfu += o.sfu, bytes += o.bytes, loads += o.loads;
     return *this;
   }
-  Work times(double n) const { return {flops * n, sfu * n, bytes * n}; }
+  Work times(double n) const { return {flops * n, sfu * n, bytes * n, loads * n}; }
 };
 
 class Counter {
@@ -29,13 +29,19 @@ class Counter {
     if (e.kind == Expr::Kind::ref) {
       const AxisList* axes = d_.array_axes(e.name);
       if (!axes) return w;  // an axis's size: a scalar in a register
-      const bool coalesced = std::find(axes->begin(), axes->end(), inner_) != axes->end();
+      const bool coalesced = shadowed_ == 0 && std::find(axes->begin(), axes->end(), inner_) != axes->end();
       w.bytes = dtype_bits(storage_dtype(d_, e.name, opt_)) / 8.0 / (coalesced ? 1 : 32);
+      w.loads = 1;
       arrays_.insert(e.name);
       return w;
     }
+    // Inside a loop over the innermost axis its index is the loop's, the same in every thread of a
+    // warp: loads there are broadcasts, not coalesced.
+    const bool shadows = std::find(e.axes.begin(), e.axes.end(), inner_) != e.axes.end() && e.op != Op::causal;
+    shadowed_ += shadows;
     Work args;
     for (const auto& a : e.args) args += of(*a);
+    shadowed_ -= shadows;
     const double n = extent(e.axes);
     switch (e.op) {
       case Op::contract: case Op::sum: case Op::max: case Op::mean: return (args += Work{static_cast<double>(std::max<std::size_t>(1, e.args.size())), 0, 0}).times(n);
@@ -59,8 +65,13 @@ class Counter {
   const SizeMap& sizes_;
   const ModelOptions& opt_;
   std::string inner_;
+  int shadowed_ = 0;  ///< loops over the innermost axis around the node being counted
   std::set<std::string> arrays_;
 };
+
+/** Loads issued per second by the whole GPU: 32 LD/ST lanes per SM per clock, one warp-wide load
+ *  per clock (NVIDIA A100 and H100 whitepapers: 8 LD/ST units in each of the SM's 4 partitions). */
+double load_rate(const Hardware& hw) { return hw.clock_hz * hw.sm_count * 32.0; }
 
 double elements_of(const AxisList& axes, const SizeMap& sizes) {
   double n = 1;
@@ -80,7 +91,8 @@ SimtCost price_simt(const Diagram& d, const std::vector<std::string>& statements
     const double E = elements_of(st.axes, sizes);
     double hbm = E * dtype_bits(storage_dtype(d, name, opt)) / 8.0;
     for (const auto& a : count.arrays()) hbm += elements_of(*d.array_axes(a), sizes) * dtype_bits(storage_dtype(d, a, opt)) / 8.0;
-    const double th = hbm / hw.hbm.bandwidth_bytes_per_s, tl = E * w.bytes / hw.l2.bandwidth_bytes_per_s;
+    const double th = hbm / hw.hbm.bandwidth_bytes_per_s;
+    const double tl = std::max(E * w.bytes / hw.l2.bandwidth_bytes_per_s, E * w.loads / load_rate(hw));
     const double tc = E * w.flops / hw.fp32_flops_per_s + E * w.sfu / hw.sfu_ops_per_s;
     c.flops_fp32 += E * w.flops, c.sfu_ops += E * w.sfu, c.l2_bytes += E * w.bytes, c.hbm_bytes += hbm;
     c.elements += static_cast<std::int64_t>(E);
@@ -90,7 +102,7 @@ SimtCost price_simt(const Diagram& d, const std::vector<std::string>& statements
   }
   c.t_hbm = t_hbm, c.t_l2 = t_l2, c.t_compute = t_compute;
   c.bound = t_compute >= std::max(t_hbm, t_l2) ? "SIMT: FP32 and special-function units, one thread per element"
-            : t_l2 >= t_hbm                    ? "SIMT: L2 loads (no SMEM tiles, operands re-read per element)"
+            : t_l2 >= t_hbm                    ? "SIMT: loads (no SMEM tiles, operands re-read per element: L2 bytes or LD/ST issue)"
                                                : "SIMT: HBM bandwidth";
   return c;
 }

@@ -7,10 +7,13 @@
  *
  *  Per statement of E output elements, with an expression costing f FP32 operations, s
  *  special-function operations and b bytes of loads per element:
- *    t = max(HBM bytes / HBM bandwidth, E·b / L2 bandwidth, E·f / FP32 rate + E·s / SFU rate) + launch
+ *    t = max(HBM bytes / HBM bandwidth, max(E·b / L2 bandwidth, E·l / load rate), E·f / FP32 rate + E·s / SFU rate) + launch
+ *  with l loads per element, issued at 32 per SM per clock (whitepapers: 8 LD/ST units per SM
+ *  partition);
  *  where HBM bytes are each array read once plus the statement written once. A load of an array
- *  without the innermost axis is the same address for the 32 threads of a warp (a broadcast: b/32);
- *  a load of an array with it is coalesced (b per thread). Loop costs follow the emitted loops
+ *  without the innermost axis, or inside a loop over it (its index then the loop's), is the same
+ *  address for the 32 threads of a warp (a broadcast: b/32); any other load is coalesced (b per
+ *  thread). Loop costs follow the emitted loops
  *  (emit/cuda/context.cpp): a reduction over axes R evaluates its body |R| times; softmax 2N + 1
  *  times its argument, layernorm 3N + 1, rmsnorm 2N + 1 (N: the normalised extent).
  */
@@ -29,6 +32,7 @@ namespace napkin {
 struct SimtCost {
   double flops_fp32 = 0, sfu_ops = 0;  ///< operations, whole kernel
   double l2_bytes = 0, hbm_bytes = 0;  ///< bytes, whole kernel
+  ///< t_l2: the larger of L2 bytes over L2 bandwidth and loads over the LD/ST issue rate
   double t_hbm = 0, t_l2 = 0, t_compute = 0, t_launch = 0;  ///< seconds, summed over the statements' launches
   double t_total = 0;                  ///< seconds: the statements one after another
   std::int64_t elements = 0;           ///< output elements (threads) over all statements

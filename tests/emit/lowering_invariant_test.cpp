@@ -55,6 +55,8 @@ int check_invariant(const Derivation& dv, const std::string& text) {
       continue;
     }
     ++tensor;
+    // The model holds the SMEM of the variant it prices (wgmma where emitted, else mma.sync).
+    CHECK(kc.cost.smem_resident_bytes == static_cast<double>(spec.wgmma ? spec.wgmma_smem_bytes : spec.smem_bytes));
     const std::string sm80 = sec.substr(0, sec.find("namespace wg"));
     CHECK(sm80.find(spec.mma_sync->ptx) != std::string::npos);
     CHECK(sm80.find("napkin::mma_") != std::string::npos);
