@@ -47,6 +47,7 @@ void print_cost_table(const SearchResult& r, const Hardware& hw) {
         fmt::format("{:.0f}% of peak usable with {}", c.tensor_fraction * 100, c.warpgroup_mma ? "wgmma" : "mma.sync"));
     row("FP32", fmt::format("{:.3g} FLOP", c.flops_fp32), c.t_fp32, "");
     row("SFU (exp)", fmt::format("{:.3g} op", c.sfu_ops), c.t_sfu, "");
+    if (c.t_epilogue > 0) row("epilogue stores", human_bytes(c.t_epilogue * hw.hbm.bandwidth_bytes_per_s), c.t_epilogue, "outputs written after the main loop, not overlapped");
     if (c.t_latency > 0)
       row("HBM latency", fmt::format("{:.2g} us/trip", hw.hbm_latency_s * 1e6), c.t_latency, "rows walked in series by each warp, 2 round trips per row");
     row("predicted", fmt::format("{} blocks", c.blocks), c.t_total,
@@ -84,7 +85,7 @@ nlohmann::json kernel_json(const KernelChoice& k) {
                    {"flops", {{"tensor", c.flops_tensor}, {"fp32", c.flops_fp32}, {"sfu", c.sfu_ops}}},
                    {"seconds",
                     {{"hbm", c.t_hbm}, {"l2", c.t_l2}, {"smem", c.t_smem}, {"tensor", c.t_tensor}, {"fp32", c.t_fp32},
-                     {"sfu", c.t_sfu}, {"launch", c.t_launch}, {"total", c.t_total}}},
+                     {"sfu", c.t_sfu}, {"epilogue", c.t_epilogue}, {"launch", c.t_launch}, {"total", c.t_total}}},
                    {"bound", c.bound},
                    {"causal_active_fraction", c.causal_active_fraction}};
   if (c.spec) j["lowered"] = kernel_spec_json(*c.spec);

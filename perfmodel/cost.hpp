@@ -19,7 +19,11 @@
  *    shorter term is exposed),
  *    memory = max(HBM, L2->SMEM, SMEM reads), compute = tensor + FP32 + SFU (one warp issues
  *    all three: no overlap is assumed between them), each divided by the wave efficiency of the
- *    grid; plus the launch overhead. The bound is the largest term.
+ *    grid; plus, for the persistent wgmma GEMM, its epilogue's output stores (not overlapped with
+ *    the main loop: output bytes / HBM bandwidth, taken out of the HBM term); plus the launch
+ *    overhead. The bound is the largest term.
+ *  - Kernels lowered to SIMT are priced as emitted (perfmodel/simt_cost.hpp); the schedule's own
+ *    claims (tiles that fit, clusters) are still checked.
  */
 #pragma once
 #include <map>
@@ -68,6 +72,9 @@ struct KernelCost {
   int warps = 4, blocks_per_sm = 0, warps_per_sm = 0;
   double wave_efficiency = 1;
   double t_hbm = 0, t_l2 = 0, t_smem = 0, t_tensor = 0, t_fp32 = 0, t_sfu = 0, t_launch = 0, t_total = 0;
+  /** Seconds of output stores not overlapped with the main loop (the persistent wgmma GEMM's
+   *  epilogue: emit/cuda/gemm_wgmma.cpp), added to the total; 0 elsewhere. */
+  double t_epilogue = 0;
   /** Dependent HBM round trips in series (seconds): rows of a normaliser walked one after another
    *  by a warp, two round trips each (statistics, then the map), times the waves. */
   double t_latency = 0;
