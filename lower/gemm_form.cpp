@@ -9,6 +9,53 @@
 
 namespace napkin {
 
+namespace {
+
+std::string join(const AxisList& v) {
+  std::string s;
+  for (const auto& a : v) s += (s.empty() ? "" : ", ") + a;
+  return s;
+}
+
+/** The output axes the schedule tiles, in the order M and N are picked from: group directives in
+ *  order, then axes kept whole with an extent over 1 (declaration order). */
+std::vector<std::string> tiled_axes(const KernelShape& k, const AxisList& out) {
+  std::vector<std::string> tiled;
+  for (const auto& dir : k.plan.directives)
+    if (dir.kind == Directive::Kind::group && contains(out, dir.names[0]) && !contains(tiled, dir.names[0])) tiled.push_back(dir.names[0]);
+  for (const auto& a : k.axis_order) {
+    const AxisPlan& ap = k.axes.at(a);
+    if (contains(out, a) && ap.kind == AxisPlan::Kind::whole && ap.extent > 1 && !contains(tiled, a)) tiled.push_back(a);
+  }
+  return tiled;
+}
+
+/** A tile extent along output axis `a`: the group size, or a whole axis rounded up to `rows`. */
+std::int64_t tile_along(const KernelShape& k, const std::string& a, std::int64_t rows) {
+  if (auto g = k.plan.group(a)) return *g;
+  const std::int64_t e = k.axes.at(a).extent;
+  return (e + rows - 1) / rows * rows;
+}
+
+/** The contracted axis walked in chunks (contract in gemm_form.hpp: analyse_gemm); empty with
+ *  `why` set when the operands store different contracted axes innermost. */
+std::string chunk_axis(const std::vector<AxisList>& operands, const AxisList& ks, const AxisList& a_axes, const KernelShape& k, std::string& why) {
+  std::string inner;
+  for (const auto& ax : operands) {
+    if (!contains(ks, ax.back())) continue;
+    if (!inner.empty() && inner != ax.back()) return why = "operands store different contracted axes innermost (" + inner + ", " + ax.back() + ")", "";
+    inner = ax.back();
+  }
+  if (!inner.empty()) return inner;
+  for (const auto& [a, size] : k.plan.streams())
+    if (contains(ks, a) && k.axes.at(a).tile > 1) return a;
+  for (auto it = a_axes.rbegin(); it != a_axes.rend(); ++it)
+    if (contains(ks, *it)) return *it;
+  return ks.back();
+}
+
+}  // namespace
+
 std::optional<GemmForm> analyse_gemm(const Diagram& d, Typer& typer, const KernelShape& k, const ModelOptions& opt, std::string& why) {
   std::vector<const Expr*> contractions;
   bool other = false;
@@ -21,36 +68,54 @@ std::optional<GemmForm> analyse_gemm(const Diagram& d, Typer& typer, const Kerne
   if (contractions.empty() || other) return why = "not only contractions and element-wise maps", std::nullopt;
   auto axes_of = [&](const Expr& e) { return typer.axes_of(e).value_or(AxisList{}); };
   const AxisList out = axes_of(*contractions[0]);
-  GemmForm g;
-  g.K = contractions[0]->axes.size() == 1 ? contractions[0]->axes[0] : "";
-  const std::string& K = g.K;
-  if (K.empty()) return why = "a contraction over several axes", std::nullopt;
+  const AxisList ks(contractions[0]->axes.begin(), contractions[0]->axes.end());
+  if (ks.empty()) return why = "a contraction over no axis", std::nullopt;
   for (const auto& s : k.statements) {
     AxisList sa = d.find_statement(s)->axes;
     if (sa.size() != out.size() || !std::all_of(sa.begin(), sa.end(), [&](const std::string& a) { return contains(out, a); }))
       return why = "statements of different shapes", std::nullopt;
   }
-  // M and N: the first two grouped axes of the output, each in exactly one operand.
-  std::vector<std::string> grouped;
-  for (const auto& dir : k.plan.directives)
-    if (dir.kind == Directive::Kind::group && contains(out, dir.names[0])) grouped.push_back(dir.names[0]);
-  if (grouped.size() < 2) return why = "fewer than two grouped axes", std::nullopt;
-  g.M = grouped[0], g.N = grouped[1];
-  const std::string &M = g.M, &N = g.N;
-  bool have_dtype = false;
+  // Operands: arrays read from global memory, each contracted axis in both.
+  std::vector<std::pair<AxisList, AxisList>> operand_axes;
   for (const Expr* e : contractions) {
-    if (e->axes != std::vector<std::string>{K} || axes_of(*e) != out || e->args.size() != 2) return why = "contractions differ", std::nullopt;
+    if (e->axes != contractions[0]->axes || axes_of(*e) != out || e->args.size() != 2) return why = "contractions differ", std::nullopt;
     const Expr& x = *e->args[0];
     const Expr& y = *e->args[1];
     if (x.kind != Expr::Kind::ref || y.kind != Expr::Kind::ref || !d.array_axes(x.name) || !d.array_axes(y.name) || !contains(k.inputs, x.name) ||
         !contains(k.inputs, y.name))
       return why = "a contraction operand is not an array read from global memory", std::nullopt;
-    AxisList xa = *d.array_axes(x.name), ya = *d.array_axes(y.name);
-    GemmContraction gc{e, {x.name}, {y.name}};
+    operand_axes.emplace_back(*d.array_axes(x.name), *d.array_axes(y.name));
+    for (const auto& a : ks)
+      if (!contains(operand_axes.back().first, a) || !contains(operand_axes.back().second, a))
+        return why = "contracted axis " + a + " is not in both operands", std::nullopt;
+  }
+  // M and N: the first tiled output axes that are one operand's each.
+  const std::vector<std::string> tiled = tiled_axes(k, out);
+  const auto& [x0, y0] = operand_axes[0];
+  auto only_in = [&](const std::string& a, const AxisList& in, const AxisList& not_in) { return contains(in, a) && !contains(not_in, a); };
+  GemmForm g;
+  g.warps = k.plan.warps();
+  for (std::size_t i = 0; i < tiled.size() && g.M.empty(); ++i)
+    for (std::size_t j = i + 1; j < tiled.size() && g.M.empty(); ++j)
+      if ((only_in(tiled[i], x0, y0) && only_in(tiled[j], y0, x0)) || (only_in(tiled[i], y0, x0) && only_in(tiled[j], x0, y0))) g.M = tiled[i], g.N = tiled[j];
+  if (g.M.empty()) return why = tiled.size() < 2 ? "fewer than two tiled output axes" : "no two tiled output axes are one operand's each", std::nullopt;
+  g.TM = tile_along(k, g.M, 16), g.TN = tile_along(k, g.N, 16);
+  // The warps split M in 16-row MMA tiles: a thin M whose tile they cannot split trades places with N.
+  const std::int64_t warp_rows = 16 * std::max(1, g.warps);
+  if (g.TM % warp_rows != 0 && g.TN % warp_rows == 0) std::swap(g.M, g.N), std::swap(g.TM, g.TN);
+  if (g.TM % warp_rows != 0 && !k.plan.group(g.M)) g.TM = tile_along(k, g.M, warp_rows);
+  const std::string &M = g.M, &N = g.N;
+  bool have_dtype = false;
+  for (std::size_t ci = 0; ci < contractions.size(); ++ci) {
+    const Expr* e = contractions[ci];
+    AxisList xa = operand_axes[ci].first, ya = operand_axes[ci].second;
+    GemmContraction gc{e, {e->args[0]->name}, {e->args[1]->name}};
     if (contains(ya, M) && !contains(xa, M)) std::swap(gc.a, gc.b), std::swap(xa, ya);
     if (!contains(xa, M) || contains(ya, M) || !contains(ya, N) || contains(xa, N)) return why = "M and N are not one operand's each", std::nullopt;
-    if (xa.back() != K && xa.back() != M) return why = gc.a.array + " has neither K nor M innermost", std::nullopt;
-    if (ya.back() != K && ya.back() != N) return why = gc.b.array + " has neither K nor N innermost", std::nullopt;
+    if (ci == 0 && (g.K = chunk_axis({xa, ya}, ks, xa, k, why)).empty()) return std::nullopt;
+    const std::string& K = g.K;
+    if (xa.back() != K && xa.back() != M) return why = gc.a.array + " has neither " + K + " nor M innermost", std::nullopt;
+    if (ya.back() != K && ya.back() != N) return why = gc.b.array + " has neither " + K + " nor N innermost", std::nullopt;
     gc.a.k_inner = xa.back() == K;
     gc.b.k_inner = ya.back() == K;
     for (const auto& arr : {gc.a.array, gc.b.array}) {
@@ -60,18 +125,20 @@ std::optional<GemmForm> analyse_gemm(const Diagram& d, Typer& typer, const Kerne
       g.dtype = t, have_dtype = true;
     }
     if (!g.gemms.empty() && gc.a.array != g.gemms[0].a.array) return why = "contractions with different M operands", std::nullopt;
+    if (ci == 0)  // the other contracted axes, in the M operand's order (outermost first)
+      for (const auto& a : xa)
+        if (contains(ks, a) && a != K) g.k_outer.push_back(a);
     g.gemms.push_back(gc);
   }
-  g.warps = k.plan.warps();
-  g.TM = *k.plan.group(M), g.TN = *k.plan.group(N);
-  auto streams = k.plan.streams();
+  const std::string& K = g.K;
   g.TK = 64;
   g.k_note = "kept whole in the schedule; staged through SMEM in chunks of 64";
-  if (!streams.empty()) {
-    if (streams.size() != 1 || streams[0].first != K) return why = "streams an axis other than K", std::nullopt;
-    g.TK = streams[0].second;
-    g.k_note = "streamed by " + std::to_string(g.TK);
+  for (const auto& [a, size] : k.plan.streams()) {
+    if (!contains(ks, a)) return why = "streams an axis other than the contracted ones", std::nullopt;
+    if (a == K) g.TK = size, g.k_note = "streamed by " + std::to_string(size);
+    else if (k.axes.at(a).tile > 1) return why = "streams contracted axis " + a + " (walked one index at a time around " + K + ") by more than 1", std::nullopt;
   }
+  if (!g.k_outer.empty()) g.k_note += "; inside " + join(g.k_outer) + " walked one index at a time";
   if (g.TK % 16 != 0) return why = "K chunk not a multiple of 16", std::nullopt;
   auto add_tile = [&](const GemmOperand& o, const std::string& free, std::int64_t Tf) {
     for (const auto& t : g.tiles)

@@ -1,9 +1,13 @@
 /** \file gemm_form.hpp
- *  The gemm form of a kernel: contractions of 16-bit operands over one axis with element-wise
- *  epilogues (matmul, bias + GELU, SwiGLU's dual GEMM). The first two grouped output axes are M
- *  and N (a T_M x T_N output tile per thread block), the contracted axis K is streamed in chunks
- *  of T_K (or kept whole and walked in chunks of 64), the other output axes are batch axes (one
- *  grid slice each). Read by lowering (lower.cpp), rendered by emit/cuda/gemm*.cpp.
+ *  The gemm form of a kernel: contractions of 16-bit operands over one or several axes with
+ *  element-wise epilogues (matmul, bias + GELU, SwiGLU's dual GEMM, an output projection over
+ *  heads and head width). M and N (a T_M x T_N output tile per thread block) are two output axes
+ *  the schedule tiles (grouped, or kept whole: thin M or N), each in one operand; the other output
+ *  axes are batch axes (one grid slice each, offsetting every operand that has them). Of the
+ *  contracted axes, K (the one an operand stores innermost, else the streamed one) is walked in
+ *  chunks of T_K; the others (`k_outer`) one index at a time around it, each chunk then a 2-D
+ *  tile of each operand at a base offset. Read by lowering (lower.cpp), rendered by
+ *  emit/cuda/gemm*.cpp.
  */
 #pragma once
 #include <optional>
@@ -38,18 +42,25 @@ struct GemmTile {
 
 /** Everything both variants need to know about a gemm-shaped kernel. */
 struct GemmForm {
-  std::string M, N, K;            ///< output rows, output columns, contracted axis
+  std::string M, N, K;            ///< output rows, output columns, contracted axis walked in chunks of T_K
+  AxisList k_outer;               ///< the other contracted axes, walked one index at a time (outermost first)
   AxisList batch;                 ///< other axes of the output (grid slices)
   std::vector<GemmContraction> gemms;  ///< 1 (matmul) or 2 (SwiGLU's dual GEMM), same operand A
   std::vector<GemmTile> tiles;    ///< operand tiles, one per distinct array
   DType dtype = DType::bf16;      ///< operand dtype (bf16 or fp16)
-  std::int64_t TM = 0, TN = 0, TK = 0;  ///< tile extents (elements)
+  std::int64_t TM = 0, TN = 0, TK = 0;  ///< tile extents (elements); a whole M or N rounded up to the MMA's rows
   int warps = 0;                  ///< compute warps per thread block (the schedule's `warps`)
-  std::string k_note;             ///< how the schedule treats K (streamed, or kept whole)
+  std::string k_note;             ///< how the schedule treats K (streamed, or kept whole) and k_outer
 };
 
 /** Reads kernel `k` of `d` as a gemm; nullopt with `why` set when it is not of that form.
- *  `typer` types `d`'s expressions; dtypes are storage_dtype(d, ., opt). */
+ *  `typer` types `d`'s expressions; dtypes are storage_dtype(d, ., opt). M and N: the first pair
+ *  of tiled output axes (group directives in order, then axes kept whole with extent over 1) of
+ *  which each is in one operand only, swapped when only the second pair member's tile is whole
+ *  mma.sync rows for the warps (16 per warp). K: the contracted axis an operand stores innermost
+ *  (both operands that do must agree), else the one the schedule streams by over 1, else the
+ *  innermost contracted axis of the M operand; the schedule must stream the other contracted
+ *  axes by 1 or keep them whole. */
 std::optional<GemmForm> analyse_gemm(const Diagram& d, Typer& typer, const KernelShape& k, const ModelOptions& opt, std::string& why);
 
 /** cp.async pipeline stages of the mma.sync variant (emit/cuda/gemm.cpp): as many as fit the

@@ -69,8 +69,18 @@ std::string tma_stride_problem(const Diagram& d, const KernelShape& k, const std
   return {};
 }
 
+/** A gemm's M and N kept whole in the schedule are one tile each in the grid, and the warps split M. */
+void gemm_tiles_in_grid(KernelShape& k, const GemmForm& g) {
+  for (const auto& a : {g.M, g.N}) {
+    AxisPlan& ap = k.axes.at(a);
+    if (ap.kind == AxisPlan::Kind::whole) ap.kind = AxisPlan::Kind::group, ap.count = 1;
+  }
+  k.warp_axis = g.M;
+}
+
 void lower_gemm(KernelSpec& s, const Diagram& d, const Hardware& hw, const ModelOptions& opt, std::string& why) {
   const GemmForm& g = *s.gemm;
+  gemm_tiles_in_grid(s.shape, g);
   batch_axes_in_grid(s.shape, g.batch);
   s.mma_sync = *hw.warp_mma(g.dtype);
   s.smem_bytes = gemm_mma_sync_smem_bytes(g, s.stages);
@@ -148,6 +158,11 @@ KernelSpec lower_kernel(const Program& p, const Diagram& d, const std::vector<St
 
 std::string describe_spec(const KernelSpec& s) {
   std::string out(strategy_name(s.strategy));
+  if (s.gemm && !s.gemm->k_outer.empty()) {
+    out += " over ";
+    for (const auto& a : s.gemm->k_outer) out += a + ", ";
+    out += "then " + s.gemm->K + " in chunks of " + std::to_string(s.gemm->TK);
+  }
   if (s.tensor_cores()) {
     out += " on mma.sync (" + std::to_string(s.stages) + " stages, " + std::to_string(s.smem_bytes) + " B SMEM)";
     if (s.wgmma)

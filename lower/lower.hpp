@@ -6,7 +6,8 @@
  *
  *  Strategies, tried in order (their forms: gemm_form.hpp, flash_form.hpp):
  *  - call:  a statement calling another diagram (the callee's kernels are its own specs);
- *  - gemm:  contractions of 16-bit operands over one axis with element-wise epilogues, on mma.sync
+ *  - gemm:  contractions of 16-bit operands (over one axis or several: gemm_form.hpp) with
+ *           element-wise epilogues, on mma.sync
  *           (sm_80 on) and, where the hardware has wgmma and TMA and the tiles fit, on wgmma fed by
  *           TMA (sm_90a, picked at run time on a Hopper GPU);
  *  - flash: contraction, softmax along the streamed axis, contraction (online softmax, paper §4),
@@ -72,7 +73,8 @@ KernelSpec lower_kernel(const Program& p, const Diagram& d, const std::vector<St
                         const Hardware& hw, const ModelOptions& opt = {});
 
 /** One line describing the spec: "gemm on mma.sync m16n8k16 (4 stages) and wgmma (5 stages)",
- *  "simt (gemm: ...; flash: ...)". */
+ *  "gemm over g, r, then d in chunks of 64 on mma.sync ..." (several contracted axes: the outer
+ *  ones walked one index at a time), "simt (gemm: ...; flash: ...)". */
 std::string describe_spec(const KernelSpec& s);
 
 }  // namespace napkin

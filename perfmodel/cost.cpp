@@ -451,16 +451,16 @@ class KernelModel {
 
   /** wgmma instructions per m64 subtile of A and k16 step in the gemm emitter's sm_90a variant:
    *  the B-side tiles' columns (the product of their tiles over axes other than the streamed
-   *  one) in instructions of at most N = 256 (PTX ISA 9.7.15: m64nNk16, N <= 256), side-by-side B
+   *  ones) in instructions of at most N = 256 (PTX ISA 9.7.15: m64nNk16, N <= 256), side-by-side B
    *  tiles sharing one instruction (SwiGLU's dual GEMM, emit/cuda/gemm_wgmma.cpp). */
   double wgmma_per_subtile() const {
-    auto st = plan_.stream();
     double cols = 0;
     for (const auto& t : c_.transfers) {
       if (t.to != MemLevel::smem || along_warps(t.array)) continue;
       const AxisList& ax = axes_of(t.array);
       double n = tile(ax);
-      if (st && std::find(ax.begin(), ax.end(), st->first) != ax.end()) n /= static_cast<double>(c_.axes.at(st->first).tile);
+      for (const auto& [sa, size] : plan_.streams())  // every contracted axis walked (several: lower/gemm_form.hpp)
+        if (std::find(ax.begin(), ax.end(), sa) != ax.end()) n /= static_cast<double>(c_.axes.at(sa).tile);
       cols += n;
     }
     return std::max(1.0, std::ceil(cols / 256));

@@ -140,7 +140,13 @@ std::optional<KernelEmit> emit_gemm_wgmma(Context& c, const KernelChoice& kc, co
   code.line("unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) / 1024 * 1024);");
   code.line("uint64_t* full = reinterpret_cast<uint64_t*>(smem + STAGES * STAGE_BYTES);  // chunk landed in the stage");
   code.line("uint64_t* empty = full + STAGES;                                           // stage consumed");
-  code.line("const int64_t chunks = (N_" + k + " + T_K - 1) / T_K;");
+  // Several contracted axes: chunk kc is index kc / k_chunks of the outer axes (decomposed, last
+  // fastest; each a TMA coordinate with a box of 1) and chunk kc % k_chunks of K.
+  const bool outer = !g.k_outer.empty();
+  std::string outer_count;
+  for (const auto& a : g.k_outer) outer_count += " * N_" + a;
+  if (outer) code.line("const int64_t k_chunks = (N_" + k + " + T_K - 1) / T_K, chunks = k_chunks" + outer_count + ";");
+  else code.line("const int64_t chunks = (N_" + k + " + T_K - 1) / T_K;");
   // Persistent: the grid holds one block per SM and each block walks the tiles `tile_blocks` apart;
   // the producer runs on into the next tile while the consumers store the last one.
   auto tiles = [&](const std::string& a, const std::string& tile) {
@@ -175,7 +181,13 @@ std::optional<KernelEmit> emit_gemm_wgmma(Context& c, const KernelChoice& kc, co
   code.line(std::string("napkin::mbar_expect_tx(&full[s], STAGE_BYTES);  // every box counts in full, zero-filled parts too") +
             (cluster > 1 ? "; the other block's multicasts too" : ""));
   code.line("unsigned char* st = smem + s * STAGE_BYTES;");
-  code.line("const int64_t o_k = kc * T_K;");
+  if (outer) {
+    code.line("int64_t ko = kc / k_chunks;");
+    code.line("const int64_t o_k = kc % k_chunks * T_K;");
+    decompose(code, "ko", g.k_outer);
+  } else {
+    code.line("const int64_t o_k = kc * T_K;");
+  }
   for (const auto& L : lay) {
     // Batch coordinates: the operand's other axes, innermost first after the two matrix axes.
     const std::string extra = tma_batch_coords(c, L.t->array, L.t->rows, L.t->cols);
@@ -194,7 +206,7 @@ std::optional<KernelEmit> emit_gemm_wgmma(Context& c, const KernelChoice& kc, co
   code.line("// consumer warpgroups");
   code.line("napkin::setmaxnreg_inc<232>();");
   code.line("const int cw = threadIdx.x / 128 - 1, t = threadIdx.x % 128, warp = t / 32, lane = t % 32;");
-  auto contraction = [&](std::size_t i) { return "contract(" + g.gemms[i].a.array + ", " + g.gemms[i].b.array + "; " + k + ")"; };
+  auto contraction = [&](std::size_t i) { return "contract(" + g.gemms[i].a.array + ", " + g.gemms[i].b.array + "; " + join(g.gemms[i].node->axes) + ")"; };
   const std::size_t accs = joint ? 1 : g.gemms.size();
   code.line("int64_t it = 0;  // chunks consumed by this block, over all its tiles");
   tile_loop();

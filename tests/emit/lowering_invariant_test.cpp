@@ -120,3 +120,60 @@ TEST_CASE("lowering invariant: random diagrams at sizes tensor cores take", "[em
   CHECK(emitted >= 20);
   CHECK(kernels > emitted);
 }
+
+namespace {
+
+/** The gemm spec of the only non-call kernel of `file` (tests/gpu or diagrams/library) at `sizes`
+ *  on `gpu`, after checking the emitted CUDA declares it. */
+KernelSpec gemm_spec_of(const std::string& file, const SizeMap& sizes, const std::string& gpu = "h100") {
+  INFO(file);
+  LoadedDiagram l = load_text(slurp(std::string(NAPKIN_SOURCE_DIR) + "/" + file), sizes);
+  Hardware hw = load_hardware(gpu);
+  Derivation dv = derive(*l.program, *l.diagram, l.sizes, hw);
+  CHECK(check_invariant(dv, emit_cuda(*l.program, *l.diagram, dv, hw)) == 1);
+  REQUIRE(dv.chosen.kernels.size() == 1);
+  return *dv.chosen.kernels[0].cost.spec;
+}
+
+}  // namespace
+
+TEST_CASE("lowering: gemm-shaped contractions take tensor cores, whatever the number of contracted axes or the thinness of M and N",
+          "[emit][cuda][lower]") {
+  SECTION("several contracted axes: the outer ones walked one index at a time, the innermost in chunks") {
+    for (const SizeMap& sizes : {SizeMap{{"s", 777}, {"m", 333}, {"g", 3}, {"r", 2}, {"d", 100}}, SizeMap{{"s", 2048}, {"m", 4096}, {"g", 8}, {"r", 4}, {"d", 128}}}) {
+      KernelSpec s = gemm_spec_of("tests/gpu/gemm_multi_k.napkin", sizes);
+      INFO(describe_spec(s));
+      REQUIRE(s.strategy == Strategy::gemm);
+      CHECK(s.gemm->K == "d");  // A stores d innermost
+      CHECK(s.gemm->k_outer == AxisList{"g", "r"});
+      CHECK(describe_spec(s).find("over g, r, then d in chunks of") != std::string::npos);
+    }
+  }
+  SECTION("per-group weights: the group axis is a batch axis of both operands") {
+    KernelSpec s = gemm_spec_of("tests/gpu/grouped_linear_small.napkin", {{"t", 4096}, {"g", 8}, {"i", 1024}, {"o", 1024}});
+    REQUIRE(s.strategy == Strategy::gemm);
+    CHECK(s.gemm->batch == AxisList{"g"});
+    CHECK(s.wgmma);
+  }
+  SECTION("a thin side kept whole is N; a thin M the warps cannot split trades places with N") {
+    KernelSpec n16 = gemm_spec_of("tests/gpu/matmul_thin.napkin", {{"a", 8192}, {"b", 4096}, {"c", 16}});
+    REQUIRE(n16.strategy == Strategy::gemm);
+    CHECK(n16.gemm->N == "c");
+    CHECK(n16.gemm->TN == 16);
+    KernelSpec m16 = gemm_spec_of("tests/gpu/matmul_thin.napkin", {{"a", 16}, {"b", 4096}, {"c", 8192}});
+    REQUIRE(m16.strategy == Strategy::gemm);
+    CHECK(m16.gemm->M == "c");
+    CHECK(m16.gemm->N == "a");
+    CHECK(m16.shape.warp_axis == "c");
+    KernelSpec m24 = gemm_spec_of("tests/gpu/matmul_thin.napkin", {{"a", 24}, {"b", 333}, {"c", 1001}});
+    REQUIRE(m24.strategy == Strategy::gemm);
+    CHECK(m24.gemm->TN == 32);  // a whole side rounded up to whole MMA tiles, edges predicated
+  }
+  SECTION("the transformer block's output projection (contracted over heads and head width) is a gemm") {
+    LoadedDiagram l = load_library("transformer_block.napkin");
+    Hardware hw = load_hardware("h100");
+    Derivation dv = derive(*l.program, *l.diagram, l.sizes, hw);
+    for (const auto& kc : dv.chosen.kernels)
+      if (kc.cost.spec->strategy != Strategy::call) CHECK(kc.cost.spec->strategy == Strategy::gemm);
+  }
+}
