@@ -5,6 +5,7 @@
 #include <set>
 
 #include "diagrams/graph_view.hpp"
+#include "diagrams/input_scales.hpp"
 #include "diagrams/typing.hpp"
 #include "emit/torch_runtime.hpp"
 
@@ -21,7 +22,7 @@ const std::set<std::string>& reserved() {
       "and", "as", "assert", "async", "await", "break", "class", "continue", "def", "del", "elif", "else", "except",
       "finally", "for", "from", "global", "if", "import", "in", "is", "lambda", "nonlocal", "not", "or", "pass",
       "raise", "return", "try", "while", "with", "yield", "AXES", "SIZES", "DTYPES", "OUT_DTYPES", "INPUTS",
-      "OUTPUTS", "DIAGRAM", "run",
+      "OUTPUTS", "DIAGRAM", "INPUT_FAN_IN", "INPUT_SCALES", "run",
       // builtins the helpers call, which a module-level function of a diagram's name would hide
       "abs", "all", "any", "dict", "getattr", "hasattr", "int", "isinstance", "len", "list", "max", "min", "range",
       "round", "str", "tuple", "zip", "ValueError", "RuntimeError", "OverflowError"};
@@ -330,7 +331,22 @@ std::string declarations(const std::vector<const Diagram*>& ds) {
   return out + "}\n";
 }
 
-std::string constants(const Diagram& d, const SizeMap& sizes) {
+/** INPUT_FAN_IN (input -> tuple of axis names and literal integers whose product is its fan-in;
+ *  empty: scale 1) and INPUT_SCALES (input -> 1/sqrt(fan-in) at SIZES): the scales test inputs are
+ *  drawn at (diagrams/input_scales.hpp), the same as napkin bench's. */
+std::string input_scale_constants(const Program& p, const Diagram& d, const SizeMap& sizes) {
+  const std::vector<InputScale> scales = input_scales(p, d, sizes);
+  std::string fan = "INPUT_FAN_IN = {", sc = "INPUT_SCALES = {";
+  for (std::size_t i = 0; i < scales.size(); ++i) {
+    std::vector<std::string> factors;
+    for (const auto& f : scales[i].factors) factors.push_back(f.axis.empty() ? std::to_string(f.literal) : quoted(f.axis));
+    fan += (i ? ", " : "") + quoted(scales[i].input) + ": " + py_tuple(factors, false);
+    sc += (i ? ", " : "") + quoted(scales[i].input) + ": " + fmt::format("{:.17g}", scales[i].scale());
+  }
+  return fan + "}\n" + sc + "}\n";
+}
+
+std::string constants(const Program& p, const Diagram& d, const SizeMap& sizes) {
   std::string out = "DIAGRAM = " + quoted(d.name) + "\n";
   std::vector<std::string> ins, outs;
   for (const auto* in : d.inputs()) ins.push_back(in->name);
@@ -346,7 +362,7 @@ std::string constants(const Diagram& d, const SizeMap& sizes) {
   for (std::size_t i = 0; i < ins.size(); ++i) out += (i ? ", " : "") + quoted(ins[i]) + ": " + quoted(std::string(dtype_name(d.inputs()[i]->dtype)));
   out += "}\nOUT_DTYPES = {";
   for (std::size_t i = 0; i < outs.size(); ++i) out += (i ? ", " : "") + quoted(outs[i]) + ": " + quoted(std::string(dtype_name(d.outputs()[i]->dtype)));
-  return out + "}\n";
+  return out + "}\n" + input_scale_constants(p, d, sizes);
 }
 
 std::string entry(const Diagram& d) {
@@ -374,7 +390,7 @@ std::string emit_torch(const Program& p, const Diagram& d, const SizeMap& sizes,
          "torch.float8_*, int8 and int4 as torch.int8); sizes come from the shapes, then `sizes`, then SIZES'\n"
          "declarations. reference=True computes in fp32 and returns fp32 outputs, unrounded.\n\"\"\"\n";
   out += torch_runtime();
-  out += "\n" + declarations(ds) + "\n" + constants(d, sizes);
+  out += "\n" + declarations(ds) + "\n" + constants(p, d, sizes);
   for (const auto* x : ds) out += "\n\n" + FunctionWriter(p, *x, x == &d, diags).run();
   out += "\n\n" + entry(d);
   return out;

@@ -15,7 +15,10 @@
  *  outputs in fp32, unrounded: the fp32 reference of the same computation. Module constants:
  *  AXES (array -> axis names, every input and statement), SIZES (axis -> size, declaration
  *  order, `--set` applied), DTYPES (inputs and outputs -> napkin dtype name), INPUTS and OUTPUTS
- *  (names in the diagram's order: the order of napkin's C entry points), DIAGRAM (D's name).
+ *  (names in the diagram's order: the order of napkin's C entry points), DIAGRAM (D's name),
+ *  INPUT_FAN_IN (input -> tuple of axis names and integers, the product its fan-in; empty: 1) and
+ *  INPUT_SCALES (input -> 1/sqrt(fan-in) at SIZES): the scales test inputs are drawn at, the rule
+ *  of diagrams/input_scales.hpp that napkin bench uses too.
  *
  *  Semantics follow the evaluator (diagrams/eval.hpp): axes are woven by name (operands aligned
  *  by permuting and inserting broadcast dimensions); contract is torch.einsum; softmax,

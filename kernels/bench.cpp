@@ -10,6 +10,7 @@
 
 #include "diagrams/eval.hpp"
 #include "diagrams/files.hpp"
+#include "diagrams/input_scales.hpp"
 #include "diagrams/npy.hpp"
 #include "emit/cuda_emitter.hpp"
 #include "kernels/harness_source.hpp"
@@ -76,6 +77,14 @@ std::string epilogue_specs(const Diagram& d, const std::vector<std::string>& gem
   return s + "};\nstatic const int kNumEpilogues = " + std::to_string(n) + ";\n";
 }
 
+/** kInputScales of bench_spec.h: per input (kInputs' order) the factor its uniform [-1, 1) values
+ *  are drawn with (diagrams/input_scales.hpp), with the fan-in in a comment. */
+std::string input_scale_spec(const std::vector<InputScale>& scales) {
+  std::string s = "// Inputs are drawn uniform in [-1, 1) times these (1/sqrt(fan-in), diagrams/input_scales.hpp).\nstatic const double kInputScales[] = {\n";
+  for (const auto& x : scales) s += fmt::format("    {:.17g},  // {} fan-in {}\n", x.scale(), x.input, x.fan_in);
+  return s + "    1.0};\n";
+}
+
 }  // namespace
 
 std::string bench_spec(const Program& p, const Diagram& d, const SizeMap& sizes) {
@@ -95,6 +104,7 @@ std::string bench_spec(const Program& p, const Diagram& d, const SizeMap& sizes)
   s += "};\nstatic const ArraySpec kOutputs[] = {\n";
   for (const auto* o : d.outputs()) s += spec(o->name, *d.array_axes(o->name), storage_dtype(d, o->name, {}));
   s += "};\nstatic const int kNumInputs = " + std::to_string(d.inputs().size()) + ", kNumOutputs = " + std::to_string(d.outputs().size()) + ";\n";
+  s += input_scale_spec(input_scales(p, d, sizes));
   s += "struct GemmSpec { const char* statement; int64_t m, n, k, batch, batch_a, batch_b; int trans_a, trans_b; int64_t lda, ldb; long long sa, sb; int dtype; };\n";
   s += "static const GemmSpec kGemms[] = {\n";
   int n = 0;
@@ -271,12 +281,15 @@ int bench_in(const Program& p, const Diagram& d, const SizeMap& sizes, const Har
   report["runs"] = j["runs"];
   report["rotating_input_sets"] = j["rotating_input_sets"];
   report["pass"] = ok;
+  const std::vector<InputScale> scales = input_scales(p, d, sizes);
+  for (const auto& x : scales) report["input_scales"][x.input] = {{"fan_in", x.fan_in}, {"scale", x.scale()}};
   if (opt.json) {
     fmt::print("{}\n", report.dump(2));
     return ok ? 0 : 1;
   }
   fmt::print("napkin bench {} on {} (model: {}), median of {} interleaved rounds, {} rotating input sets\n", d.name, j["device"].get<std::string>(), hw.name,
              j["runs"].get<int>(), j["rotating_input_sets"].get<int>());
+  fmt::print("inputs uniform in [-1, 1) times 1/sqrt(fan-in) where contracted with a computed array (seed {}): {}\n", opt.seed, describe_input_scales(scales));
   for (const auto& c : report["check_fp32_gpu_reference"])
     fmt::print("check {} vs fp32 GPU reference: max|err| / max|ref| = {:.2e}, rel. L2 {:.2e}  {}\n", c["output"].get<std::string>(),
                c["max_err_over_max_ref"].get<double>(), c["rel_l2"].get<double>(), c["pass"].get<bool>() ? "ok" : "FAILED");

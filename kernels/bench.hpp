@@ -3,7 +3,8 @@
  *  them with references measured in the same run. Steps: derive at the given sizes; emit three
  *  .cu files (the derived schedule; the best unfused schedule, intermediates in HBM; an fp32 SIMT
  *  reference) and bench_spec.h (arrays, sizes, the diagram's contractions as cuBLAS problems);
- *  compile them with kernels/bench/harness.cu by nvcc; run the harness, which checks the derived
+ *  compile them with kernels/bench/harness.cu by nvcc; run the harness, which fills the inputs
+ *  (uniform in [-1, 1) times each input's 1/sqrt(fan-in) scale, printed) and checks the derived
  *  kernels against the fp32 reference and times everything with CUDA events (median of >= 20
  *  runs, rotated input sets); at small sizes also check against the fp64 evaluator. Prints per
  *  kernel: measured time, TFLOP/s, GB/s (HBM bytes of the model over the measured time), the
@@ -36,7 +37,8 @@ struct BenchOptions {
  *  missing (with the compiler's or harness's log), InternalError for malformed harness output. */
 int run_bench(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const BenchOptions& opt);
 
-/** bench_spec.h for `d` at `sizes`: sizes, arrays (dtype codes 0 fp32, 1 bf16, 2 fp16) and the
+/** bench_spec.h for `d` at `sizes`: sizes, arrays (dtype codes 0 fp32, 1 bf16, 2 fp16), the scale
+ *  each input is drawn at (kInputScales: 1/sqrt(fan-in), diagrams/input_scales.hpp) and the
  *  contractions that map onto one cuBLAS strided-batched GEMM each. */
 std::string bench_spec(const Program& p, const Diagram& d, const SizeMap& sizes);
 

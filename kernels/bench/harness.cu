@@ -1,9 +1,10 @@
 // napkin bench harness: compiled by `napkin bench` together with three emitted files (the derived
 // kernels, prefix napkin_; the unfused schedule, prefix unfused_; the fp32 SIMT reference, prefix
-// ref_) and bench_spec.h (arrays, sizes, cuBLAS problems of the diagram). It fills seeded random
-// inputs, checks the derived kernels against the reference, then times everything with CUDA
-// events (warm-up, median of --runs rounds in which every item is timed once in turn, input sets
-// rotated so L2 does not hold them) and prints one JSON object on stdout.
+// ref_) and bench_spec.h (arrays, sizes, input scales, cuBLAS problems of the diagram). It fills
+// seeded random inputs (uniform in [-1, 1) times the input's kInputScales entry), checks the
+// derived kernels against the reference, then times everything with CUDA events (warm-up, median
+// of --runs rounds in which every item is timed once in turn, input sets rotated so L2 does not
+// hold them) and prints one JSON object on stdout.
 // Usage: harness [--runs N] [--seed S] [--dump DIR] [--no-time]
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -66,9 +67,10 @@ __host__ __device__ inline float uniform(uint64_t seed, uint64_t array, uint64_t
   return static_cast<float>(z >> 40) * (2.0f / 16777216.0f) - 1.0f;
 }
 
-__global__ void fill(void* dst, int dtype, int64_t n, uint64_t seed, uint64_t array) {
+/** dst[i] = uniform(seed, array, i) * scale, rounded to `dtype` (kInputScales gives each input's scale). */
+__global__ void fill(void* dst, int dtype, int64_t n, uint64_t seed, uint64_t array, float scale) {
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
-    const float v = uniform(seed, array, static_cast<uint64_t>(i));
+    const float v = uniform(seed, array, static_cast<uint64_t>(i)) * scale;
     if (dtype == 0) static_cast<float*>(dst)[i] = v;
     else if (dtype == 1) static_cast<__nv_bfloat16*>(dst)[i] = __float2bfloat16(v);
     else static_cast<__half*>(dst)[i] = __float2half(v);
@@ -210,7 +212,7 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop{};
   check(cudaGetDeviceProperties(&prop, 0), "device");
   cudaStream_t stream = nullptr;
-  // Inputs: one set, filled from the seed; fp32 copies for the reference.
+  // Inputs: one set, filled from the seed at each input's scale; fp32 copies for the reference.
   size_t in_bytes = 0;
   std::vector<void*> in(kNumInputs), in32(kNumInputs), out(kNumOutputs), out32(kNumOutputs);
   for (int i = 0; i < kNumInputs; ++i) {
@@ -218,7 +220,7 @@ int main(int argc, char** argv) {
     in_bytes += s.count * elem_bytes(s.dtype);
     check(cudaMalloc(&in[i], s.count * elem_bytes(s.dtype)), "alloc input");
     check(cudaMalloc(&in32[i], s.count * 4), "alloc fp32 input");
-    fill<<<grid_for(s.count), 256>>>(in[i], s.dtype, s.count, seed, static_cast<uint64_t>(i));
+    fill<<<grid_for(s.count), 256>>>(in[i], s.dtype, s.count, seed, static_cast<uint64_t>(i), static_cast<float>(kInputScales[i]));
     to_fp32<<<grid_for(s.count), 256>>>(in[i], s.dtype, s.count, static_cast<float*>(in32[i]));
   }
   for (int i = 0; i < kNumOutputs; ++i) {
@@ -294,8 +296,8 @@ int main(int argc, char** argv) {
     gA[g].resize(gsets), gB[g].resize(gsets);
     for (int r = 0; r < gsets; ++r) {
       check(cudaMalloc(&gA[g][r], ab * 2), "alloc"), check(cudaMalloc(&gB[g][r], bb * 2), "alloc");
-      fill<<<grid_for(ab), 256>>>(gA[g][r], s.dtype, ab, seed + 100 + r, 0);
-      fill<<<grid_for(bb), 256>>>(gB[g][r], s.dtype, bb, seed + 100 + r, 1);
+      fill<<<grid_for(ab), 256>>>(gA[g][r], s.dtype, ab, seed + 100 + r, 0, 1.0f);  // timing only: scale 1
+      fill<<<grid_for(bb), 256>>>(gB[g][r], s.dtype, bb, seed + 100 + r, 1, 1.0f);
     }
     check(cudaMalloc(&gC[g], cb * 2), "alloc");
     items.push_back({[&, g](int r) {

@@ -16,7 +16,10 @@ twice the L2. Usage (see tools/device/bench.sh):
   napkin emit FILE --target torch --set ... -o mod.py   (and the .so as above, same --set)
   python3 kernels/reference/compare_torch.py generic --so x.so --module mod.py --sizes a=8192,b=256 [--scale W=0.02]
 Generic inputs are seeded standard normal values (as `napkin eval` makes them; integers uniform over
-their range) stored in each input's dtype, times --scale NAME=FACTOR where given.
+their range) stored in each input's dtype, times each input's scale: 1/sqrt(fan-in) for an input
+contracted with a computed array, 1 otherwise (the module's INPUT_FAN_IN at the run's sizes: the rule
+napkin bench draws its inputs by, diagrams/input_scales.hpp), or --scale NAME=FACTOR where given;
+--unit-scale draws every input at scale 1.
 """
 import importlib.util
 import time
@@ -104,6 +107,25 @@ def named(text, what, convert):
     return out
 
 
+def input_scales(mod, sizes, overrides, unit):
+    """Input name -> the factor its random values are drawn with: 1/sqrt(fan-in) by the module's
+    INPUT_FAN_IN (axis names and integers) at `sizes`, 1 with `unit` or for a module without it;
+    then the --scale items `overrides` (NAME=FACTOR,...). SystemExit naming a non-input."""
+    fan_in = {} if unit else getattr(mod, "INPUT_FAN_IN", {})
+    scale = {}
+    for name in mod.INPUTS:
+        n = 1
+        for f in fan_in.get(name, ()):
+            n *= sizes[f] if isinstance(f, str) else f
+        scale[name] = n ** -0.5
+    for item in overrides:
+        for name, factor in named(item, "--scale", float).items():
+            if name not in mod.INPUTS:
+                raise SystemExit(f"compare_torch.py: --scale names '{name}', which is not an input of {mod.DIAGRAM}")
+            scale[name] = factor
+    return scale
+
+
 def generic(args, dev):
     """Checks and times the emitted kernel against the emitted torch module (eager and compiled).
     --compile-only: compiles the module with torch.compile on one input set and returns None (a
@@ -113,12 +135,7 @@ def generic(args, dev):
         sizes = mod._sizes(mod._DECL[mod.DIAGRAM], None, None, named(args.sizes, "--sizes", int))
     except ValueError as e:
         raise SystemExit(f"compare_torch.py: {e}")
-    scale = {}
-    for item in args.scale:
-        scale.update(named(item, "--scale", float))
-    for name in scale:
-        if name not in mod.INPUTS:
-            raise SystemExit(f"compare_torch.py: --scale names '{name}', which is not an input of {mod.DIAGRAM}")
+    scale = input_scales(mod, sizes, args.scale, args.unit_scale)
     stored = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
     for name, dt in list(mod.DTYPES.items()) + list(mod.OUT_DTYPES.items()):
         if dt not in stored:
@@ -182,7 +199,9 @@ def main():
     ap.add_argument("--sizes", required=True,
                     help="the diagram's axis sizes, in declaration order, comma-separated (generic: NAME=SIZE,...; others default)")
     ap.add_argument("--module", help="generic: the module napkin emit --target torch wrote")
-    ap.add_argument("--scale", action="append", default=[], help="generic: NAME=FACTOR,... multiplies that input's random values")
+    ap.add_argument("--scale", action="append", default=[],
+                    help="generic: NAME=FACTOR,... multiplies that input's random values (default: 1/sqrt(fan-in), INPUT_FAN_IN)")
+    ap.add_argument("--unit-scale", action="store_true", help="generic: every input at scale 1 (before --scale)")
     ap.add_argument("--compile-only", action="store_true", help="generic: only warm torch.compile's caches (no --so needed)")
     ap.add_argument("--causal", action="store_true")
     ap.add_argument("--runs", type=int, default=30)
@@ -201,6 +220,7 @@ def main():
         ok = check["napkin"] < 2e-2 and len(rows) == 3  # the references' own errors are printed, not judged
         print(f"generic {info['diagram']} sizes {info['sizes']} on {torch.cuda.get_device_name()}, torch {torch.__version__}, "
               f"median of {args.runs}, {info['sets']} rotating input sets; torch.compile took {info['compile_s']:.1f} s (not timed)")
+        print("input scales: " + ", ".join(f"{k} {v:.4g}" for k, v in info["scale"].items()))
         print("check (max|err| / max|fp32 ref| over the outputs): " + ", ".join(f"{k} {v:.2e}" for k, v in check.items()) +
               ("  ok" if ok else "  FAILED"))
         t_nap = rows[0][1]

@@ -75,7 +75,8 @@ case $mode in
     # at a time. Sized for about 7 minutes on an H100 (an estimate, not yet measured; budget 9).
     export NVCC_CACHE_DIR=/tmp/napkin-nvcc-cache TORCHINDUCTOR_FX_GRAPH_CACHE=1
     nvcc_cached=$PWD/tools/device/nvcc_cached.sh
-    w=0.015625  # 4096^-1/2: projection weights at their fan-in's scale, so that activations stay O(1)
+    # Inputs: both napkin bench and compare_torch.py draw each at 1/sqrt(fan-in) where it meets a computed
+    # array (diagrams/input_scales.hpp), so that activations stay O(1); SCALES overrides that for the torch check.
     cases=(  # TAG DIAGRAM SIZES (NAME=SIZE,...; - for the diagram's own) SCALES (compare_torch.py --scale; - for none)
       "cross cross_attention - -"
       "sigmoid sigmoid_attention - -"
@@ -84,8 +85,8 @@ case $mode in
       "grouped-linear grouped_linear - -"
       "mm-8192x4096x256 matmul a=8192,b=4096,c=256 -"
       "mm-8192x256x4096 matmul a=8192,b=256,c=4096 -"
-      "tb-2048 transformer_block b=1,s=2048 Wq=$w,Wk=$w,Wv=$w,Wo=$w,W1=$w,W3=$w,W2=0.00835"
-      "tb-8192 transformer_block b=1,s=8192 Wq=$w,Wk=$w,Wv=$w,Wo=$w,W1=$w,W3=$w,W2=0.00835"
+      "tb-2048 transformer_block b=1,s=2048 -"
+      "tb-8192 transformer_block b=1,s=8192 -"
     )
     set_args() { sets=(); [ "$1" = - ] || for kv in ${1//,/ }; do sets+=(--set "$kv"); done; }
     start=$SECONDS

@@ -251,6 +251,8 @@ AXES = {
 SIZES = {"n": 32, "a": 4096, "b": 128, "c": 4096}
 DTYPES = {"A": "bf16", "B": "bf16"}
 OUT_DTYPES = {"C": "bf16"}
+INPUT_FAN_IN = {"A": (), "B": ()}
+INPUT_SCALES = {"A": 1, "B": 1}
 
 
 def _d_batched_matmul(inputs, n, ref, dev):

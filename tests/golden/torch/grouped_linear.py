@@ -251,6 +251,8 @@ AXES = {
 SIZES = {"t": 1024, "g": 8, "i": 4096, "o": 14336}
 DTYPES = {"X": "bf16", "W": "bf16"}
 OUT_DTYPES = {"Y": "bf16"}
+INPUT_FAN_IN = {"X": (), "W": ()}
+INPUT_SCALES = {"X": 1, "W": 1}
 
 
 def _d_grouped_linear(inputs, n, ref, dev):

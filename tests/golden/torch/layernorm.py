@@ -252,6 +252,8 @@ AXES = {
 SIZES = {"t": 4096, "m": 1024}
 DTYPES = {"X": "bf16", "W": "bf16", "B": "bf16"}
 OUT_DTYPES = {"Y": "bf16"}
+INPUT_FAN_IN = {"X": (), "W": (), "B": ()}
+INPUT_SCALES = {"X": 1, "W": 1, "B": 1}
 
 
 def _d_layernorm_layer(inputs, n, ref, dev):

@@ -251,6 +251,8 @@ AXES = {
 SIZES = {"a": 8192, "b": 14336, "c": 4096}
 DTYPES = {"A": "bf16", "B": "bf16"}
 OUT_DTYPES = {"C": "bf16"}
+INPUT_FAN_IN = {"A": (), "B": ()}
+INPUT_SCALES = {"A": 1, "B": 1}
 
 
 def _d_matmul(inputs, n, ref, dev):

@@ -252,6 +252,8 @@ AXES = {
 SIZES = {"t": 4096, "m": 1024, "f": 4096}
 DTYPES = {"X": "bf16", "W": "bf16", "bias": "bf16"}
 OUT_DTYPES = {"Y": "bf16"}
+INPUT_FAN_IN = {"X": (), "W": (), "bias": ()}
+INPUT_SCALES = {"X": 1, "W": 1, "bias": 1}
 
 
 def _d_matmul_bias_gelu(inputs, n, ref, dev):

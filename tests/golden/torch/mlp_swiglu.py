@@ -256,6 +256,8 @@ AXES = {
 SIZES = {"t": 8192, "m": 4096, "f": 14336}
 DTYPES = {"X": "bf16", "W1": "bf16", "W3": "bf16", "W2": "bf16"}
 OUT_DTYPES = {"Y": "bf16"}
+INPUT_FAN_IN = {"X": (), "W1": (), "W3": (), "W2": ("f",)}
+INPUT_SCALES = {"X": 1, "W1": 1, "W3": 1, "W2": 0.0083519138097632624}
 
 
 def _d_mlp_swiglu(inputs, n, ref, dev):

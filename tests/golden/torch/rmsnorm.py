@@ -251,6 +251,8 @@ AXES = {
 SIZES = {"t": 8192, "m": 4096}
 DTYPES = {"X": "bf16", "W": "bf16"}
 OUT_DTYPES = {"Y": "bf16"}
+INPUT_FAN_IN = {"X": (), "W": ()}
+INPUT_SCALES = {"X": 1, "W": 1}
 
 
 def _d_rmsnorm_layer(inputs, n, ref, dev):

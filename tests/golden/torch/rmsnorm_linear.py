@@ -253,6 +253,8 @@ AXES = {
 SIZES = {"t": 4096, "m": 4096, "f": 14336}
 DTYPES = {"X": "bf16", "g": "bf16", "W": "bf16"}
 OUT_DTYPES = {"Y": "bf16"}
+INPUT_FAN_IN = {"X": (), "g": (), "W": ("m",)}
+INPUT_SCALES = {"X": 1, "g": 1, "W": 0.015625}
 
 
 def _d_rmsnorm_linear(inputs, n, ref, dev):

@@ -250,6 +250,8 @@ AXES = {
 SIZES = {"t": 4096, "v": 128256}
 DTYPES = {"L": "bf16"}
 OUT_DTYPES = {"P": "bf16"}
+INPUT_FAN_IN = {"L": ()}
+INPUT_SCALES = {"L": 1}
 
 
 def _d_softmax_layer(inputs, n, ref, dev):

@@ -269,6 +269,8 @@ AXES = {
 SIZES = {"b": 1, "s": 8192, "m": 4096, "g": 8, "r": 4, "d": 128, "f": 14336}
 DTYPES = {"X": "bf16", "norm1": "bf16", "Wq": "bf16", "Wk": "bf16", "Wv": "bf16", "Wo": "bf16", "norm2": "bf16", "W1": "bf16", "W3": "bf16", "W2": "bf16"}
 OUT_DTYPES = {"Y": "bf16"}
+INPUT_FAN_IN = {"X": (), "norm1": (), "Wq": ("m",), "Wk": ("m",), "Wv": ("m",), "Wo": ("g", "r", "d"), "norm2": (), "W1": ("m",), "W3": ("m",), "W2": ("f",)}
+INPUT_SCALES = {"X": 1, "norm1": 1, "Wq": 0.015625, "Wk": 0.015625, "Wv": 0.015625, "Wo": 0.015625, "norm2": 1, "W1": 0.015625, "W3": 0.015625, "W2": 0.0083519138097632624}
 
 
 def _d_rmsnorm_layer(inputs, n, ref, dev):
