@@ -1690,7 +1690,7 @@ static call_A::Args call_A_args(const Args& a) {
 }
 
 // kernel X2: fuse X2; weave s, m; warps 4
-// no tensor-core strategy: gemm: a contraction over several axes; flash: no softmax along the streamed axis
+// no tensor-core strategy: gemm: a contraction over several axes; flash: the stored statement is not one contraction with element-wise maps
 // strategy simt: one thread per element of each statement (X2), intermediates in global memory
 namespace k_X2 {
   constexpr int THREADS = 256;
