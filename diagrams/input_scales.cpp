@@ -53,6 +53,15 @@ class ScaleWalker {
     return f.origin.at(e.name);
   }
 
+  /** Whether `e` names a statement of `d` whose values sum to 1 along one of `axes` (a softmax
+   *  along it): a contraction over that axis with it is an average, not a sum, and leaves its
+   *  partners' magnitude as it is (attention's P V). */
+  static bool distribution_over(const Diagram& d, const Expr& e, const std::vector<std::string>& axes) {
+    if (e.kind != Expr::Kind::ref) return false;
+    const Statement* s = d.find_statement(e.name);
+    return s && s->expr->kind == Expr::Kind::apply && s->expr->op == Op::softmax && contains(axes, s->expr->axes[0]);
+  }
+
   void contraction(const Frame& f, const Expr& e) {
     std::vector<std::string> origins;
     std::vector<bool> computed;
@@ -64,7 +73,7 @@ class ScaleWalker {
     for (std::size_t i = 0; i < e.args.size(); ++i) {
       if (origins[i].empty()) continue;
       bool partner_computed = false;
-      for (std::size_t j = 0; j < e.args.size(); ++j) partner_computed |= j != i && computed[j];
+      for (std::size_t j = 0; j < e.args.size(); ++j) partner_computed |= j != i && computed[j] && !distribution_over(*f.d, *e.args[j], e.axes);
       if (!partner_computed) continue;
       const AxisList& own = *f.d->array_axes(e.args[i]->name);
       std::int64_t fan_in = 1;

@@ -11,7 +11,9 @@
  *  callee's input is computed when the caller passes a computed array, and is the caller's input
  *  when the caller passes one; the callee's contracted axes are written in the caller's axes by
  *  the call's binding (an axis the binding leaves to the callee is a literal, its size there).
- *  An operand is computed unless it is a reference to an input, an axis size or a number.
+ *  An operand is computed unless it is a reference to an input, an axis size or a number. A
+ *  computed partner that is a softmax along a contracted axis sums to 1 there (an average, as
+ *  attention's P in P V): it leaves the input's scale at 1.
  *
  *  Users: `napkin bench` (bench_spec.h's kInputScales, the harness's fill) and the torch module
  *  (INPUT_FAN_IN, INPUT_SCALES; kernels/reference/compare_torch.py generic), so both checks draw

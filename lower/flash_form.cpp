@@ -9,74 +9,106 @@
 
 namespace napkin {
 
+namespace {
+
+/** Whether `e` is element-wise apart from the contraction nodes it collects into `cons`. */
+bool elementwise_but_contractions(const Expr& e, std::vector<const Expr*>& cons) {
+  bool ok = true;
+  walk(e, [&](const Expr& n) {
+    if (n.kind != Expr::Kind::apply) return;
+    if (n.op == Op::contract) cons.push_back(&n);
+    else if (!is_elementwise(n.op) && n.op != Op::causal) ok = false;
+  });
+  return ok;
+}
+
+const Statement* kernel_statement(const Diagram& d, const KernelShape& k, const std::string& name) {
+  return contains(k.statements, name) ? d.find_statement(name) : nullptr;
+}
+
+/** The chain S -> ... -> P -> O of `k`: O the one stored statement, one contraction over x of
+ *  P (a kernel statement) with an array; P a softmax along x of a score map, or the score map
+ *  itself (no normaliser); every other statement element-wise over the score's axes, one of them
+ *  holding the first contraction. Fills f's statements, nodes, score and axes x, Qn, Kn, Vn. */
+bool find_chain(const Diagram& d, const KernelShape& k, FlashForm& f, std::string& why) {
+  if (k.outputs.size() != 1) return why = "the kernel stores " + std::to_string(k.outputs.size()) + " arrays (the flash form stores its last contraction only)", false;
+  f.O = d.find_statement(k.outputs[0]);
+  std::vector<const Expr*> cons;
+  if (!elementwise_but_contractions(*f.O->expr, cons) || cons.size() != 1 || cons[0]->args.size() != 2 || cons[0]->axes.size() != 1)
+    return why = "the stored statement is not one contraction with element-wise maps", false;
+  f.co = cons[0];
+  f.x = f.co->axes[0];
+  const Expr *pa = &*f.co->args[0], *va = &*f.co->args[1];
+  if (pa->kind == Expr::Kind::ref && va->kind == Expr::Kind::ref && kernel_statement(d, k, va->name)) std::swap(pa, va);
+  if (pa->kind != Expr::Kind::ref || va->kind != Expr::Kind::ref || !kernel_statement(d, k, pa->name) || kernel_statement(d, k, va->name))
+    return why = "the last contraction does not read a fused statement and an array", false;
+  f.P = kernel_statement(d, k, pa->name);
+  f.Vn = va->name;
+  const Expr& pe = *f.P->expr;
+  const bool normaliser = pe.kind == Expr::Kind::apply && (pe.op == Op::softmax || pe.op == Op::layernorm || pe.op == Op::rmsnorm);
+  if (normaliser && (pe.op != Op::softmax || pe.axes != AxisList{f.x} || pe.args.size() != 1))
+    return why = "the normaliser before the last contraction is not a softmax along " + f.x + " (the flash form renders online-softmax only)", false;
+  f.normaliser_lemma = normaliser ? "online-softmax" : "";
+  f.score = normaliser ? &*pe.args[0] : &pe;
+  // Every fused statement but O is element-wise over the score's axes; one contraction in all.
+  cons.clear();
+  for (const auto& name : k.statements) {
+    const Statement* st = d.find_statement(name);
+    if (st == f.O) continue;
+    const Expr& e = st == f.P ? *f.score : *st->expr;
+    const std::size_t before = cons.size();
+    if (!elementwise_but_contractions(e, cons) || st->axes.size() != f.P->axes.size() || !std::is_permutation(st->axes.begin(), st->axes.end(), f.P->axes.begin()))
+      return why = "'" + name + "' is not element-wise over the score's axes", false;
+    if (cons.size() > before) f.S = st;
+    if (st != f.P) f.inlined.push_back(name);
+  }
+  if (cons.size() != 1 || cons[0]->args.size() != 2 || cons[0]->axes.size() != 1) return why = "the score is not one contraction with element-wise maps", false;
+  f.cs = cons[0];
+  f.inlined.push_back(f.P->name);
+  const Expr &q_ref = *f.cs->args[0], &k_ref = *f.cs->args[1];
+  if (q_ref.kind != Expr::Kind::ref || k_ref.kind != Expr::Kind::ref || kernel_statement(d, k, q_ref.name) || kernel_statement(d, k, k_ref.name))
+    return why = "the first contraction's operands are not arrays", false;
+  f.Qn = q_ref.name, f.Kn = k_ref.name;
+  return true;
+}
+
+}  // namespace
+
 std::optional<FlashForm> analyse_flash(const Diagram& d, const KernelShape& k, const Hardware& hw, const ModelOptions& opt, std::string& why) {
   auto streams = k.plan.streams();
   if (streams.size() > 1 || k.plan.stream_passes() != 1) return why = "more than one stream, or a two-pass stream", std::nullopt;
-  // x is the softmax's axis: streamed by the schedule, or kept whole and walked in chunks of 64.
-  std::string x;
-  for (const auto& name : k.statements) {
-    const Statement* st = d.find_statement(name);
-    if (st->expr->kind == Expr::Kind::apply && st->expr->op == Op::softmax) x = st->expr->axes[0];
-  }
-  if (x.empty() || (!streams.empty() && streams[0].first != x)) return why = "no softmax along the streamed axis", std::nullopt;
-  if (streams.empty() && (!k.axes.count(x) || k.axes.at(x).kind != AxisPlan::Kind::whole)) return why = "the softmax axis is grouped", std::nullopt;
-  const std::int64_t TX = streams.empty() ? 64 : streams[0].second;
-  const std::string x_note = streams.empty() ? "kept whole in the schedule, walked in chunks of 64" : "streamed by " + std::to_string(TX);
-  // Find P (softmax along x), S (the contraction it reads), O (the contraction of P).
-  const Statement *S = nullptr, *P = nullptr, *O = nullptr;
-  const Expr *cs = nullptr, *co = nullptr;
-  for (const auto& name : k.statements) {
-    const Statement* st = d.find_statement(name);
-    if (st->expr->kind == Expr::Kind::apply && st->expr->op == Op::softmax && st->expr->axes[0] == x) P = st;
-  }
-  if (!P || k.statements.size() != 3) return why = "not contraction, softmax, contraction", std::nullopt;
-  for (const auto& name : k.statements) {
-    const Statement* st = d.find_statement(name);
-    if (st == P) continue;
-    std::vector<const Expr*> cons;
-    bool other = false;
-    walk(*st->expr, [&](const Expr& e) {
-      if (e.kind != Expr::Kind::apply) return;
-      if (e.op == Op::contract) cons.push_back(&e);
-      else if (!is_elementwise(e.op) && e.op != Op::causal) other = true;
-    });
-    if (other || cons.size() != 1 || cons[0]->args.size() != 2 || cons[0]->axes.size() != 1) return why = "statements are not single contractions", std::nullopt;
-    const Expr* e = cons[0];
-    if (e->axes[0] == x && e->args[0]->kind == Expr::Kind::ref && e->args[0]->name == P->name) O = st, co = e;
-    else S = st, cs = e;
-  }
-  if (!S || !O || !cs || !co) return why = "no S -> P -> O chain", std::nullopt;
-  const std::string dk = cs->axes[0];
-  const Expr &q_ref = *cs->args[0], &k_ref = *cs->args[1], &v_ref = *co->args[1];
-  if (q_ref.kind != Expr::Kind::ref || k_ref.kind != Expr::Kind::ref || v_ref.kind != Expr::Kind::ref) return why = "operands are not arrays", std::nullopt;
-  std::string Qn = q_ref.name, Kn = k_ref.name, Vn = v_ref.name;
-  if (!d.array_axes(Qn) || !d.array_axes(Kn) || !d.array_axes(Vn)) return why = "operands are not arrays", std::nullopt;
-  AxisList qa = *d.array_axes(Qn), ka = *d.array_axes(Kn), va = *d.array_axes(Vn);
-  if (contains(qa, x)) std::swap(Qn, Kn), std::swap(qa, ka);
-  std::string M;
+  FlashForm f;
+  if (!find_chain(d, k, f, why)) return std::nullopt;
+  const std::string& x = f.x;
+  // x is the last contraction's axis: streamed by the schedule, or kept whole and walked in chunks of 64.
+  if (!streams.empty() && streams[0].first != x) return why = "the streamed axis is not the last contraction's", std::nullopt;
+  if (streams.empty() && (!k.axes.count(x) || k.axes.at(x).kind != AxisPlan::Kind::whole)) return why = "the last contraction's axis is grouped", std::nullopt;
+  f.TX = streams.empty() ? 64 : streams[0].second;
+  f.x_note = streams.empty() ? "kept whole in the schedule, walked in chunks of 64" : "streamed by " + std::to_string(f.TX);
+  f.dk = f.cs->axes[0];
+  AxisList qa = *d.array_axes(f.Qn), ka = *d.array_axes(f.Kn);
+  const AxisList va = *d.array_axes(f.Vn);
+  if (contains(qa, x)) std::swap(f.Qn, f.Kn), std::swap(qa, ka);
   for (const auto& dir : k.plan.directives)
-    if (dir.kind == Directive::Kind::group && M.empty() && contains(qa, dir.names[0]) && !contains(ka, dir.names[0])) M = dir.names[0];
-  if (M.empty() || !contains(ka, x)) return why = "no grouped query axis", std::nullopt;
-  const std::string dv = va.back();  // the value dimension: V's innermost axis
-  if (dv == x || !contains(O->axes, dv)) return why = "V's innermost axis is not an output axis", std::nullopt;
-  if (qa.back() != dk || ka.back() != dk) return why = "Q, K, V not stored with the head dimension innermost", std::nullopt;
-  const DType dt = storage_dtype(d, Qn, opt);
-  if ((dt != DType::bf16 && dt != DType::fp16) || storage_dtype(d, Kn, opt) != dt || storage_dtype(d, Vn, opt) != dt)
+    if (dir.kind == Directive::Kind::group && f.M.empty() && contains(qa, dir.names[0]) && !contains(ka, dir.names[0])) f.M = dir.names[0];
+  if (f.M.empty() || !contains(ka, x) || !contains(f.P->axes, f.M)) return why = "no grouped query axis", std::nullopt;
+  f.dv = va.back();  // the value dimension: V's innermost axis
+  if (f.dv == x || !contains(va, x) || !contains(f.O->axes, f.dv)) return why = "V's innermost axis is not an output axis", std::nullopt;
+  if (qa.back() != f.dk || ka.back() != f.dk) return why = "Q, K, V not stored with the head dimension innermost", std::nullopt;
+  f.dtype = storage_dtype(d, f.Qn, opt);
+  if ((f.dtype != DType::bf16 && f.dtype != DType::fp16) || storage_dtype(d, f.Kn, opt) != f.dtype || storage_dtype(d, f.Vn, opt) != f.dtype)
     return why = "operands are not all bf16 or all fp16", std::nullopt;
-  const MmaShape* mma = hw.warp_mma(dt);
+  const MmaShape* mma = hw.warp_mma(f.dtype);
   if (!mma || mma->m != 16 || mma->n != 8 || mma->k != 16) return why = "no m16n8k16 mma.sync", std::nullopt;
-  const int warps = k.plan.warps();
-  const std::int64_t TQ = *k.plan.group(M);
-  const std::int64_t DK = k.axes.at(dk).extent, DV = k.axes.at(dv).extent;
-  if (TQ % (16 * warps) != 0 || TX % 16 != 0 || DK % 16 != 0 || DV % 16 != 0) return why = "tiles not multiples of the mma shape", std::nullopt;
-  if (k.axes.at(dk).kind != AxisPlan::Kind::whole || k.axes.at(dv).kind != AxisPlan::Kind::whole) return why = "head dimensions not whole", std::nullopt;
-  AxisList batch;
-  for (const auto& a : O->axes)
-    if (a != M && a != dv) batch.push_back(a);
-  bool causal = false;
-  walk(*P->expr, [&](const Expr& e) { causal |= e.kind == Expr::Kind::apply && e.op == Op::causal && e.axes[0] == M && e.axes[1] == x; });
-  const bool skip = causal && k.causal_active_fraction < 1 && k.causal_x == x && k.causal_q == M;
-  FlashForm f{x, M, dk, dv, Qn, Kn, Vn, S, P, O, cs, co, batch, dt, TQ, TX, DK, DV, warps, skip, x_note};
+  f.warps = k.plan.warps();
+  f.TQ = *k.plan.group(f.M);
+  f.DK = k.axes.at(f.dk).extent, f.DV = k.axes.at(f.dv).extent;
+  if (f.TQ % (16 * f.warps) != 0 || f.TX % 16 != 0 || f.DK % 16 != 0 || f.DV % 16 != 0) return why = "tiles not multiples of the mma shape", std::nullopt;
+  if (k.axes.at(f.dk).kind != AxisPlan::Kind::whole || k.axes.at(f.dv).kind != AxisPlan::Kind::whole) return why = "head dimensions not whole", std::nullopt;
+  for (const auto& a : f.O->axes)
+    if (a != f.M && a != f.dv) f.batch.push_back(a);
+  // Causal chunks are skipped where the kernel's shape found it sound (a softmax of a causal mask).
+  f.skip = k.causal_active_fraction < 1 && k.causal_x == x && k.causal_q == f.M;
   if (static_cast<double>(flash_mma_sync_smem_bytes(f)) > hw.smem_max_per_block_bytes) return why = "tiles do not fit SMEM", std::nullopt;
   return f;
 }

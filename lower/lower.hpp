@@ -10,8 +10,8 @@
  *           element-wise epilogues, on mma.sync
  *           (sm_80 on) and, where the hardware has wgmma and TMA and the tiles fit, on wgmma fed by
  *           TMA (sm_90a, picked at run time on a Hopper GPU);
- *  - flash: contraction, softmax along the streamed axis, contraction (online softmax, paper §4),
- *           on mma.sync and, where it fits, wgmma;
+ *  - flash: contraction, element-wise score maps, softmax along the streamed axis (online softmax,
+ *           paper §4) or no normaliser, contraction; on mma.sync and, where it fits, wgmma;
  *  - rows:  one normaliser (softmax, layernorm, rmsnorm) of element-wise arguments: warps per row;
  *  - simt:  anything else: one kernel per statement, one thread per element, reductions as loops
  *           (no tensor cores, intermediates through global memory). `declined` says why the

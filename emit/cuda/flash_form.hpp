@@ -1,6 +1,7 @@
 /** \file flash_form.hpp
- *  The shape of an attention kernel the flash strategy accepts (S = f(contract(Q, K; dk)),
- *  P = softmax(g(S); x), O = h(contract(P, V; x)), x streamed), shared by its mma.sync variant
+ *  The shape of an attention kernel the flash strategy accepts (lower/flash_form.hpp: a
+ *  contraction, element-wise score maps, softmax along x or no normaliser, a contraction over x,
+ *  x streamed), shared by its mma.sync variant
  *  (emit/cuda/flash.cpp) and its wgmma variant (emit/cuda/flash_wgmma.cpp, sm_90a).
  */
 #pragma once

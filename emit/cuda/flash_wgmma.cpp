@@ -1,6 +1,7 @@
-// The sm_90a variant of strategy flash (contract: flash_form.hpp): the same online-softmax loop
-// as flash.cpp on wgmma, warp-specialised as in FlashAttention-3 (Shah et al. 2024, §3.1) without
-// its ping-pong scheduling. Warpgroup 0 is the producer: one thread loads the Q tile once and
+// The sm_90a variant of strategy flash (contract: flash_form.hpp): the same loop as flash.cpp
+// (online softmax, or a plain sum over x without a normaliser) on wgmma, warp-specialised as in
+// FlashAttention-3 (Shah et al. 2024, §3.1) without its ping-pong scheduling. Warpgroup 0 is
+// the producer: one thread loads the Q tile once and
 // streams K and V chunks by TMA (128-byte swizzled boxes, zero fill past the ends) into two-stage
 // rings guarded by full/empty mbarriers. Each consumer warpgroup owns 64 rows of q: per chunk,
 // S = Q K^T is one wgmma.m64n<T_X>k16 per 16 of dk with Q and K in SMEM; the online softmax runs
@@ -13,6 +14,35 @@
 #include "emit/cuda/preamble.hpp"
 
 namespace napkin::cuda {
+
+namespace {
+
+/** The online-softmax lemma's update in a consumer warpgroup of the wgmma variant (paper §3;
+ *  Milakov & Gimelshein 2018): the chunk's row maxima `mx` (quad-reduced here) become the running
+ *  max, l is rescaled by corr = exp(m_old - m_new) (O by the caller, once its wgmma is done), and
+ *  S turns into P = exp(S - m), unnormalised. */
+void online_softmax(Code& k, const std::string& P) {
+  k.line("// online softmax (" + P + "): new running max; l and O are rescaled by exp(m_old - m_new)");
+  k.line("float corr[2];");
+  k.line("#pragma unroll");
+  k.open("for (int h = 0; h < 2; ++h)");
+  k.line("mx[h] = napkin::quad_max(mx[h]);");
+  k.line("corr[h] = mx[h] == -INFINITY ? 1.0f : exp2f((m_run[h] - mx[h]) * LOG2E);");
+  k.line("m_run[h] = mx[h];");
+  k.line("l_run[h] *= corr[h];");
+  k.close();
+  k.line("const float ms[2] = {mx[0] == -INFINITY ? 0.0f : mx[0] * LOG2E, mx[1] == -INFINITY ? 0.0f : mx[1] * LOG2E};");
+  k.line("#pragma unroll");
+  k.open("for (int nt = 0; nt < T_X / 8; ++nt)");
+  k.line("#pragma unroll");
+  k.open("for (int e = 0; e < 4; ++e)");
+  k.line("sacc[nt * 4 + e] = exp2f(sacc[nt * 4 + e] * LOG2E - ms[e / 2]);  // P, unnormalised");
+  k.line("l_run[e / 2] += sacc[nt * 4 + e];");
+  k.close();
+  k.close();
+}
+
+}  // namespace
 
 std::optional<KernelEmit> emit_flash_wgmma(Context& c, const KernelChoice& kc, const FlashForm& f, const Hardware& hw,
                                            const std::string& fallback_launch, std::string& why) {
@@ -32,6 +62,7 @@ std::optional<KernelEmit> emit_flash_wgmma(Context& c, const KernelChoice& kc, c
   const std::string s_fn = wgmma_function(*mma, static_cast<int>(f.TX), false, s_name);
   const std::string o_fn = wgmma_function(*mma, static_cast<int>(f.DV), true, o_name);
   const std::string &M = f.M, &x = f.x;
+  const bool softmax = !f.normaliser_lemma.empty();  // else no normaliser: P = score, O a plain sum over x
 
   Code k;
   k.line("// wgmma variant (sm_90a): warpgroup 0 loads Q once and K, V chunks by TMA into 2-stage rings; " + std::to_string(consumers) +
@@ -95,7 +126,7 @@ std::optional<KernelEmit> emit_flash_wgmma(Context& c, const KernelChoice& kc, c
   k.line("napkin::setmaxnreg_inc<240>();");
   k.line("const int cw = threadIdx.x / 128 - 1, warp = threadIdx.x % 128 / 32, lane = threadIdx.x % 32;");
   k.line("float o[D_V / 2] = {};           // registers: O accumulator (unnormalised), m16n8 tiles");
-  k.line("float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};  // rows lane/4 and lane/4 + 8 of the warp's 16");
+  if (softmax) k.line("float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};  // rows lane/4 and lane/4 + 8 of the warp's 16");
   k.line("uint32_t pa[T_X / 16][4];       // registers: P of the previous chunk in 16 bits, wgmma A fragments");
   k.line("napkin::mbar_wait(q_full, 0);");
   k.line("// ping-pong (FlashAttention-3 §3.1): the two consumer warpgroups take turns issuing their MMAs, so one's softmax");
@@ -124,14 +155,14 @@ std::optional<KernelEmit> emit_flash_wgmma(Context& c, const KernelChoice& kc, c
   NodeOverride over_interior;
   over_interior = [&](const Expr& e) -> std::optional<std::string> {
     if (&e == f.cs) return std::string("sacc[nt * 4 + e]");
-    if (is_causal_mask(e)) return c.value(*e.args[0], over_interior, {f.S->name});
+    if (is_causal_mask(e)) return c.value(*e.args[0], over_interior, f.inlined);
     return std::nullopt;
   };
-  const std::string score_unbounded = c.value(*f.P->expr->args[0], over_causal, {f.S->name});
-  const std::string score = c.value(*f.P->expr->args[0], bounded_loads(c, over_causal, {M, x}, {f.S->name}), {f.S->name});
-  const std::string score_interior = c.value(*f.P->expr->args[0], over_interior, {f.S->name});
+  const std::string score_unbounded = c.value(*f.score, over_causal, f.inlined);
+  const std::string score = c.value(*f.score, bounded_loads(c, over_causal, {M, x}, f.inlined), f.inlined);
+  const std::string score_interior = c.value(*f.score, over_interior, f.inlined);
   // whether the score map reads an array along M (so rows past N_M need a bound too)
-  const bool reads_rows = c.value(*f.P->expr->args[0], bounded_loads(c, over_causal, {M}, {f.S->name}), {f.S->name}) != score_unbounded;
+  const bool reads_rows = c.value(*f.score, bounded_loads(c, over_causal, {M}, f.inlined), f.inlined) != score_unbounded;
   auto elements = [&](const std::string& value, bool masked) {
     k.line("#pragma unroll");
     k.open("for (int nt = 0; nt < T_X / 8; ++nt)");
@@ -141,8 +172,8 @@ std::optional<KernelEmit> emit_flash_wgmma(Context& c, const KernelChoice& kc, c
     k.line("const int64_t i_" + M + " = o_" + M + " + cw * 64 + r_rel, i_" + x + " = kc * T_X + c_rel;");
     k.line("(void)i_" + M + ", (void)i_" + x + ", (void)r_rel;");
     k.line("const float v = " + value + ";");
-    k.line(masked ? "sacc[nt * 4 + e] = c_rel < x_left ? v : -INFINITY;" : "sacc[nt * 4 + e] = v;");
-    k.line("mx[e / 2] = fmaxf(mx[e / 2], sacc[nt * 4 + e]);");
+    k.line(masked ? std::string("sacc[nt * 4 + e] = c_rel < x_left ? v : ") + (softmax ? "-INFINITY;" : "0.0f;") : "sacc[nt * 4 + e] = v;");
+    if (softmax) k.line("mx[e / 2] = fmaxf(mx[e / 2], sacc[nt * 4 + e]);");
     k.close();
     k.close();
   };
@@ -171,8 +202,9 @@ std::optional<KernelEmit> emit_flash_wgmma(Context& c, const KernelChoice& kc, c
     k.line(first ? "napkin::wgmma_wait<0>();" : "napkin::wgmma_wait<1>();  // S_kc is done; P V may still run");
     k.line("napkin::fence_regs(sacc);");
     k.line("napkin::mbar_arrive(&k_empty[s]);  // K of this stage is consumed");
-    k.line("// " + f.S->name + " and " + f.P->name + "'s argument element by element; keys past N_" + x + " are masked");
-    k.line("float mx[2] = {m_run[0], m_run[1]};");
+    k.line("// " + f.S->name + " and " + f.P->name +
+           (softmax ? "'s argument element by element; keys past N_" + x + " are masked" : " element by element; keys past N_" + x + " give P = 0"));
+    if (softmax) k.line("float mx[2] = {m_run[0], m_run[1]};");
     k.line("const int x_left = static_cast<int>(min(int64_t{T_X}, N_" + x + " - kc * T_X));  // valid keys in the chunk");
     if (score_interior == score) {
       elements(score, true);
@@ -192,30 +224,14 @@ std::optional<KernelEmit> emit_flash_wgmma(Context& c, const KernelChoice& kc, c
       elements(score, true);
       k.close();
     }
-    k.line("// online softmax (" + f.P->name + "): new running max; l and O are rescaled by exp(m_old - m_new)");
-    k.line("float corr[2];");
-    k.line("#pragma unroll");
-    k.open("for (int h = 0; h < 2; ++h)");
-    k.line("mx[h] = napkin::quad_max(mx[h]);");
-    k.line("corr[h] = mx[h] == -INFINITY ? 1.0f : exp2f((m_run[h] - mx[h]) * LOG2E);");
-    k.line("m_run[h] = mx[h];");
-    k.line("l_run[h] *= corr[h];");
-    k.close();
-    k.line("const float ms[2] = {mx[0] == -INFINITY ? 0.0f : mx[0] * LOG2E, mx[1] == -INFINITY ? 0.0f : mx[1] * LOG2E};");
-    k.line("#pragma unroll");
-    k.open("for (int nt = 0; nt < T_X / 8; ++nt)");
-    k.line("#pragma unroll");
-    k.open("for (int e = 0; e < 4; ++e)");
-    k.line("sacc[nt * 4 + e] = exp2f(sacc[nt * 4 + e] * LOG2E - ms[e / 2]);  // P, unnormalised");
-    k.line("l_run[e / 2] += sacc[nt * 4 + e];");
-    k.close();
-    k.close();
+    if (softmax) online_softmax(k, f.P->name);
     if (!first) {
       k.line("napkin::wgmma_wait<0>();  // O += P_{kc-1} V_{kc-1} is done: V's stage is free, O and pa may change");
       k.line("napkin::fence_regs(o);");
       k.line("napkin::mbar_arrive(&v_empty[sp]);");
-      k.line("#pragma unroll");
-      k.line("for (int nt = 0; nt < D_V / 8; ++nt) o[nt * 4] *= corr[0], o[nt * 4 + 1] *= corr[0], o[nt * 4 + 2] *= corr[1], o[nt * 4 + 3] *= corr[1];");
+      if (softmax) k.line("#pragma unroll");
+      if (softmax)
+        k.line("for (int nt = 0; nt < D_V / 8; ++nt) o[nt * 4] *= corr[0], o[nt * 4 + 1] *= corr[0], o[nt * 4 + 2] *= corr[1], o[nt * 4 + 3] *= corr[1];");
     }
     k.line("#pragma unroll");
     k.open("for (int nt = 0; nt < T_X / 8; ++nt)");
@@ -245,10 +261,13 @@ std::optional<KernelEmit> emit_flash_wgmma(Context& c, const KernelChoice& kc, c
   k.line("napkin::mbar_arrive(&v_empty[sp]);");
   k.close();
   k.line("if (CONSUMERS == 2 && cw == 0) napkin::named_sync(1, 256);  // matches warpgroup 1's last turn");
-  k.line("// finalise: O / l (normalised contraction), then " + f.O->name + "'s epilogue, two adjacent columns per store");
-  k.line("float inv_l[2];");
-  k.line("#pragma unroll");
-  k.line("for (int h = 0; h < 2; ++h) { const float l = napkin::quad_sum(l_run[h]); inv_l[h] = l > 0.0f ? 1.0f / l : 0.0f; }");
+  k.line(std::string("// finalise: ") + (softmax ? "O / l (normalised contraction)" : "O (a plain sum over " + x + ")") + ", then " + f.O->name +
+         "'s epilogue, two adjacent columns per store");
+  if (softmax) {
+    k.line("float inv_l[2];");
+    k.line("#pragma unroll");
+    k.line("for (int h = 0; h < 2; ++h) { const float l = napkin::quad_sum(l_run[h]); inv_l[h] = l > 0.0f ? 1.0f / l : 0.0f; }");
+  }
   k.line("#pragma unroll");
   k.open("for (int nt = 0; nt < D_V / 8; ++nt)");
   k.line("#pragma unroll");
@@ -262,7 +281,7 @@ std::optional<KernelEmit> emit_flash_wgmma(Context& c, const KernelChoice& kc, c
   k.open("for (int q = 0; q < 2; ++q)");
   k.line("const int64_t i_" + f.dv + " = nt * 8 + (lane % 4) * 2 + q;");
   NodeOverride over_o = [&](const Expr& e) -> std::optional<std::string> {
-    if (&e == f.co) return std::string("(o[nt * 4 + h * 2 + q] * inv_l[h])");
+    if (&e == f.co) return std::string(softmax ? "(o[nt * 4 + h * 2 + q] * inv_l[h])" : "o[nt * 4 + h * 2 + q]");
     return std::nullopt;
   };
   k.line("at[q] = " + c.index(f.O->name) + ";");

@@ -51,8 +51,10 @@ TEST_CASE("transformer block: every projection weight gets 1/sqrt(fan-in), throu
 TEST_CASE("inputs contracted only with inputs keep scale 1", "[input-scales]") {
   using M = std::map<std::string, std::int64_t>;
   CHECK(fan_ins(load_library("matmul.napkin")) == M{{"A", 1}, {"B", 1}});
-  // Q and K meet each other; V meets the computed P over x.
-  CHECK(fan_ins(load_library("attention.napkin")) == M{{"Q", 1}, {"K", 1}, {"V", 8192}});
+  // Q and K meet each other; V meets the computed P over x, a softmax along x: an average, scale 1.
+  CHECK(fan_ins(load_library("attention.napkin")) == M{{"Q", 1}, {"K", 1}, {"V", 1}});
+  // Without the softmax (sigmoid attention) P V is a sum over x: V at 1/sqrt(x).
+  CHECK(fan_ins(load_library("sigmoid_attention.napkin")).at("V") > 1);
   // W1 and W3 meet the input X (scale 1); W2 meets the computed H over f.
   CHECK(fan_ins(load_library("mlp_swiglu.napkin")) == M{{"X", 1}, {"W1", 1}, {"W3", 1}, {"W2", 14336}});
 }

@@ -254,8 +254,8 @@ AXES = {
 SIZES = {"b": 1, "g": 8, "r": 4, "q": 8192, "x": 8192, "d": 128}
 DTYPES = {"Q": "bf16", "K": "bf16", "V": "bf16"}
 OUT_DTYPES = {"O": "bf16"}
-INPUT_FAN_IN = {"Q": (), "K": (), "V": ("x",)}
-INPUT_SCALES = {"Q": 1, "K": 1, "V": 0.011048543456039804}
+INPUT_FAN_IN = {"Q": (), "K": (), "V": ()}
+INPUT_SCALES = {"Q": 1, "K": 1, "V": 1}
 
 
 def _d_gqa_attention(inputs, n, ref, dev):

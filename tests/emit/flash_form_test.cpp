@@ -1,0 +1,119 @@
+// The flash form generalised (lower/flash_form.hpp; issue 12, item 4): a contraction, element-wise
+// score maps in statements of their own (bias and mask arrays), softmax along x or no normaliser
+// (sigmoid attention), then a contraction; d_qk != d_v; wgmma at d = 64 and d = 256. Each case
+// lowers to one flash kernel with its wgmma variant on the H100, and its CUDA compiles with nvcc
+// for sm_80 and sm_90a (where nvcc is found) into mma.sync and wgmma code. What the form cannot
+// render lowers to SIMT with the reason. The device runs are the tests/gpu diagrams used here.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
+#include "derive/derivation.hpp"
+#include "emit/cuda_emitter.hpp"
+#include "tests/support/run.hpp"
+
+using namespace napkin;
+using namespace napkin::test;
+
+namespace {
+
+std::size_t count(const std::string& s, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("flash form: score chains, no normaliser and d_qk != d_v lower to one flash kernel with wgmma, and compile", "[emit][cuda]") {
+  Hardware hw = load_hardware("h100");
+  struct Case {
+    const char* file;
+    SizeMap sizes;
+    bool softmax;
+  };
+  const std::vector<Case> cases = {
+      {"tests/gpu/sigmoid_attention_small.napkin", {}, false},
+      {"tests/gpu/sigmoid_attention_small.napkin", {{"q", 333}, {"x", 517}, {"d", 64}}, false},
+      {"tests/gpu/cross_attention_192.napkin", {}, true},
+      {"tests/gpu/cross_attention_192.napkin", {{"dk", 64}, {"dv", 256}, {"q", 130}, {"x", 777}}, true},
+      {"diagrams/library/sigmoid_attention.napkin", {}, false},
+      {"diagrams/library/cross_attention.napkin", {}, true},
+      {"diagrams/library/attention.napkin", {{"b", 16}, {"h", 16}, {"q", 1024}, {"x", 1024}, {"d", 64}}, true},
+      {"diagrams/library/attention.napkin", {{"d", 256}}, true},
+  };
+  const bool nvcc = !std::string(NAPKIN_NVCC).empty();
+  const std::string dir = std::filesystem::temp_directory_path().string() + "/napkin-flash-form-test-" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    INFO(c.file << " case " << i);
+    LoadedDiagram l = load_library(std::string(NAPKIN_SOURCE_DIR) + "/" + c.file);
+    SizeMap sizes = l.sizes;
+    for (const auto& [k, v] : c.sizes) sizes[k] = v;
+    Derivation dv = derive(*l.program, *l.diagram, sizes, hw);
+    REQUIRE(dv.chosen.kernels.size() == 1);
+    const KernelChoice& kc = dv.chosen.kernels[0];
+    const KernelSpec& spec = *kc.cost.spec;
+    INFO(describe_spec(spec));
+    REQUIRE(spec.strategy == Strategy::flash);
+    CHECK(spec.wgmma);
+    CHECK(kc.cost.warpgroup_mma);
+    const FlashForm& f = *spec.flash;
+    CHECK(f.normaliser_lemma == (c.softmax ? "online-softmax" : ""));
+    CHECK(f.DK == sizes.at(f.dk));
+    CHECK(f.DV == sizes.at(f.dv));
+    // Causal chunks are skipped only under a softmax (a sigmoid of a masked score is not 0).
+    if (!c.softmax) CHECK((!f.skip && kc.cost.causal_active_fraction == 1));
+    const std::string text = emit_cuda(*l.program, *l.diagram, dv, hw);
+    CHECK(count(text, "// strategy flash") == 1);
+    CHECK(count(text, "// wgmma variant (sm_90a)") == 1);
+    CHECK((count(text, "// online softmax") > 0) == c.softmax);
+    if (!c.softmax) CHECK(count(text, "(a plain sum over " + f.x + ")") == 2);
+    if (!nvcc) continue;
+    const std::string cu = dir + "/k" + std::to_string(i) + ".cu";
+    std::ofstream(cu) << text;
+    for (const std::string arch : {"80", "90a"}) {
+      const std::string ptx = cu + "." + arch + ".ptx";
+      const std::string cmd = std::string(NAPKIN_NVCC) + " -std=c++17 -O3 -ptx -arch=compute_" + arch + " -o " + ptx + " " + cu + " > " + cu + ".log 2>&1";
+      INFO(cmd << "\n" << slurp(cu + ".log"));
+      REQUIRE(std::system(cmd.c_str()) == 0);
+      CHECK(slurp(cu + ".log").find("warning") == std::string::npos);
+      const std::string p = slurp(ptx);
+      CHECK(count(p, "mma.sync.aligned.m16n8k16") > 0);
+      CHECK((count(p, "wgmma.mma_async") > 0) == (arch == "90a"));
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("flash form: what it cannot render lowers to SIMT, saying why", "[emit]") {
+  const std::string dir = std::filesystem::temp_directory_path().string() + "/napkin-flash-decline-" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  const std::string head = "axis h = 2\naxis q = 128\naxis x = 256\naxis d = 64\nin Q[h,q,d] : bf16\nin K[h,x,d] : bf16\nin V[h,x,d] : bf16\n"
+                           "S[h,q,x] = contract(Q, K; d)\n";
+  struct Case {
+    std::string body, why;
+  };
+  const std::vector<Case> cases = {
+      // rmsnorm along x has a streaming lemma (normalised-contraction) but no flash rendering
+      {"P[h,q,x] = rmsnorm(S; x)\nO[h,q,d] = contract(P, V; x)\nout O : bf16\n",
+       "flash: the normaliser before the last contraction is not a softmax along x"},
+      // a score statement that leaves the kernel: the flash form stores O only
+      {"P[h,q,x] = sigmoid(S)\nO[h,q,d] = contract(P, V; x)\nout O : bf16\nout S : bf16\n", "flash: the kernel stores 2 arrays"},
+  };
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    INFO("case " << i);
+    const std::string name = "d" + std::to_string(i), file = dir + "/" + name + ".napkin", sched = dir + "/" + name + ".schedule";
+    std::ofstream(file) << "diagram " << name << "\n" << head << cases[i].body;
+    std::ofstream(sched) << "schedule s for " << name << "\n  kernel k\n    fuse S, P, O\n    weave h\n    group q by 64\n    stream x by 64\n    warps 4\n";
+    RunResult r = run_napkin("derive " + file + " --hw h100 --schedule " + sched);
+    INFO(r.output);
+    CHECK(r.status == 0);
+    CHECK(r.output.find("lowered to                     simt") != std::string::npos);
+    CHECK(r.output.find(cases[i].why) != std::string::npos);
+  }
+  std::filesystem::remove_all(dir);
+}
