@@ -218,6 +218,7 @@ class Searcher {
     }
     KernelChoice best;
     best.score = kInf;
+    best_steps_ = kInf;
     best_traffic_ = kInf;
     bool call = stmts.size() == 1 && stmts[0]->has_call;
     std::vector<std::pair<std::vector<std::string>, int>> streams{{{}, 1}};
@@ -340,11 +341,19 @@ class Searcher {
       sc.l2_to_smem_bytes = c.l2_to_smem_bytes;
       double score = objective(sc, so_);
       // Near ties (within 0.1%) go to the candidate that moves fewer bytes into SMEM: the model's
-      // time hides memory under compute, the hardware only partly does.
-      bool better = score < best.score * (1 - 1e-3) ||
-                    (score <= best.score * (1 + 1e-3) && c.l2_to_smem_bytes + c.smem_read_bytes < best_traffic_);
+      // time hides memory under compute, the hardware only partly does; then to the one with fewer
+      // stream steps per block (each step is a pipeline handshake the model does not price: a
+      // sigmoid-attention chunk of 16 and one of 128 tie on time and bytes).
+      const double traffic = c.l2_to_smem_bytes + c.smem_read_bytes;
+      double steps = 1;
+      for (const auto& [axis, ap] : c.axes)
+        if (ap.kind == AxisPlan::Kind::stream) steps *= static_cast<double>(ap.count);
+      const bool tie = score <= best.score * (1 + 1e-3);
+      bool better = score < best.score * (1 - 1e-3) || (tie && traffic < best_traffic_ * (1 - 1e-9)) ||
+                    (tie && traffic <= best_traffic_ * (1 + 1e-9) && steps < best_steps_);
       if (better) {
-        best_traffic_ = c.l2_to_smem_bytes + c.smem_read_bytes;
+        best_traffic_ = traffic;
+        best_steps_ = steps;
         best.plan = k;
         best.lemmas = lemmas;
         best.cost = c;
@@ -487,6 +496,7 @@ class Searcher {
   bool exact_ = false;                            ///< the partitioner's regime
   std::size_t scored_ = 0;
   double best_traffic_ = kInf;
+  double best_steps_ = kInf;  ///< stream steps per block of the best candidate (a tie-break)
   std::string last_problem_;
 };
 

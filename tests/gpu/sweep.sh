@@ -78,6 +78,23 @@ add mm-bias-777x333x1001 "$gpu/matmul_bias.napkin" --set t=777 --set m=333 --set
 add mm-bias-777x520x1000 "$gpu/matmul_bias.napkin" --set t=777 --set m=520 --set f=1000  # rows of 16-byte multiples: wgmma
 add mm-bias-777x520x1000.mma.sync "$gpu/matmul_bias.napkin" --set t=777 --set m=520 --set f=1000
 add mm-bias-130x260x130 "$gpu/matmul_bias.napkin" --set t=130 --set m=260 --set f=130
+# the generalised forms (issue 12): several contracted axes, thin and per-group GEMMs, sigmoid and
+# d_qk != d_v attention; aligned and unaligned sizes
+add multik-777x333-g3r2d100 "$gpu/gemm_multi_k.napkin" --set s=777 --set m=333 --set g=3 --set r=2 --set d=100
+add multik-777x336-g3r2d72 "$gpu/gemm_multi_k.napkin" --set s=777 --set m=336 --set g=3 --set r=2 --set d=72
+add multik-777x336-g3r2d72.mma.sync "$gpu/gemm_multi_k.napkin" --set s=777 --set m=336 --set g=3 --set r=2 --set d=72
+add grouped-777-g3-333x1001 "$gpu/grouped_linear_small.napkin" --set t=777 --set g=3 --set i=333 --set o=1001
+add grouped-4096-g8-1024 "$gpu/grouped_linear_small.napkin" --set t=4096 --set g=8 --set i=1024 --set o=1024
+add thin-8192x4096x16 "$gpu/matmul_thin.napkin" --set a=8192 --set b=4096 --set c=16
+add thin-16x4096x8192 "$gpu/matmul_thin.napkin" --set a=16 --set b=4096 --set c=8192
+add thin-4001x1001x20 "$gpu/matmul_thin.napkin" --set a=4001 --set b=1001 --set c=20
+add thin-20x1000x4000 "$gpu/matmul_thin.napkin" --set a=20 --set b=1000 --set c=4000
+add sigmoid-n260 "$gpu/sigmoid_attention_small.napkin"
+add sigmoid-n260.mma.sync "$gpu/sigmoid_attention_small.napkin"
+add sigmoid-d64-q333-x517 "$gpu/sigmoid_attention_small.napkin" --set q=333 --set x=517 --set d=64
+add cross192-q260-x333 "$gpu/cross_attention_192.napkin"
+add cross192-q260-x333.mma.sync "$gpu/cross_attention_192.napkin"
+add cross-dk64-dv256-q130-x777 "$gpu/cross_attention_192.napkin" --set dk=64 --set dv=256 --set q=130 --set x=777
 
 wgmma_env() { case $1 in *.mma.sync) echo NAPKIN_NO_WGMMA=1 ;; *) echo NAPKIN_NO_WGMMA=0 ;; esac; }
 throttle() { while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done; }
