@@ -219,6 +219,7 @@ class Searcher {
     KernelChoice best;
     best.score = kInf;
     best_steps_ = kInf;
+    best_stages_ = -1;
     best_traffic_ = kInf;
     bool call = stmts.size() == 1 && stmts[0]->has_call;
     std::vector<std::pair<std::vector<std::string>, int>> streams{{{}, 1}};
@@ -348,11 +349,16 @@ class Searcher {
       double steps = 1;
       for (const auto& [axis, ap] : c.axes)
         if (ap.kind == AxisPlan::Kind::stream) steps *= static_cast<double>(ap.count);
+      // Deeper pipelines first (more stages in flight hide more latency): a GEMM's chunk of 64
+      // with 4 stages before one of 128 with 2.
+      const double stages = c.spec && c.spec->tensor_cores() ? (c.spec->wgmma ? c.spec->wgmma_stages : c.spec->stages) : 0;
       const bool tie = score <= best.score * (1 + 1e-3);
+      const bool same_traffic = traffic <= best_traffic_ * (1 + 1e-9);
       bool better = score < best.score * (1 - 1e-3) || (tie && traffic < best_traffic_ * (1 - 1e-9)) ||
-                    (tie && traffic <= best_traffic_ * (1 + 1e-9) && steps < best_steps_);
+                    (tie && same_traffic && stages > best_stages_) || (tie && same_traffic && stages == best_stages_ && steps < best_steps_);
       if (better) {
         best_traffic_ = traffic;
+        best_stages_ = stages;
         best_steps_ = steps;
         best.plan = k;
         best.lemmas = lemmas;
@@ -497,6 +503,7 @@ class Searcher {
   std::size_t scored_ = 0;
   double best_traffic_ = kInf;
   double best_steps_ = kInf;  ///< stream steps per block of the best candidate (a tie-break)
+  double best_stages_ = -1;   ///< pipeline stages of the best candidate's priced path (a tie-break)
   std::string last_problem_;
 };
 
