@@ -105,7 +105,7 @@ std::string tma_launch(const Context& c, const std::string& ns, const std::vecto
 }
 
 void add_hopper_variant(KernelEmit& r, Code& device, Code& launch, const KernelSpec& spec, const std::string& ns,
-                        const std::function<std::optional<KernelEmit>(const std::string&, std::string&)>& make) {
+                        const std::function<KernelEmit(const std::string&)>& make) {
   Code fallback;
   fallback.line("NAPKIN_CUDA(cudaFuncSetAttribute(" + ns + "::kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(" + ns + "::SMEM_BYTES)));");
   fallback.line(ns + "::kernel<<<static_cast<unsigned>(blocks), " + ns + "::THREADS, " + ns + "::SMEM_BYTES, stream>>>(a);");
@@ -115,12 +115,10 @@ void add_hopper_variant(KernelEmit& r, Code& device, Code& launch, const KernelS
     launch.text += fallback.text;
     return;
   }
-  std::string why;
-  std::optional<KernelEmit> wg = make(fallback.text, why);
-  NAPKIN_ASSERT(wg) << "lowering chose the wgmma variant of kernel " << spec.shape.plan.name << " but the emitter declines it: " << why;
+  const KernelEmit wg = make(fallback.text);
   r.hopper = true;
-  device.text += wg->device_code;
-  launch.text += wg->launch_code;
+  device.text += wg.device_code;
+  launch.text += wg.launch_code;
 }
 
 }  // namespace napkin::cuda

@@ -42,7 +42,7 @@ void online_softmax(Code& k, const std::string& P) {
 
 }  // namespace
 
-KernelEmit emit_flash(Context& c, const KernelChoice& kc, const Hardware& hw) {
+KernelEmit emit_flash(Context& c, const KernelChoice& kc) {
   const KernelSpec& spec = *kc.cost.spec;
   const FlashForm& f = *spec.flash;
   const std::string &x = f.x, &M = f.M, &dk = f.dk, &dv = f.dv, &Qn = f.Qn, &Kn = f.Kn, &Vn = f.Vn, &x_note = f.x_note;
@@ -245,7 +245,7 @@ KernelEmit emit_flash(Context& c, const KernelChoice& kc, const Hardware& hw) {
   for (const auto& b : batch) blocks += " * a.N_" + b;
   l.line("const int64_t blocks = " + blocks + ";");
   l.line("if (blocks == 0) return 0;");
-  add_hopper_variant(r, k, l, spec, ns, [&](const std::string& fallback, std::string& why_not) { return emit_flash_wgmma(c, kc, f, hw, fallback, why_not); });
+  add_hopper_variant(r, k, l, spec, ns, [&](const std::string& fallback) { return emit_flash_wgmma(c, kc, f, fallback); });
   k.close("  // namespace " + ns);
   r.device_code = k.text;
   r.launch_code = l.text;

@@ -15,8 +15,7 @@ namespace napkin::cuda {
 
 /** The sm_90a variant (contract in flash_wgmma.cpp): device code in namespace `wg` of the
  *  kernel's namespace, and host statements launching it where the device and the arrays allow
- *  TMA, `fallback_launch` otherwise. nullopt with `why` set when the tiles do not fit. */
-std::optional<KernelEmit> emit_flash_wgmma(Context& c, const KernelChoice& kc, const FlashForm& f, const Hardware& hw,
-                                           const std::string& fallback_launch, std::string& why);
+ *  TMA, `fallback_launch` otherwise. Only for a spec whose wgmma path lowering accepted. */
+KernelEmit emit_flash_wgmma(Context& c, const KernelChoice& kc, const FlashForm& f, const std::string& fallback_launch);
 
 }  // namespace napkin::cuda

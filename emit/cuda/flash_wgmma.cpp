@@ -44,19 +44,8 @@ void online_softmax(Code& k, const std::string& P) {
 
 }  // namespace
 
-std::optional<KernelEmit> emit_flash_wgmma(Context& c, const KernelChoice& kc, const FlashForm& f, const Hardware& hw,
-                                           const std::string& fallback_launch, std::string& why) {
-  const MmaShape* mma = hw.warpgroup_mma(f.dtype);
-  if (!mma) return why = "no warpgroup MMA for " + std::string(dtype_name(f.dtype)), std::nullopt;
-  if (f.warps % 4 != 0 || f.TQ != 64 * (f.warps / 4) || f.warps / 4 > 2) return why = "T_Q not 64 rows per consumer warpgroup (4 or 8 warps)", std::nullopt;
-  if (f.TX % 16 != 0 || f.TX > 256) return why = "T_X not a multiple of 16 up to 256", std::nullopt;
-  if (f.DK % 64 != 0 || f.DV % 64 != 0 || f.DV > 256) return why = "head dimensions not multiples of 64 (DV up to 256)", std::nullopt;
-  if (f.TX / 2 + f.DV / 2 + f.TX / 4 > 200) return why = "S, O and P over 200 registers per thread", std::nullopt;
-  for (const auto& arr : {f.Qn, f.Kn, f.Vn})
-    if (c.axes(arr).size() > 5) return why = arr + " has more than 5 axes (TMA's limit)", std::nullopt;
-  const std::int64_t q_bytes = f.TQ * f.DK * 2, k_bytes = f.TX * f.DK * 2, v_bytes = f.TX * f.DV * 2;
-  const std::int64_t smem = q_bytes + 2 * (k_bytes + v_bytes) + 1024 + 128;
-  if (static_cast<double>(smem) > hw.smem_max_per_block_bytes) return why = "Q and two stages of K and V do not fit SMEM", std::nullopt;
+KernelEmit emit_flash_wgmma(Context& c, const KernelChoice& kc, const FlashForm& f, const std::string& fallback_launch) {
+  const MmaShape* mma = &*kc.cost.spec->wgmma_mma;  // lowering accepted the variant (lower/flash_form.cpp flash_wgmma_fits)
   const int consumers = f.warps / 4;
   std::string s_name, o_name;
   const std::string s_fn = wgmma_function(*mma, static_cast<int>(f.TX), false, s_name);

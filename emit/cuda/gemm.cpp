@@ -108,7 +108,7 @@ void gemm_epilogue(Code& code, Context& c, const KernelChoice& kc, const GemmFor
   stored.insert(kc.cost.outputs.begin(), kc.cost.outputs.end());
 }
 
-KernelEmit emit_gemm(Context& c, const KernelChoice& kc, const Hardware& hw) {
+KernelEmit emit_gemm(Context& c, const KernelChoice& kc) {
   const KernelSpec& spec = *kc.cost.spec;
   const GemmForm& g = *spec.gemm;
   const std::string &M = g.M, &N = g.N, &k = g.K;
@@ -250,7 +250,7 @@ KernelEmit emit_gemm(Context& c, const KernelChoice& kc, const Hardware& hw) {
   for (const auto& b : g.batch) blocks += " * a.N_" + b;
   l.line("const int64_t " + blocks + ";");
   l.line("if (blocks == 0) return 0;");
-  add_hopper_variant(r, code, l, spec, ns, [&](const std::string& fallback, std::string& why_not) { return emit_gemm_wgmma(c, kc, g, hw, fallback, why_not); });
+  add_hopper_variant(r, code, l, spec, ns, [&](const std::string& fallback) { return emit_gemm_wgmma(c, kc, g, fallback); });
   code.close("  // namespace " + ns);
   r.device_code = code.text;
   r.launch_code = l.text;

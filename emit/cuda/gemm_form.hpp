@@ -34,8 +34,7 @@ void gemm_epilogue(Code& code, Context& c, const KernelChoice& kc, const GemmFor
 
 /** The sm_90a variant: device code (namespace `wg` inside the kernel's namespace) and the host
  *  statements that launch it when the device and the arrays allow TMA, falling back to
- *  `fallback_launch` otherwise. nullopt with `why` set when the tiles do not fit wgmma. */
-std::optional<KernelEmit> emit_gemm_wgmma(Context& c, const KernelChoice& kc, const GemmForm& g, const Hardware& hw,
-                                          const std::string& fallback_launch, std::string& why);
+ *  `fallback_launch` otherwise. Only for a spec whose wgmma path lowering accepted. */
+KernelEmit emit_gemm_wgmma(Context& c, const KernelChoice& kc, const GemmForm& g, const std::string& fallback_launch);
 
 }  // namespace napkin::cuda

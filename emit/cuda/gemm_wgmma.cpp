@@ -34,24 +34,15 @@ struct Box {
 
 }  // namespace
 
-std::optional<KernelEmit> emit_gemm_wgmma(Context& c, const KernelChoice& kc, const GemmForm& g, const Hardware& hw,
-                                          const std::string& fallback_launch, std::string& why) {
-  const MmaShape* mma = hw.warpgroup_mma(g.dtype);
-  if (!mma) return why = "no warpgroup MMA for " + std::string(dtype_name(g.dtype)) + " in the hardware description", std::nullopt;
-  if (g.warps % 4 != 0 || g.warps / 4 > 2) return why = "warps not 4 or 8 (one or two consumer warpgroups)", std::nullopt;
+KernelEmit emit_gemm_wgmma(Context& c, const KernelChoice& kc, const GemmForm& g, const std::string& fallback_launch) {
+  // Lowering accepted this variant (lower/gemm_form.cpp gemm_wgmma_stages): its atom and cluster.
+  const KernelSpec& spec = *kc.cost.spec;
+  const MmaShape* mma = &*spec.wgmma_mma;
   const int consumers = g.warps / 4;
-  if (g.TM % (64 * consumers) != 0) return why = "T_M not a multiple of 64 rows per consumer warpgroup", std::nullopt;
-  if (g.TN % 8 != 0 || g.TN > 256) return why = "T_N not a wgmma N (a multiple of 8 up to 256)", std::nullopt;
-  if (g.TK % 64 != 0) return why = "T_K not a multiple of 64 (one 128-byte swizzle row)", std::nullopt;
-  const std::int64_t acc_regs = static_cast<std::int64_t>(g.gemms.size()) * (g.TM / consumers / 64) * (g.TN / 2);
-  if (acc_regs > 160) return why = "accumulators over 160 registers per thread", std::nullopt;
   const std::string &M = g.M, &k = g.K;
   // Clusters (schedule `cluster A by 2`): the blocks of one cluster share the tiles that do not vary along A.
-  const auto cl = kc.plan.cluster();
-  const int cluster = cl && hw.clusters ? static_cast<int>(cl->second) : 1;
-  const std::string cax = cluster > 1 ? cl->first : "";
-  if (cluster > 1 && cax != M && cax != g.N) return why = "cluster axis '" + cax + "' is neither the GEMM's M (" + M + ") nor its N (" + g.N + ")", std::nullopt;
-  if (cluster > 2) return why = "clusters of more than 2 blocks", std::nullopt;
+  const int cluster = spec.cluster;
+  const std::string& cax = spec.cluster_axis;
   // SMEM layout per stage: each tile as 128-byte rows in 1024-byte swizzle atoms.
   //   K-major tile [R][T_K]: T_K/64 column blocks of R rows; MN-major tile [T_K][R]: R/64 blocks of T_K rows.
   struct Layout { const GemmTile* t; std::int64_t off, bytes; std::vector<Box> boxes; std::uint32_t box_inner, box_outer; };
@@ -66,15 +57,14 @@ std::optional<KernelEmit> emit_gemm_wgmma(Context& c, const KernelChoice& kc, co
     const int split = t.rows != cax && t.cols != cax ? cluster : 1;
     if (!t.k_rows) {
       const std::int64_t rb = std::min<std::int64_t>(F, 256) / split;
-      if (F % rb != 0) return why = "tile of " + t.array + " not whole boxes of 256 rows", std::nullopt;
+      NAPKIN_ASSERT(F % rb == 0) << "tile of " << t.array << " not whole boxes of 256 rows, which lowering refuses";
       L.box_outer = static_cast<std::uint32_t>(rb);
       for (std::int64_t kb = 0; kb < g.TK / 64; ++kb)
         for (std::int64_t r = 0; r < F / rb; ++r)
           L.boxes.push_back({kb * F * 128 + r * rb * 128, "static_cast<int>(o_k) + " + std::to_string(kb * 64),
                              "static_cast<int>(o_" + free + ") + " + std::to_string(r * rb)});
     } else {
-      if (F % 64 != 0) return why = "tile of " + t.array + " (M- or N-major) not whole 64-column blocks", std::nullopt;
-      if (g.TK > 256) return why = "T_K over one TMA box (256 rows)", std::nullopt;
+      NAPKIN_ASSERT(F % 64 == 0 && g.TK <= 256) << "tile of " << t.array << " not whole 64-column blocks of at most 256 rows, which lowering refuses";
       const std::int64_t kb = g.TK / split;  // rows of K per box
       L.box_outer = static_cast<std::uint32_t>(kb);
       for (std::int64_t j = 0; j < F / 64; ++j)
@@ -84,7 +74,6 @@ std::optional<KernelEmit> emit_gemm_wgmma(Context& c, const KernelChoice& kc, co
     }
     if (split > 1)
       for (std::size_t b = 0; b < L.boxes.size(); ++b) L.boxes[b].rank = static_cast<int>(b % split);
-    if (c.axes(t.array).size() > 5) return why = t.array + " has more than 5 axes (TMA's limit)", std::nullopt;
     stage_bytes += L.bytes;
     lay.push_back(L);
   }

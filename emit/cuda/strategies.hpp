@@ -45,8 +45,8 @@ struct KernelEmit {
 };
 
 /** Renderers of a kernel whose spec (k.cost.spec) has strategy gemm, flash and rows. */
-KernelEmit emit_gemm(Context& c, const KernelChoice& k, const Hardware& hw);
-KernelEmit emit_flash(Context& c, const KernelChoice& k, const Hardware& hw);
+KernelEmit emit_gemm(Context& c, const KernelChoice& k);
+KernelEmit emit_flash(Context& c, const KernelChoice& k);
 KernelEmit emit_rows(Context& c, const KernelChoice& k);
 /** A statement calling another diagram: the callee's unit (derived separately, `sub`) nested in
  *  the caller's namespace, launched once per index of the woven axes with pointers offset into
@@ -74,13 +74,12 @@ std::string host_bytes(const std::string& type, const AxisList& axes);
 /** Stride (elements) of axis `axis` in `array`: the product of the later axes' sizes. */
 std::string stride(const Context& c, const std::string& array, const std::string& axis);
 
-/** Adds a kernel's sm_90a variant where `spec.wgmma`: `make(fallback, why)` emits it given the
+/** Adds a kernel's sm_90a variant where `spec.wgmma`: `make(fallback)` emits it given the
  *  mma.sync launch of `ns`::kernel as its fallback. Appends its device code to `device` and its
  *  launch to `launch` (setting r.hopper); without spec.wgmma, a comment saying why
- *  (spec.why_no_wgmma) and the mma.sync launch alone. NAPKIN_ASSERT when `make` declines what
- *  lowering accepted. */
+ *  (spec.why_no_wgmma) and the mma.sync launch alone. */
 void add_hopper_variant(KernelEmit& r, Code& device, Code& launch, const KernelSpec& spec, const std::string& ns,
-                        const std::function<std::optional<KernelEmit>(const std::string&, std::string&)>& make);
+                        const std::function<KernelEmit(const std::string&)>& make);
 /** An operand loaded by TMA in 128-byte swizzled boxes: the array, its two tile axes (cols
  *  contiguous), and the box (elements; box_cols * 2 bytes = 128). */
 struct TmaOperand {

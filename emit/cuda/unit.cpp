@@ -66,8 +66,8 @@ KernelEmit emit_kernel(Context& c, const KernelChoice& kc, const Hardware& hw) {
     if (w.has_call && std::find(kc.cost.statements.begin(), kc.cost.statements.end(), w.statement->name) != kc.cost.statements.end())
       return emit_call(c, *w.statement, callee_derivation(c.derivation(), w.statement->name), hw);
   const KernelSpec& spec = *kc.cost.spec;  // lowering's decision (lower/lower.hpp); reference mode renders every kernel but rows as SIMT in fp32
-  if (!opt.reference && spec.strategy == Strategy::gemm) return emit_gemm(c, kc, hw);
-  if (!opt.reference && spec.strategy == Strategy::flash) return emit_flash(c, kc, hw);
+  if (!opt.reference && spec.strategy == Strategy::gemm) return emit_gemm(c, kc);
+  if (!opt.reference && spec.strategy == Strategy::flash) return emit_flash(c, kc);
   if (spec.strategy == Strategy::rows) return emit_rows(c, kc);
   std::vector<std::string> order;
   for (const auto* s : c.diagram().statements())
