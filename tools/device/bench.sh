@@ -160,6 +160,12 @@ case $mode in
     }
     torch_vs att attention attention 4,16,4096,4096,128 --set b=4 --set h=16 --set q=4096 --set x=4096
     torch_vs causal causal_attention attention 4,16,4096,4096,128 --set b=4 --set h=16 --set q=4096 --set x=4096 --causal
+    if [ -n "${modes_torch_only:-}" ]; then  # issue 12: d = 64 (its B16 H16 N1024) and d = 256 on wgmma, against FA2 and cuDNN
+      bench att-d64 attention --set b=16 --set h=16 --set q=1024 --set x=1024 --set d=64
+      torch_vs att-d64 attention attention 16,16,1024,1024,64 --set b=16 --set h=16 --set q=1024 --set x=1024 --set d=64
+      bench att-d256 attention --set b=4 --set h=16 --set q=4096 --set x=4096 --set d=256
+      torch_vs att-d256 attention attention 4,16,4096,4096,256 --set b=4 --set h=16 --set q=4096 --set x=4096 --set d=256
+    fi
     if [ -z "${modes_torch_only:-}" ]; then
       torch_vs swiglu mlp_swiglu swiglu 8192,4096,14336
       torch_vs layernorm layernorm layernorm 4096,1024
