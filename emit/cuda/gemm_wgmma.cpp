@@ -5,9 +5,10 @@
 // into a STAGES-deep ring guarded by full/empty mbarriers; the schedule's warps form the consumer
 // warpgroups, each owning WM = T_M / CONSUMERS rows of M as m64 subtiles, issuing
 // wgmma.m64n<T_N>k16 on SMEM descriptors with one wgmma group in flight, accumulators in
-// registers (setmaxnreg moves registers from the producer to the consumers). The epilogue is the
-// mma.sync variant's (gemm_store_pair): the accumulator layout of wgmma is that of m16n8 tiles per
-// warp (PTX ISA 9.7.15.5.1.1).
+// registers (setmaxnreg moves registers from the producer to the consumers). The epilogue: on
+// interior tiles of 16-bit outputs, 16-byte stores after a quad transpose (gemm_wide_store.hpp);
+// otherwise the mma.sync variant's (gemm_epilogue): the accumulator layout of wgmma is that of
+// m16n8 tiles per warp (PTX ISA 9.7.15.5.1.1).
 // With a `cluster A by 2` directive, two blocks with adjacent tiles along A (the GEMM's M or N)
 // form a cluster: each loads half of the tiles that do not vary along A by TMA multicast into both
 // (CUTLASS's Hopper GEMMs do the same), so L2 -> SMEM traffic for those tiles halves. A stage is
@@ -19,6 +20,7 @@
 #include <algorithm>
 
 #include "emit/cuda/gemm_form.hpp"
+#include "emit/cuda/gemm_wide_store.hpp"
 #include "emit/cuda/preamble.hpp"
 
 namespace napkin::cuda {
@@ -103,6 +105,8 @@ KernelEmit emit_gemm_wgmma(Context& c, const KernelChoice& kc, const GemmForm& g
             ".m64n" + std::to_string(g.TN) + "k16 on SMEM descriptors, fp32 accumulators in registers");
   code.open("namespace wg");
   code.text += wg_fn;
+  const std::string wide = wide_store_condition(c, kc, g);
+  if (!wide.empty()) code.text += quad_transpose_function();
   if (cluster > 1) {
     std::string shared;
     for (const auto& L : lay)
@@ -259,22 +263,35 @@ KernelEmit emit_gemm_wgmma(Context& c, const KernelChoice& kc, const GemmForm& g
   KernelEmit r;
   r.strategy = "gemm";
   r.hopper = true;
-  gemm_epilogue(code, c, kc, g, [&](const std::function<void()>& body) {
+  auto acc = [&](std::size_t i) {
+    if (joint) return std::string("acc0[ms][") + (static_cast<int>(i) == joint_first ? "" : "T_N / 2 + ") + "nt * 4 + h * 2 + q]";
+    return "acc" + std::to_string(i) + "[ms][nt * 4 + h * 2 + q]";
+  };
+  auto fragment_loops = [&](bool by_32_columns, const std::function<void()>& body) {
     code.line("#pragma unroll");
     code.open("for (int ms = 0; ms < MS; ++ms)");
     code.line("#pragma unroll");
-    code.open("for (int nt = 0; nt < T_N / 8; ++nt)");
+    code.open(by_32_columns ? "for (int ng = 0; ng < T_N / 32; ++ng)" : "for (int nt = 0; nt < T_N / 8; ++nt)");
     code.line("#pragma unroll");
     code.open("for (int h = 0; h < 2; ++h)");
-    code.line("const int row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;");
+    code.line(std::string("const int row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8") + (by_32_columns ? ";" : ", col = nt * 8 + (lane % 4) * 2;"));
     body();
     code.close();
     code.close();
     code.close();
-  }, [&](std::size_t i) {
-    if (joint) return std::string("acc0[ms][") + (static_cast<int>(i) == joint_first ? "" : "T_N / 2 + ") + "nt * 4 + h * 2 + q]";
-    return "acc" + std::to_string(i) + "[ms][nt * 4 + h * 2 + q]";
-  }, r.stored);
+  };
+  // Interior tiles of 16-bit outputs: 16-byte stores (gemm_wide_store.hpp); the rest as the mma.sync variant stores.
+  if (!wide.empty()) {
+    code.open("if (" + wide + ")");
+    gemm_wide_store_epilogue(code, c, kc, g, [&](const std::function<void()>& body) { fragment_loops(true, body); }, acc, r.stored);
+    code.close(" else {");
+    ++code.indent;
+  }
+  gemm_epilogue(code, c, kc, g, [&](const std::function<void()>& body) { fragment_loops(false, body); }, acc, r.stored);
+  if (!wide.empty()) {
+    --code.indent;
+    code.line("}");
+  }
   code.close();
   code.close();
   if (cluster > 1) code.line("napkin::cluster_sync();  // neither block leaves while the other may still signal its barriers");

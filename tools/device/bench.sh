@@ -62,8 +62,8 @@ case $mode in
       done
     done
     ;;
-  variants)  # hand-written schedules (tools/device/schedules/*.schedule; first line `# bench: DIAGRAM [--set ...]`)
-    for f in tools/device/schedules/*.schedule; do
+  variants)  # hand-written schedules (tools/device/schedules/*.schedule, or $VARIANTS; first line `# bench: DIAGRAM [--set ...]`)
+    for f in ${VARIANTS:-tools/device/schedules/*.schedule}; do
       read -r -a spec <<< "$(sed -n 's/^# bench: //p' "$f" | head -1)"
       bench "variant-$(basename "$f" .schedule)" "${spec[@]}" --schedule "$f"
     done
@@ -131,6 +131,16 @@ case $mode in
         echo "no /tmp/$tag.so: see $out/$tag.build.txt"; tail -5 "$out/$tag.build.txt"; fails=$((fails + 1))
       fi
       echo "=== issue12: $((SECONDS - start)) s so far"
+    done
+    ;;
+  ncu)  # Nsight Compute (--set full, source-level stall sampling) on napkin's kernels in earlier modes' harnesses ($NCU_TAGS: bench tags)
+    for tag in ${NCU_TAGS:-}; do
+      echo "=== ncu $tag" | tee -a "$out/ncu.txt"
+      (cd "/tmp/nb-$tag" && timeout 200 ncu --kernel-name-base demangled -k regex:'^napkin_' --launch-count 1 --set full \
+         --import-source no ./harness --no-time 2>&1 | grep -v '^==PROF==') >> "$out/ncu.txt"
+      echo "=== ncu $tag: the first cuBLAS kernel (its name gives its tiles)" | tee -a "$out/ncu.txt"
+      (cd "/tmp/nb-$tag" && timeout 200 ncu --kernel-name-base demangled -k regex:'nvjet|sm90|gemm|cutlass' --launch-count 1 --section SpeedOfLight \
+         --section LaunchStats ./harness --runs 20 2>&1 | grep -v '^==PROF==' | grep -A40 -E 'nvjet|sm90|gemm|cutlass' | head -60) | tee -a "$out/ncu.txt"
     done
     ;;
   calibrate)  # the model's ceilings: kernels/calibrate/microbench.cu (mma.sync, wgmma, bandwidths, exp, FP32)

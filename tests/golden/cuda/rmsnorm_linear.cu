@@ -560,6 +560,23 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
                : "l"(desc_a), "l"(desc_b), "r"(1), "n"(TA), "n"(TB));
 }
+/** Lane q = lane % 4 of a quad holds in p[j] the pair of columns 8j + 2q, +1; afterwards p[i] holds
+ *  the pair of columns 8q + 2i, +1. Round k: lane q receives from lane (q + k) % 4 its p[q]. */
+__device__ __forceinline__ void quad_transpose(uint32_t p[4], int lane) {
+  const int q = lane & 3;
+  uint32_t r[4] = {p[0], p[1], p[2], p[3]};
+  #pragma unroll
+  for (int k = 1; k < 4; ++k) {
+    const int send = (q - k) & 3, from = (q + k) & 3;
+    const uint32_t x = send == 0 ? p[0] : send == 1 ? p[1] : send == 2 ? p[2] : p[3];
+    const uint32_t y = __shfl_sync(0xffffffffu, x, (lane & ~3) | from);
+    r[0] = from == 0 ? y : r[0];
+    r[1] = from == 1 ? y : r[1];
+    r[2] = from == 2 ? y : r[2];
+    r[3] = from == 3 ? y : r[3];
+  }
+  p[0] = r[0], p[1] = r[1], p[2] = r[2], p[3] = r[3];
+}
   // clusters of 2 blocks along t share the tiles of W: each block multicasts half of them into both
   constexpr int CONSUMERS = 2, THREADS = (CONSUMERS + 1) * 128, STAGES = 4;
   [[maybe_unused]] constexpr int CLUSTER = 2;  // blocks per cluster
@@ -672,45 +689,76 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
         if (chunks > 0 && lane == 0)  // the tile's last chunk: the producer refills it while this block stores
           for (unsigned r = 0; r < CLUSTER; ++r) napkin::mbar_arrive_cluster(&empty[(it - 1) % STAGES], r);
         // epilogue: per m64 subtile, warp w holds rows 16w..16w+15 as m16n8 accumulator tiles
-        // interior tile, pairs aligned: unpredicated paired stores
-        if (n_M == T_M && n_N == T_N && N_f % 2 == 0 && reinterpret_cast<uintptr_t>(a.Y) % (2 * sizeof(*a.Y)) == 0) {
+        if (n_M == T_M && n_N == T_N && N_f % 8 == 0 && reinterpret_cast<uintptr_t>(a.Y) % 16 == 0) {
+          // interior tile, 16-bit outputs with f innermost: each quad exchanges its pairs so that a lane stores 8 consecutive
+          // elements as one 16-byte vector (whole 32-byte sectors)
           #pragma unroll
           for (int ms = 0; ms < MS; ++ms) {
             #pragma unroll
-            for (int nt = 0; nt < T_N / 8; ++nt) {
+            for (int ng = 0; ng < T_N / 32; ++ng) {
               #pragma unroll
               for (int h = 0; h < 2; ++h) {
-                const int row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;
+                const int row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8;
                 const int64_t i_t = o_t + row;
-                float v_Y[2];
+                uint32_t p_Y[4];  // packed pairs of Y
                 #pragma unroll
-                for (int q = 0; q < 2; ++q) {
-                  v_Y[q] = acc0[ms][nt * 4 + h * 2 + q];
+                for (int j = 0; j < 4; ++j) {
+                  const int nt = ng * 4 + j, col = nt * 8 + (lane % 4) * 2;
+                  float v_Y[2];
+                  #pragma unroll
+                  for (int q = 0; q < 2; ++q) {
+                    [[maybe_unused]] const int64_t i_f = o_f + col + q;
+                    v_Y[q] = acc0[ms][nt * 4 + h * 2 + q];
+                  }
+                  p_Y[j] = napkin::pack2<__nv_bfloat16>(v_Y[0], v_Y[1]);
                 }
-                const int64_t i_f = o_f + col;
-                napkin::store2(a.Y + (i_t) * N_f + i_f, v_Y);
+                const int64_t i_f = o_f + ng * 32 + (lane % 4) * 8;
+                quad_transpose(p_Y, lane);
+                *reinterpret_cast<uint4*>(a.Y + (i_t) * N_f + i_f) = make_uint4(p_Y[0], p_Y[1], p_Y[2], p_Y[3]);
               }
             }
           }
         } else {
-          #pragma unroll
-          for (int ms = 0; ms < MS; ++ms) {
+          // interior tile, pairs aligned: unpredicated paired stores
+          if (n_M == T_M && n_N == T_N && N_f % 2 == 0 && reinterpret_cast<uintptr_t>(a.Y) % (2 * sizeof(*a.Y)) == 0) {
             #pragma unroll
-            for (int nt = 0; nt < T_N / 8; ++nt) {
+            for (int ms = 0; ms < MS; ++ms) {
               #pragma unroll
-              for (int h = 0; h < 2; ++h) {
-                const int row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;
-                if (row < n_M && col < n_N) {
+              for (int nt = 0; nt < T_N / 8; ++nt) {
+                #pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                  const int row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;
                   const int64_t i_t = o_t + row;
-                  float v_Y[2] = {}; int64_t x_Y[2] = {};
+                  float v_Y[2];
                   #pragma unroll
                   for (int q = 0; q < 2; ++q) {
-                    if (col + q >= n_N) break;
-                    const int64_t i_f = o_f + col + q;
-                    x_Y[q] = (i_t) * N_f + i_f;
                     v_Y[q] = acc0[ms][nt * 4 + h * 2 + q];
                   }
-                  napkin::store_pair(a.Y, x_Y, v_Y, col + 1 < n_N);
+                  const int64_t i_f = o_f + col;
+                  napkin::store2(a.Y + (i_t) * N_f + i_f, v_Y);
+                }
+              }
+            }
+          } else {
+            #pragma unroll
+            for (int ms = 0; ms < MS; ++ms) {
+              #pragma unroll
+              for (int nt = 0; nt < T_N / 8; ++nt) {
+                #pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                  const int row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;
+                  if (row < n_M && col < n_N) {
+                    const int64_t i_t = o_t + row;
+                    float v_Y[2] = {}; int64_t x_Y[2] = {};
+                    #pragma unroll
+                    for (int q = 0; q < 2; ++q) {
+                      if (col + q >= n_N) break;
+                      const int64_t i_f = o_f + col + q;
+                      x_Y[q] = (i_t) * N_f + i_f;
+                      v_Y[q] = acc0[ms][nt * 4 + h * 2 + q];
+                    }
+                    napkin::store_pair(a.Y, x_Y, v_Y, col + 1 < n_N);
+                  }
                 }
               }
             }

@@ -1,0 +1,72 @@
+// The gemm strategy's interior epilogue with 16-byte stores (contract: gemm_wide_store.hpp).
+#include "emit/cuda/gemm_wide_store.hpp"
+
+namespace napkin::cuda {
+
+std::string wide_store_condition(Context& c, const KernelChoice& kc, const GemmForm& g) {
+  if (g.TN % 32 != 0) return "";
+  std::string cond = "n_M == T_M && n_N == T_N && N_" + g.N + " % 8 == 0";
+  for (const auto& o : kc.cost.outputs) {
+    if (c.axes(o).empty() || c.axes(o).back() != g.N || c.ctype_of(o) == "float") return "";
+    cond += " && reinterpret_cast<uintptr_t>(a." + o + ") % 16 == 0";
+  }
+  return cond;
+}
+
+std::string quad_transpose_function() {
+  return R"(/** Lane q = lane % 4 of a quad holds in p[j] the pair of columns 8j + 2q, +1; afterwards p[i] holds
+ *  the pair of columns 8q + 2i, +1. Round k: lane q receives from lane (q + k) % 4 its p[q]. */
+__device__ __forceinline__ void quad_transpose(uint32_t p[4], int lane) {
+  const int q = lane & 3;
+  uint32_t r[4] = {p[0], p[1], p[2], p[3]};
+  #pragma unroll
+  for (int k = 1; k < 4; ++k) {
+    const int send = (q - k) & 3, from = (q + k) & 3;
+    const uint32_t x = send == 0 ? p[0] : send == 1 ? p[1] : send == 2 ? p[2] : p[3];
+    const uint32_t y = __shfl_sync(0xffffffffu, x, (lane & ~3) | from);
+    r[0] = from == 0 ? y : r[0];
+    r[1] = from == 1 ? y : r[1];
+    r[2] = from == 2 ? y : r[2];
+    r[3] = from == 3 ? y : r[3];
+  }
+  p[0] = r[0], p[1] = r[1], p[2] = r[2], p[3] = r[3];
+}
+)";
+}
+
+void gemm_wide_store_epilogue(Code& code, Context& c, const KernelChoice& kc, const GemmForm& g,
+                              const std::function<void(const std::function<void()>&)>& loops,
+                              const std::function<std::string(std::size_t)>& acc, std::set<std::string>& stored) {
+  const Diagram& d = c.diagram();
+  NodeOverride over = [&](const Expr& e) -> std::optional<std::string> {
+    for (std::size_t i = 0; i < g.gemms.size(); ++i)
+      if (g.gemms[i].node == &e) return acc(i);
+    return std::nullopt;
+  };
+  code.line("// interior tile, 16-bit outputs with " + g.N + " innermost: each quad exchanges its pairs so that a lane stores 8 consecutive");
+  code.line("// elements as one 16-byte vector (whole 32-byte sectors)");
+  loops([&] {
+    code.line("const int64_t i_" + g.M + " = o_" + g.M + " + row;");
+    for (const auto& o : kc.cost.outputs) code.line("uint32_t p_" + o + "[4];  // packed pairs of " + o);
+    code.line("#pragma unroll");
+    code.open("for (int j = 0; j < 4; ++j)");
+    code.line("const int nt = ng * 4 + j, col = nt * 8 + (lane % 4) * 2;");
+    for (const auto& o : kc.cost.outputs) code.line("float v_" + o + "[2];");
+    code.line("#pragma unroll");
+    code.open("for (int q = 0; q < 2; ++q)");
+    code.line("[[maybe_unused]] const int64_t i_" + g.N + " = o_" + g.N + " + col + q;");
+    for (const auto& o : kc.cost.outputs)
+      code.line("v_" + o + "[q] = " + c.value(*d.find_statement(o)->expr, over, kc.cost.internal) + ";");
+    code.close();
+    for (const auto& o : kc.cost.outputs) code.line("p_" + o + "[j] = napkin::pack2<" + c.ctype_of(o) + ">(v_" + o + "[0], v_" + o + "[1]);");
+    code.close();
+    code.line("const int64_t i_" + g.N + " = o_" + g.N + " + ng * 32 + (lane % 4) * 8;");
+    for (const auto& o : kc.cost.outputs) {
+      code.line("quad_transpose(p_" + o + ", lane);");
+      code.line("*reinterpret_cast<uint4*>(a." + o + " + " + c.index(o) + ") = make_uint4(p_" + o + "[0], p_" + o + "[1], p_" + o + "[2], p_" + o + "[3]);");
+    }
+  });
+  stored.insert(kc.cost.outputs.begin(), kc.cost.outputs.end());
+}
+
+}  // namespace napkin::cuda

@@ -1,0 +1,42 @@
+/** \file gemm_wide_store.hpp
+ *  The gemm strategy's interior-tile epilogue with 16-byte stores. An m16n8 accumulator fragment
+ *  (PTX ISA 9.7.14.5.14, the wgmma D layout of 9.7.15.5.1.1 is the same per warp) gives lane l the
+ *  pair of columns 2 (l % 4), +1 of an 8-column block: stored as they are, a warp's 4-byte stores
+ *  fill each 32-byte sector half (Nsight Compute on the H100, matmul 8192x256x4096: 16.0 of 32
+ *  bytes used per sector, L2 throughput 81% while DRAM ran at 19%). Here the four lanes of a quad
+ *  exchange their pairs of four consecutive blocks (three shuffles), so that each lane holds 8
+ *  consecutive 16-bit elements and stores them as one 16-byte vector: whole sectors, a quarter of
+ *  the store instructions.
+ */
+#pragma once
+#include <functional>
+#include <set>
+#include <string>
+
+#include "emit/cuda/gemm_form.hpp"
+
+namespace napkin::cuda {
+
+/** The condition (a device expression; empty when the form cannot take it) under which a tile's
+ *  outputs take 16-byte stores: every output 16-bit with N innermost, T_N a multiple of 32, the
+ *  tile whole, N_<N> a multiple of 8, every output array 16-byte aligned. */
+std::string wide_store_condition(Context& c, const KernelChoice& kc, const GemmForm& g);
+
+/** Emits the interior epilogue with 16-byte stores (to be placed under wide_store_condition).
+ *  `loops(body)` opens the variant's loops over (m subtile, row half) defining `row` (tile-relative)
+ *  and calls `body` once per 32-column group `ng`; inside it the emitted code loops j = 0..3 over
+ *  the 8-column blocks `nt = ng * 4 + j`, computes every output's pair at `col = nt * 8 + (lane % 4)
+ *  * 2` from `acc(i)` (an expression in nt, q and the loop variables of `loops`), transposes the
+ *  quad's pairs (napkin_quad_transpose, emitted once per kernel namespace by
+ *  quad_transpose_function) and stores 8 elements per lane. Adds the outputs to `stored`. */
+void gemm_wide_store_epilogue(Code& code, Context& c, const KernelChoice& kc, const GemmForm& g,
+                              const std::function<void(const std::function<void()>&)>& loops,
+                              const std::function<std::string(std::size_t)>& acc, std::set<std::string>& stored);
+
+/** Device code of `quad_transpose(uint32_t p[4], int lane)`: on entry lane q (= lane % 4) of each
+ *  quad holds in p[j] the pair of columns 8 j + 2 q, +1; on exit p[i] holds the pair of columns
+ *  8 q + 2 i, +1 (a 4 x 4 transpose of 32-bit values across the quad: 3 shuffles, selects for the
+ *  lane-dependent register indices so nothing goes to local memory). */
+std::string quad_transpose_function();
+
+}  // namespace napkin::cuda
