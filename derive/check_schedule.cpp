@@ -83,7 +83,7 @@ std::optional<CheckedSchedule> check_schedule(const Program& p, const Diagram& d
                                               const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt,
                                               DiagnosticEngine& diags) {
   int before = diags.error_count();
-  if (s.diagram != d.name) {
+  if (!s.diagram.empty() && s.diagram != d.name) {  // empty: the header line was bad, and said so
     diags.error(s.loc, "schedule '" + s.name + "' is for diagram '" + s.diagram + "', not '" + d.name + "'");
     return std::nullopt;
   }

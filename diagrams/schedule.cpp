@@ -101,11 +101,14 @@ class ScheduleParser {
   }
   bool at(Tok k) const { return peek().kind == k; }
   bool accept(Tok k) { return at(k) ? (next(), true) : false; }
-  [[noreturn]] void fail(const std::string& what) {
-    bool line_has_error = false;
+  /** Whether `loc`'s line already has an error (the lexer's, say): one error per bad line. */
+  bool line_has_error(const SourceLoc& loc) const {
     for (const auto& d : diags_.diagnostics())
-      line_has_error |= d.loc.file == peek().loc.file && d.loc.line == peek().loc.line;
-    if (!line_has_error) diags_.error(peek().loc, "expected " + what + ", found " + token_description(peek()));
+      if (d.loc.file == loc.file && d.loc.line == loc.line) return true;
+    return false;
+  }
+  [[noreturn]] void fail(const std::string& what) {
+    if (!line_has_error(peek().loc)) diags_.error(peek().loc, "expected " + what + ", found " + token_description(peek()));
     throw Fail{};
   }
   std::string ident(const std::string& what) {
@@ -143,13 +146,13 @@ class ScheduleParser {
         throw Fail{};
       }
       s_.loc = first.loc;
+      started_ = true;  // even if the rest of this line is bad: the lines after it are the schedule's, not errors of their own
       s_.name = ident("a schedule name");
       if (ident("'for' and the diagram's name") != "for") {
-        diags_.error(toks_[pos_ - 1].loc, "expected 'for' after the schedule's name");
+        if (!line_has_error(toks_[pos_ - 1].loc)) diags_.error(toks_[pos_ - 1].loc, "expected 'for' after the schedule's name");
         throw Fail{};
       }
       s_.diagram = ident("the diagram's name after 'for'");
-      started_ = true;
       end_of_line();
       return;
     }
@@ -241,7 +244,10 @@ const char* keyword(Directive::Kind k) {
 }  // namespace
 
 std::optional<Schedule> parse_schedule(const SourceFile& src, DiagnosticEngine& diags) {
-  return ScheduleParser(lex(src, diags), diags).run();
+  const int before = diags.error_count();  // the lexer's errors count too: a bad token drops the rest of its line
+  auto s = ScheduleParser(lex(src, diags), diags).run();
+  if (diags.error_count() != before) return std::nullopt;
+  return s;
 }
 
 std::string directive_text(const Directive& d) {
