@@ -2,7 +2,8 @@
 // (tests/golden/cuda/atoms.cuh, kept equal to the generator by tests/emit/device_atoms_test.cpp):
 // each primitive on the GPU against a host reference, on seeded random inputs. One line per check,
 // then "tiles_test: N passed, M failed"; exit code 1 on any failure. The sm_90a checks (wgmma, TMA,
-// the mbarrier pipeline) run where the binary was built for sm_90a and the GPU is a Hopper.
+// the mbarrier pipeline, a cluster's multicast) run where the binary was built for sm_90a and the
+// GPU is a Hopper.
 // Build: nvcc -std=c++17 -O2 -arch=sm_90a -I<source root> tests/gpu/tiles_test.cu (CTest label
 // compile builds it for sm_80 and sm_90a; tools/device/bench.sh tiles builds and runs it).
 // Usage: tiles_test [SEED]
@@ -559,6 +560,63 @@ void check_pipeline() {
   }
 }
 
+// ---- sm_90a: a cluster of 2: TMA multicast, remote mbarrier arrivals, cluster barriers ---------
+
+constexpr int MC_ROWS = 32, MC_ARRAY_ROWS = 24;  // each rank multicasts 16 rows; rows 24.. lie outside
+
+__global__ void __launch_bounds__(128, 1) NAPKIN_CLUSTER_DIMS(2) multicast_kernel(const __grid_constant__ CUtensorMap map, bf16* out, unsigned* ranks) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ unsigned char raw[];
+  bf16* tile = reinterpret_cast<bf16*>(smem_aligned_1024(raw));
+  __shared__ uint64_t full, empty;
+  const unsigned rank = napkin::cluster_rank();
+  if (threadIdx.x == 0) {
+    napkin::mbar_init(&full, 1);
+    napkin::mbar_init(&empty, 2);  // one arrival from each block of the cluster
+    napkin::mbar_init_fence();
+  }
+  napkin::cluster_sync();  // both blocks' barriers initialised before either multicasts into the other
+  if (threadIdx.x == 0) {
+    napkin::mbar_expect_tx(&full, MC_ROWS * 64 * 2);  // both halves: this block's and the other's multicast
+    napkin::tma_load_multicast(tile + rank * (MC_ROWS / 2) * 64, &map, &full, 0x3, 0, static_cast<int>(rank) * (MC_ROWS / 2));
+  }
+  napkin::mbar_wait(&full, 0);
+  const napkin::Swizzled128Tile<bf16, MC_ROWS> t{tile};
+  for (int i = threadIdx.x; i < MC_ROWS * 64; i += blockDim.x) out[blockIdx.x * MC_ROWS * 64 + i] = t.at(i / 64, i % 64);
+  __syncthreads();
+  if (threadIdx.x == 0)
+    for (unsigned r = 0; r < 2; ++r) napkin::mbar_arrive_cluster(&empty, r);
+  napkin::mbar_wait(&empty, 0);
+  if (threadIdx.x == 0) ranks[blockIdx.x] = rank;
+  napkin::cluster_sync();  // no block leaves while the other may still address its SMEM
+#endif
+}
+
+void check_multicast() {
+  const auto h = random_values<bf16>(MC_ARRAY_ROWS * 64);
+  bf16* g = to_device(h);
+  bf16* out = to_device(std::vector<bf16>(2 * MC_ROWS * 64));
+  unsigned* ranks = to_device(std::vector<unsigned>{7, 7});
+  const std::string name = "cluster of 2: TMA multicast of a 16x64 box each into both blocks (rows 24..31 outside: zeros), remote mbarrier arrivals, "
+                           "cluster_sync";
+  CUtensorMap map;
+  if (!bf16_tmap(&map, g, MC_ARRAY_ROWS, 64, MC_ROWS / 2)) {
+    report(false, name, "cuTensorMapEncodeTiled refused the array");
+    return;
+  }
+  multicast_kernel<<<2, 128, MC_ROWS * 64 * 2 + 1024>>>(map, out, ranks);
+  finish(name);
+  std::vector<bf16> want(2 * MC_ROWS * 64);
+  for (int b = 0; b < 2; ++b)
+    for (int r = 0; r < MC_ROWS; ++r)
+      for (int k = 0; k < 64; ++k) want[(b * MC_ROWS + r) * 64 + k] = r < MC_ARRAY_ROWS ? h[r * 64 + k] : __float2bfloat16(0.0f);
+  std::string d = compare_exact(from_device(out, want.size()), want, 64);
+  const auto got_ranks = from_device(ranks, 2);
+  if (d.empty() && (got_ranks[0] != 0 || got_ranks[1] != 1))
+    d = "cluster_rank of blocks 0, 1: " + std::to_string(got_ranks[0]) + ", " + std::to_string(got_ranks[1]);
+  report(d.empty(), name, d);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -587,8 +645,9 @@ int main(int argc, char** argv) {
     check_wgmma<bf16, 2>("bf16, A in registers, B K-major in SMEM");
     check_tma();
     check_pipeline();
+    check_multicast();
   } else {
-    std::printf("tiles_test: the sm_90a checks (wgmma, TMA, mbarrier pipeline) did not run: needs a binary built for sm_90a on a Hopper GPU "
+    std::printf("tiles_test: the sm_90a checks (wgmma, TMA, mbarrier pipeline, cluster multicast) did not run: needs a binary built for sm_90a on a Hopper GPU "
                 "(and NAPKIN_NO_WGMMA unset)\n");
   }
   summary_and_exit(g_failed == 0 ? 0 : 1);
