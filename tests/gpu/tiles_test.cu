@@ -122,7 +122,11 @@ std::string compare_close(const std::vector<float>& got, const std::vector<doubl
     const double err = std::fabs(got[i] - want[i]);
     if (!(err <= tol[i])) {
       ++bad;
-      if (!(err <= worst)) worst = err, at = "(" + std::to_string(i / cols) + ", " + std::to_string(i % cols) + ") got " + std::to_string(got[i]) + " want " + std::to_string(want[i]);
+      if (!(err <= worst)) {
+        worst = err;
+        at = "(" + std::to_string(i / cols) + ", " + std::to_string(i % cols) + ") got " + std::to_string(got[i]) + " want " +
+             std::to_string(want[i]);
+      }
     }
   }
   return bad ? std::to_string(bad) + " elements off, worst at " + at : "";
@@ -199,7 +203,8 @@ void check_cp_async_ring() {
     const auto h = random_values<bf16>(RING_ROWS * K);
     bf16* g = to_device(h);
     bf16* out = to_device(std::vector<bf16>(chunks * RING_ROWS * RING_COLS));
-    const std::string name = "cp.async ring of " + std::to_string(RING_STAGES) + " stages, " + std::to_string(chunks) + " chunks of 16x64, K = " + std::to_string(K);
+    const std::string name = "cp.async ring of " + std::to_string(RING_STAGES) + " stages, " + std::to_string(chunks) +
+                             " chunks of 16x64, K = " + std::to_string(K);
     cp_async_ring_kernel<<<1, RING_THREADS>>>(g, K, out);
     finish(name);
     std::vector<bf16> want(chunks * RING_ROWS * RING_COLS);
@@ -326,7 +331,8 @@ template <class T, bool A_T, bool B_T> __global__ void mma_sync_kernel(const T* 
 
 /** Host reference of C = A B^T (A [m][k], B [n][k]) in fp64 and a tolerance per element for fp32
  *  accumulation: 2^-12 of the sum of |products| (tensor cores add in fp32 with truncation). */
-template <class T> void host_gemm(const std::vector<T>& a, const std::vector<T>& b, int M, int N, int K, std::vector<double>& c, std::vector<double>& tol) {
+template <class T>
+void host_gemm(const std::vector<T>& a, const std::vector<T>& b, int M, int N, int K, std::vector<double>& c, std::vector<double>& tol) {
   c.assign(M * N, 0.0), tol.assign(M * N, 0.0);
   for (int m = 0; m < M; ++m)
     for (int n = 0; n < N; ++n) {
@@ -357,6 +363,7 @@ template <class T, bool A_T, bool B_T> void check_mma_sync(const char* type) {
 // ---- sm_90a: wgmma m64n128k16 on SMEM descriptors of 128-byte-swizzled tiles -------------------
 
 constexpr int WG_M = 64, WG_N = 128, WG_K = 64, WG_THREADS = 128;
+constexpr int WG_SMEM_B_OFFSET = 16384, WG_SMEM_BYTES = WG_SMEM_B_OFFSET + WG_N * WG_K * 2 + 1024;  // + alignment
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 /** Rounds the start of dynamic SMEM up to the 1024-byte alignment of swizzle atoms. */
@@ -371,8 +378,8 @@ template <class T, int MODE> __global__ void wgmma_kernel(const T* a_g, const T*
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ unsigned char raw[];
   unsigned char* smem = smem_aligned_1024(raw);
-  T* sa = reinterpret_cast<T*>(smem);                   // 64 x 64: 8 KiB
-  T* sb = reinterpret_cast<T*>(smem + WG_M * WG_K * 2);  // 128 x 64: 16 KiB
+  T* sa = reinterpret_cast<T*>(smem);                        // 64 x 64: 8 KiB (MODE 2: 64 x 72, 9 KiB)
+  T* sb = reinterpret_cast<T*>(smem + WG_SMEM_B_OFFSET);  // 128 x 64: 16 KiB
   constexpr int A_PITCH = WG_K + 8;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   using A64 = napkin::Swizzled128Tile<T, WG_K>;  // MN-major blocks: 64 rows of k, 64 columns of m or n
@@ -422,7 +429,7 @@ template <class T, int MODE> void check_wgmma(const char* what) {
   T* da = to_device(a);
   T* db = to_device(b);
   float* dc = to_device(std::vector<float>(WG_M * WG_N));
-  wgmma_kernel<T, MODE><<<1, WG_THREADS, 3 * 8192 + 1024>>>(da, db, dc);
+  wgmma_kernel<T, MODE><<<1, WG_THREADS, WG_SMEM_BYTES>>>(da, db, dc);
   const std::string name = std::string("wgmma m64n128k16 x4 (K = 64) ") + what;
   finish(name);
   std::vector<double> want, tol;
@@ -542,7 +549,8 @@ void check_pipeline() {
     const auto h = random_values<bf16>(PIPE_ROWS * K);
     bf16* g = to_device(h);
     bf16* out = to_device(std::vector<bf16>(chunks * PIPE_ROWS * 64));
-    const std::string name = "mbarrier pipeline: " + std::to_string(PIPE_STAGES) + "-stage ring, TMA producer, " + std::to_string(PIPE_CONSUMER_WARPS) +
+    const std::string name = "mbarrier pipeline: " + std::to_string(PIPE_STAGES) + "-stage ring, TMA producer, " +
+                             std::to_string(PIPE_CONSUMER_WARPS) +
                              " consumer warps, " + std::to_string(chunks) + " chunks of 16x64, K = " + std::to_string(K);
     CUtensorMap map;
     if (!bf16_tmap(&map, g, PIPE_ROWS, K, PIPE_ROWS)) {
@@ -564,7 +572,8 @@ void check_pipeline() {
 
 constexpr int MC_ROWS = 32, MC_ARRAY_ROWS = 24;  // each rank multicasts 16 rows; rows 24.. lie outside
 
-__global__ void __launch_bounds__(128, 1) NAPKIN_CLUSTER_DIMS(2) multicast_kernel(const __grid_constant__ CUtensorMap map, bf16* out, unsigned* ranks) {
+__global__ void __launch_bounds__(128, 1) NAPKIN_CLUSTER_DIMS(2)
+    multicast_kernel(const __grid_constant__ CUtensorMap map, bf16* out, unsigned* ranks) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ unsigned char raw[];
   bf16* tile = reinterpret_cast<bf16*>(smem_aligned_1024(raw));
@@ -647,7 +656,8 @@ int main(int argc, char** argv) {
     check_pipeline();
     check_multicast();
   } else {
-    std::printf("tiles_test: the sm_90a checks (wgmma, TMA, mbarrier pipeline, cluster multicast) did not run: needs a binary built for sm_90a on a Hopper GPU "
+    std::printf("tiles_test: the sm_90a checks (wgmma, TMA, mbarrier pipeline, cluster multicast) did not run: "
+                "needs a binary built for sm_90a on a Hopper GPU "
                 "(and NAPKIN_NO_WGMMA unset)\n");
   }
   summary_and_exit(g_failed == 0 ? 0 : 1);
