@@ -1,10 +1,11 @@
 /** \file preamble.hpp
- *  The device primitives every emitted .cu file starts with: fp32 conversions, the element-wise
- *  maps, cp.async copies into SMEM with zero fill (PTX ISA 9.7.9.25), ldmatrix fragment loads
- *  (PTX ISA 9.7.14.5.15) and one mma.sync wrapper per warp-level instruction of the hardware
- *  description's [[mma]] table (PTX ISA 9.7.14.5.14, fragment layouts for m16n8k16); and, for
- *  files with wgmma variants, the Hopper primitives: mbarrier, TMA loads, wgmma descriptors,
- *  fences and waits, setmaxnreg (device code for sm_90a only), and the host's tensor-map builder.
+ *  The device code every emitted .cu file starts with: the device tile library, the .cuh headers
+ *  of emit/cuda/device (numeric conversions and maps, warp reductions, cp.async movers, tiles with
+ *  zero fill, ldmatrix fragments, the stage ring; for files with wgmma variants also the Hopper
+ *  headers: mbarriers and clusters, TMA and the host's tensor-map builder, wgmma descriptors and
+ *  fences), embedded in the binary by CMake (emit/CMakeLists.txt); then one mma.sync wrapper per
+ *  warp-level instruction of the hardware description's [[mma]] table (PTX ISA 9.7.14.5.14).
+ *  tests/gpu/tiles_test.cu checks the library on the GPU.
  */
 #pragma once
 #include <string>
@@ -16,8 +17,11 @@ namespace napkin::cuda {
 
 /** Name of the device function wrapping `m` ("mma_m16n8k16_bf16"). */
 std::string mma_function(const MmaShape& m);
-/** Source text of the primitives, with an MMA wrapper for each shape in `mmas` (warp scope,
- *  m16n8k16 with fp32 accumulate; others are skipped), and the Hopper primitives if `hopper`. */
+/** Source of one mma.sync wrapper per shape in `mmas` (warp scope, m16n8k16 with fp32 accumulate;
+ *  others are skipped), named by mma_function, in namespace napkin. */
+std::string mma_atoms(const std::vector<MmaShape>& mmas);
+/** Source text of the device library (the .cuh headers of emit/cuda/device: the Hopper headers too if
+ *  `hopper`), then mma_atoms(mmas). */
 std::string preamble(const std::vector<MmaShape>& mmas, bool hopper);
 /** Source of a device function issuing `m` (a warpgroup-scope row of the [[mma]] table, n
  *  replaced by `n`), D += A B, B in SMEM: `wgmma_m64n<N>k16_<dtype><TA, TB>(float (&d)[N / 2],

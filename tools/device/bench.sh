@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs napkin bench on a lent GPU machine (see docs/benchmarks.md). The machine lacks napkin's
 # Debian libraries, so the call carries build/cli/napkin and .devlibs/ (tools/device/pack.sh).
-# Usage: tools/device/bench.sh quick|bundled|gemm|variants|attention|perf|torch|issue12|sweep|calibrate [MODE...]   (outputs under $OUT when set)
+# Usage: tools/device/bench.sh quick|bundled|gemm|variants|attention|perf|torch|issue12|sweep|calibrate|tiles [MODE...]   (outputs under $OUT when set)
 set -u
 modes=${*:-quick}
 out=/tmp/napkin-bench-out  # everything lands here; $OUT gets one results.tgz of it
@@ -142,6 +142,17 @@ case $mode in
       (cd "/tmp/nb-$tag" && timeout 200 ncu --kernel-name-base demangled -k regex:'nvjet|sm90|gemm|cutlass' --launch-count 1 --section SpeedOfLight \
          --section LaunchStats ./harness --runs 20 2>&1 | grep -v '^==PROF==' | grep -A40 -E 'nvjet|sm90|gemm|cutlass' | head -60) | tee -a "$out/ncu.txt"
     done
+    ;;
+  tiles)  # the device tile library's unit test (tests/gpu/tiles_test.cu) built for this GPU: sm_90a on a Hopper
+    cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d ' .')
+    arch=sm_$cc; [ "$cc" = 90 ] && arch=sm_90a
+    echo "=== tiles: nvcc -arch=$arch tests/gpu/tiles_test.cu"
+    if nvcc -std=c++17 -O2 -arch="$arch" -I"$PWD" -o /tmp/tiles_test tests/gpu/tiles_test.cu > "$out/tiles.txt" 2>&1; then
+      timeout 60 /tmp/tiles_test 2>&1 | tee -a "$out/tiles.txt"
+      [ "${PIPESTATUS[0]}" -eq 0 ] || fails=$((fails + 1))
+    else
+      cat "$out/tiles.txt"; fails=$((fails + 1))
+    fi
     ;;
   calibrate)  # the model's ceilings: kernels/calibrate/microbench.cu (mma.sync, wgmma, bandwidths, exp, FP32)
     OUT=$out kernels/calibrate/run_on_device.sh || fails=$((fails + 1))

@@ -2,6 +2,12 @@
 // Schedule:
 // kernel G_to_H: fuse G, U, H; group t by 128; group f by 128; stream m by 64; warps 8; cluster t by 2
 // kernel Y: fuse Y; group t by 128; group m by 256; stream f by 64; warps 8; cluster t by 2
+/** \file numeric.cuh
+ *  Element arithmetic of the device tile library: fp32 conversions of the stored types (fp32,
+ *  bf16, fp16), 16-bit pairs packed in one register, paired stores of accumulator columns, and the
+ *  element-wise maps the diagrams name. Every emitted .cu file starts with this library
+ *  (emit/cuda/preamble.hpp); tests/gpu/tiles_test.cu checks it on the GPU.
+ */
 #include <cstdint>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -54,6 +60,44 @@ __device__ __forceinline__ float gelu(float x) { return 0.5f * x * (1.0f + erff(
 __device__ __forceinline__ float sigmoid(float x) { return __fdividef(1.0f, 1.0f + __expf(-x)); }
 __device__ __forceinline__ float silu(float x) { return x * sigmoid(x); }
 
+}  // namespace napkin
+
+/** \file reduce.cuh
+ *  Warp-level reductions by shuffles: over the 4 lanes of a quad (the lanes that hold one row of
+ *  an m16n8 accumulator, tiles.cuh) and over a whole warp.
+ */
+#include <cuda_runtime.h>
+
+namespace napkin {
+
+/** Sum and max over the 4 lanes of a quad (the lanes holding one accumulator row). */
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+__device__ __forceinline__ float warp_sum(float x) {
+  for (int o = 16; o > 0; o /= 2) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+__device__ __forceinline__ float warp_max(float x) {
+  for (int o = 16; o > 0; o /= 2) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+  return x;
+}
+
+}  // namespace napkin
+
+/** \file movers.cuh
+ *  Asynchronous copies global -> SMEM that every target has (sm_80+): 16-byte cp.async with zero
+ *  fill, committed and waited for in groups. The Hopper movers (TMA) are in tma.cuh.
+ */
+#include <cuda_runtime.h>
+
+namespace napkin {
+
 // cp.async: 16 bytes global -> SMEM, bypassing L1; bytes past `valid_bytes` are zero-filled
 // (PTX ISA 9.7.9.25.3.1). `src` must be 16-byte aligned even when valid_bytes is 0.
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, int valid_bytes) {
@@ -62,6 +106,19 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src, int valid
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+}  // namespace napkin
+
+/** \file tiles.cuh
+ *  Level-typed tiles: a tile of a global array (GlobalTile: origin, row stride, the extents still
+ *  inside the array), a tile in SMEM with a row pitch (SmemTile) or in the 128-byte swizzle of TMA
+ *  and wgmma (Swizzled128Tile), and the register fragment of an m16n8 accumulator (acc_row,
+ *  acc_col). load_tile / SmemTile::load copy global -> SMEM with zero fill past the array's ends.
+ */
+#include <cstdint>
+
+
+namespace napkin {
 
 /** Copies a ROWS x COLS tile of T (COLS contiguous in global memory, `stride` elements between
  *  rows) into SMEM rows of PITCH elements, zero-filling rows >= n_rows and columns >= n_cols.
@@ -83,6 +140,59 @@ __device__ __forceinline__ void load_tile(T* smem, const T* g, int64_t stride, i
     }
   }
 }
+
+/** A tile of a global row-major array seen from its origin `p`: `stride` elements between rows;
+ *  `rows` x `cols` of it lie inside the array (fewer than the tile's at the array's ragged ends). */
+template <class T> struct GlobalTile {
+  const T* p;
+  int64_t stride;
+  int rows, cols;
+};
+
+/** A ROWS x COLS tile of T in SMEM, rows PITCH >= COLS elements apart (a pitch past COLS staggers
+ *  the rows across banks for ldmatrix, mma.cuh). */
+template <class T, int ROWS, int COLS, int PITCH> struct SmemTile {
+  static_assert(PITCH >= COLS, "a row's pitch holds the row");
+  T* p;
+  __device__ __forceinline__ T& at(int r, int c) const { return p[r * PITCH + c]; }
+  /** load_tile of `g` by THREADS threads (all of them call it); cp.async when `vec`, then the
+   *  caller commits and waits (movers.cuh). */
+  template <int THREADS> __device__ __forceinline__ void load(const GlobalTile<T>& g, bool vec) const {
+    load_tile<ROWS, COLS, PITCH, THREADS>(p, g.p, g.stride, g.rows, g.cols, vec);
+  }
+};
+
+/** A ROWS x (128 bytes) tile in the 128-byte swizzle of TMA (CU_TENSOR_MAP_SWIZZLE_128B) and of
+ *  wgmma's SMEM descriptors (PTX ISA 9.7.15.5.1.2): rows of 128 bytes, 16-byte chunk j of row r
+ *  stored at chunk j ^ (r % 8); `p` 1024-byte aligned (whole swizzle atoms of 8 rows). */
+template <class T, int ROWS> struct Swizzled128Tile {
+  static constexpr int COLS = 128 / static_cast<int>(sizeof(T));
+  T* p;
+  /** Element offset of (r, c) from `p`. */
+  __host__ __device__ static constexpr int offset(int r, int c) {
+    return (r * 128 + (((c * static_cast<int>(sizeof(T))) / 16) ^ (r % 8)) * 16 + (c * static_cast<int>(sizeof(T))) % 16) /
+           static_cast<int>(sizeof(T));
+  }
+  __device__ __forceinline__ T& at(int r, int c) const { return p[offset(r, c)]; }
+};
+
+/** Register fragment of an m16n8 fp32 accumulator (mma.sync m16n8k16, PTX ISA 9.7.14.5.14; also a
+ *  warp's 16 rows of each n8 column block of wgmma's m64nN, 9.7.15.5.1.1): register i (0..3) of
+ *  `lane` holds row acc_row(lane, i) and column acc_col(lane, i) of the 16 x 8 tile. */
+__host__ __device__ __forceinline__ constexpr int acc_row(int lane, int i) { return lane / 4 + 8 * (i / 2); }
+__host__ __device__ __forceinline__ constexpr int acc_col(int lane, int i) { return 2 * (lane % 4) + i % 2; }
+
+}  // namespace napkin
+
+/** \file mma.cuh
+ *  Register fragments of the warp-level MMA m16n8k16 loaded from SMEM by ldmatrix. The mma.sync
+ *  atoms themselves are generated per row of the hardware description's [[mma]] table
+ *  (emit/cuda/preamble.cpp, mma_function); wgmma is in wgmma.cuh.
+ */
+#include <cstdint>
+#include <cuda_runtime.h>
+
+namespace napkin {
 
 // ldmatrix: four 8x8 matrices of 16-bit elements from SMEM, one row address per lane
 // (PTX ISA 9.7.14.5.15); .trans transposes each matrix.
@@ -116,30 +226,43 @@ template <class T> __device__ __forceinline__ void frag_b_t(uint32_t b[4], const
   ldsm_x4_t(b, s + (k0 + ((lane / 8) % 2) * 8 + lane % 8) * pitch + n0 + (lane / 16) * 8);
 }
 
-/** Sum and max over the 4 lanes of a quad (the lanes holding one accumulator row). */
-__device__ __forceinline__ float quad_max(float x) {
-  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-__device__ __forceinline__ float quad_sum(float x) {
-  x += __shfl_xor_sync(0xffffffffu, x, 1);
-  return x + __shfl_xor_sync(0xffffffffu, x, 2);
-}
-__device__ __forceinline__ float warp_sum(float x) {
-  for (int o = 16; o > 0; o /= 2) x += __shfl_xor_sync(0xffffffffu, x, o);
-  return x;
-}
-__device__ __forceinline__ float warp_max(float x) {
-  for (int o = 16; o > 0; o /= 2) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
-  return x;
-}
+}  // namespace napkin
+
+/** \file pipeline.cuh
+ *  The stage ring of a software pipeline: chunk `it` of a stream goes to stage it % STAGES, on the
+ *  ring's (it / STAGES)-th pass; barriers that complete once per pass (the mbarriers of sync.cuh)
+ *  are waited for by the parity of that pass. cp.async rings use the stage alone.
+ */
+#include <cstdint>
+#include <cuda_runtime.h>
+
+namespace napkin {
+
+/** Position of a stream of chunks in a ring of STAGES buffers; `it` counts the chunks passed. */
+template <int STAGES> struct StageRing {
+  static_assert(STAGES >= 1, "a ring has a stage");
+  int64_t it = 0;
+  /** The buffer of the current chunk. */
+  __host__ __device__ __forceinline__ int stage() const { return static_cast<int>(it % STAGES); }
+  /** Parity of the current pass: what a consumer waits for on the stage's `full` barrier. */
+  __host__ __device__ __forceinline__ unsigned phase() const { return static_cast<unsigned>((it / STAGES) & 1); }
+  /** True when the stage held an earlier chunk: the producer waits for its release first. */
+  __host__ __device__ __forceinline__ bool reuses() const { return it >= STAGES; }
+  /** Parity of the pass whose release the producer waits for on the stage's `empty` barrier. */
+  __host__ __device__ __forceinline__ unsigned release_phase() const { return static_cast<unsigned>((it / STAGES - 1) & 1); }
+  __host__ __device__ __forceinline__ void advance() { ++it; }
+};
 
 }  // namespace napkin
 
-// Hopper (sm_90a) primitives, used by the wgmma variants. Device code only where the target has them.
-#include <cuda.h>
-#include <cudaTypedefs.h>
-#include <cstdlib>
+/** \file sync.cuh
+ *  Hopper (sm_90a) synchronisation: mbarriers with transaction counts, thread-block clusters,
+ *  named barriers and setmaxnreg. Device code only where the target has them
+ *  (__CUDA_ARCH_FEAT_SM90_ALL); NAPKIN_CLUSTER_DIMS for every target.
+ */
+#include <cstdint>
+#include <cuda_runtime.h>
+
 // Cluster shape of a kernel (sm_90+); nothing for the device passes of older targets, which never launch it.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
 #define NAPKIN_CLUSTER_DIMS(x)
@@ -168,6 +291,42 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
                  : "=r"(done) : "r"(smem_u32(bar)), "r"(parity) : "memory");
   } while (!done);
 }
+// Thread-block clusters (PTX ISA 9.7.13.4, 9.7.13.15.11): this block's rank; an mbarrier arrival
+// on block `rank`'s copy of `bar` (release at CTA scope, the default: a cluster-scope release costs
+// a memory fence per arrival, and the consumers' reads of the stage are wgmma's, complete once
+// wgmma.wait_group returns); a barrier over the cluster.
+__device__ __forceinline__ unsigned cluster_rank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, unsigned rank) {
+  asm volatile("{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\nmbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n"
+               ::"r"(smem_u32(bar)), "r"(rank) : "memory");
+}
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
+// Named barriers (PTX ISA 9.7.13.1, bar.sync / bar.arrive): `n` threads in all, ids 1.. (0 is __syncthreads).
+__device__ __forceinline__ void named_sync(int id, int n) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
+__device__ __forceinline__ void named_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
+// setmaxnreg (PTX ISA 9.7.17.1): moves registers between the warpgroups of a block.
+template <int R> __device__ __forceinline__ void setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R)); }
+template <int R> __device__ __forceinline__ void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R)); }
+#endif
+}  // namespace napkin
+
+/** \file tma.cuh
+ *  Hopper (sm_90a) bulk tensor copies (TMA): boxes of a tensor map into SMEM, completing bytes on
+ *  an mbarrier (sync.cuh), out-of-bounds elements zero-filled; the multicast form for clusters;
+ *  and the host's tensor-map builder (128-byte swizzle, the layout of Swizzled128Tile, tiles.cuh).
+ */
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+
+namespace napkin {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // TMA (PTX ISA 9.7.9.25.5.1, cp.async.bulk.tensor): one box of the tensor map at coordinates
 // (innermost first) into SMEM, completing `bytes` on the mbarrier; out-of-bounds elements are zeros.
 __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1) {
@@ -186,11 +345,8 @@ __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint
   asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5, %6}], [%7];\n"
                ::"r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(smem_u32(bar)) : "memory");
 }
-// Thread-block clusters (PTX ISA 9.7.9.25.5.1, 9.7.13.4, 9.7.13.15.11): the same TMA box into the
-// same SMEM offset of every block in `mask`, completing bytes on each one's mbarrier there; this
-// block's rank; an mbarrier arrival on block `rank`'s copy of `bar` (release at CTA scope, the
-// default: a cluster-scope release costs a memory fence per arrival, and the consumers' reads of
-// the stage are wgmma's, complete once wgmma.wait_group returns); a barrier over the cluster.
+// Thread-block clusters (PTX ISA 9.7.9.25.5.1): the same TMA box into the same SMEM offset of
+// every block in `mask`, completing bytes on each one's mbarrier there.
 __device__ __forceinline__ void tma_load_multicast(void* dst, const CUtensorMap* map, uint64_t* bar, uint16_t mask, int c0, int c1) {
   asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;\n"
                ::"r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(smem_u32(bar)), "h"(mask) : "memory");
@@ -207,18 +363,41 @@ __device__ __forceinline__ void tma_load_multicast(void* dst, const CUtensorMap*
   asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, %3, %4, %5, %6}], [%7], %8;\n"
                ::"r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(smem_u32(bar)), "h"(mask) : "memory");
 }
-__device__ __forceinline__ unsigned cluster_rank() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
+#endif
+
+/** Tensor map (CUDA driver API, cuTensorMapEncodeTiled) of a 16-bit array seen as `rank` axes,
+ *  innermost first: dims (elements), strides of axes 1.. (bytes), box (elements; box[0] * 2 bytes
+ *  = 128 for the 128-byte swizzle wgmma reads). False when TMA cannot address it: the base or a
+ *  stride not 16-byte aligned, or no driver entry point. */
+static bool make_tmap(CUtensorMap* map, const void* base, unsigned rank, const uint64_t* dims, const uint64_t* strides,
+                      const uint32_t* box, CUtensorMapDataType type) {
+  static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      f = nullptr, (void)cudaGetLastError();
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  if (!encode || reinterpret_cast<uintptr_t>(base) % 16 != 0) return false;
+  for (unsigned i = 0; i + 1 < rank; ++i)
+    if (strides[i] % 16 != 0) return false;
+  const uint32_t ones[5] = {1, 1, 1, 1, 1};
+  return encode(map, type, rank, const_cast<void*>(base), dims, strides, box, ones, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
-__device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, unsigned rank) {
-  asm volatile("{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\nmbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n"
-               ::"r"(smem_u32(bar)), "r"(rank) : "memory");
-}
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
-}
+}  // namespace napkin
+
+/** \file wgmma.cuh
+ *  Hopper (sm_90a) warpgroup MMA support: SMEM matrix descriptors of 128-byte-swizzled tiles,
+ *  fences, commit and wait. The wgmma atoms themselves, whose operand lists depend on n, are
+ *  generated (emit/cuda/preamble.cpp, wgmma_function).
+ */
+#include <cstdint>
+
+
+namespace napkin {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // wgmma (PTX ISA 9.7.15): SMEM matrix descriptor (9.7.15.5.1.2.2) of a 128-byte-swizzled tile whose
 // swizzle atoms (8 rows of 128 bytes) start 1024-byte aligned. `lbo`, `sbo`: leading and stride
 // dimension byte offsets (for K-major tiles lbo is unused and sbo = 1024; for MN-major tiles lbo is
@@ -235,14 +414,23 @@ template <int N> __device__ __forceinline__ void fence_regs(float (&r)[N]) {
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
 }
-// Named barriers (PTX ISA 9.7.13.1, bar.sync / bar.arrive): `n` threads in all, ids 1.. (0 is __syncthreads).
-__device__ __forceinline__ void named_sync(int id, int n) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
-__device__ __forceinline__ void named_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
-// setmaxnreg (PTX ISA 9.7.17.1): moves registers between the warpgroups of a block.
-template <int R> __device__ __forceinline__ void setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R)); }
-template <int R> __device__ __forceinline__ void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R)); }
+/** Orders this thread's generic-proxy writes of SMEM before later async-proxy reads of it (wgmma
+ *  operands, TMA stores; PTX ISA 9.7.13.5, fence.proxy.async): needed when threads, not TMA,
+ *  fill a wgmma operand. */
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 #endif
+}  // namespace napkin
 
+/** \file launch.cuh
+ *  Host side of the Hopper variants: whether a kernel may run its sm_90a code here, and the grid
+ *  of a persistent kernel.
+ */
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cuda_runtime.h>
+
+namespace napkin {
 /** True when `kernel` was built for sm_90a (binaryVersion 90), the current device is a Hopper GPU,
  *  the driver has cuTensorMapEncodeTiled, and NAPKIN_NO_WGMMA is unset or 0. Clears the errors it meets. */
 static bool hopper_kernel(const void* kernel) {
@@ -266,27 +454,6 @@ static bool hopper_kernel(const void* kernel) {
   }();
   const int64_t whole = (blocks + cluster - 1) / cluster * cluster;
   return std::max<int64_t>(cluster, std::min<int64_t>(whole, sms / cluster * cluster));
-}
-/** Tensor map (CUDA driver API, cuTensorMapEncodeTiled) of a 16-bit array seen as `rank` axes,
- *  innermost first: dims (elements), strides of axes 1.. (bytes), box (elements; box[0] * 2 bytes
- *  = 128 for the 128-byte swizzle wgmma reads). False when TMA cannot address it: the base or a
- *  stride not 16-byte aligned, or no driver entry point. */
-static bool make_tmap(CUtensorMap* map, const void* base, unsigned rank, const uint64_t* dims, const uint64_t* strides,
-                      const uint32_t* box, CUtensorMapDataType type) {
-  static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess)
-      f = nullptr, (void)cudaGetLastError();
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
-  }();
-  if (!encode || reinterpret_cast<uintptr_t>(base) % 16 != 0) return false;
-  for (unsigned i = 0; i + 1 < rank; ++i)
-    if (strides[i] % 16 != 0) return false;
-  const uint32_t ones[5] = {1, 1, 1, 1, 1};
-  return encode(map, type, rank, const_cast<void*>(base), dims, strides, box, ones, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 }  // namespace napkin
 

@@ -1,0 +1,44 @@
+/** \file mma.cuh
+ *  Register fragments of the warp-level MMA m16n8k16 loaded from SMEM by ldmatrix. The mma.sync
+ *  atoms themselves are generated per row of the hardware description's [[mma]] table
+ *  (emit/cuda/preamble.cpp, mma_function); wgmma is in wgmma.cuh.
+ */
+#pragma once
+#include <cstdint>
+#include <cuda_runtime.h>
+
+namespace napkin {
+
+// ldmatrix: four 8x8 matrices of 16-bit elements from SMEM, one row address per lane
+// (PTX ISA 9.7.14.5.15); .trans transposes each matrix.
+__device__ __forceinline__ void ldsm_x4(uint32_t r[4], const void* p) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s));
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t r[4], const void* p) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s));
+}
+
+// Fragments of m16n8k16 (PTX ISA 9.7.14.5.14). A: 16x16 at (m0, k0); B: two 16x8 tiles at
+// (k0, n0) and (k0, n0 + 8), registers {b0, b1} of the first then of the second.
+/** A stored [m][k] (k contiguous). */
+template <class T> __device__ __forceinline__ void frag_a(uint32_t a[4], const T* s, int pitch, int m0, int k0, int lane) {
+  ldsm_x4(a, s + (m0 + (lane % 16)) * pitch + k0 + (lane / 16) * 8);
+}
+/** A stored [k][m] (m contiguous). */
+template <class T> __device__ __forceinline__ void frag_a_t(uint32_t a[4], const T* s, int pitch, int m0, int k0, int lane) {
+  ldsm_x4_t(a, s + (k0 + (lane / 16) * 8 + lane % 8) * pitch + m0 + ((lane / 8) % 2) * 8);
+}
+/** B stored [n][k] (k contiguous). */
+template <class T> __device__ __forceinline__ void frag_b(uint32_t b[4], const T* s, int pitch, int n0, int k0, int lane) {
+  ldsm_x4(b, s + (n0 + (lane / 16) * 8 + lane % 8) * pitch + k0 + ((lane / 8) % 2) * 8);
+}
+/** B stored [k][n] (n contiguous). */
+template <class T> __device__ __forceinline__ void frag_b_t(uint32_t b[4], const T* s, int pitch, int n0, int k0, int lane) {
+  ldsm_x4_t(b, s + (k0 + ((lane / 8) % 2) * 8 + lane % 8) * pitch + n0 + (lane / 16) * 8);
+}
+
+}  // namespace napkin

@@ -1,0 +1,15 @@
+/** \file napkin.cuh
+ *  The whole device tile library, in the order emitted .cu files hold it (emit/cuda/preamble.hpp):
+ *  the primitives of every target, then the Hopper ones (device code for sm_90a only).
+ */
+#pragma once
+#include "emit/cuda/device/numeric.cuh"
+#include "emit/cuda/device/reduce.cuh"
+#include "emit/cuda/device/movers.cuh"
+#include "emit/cuda/device/tiles.cuh"
+#include "emit/cuda/device/mma.cuh"
+#include "emit/cuda/device/pipeline.cuh"
+#include "emit/cuda/device/sync.cuh"
+#include "emit/cuda/device/tma.cuh"
+#include "emit/cuda/device/wgmma.cuh"
+#include "emit/cuda/device/launch.cuh"

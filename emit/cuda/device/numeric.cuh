@@ -1,0 +1,60 @@
+/** \file numeric.cuh
+ *  Element arithmetic of the device tile library: fp32 conversions of the stored types (fp32,
+ *  bf16, fp16), 16-bit pairs packed in one register, paired stores of accumulator columns, and the
+ *  element-wise maps the diagrams name. Every emitted .cu file starts with this library
+ *  (emit/cuda/preamble.hpp); tests/gpu/tiles_test.cu checks it on the GPU.
+ */
+#pragma once
+#include <cstdint>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+
+namespace napkin {
+
+// fp32 arithmetic on stored elements
+__device__ __forceinline__ float to_f(float x) { return x; }
+__device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_f(__half x) { return __half2float(x); }
+template <class T> __device__ __forceinline__ T from_f(float x);
+template <> __device__ __forceinline__ float from_f<float>(float x) { return x; }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) { return __float2bfloat16(x); }
+template <> __device__ __forceinline__ __half from_f<__half>(float x) { return __float2half(x); }
+template <class T> __device__ __forceinline__ float round_to(float x) { return to_f(from_f<T>(x)); }
+/** Two fp32 values as one 32-bit register of two 16-bit elements (low half first). */
+template <class T> __device__ __forceinline__ uint32_t pack2(float lo, float hi);
+template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+template <> __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
+  __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+/** Stores v[0], v[1] at p[0], p[1] as one 4- or 8-byte store; p must be aligned to it. */
+template <class T> __device__ __forceinline__ void store2(T* p, const float v[2]) {
+  if constexpr (sizeof(T) == 4) {
+    *reinterpret_cast<float2*>(p) = make_float2(v[0], v[1]);
+  } else {
+    *reinterpret_cast<uint32_t*>(p) = pack2<T>(v[0], v[1]);
+  }
+}
+
+/** Stores v[0] at p[x[0]] and, when `second`, v[1] at p[x[1]]: one 4- or 8-byte store when the two
+ *  are adjacent and aligned (an epilogue's pair of accumulator columns), else two stores. */
+template <class T> __device__ __forceinline__ void store_pair(T* p, const int64_t x[2], const float v[2], bool second) {
+  if (second && x[1] == x[0] + 1 && reinterpret_cast<uintptr_t>(p + x[0]) % (2 * sizeof(T)) == 0) return store2(p + x[0], v);
+  p[x[0]] = from_f<T>(v[0]);
+  if (second) p[x[1]] = from_f<T>(v[1]);
+}
+
+__device__ __forceinline__ float relu(float x) { return fmaxf(x, 0.0f); }
+__device__ __forceinline__ float gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678f)); }
+// sigmoid: MUFU ex2 and rcp (CUDA C++ Programming Guide, intrinsic functions: __expf, __fdividef,
+// 2 ulp); 1 + exp(-x) overflowing to inf gives 0, as it should.
+__device__ __forceinline__ float sigmoid(float x) { return __fdividef(1.0f, 1.0f + __expf(-x)); }
+__device__ __forceinline__ float silu(float x) { return x * sigmoid(x); }
+
+}  // namespace napkin

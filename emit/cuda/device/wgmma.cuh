@@ -1,0 +1,34 @@
+/** \file wgmma.cuh
+ *  Hopper (sm_90a) warpgroup MMA support: SMEM matrix descriptors of 128-byte-swizzled tiles,
+ *  fences, commit and wait. The wgmma atoms themselves, whose operand lists depend on n, are
+ *  generated (emit/cuda/preamble.cpp, wgmma_function).
+ */
+#pragma once
+#include <cstdint>
+
+#include "emit/cuda/device/sync.cuh"
+
+namespace napkin {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// wgmma (PTX ISA 9.7.15): SMEM matrix descriptor (9.7.15.5.1.2.2) of a 128-byte-swizzled tile whose
+// swizzle atoms (8 rows of 128 bytes) start 1024-byte aligned. `lbo`, `sbo`: leading and stride
+// dimension byte offsets (for K-major tiles lbo is unused and sbo = 1024; for MN-major tiles lbo is
+// the distance between 64-element column blocks and sbo = 1024).
+__device__ __forceinline__ uint64_t smem_desc(const void* p, unsigned lbo, unsigned sbo) {
+  return static_cast<uint64_t>((smem_u32(p) & 0x3FFFF) >> 4) | static_cast<uint64_t>((lbo >> 4) & 0x3FFF) << 16 |
+         static_cast<uint64_t>((sbo >> 4) & 0x3FFF) << 32 | uint64_t{1} << 62;
+}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
+/** Keeps the compiler from moving accesses of accumulators across wgmma issue and wait. */
+template <int N> __device__ __forceinline__ void fence_regs(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+/** Orders this thread's generic-proxy writes of SMEM before later async-proxy reads of it (wgmma
+ *  operands, TMA stores; PTX ISA 9.7.13.5, fence.proxy.async): needed when threads, not TMA,
+ *  fill a wgmma operand. */
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+#endif
+}  // namespace napkin
