@@ -326,13 +326,44 @@ class FunctionEmitter {
   }
 
   // ------------------------------------------------------------------ kernels
+  /** The contracted axis the CUDA kernel walks in chunks where the schedule keeps it whole
+   *  (lowering's gemm K by T_K, flash x by T_X: lower/gemm_form.hpp, flash_form.hpp), with its
+   *  chunk; nullopt when the schedule streams it already or the kernel has no such form. */
+  static std::optional<std::pair<std::string, std::int64_t>> spec_chunk(const KernelChoice& kc) {
+    const KernelSpec* spec = kc.cost.spec.get();
+    std::optional<std::pair<std::string, std::int64_t>> c;
+    if (spec && spec->gemm) c.emplace(spec->gemm->K, spec->gemm->TK);
+    if (spec && spec->flash) c.emplace(spec->flash->x, spec->flash->TX);
+    if (!c || kc.plan.streams_axis(c->first) || kc.cost.axes.at(c->first).kind != AxisPlan::Kind::whole) return std::nullopt;
+    return c;
+  }
+  /** `kc` with the spec's chunked axis (spec_chunk) as an innermost stream directive and the
+   *  lemmas that fold it (derive/lemmas.hpp streamable), so that the loop nest walks the chunks
+   *  the CUDA kernel walks. */
+  KernelChoice with_spec_chunk(const KernelChoice& kc, const std::vector<const StatementWeave*>& stmts) const {
+    KernelChoice out = kc;
+    const auto chunk = spec_chunk(kc);
+    if (!chunk) return out;
+    const std::set<std::string> escaping(kc.cost.outputs.begin(), kc.cost.outputs.end());
+    StreamVerdict v = streamable(stmts, chunk->first, escaping);
+    NAPKIN_ASSERT(v.ok) << "lowering chunks " << chunk->first << " of kernel " << kc.plan.name << ", which no lemma streams: " << v.why;
+    Directive dir;
+    dir.kind = Directive::Kind::stream;
+    dir.names = {chunk->first};
+    dir.size = chunk->second;
+    out.plan.directives.push_back(dir);
+    for (const auto& u : v.uses)
+      if (std::none_of(out.lemmas.begin(), out.lemmas.end(), [&](const LemmaUse& x) { return x.statement == u.statement; })) out.lemmas.push_back(u);
+    return out;
+  }
+
   void kernel(std::size_t k) {
-    const KernelChoice& kc = dv_.chosen.kernels[k];
-    const KernelCost& cost = kc.cost;
+    const KernelChoice& kc0 = dv_.chosen.kernels[k];
+    const KernelCost& cost = kc0.cost;
     std::string dirs;
-    for (const auto& dir : kc.plan.directives) dirs += (dirs.empty() ? "" : "; ") + directive_text(dir);
+    for (const auto& dir : kc0.plan.directives) dirs += (dirs.empty() ? "" : "; ") + directive_text(dir);
     line("");
-    line("// kernel " + kc.plan.name + ": " + dirs);
+    line("// kernel " + kc0.plan.name + ": " + dirs);
     open("");
     subst_.clear();
     buffer_.clear();
@@ -344,9 +375,10 @@ class FunctionEmitter {
       open("for (int64_t o_" + a + " = 0; o_" + a + " < N_" + a + "; o_" + a + " += " + std::to_string(g) + ")");
       line("const int64_t T_" + a + " = " + std::to_string(g) + ", n_" + a + " = std::min<int64_t>(T_" + a + ", N_" + a + " - o_" + a + ");");
     }
-    auto stream = kc.plan.stream();
+    const auto chunk = spec_chunk(kc0);
     for (const auto& [a, ap] : cost.axes) {
-      if (ap.kind == AxisPlan::Kind::whole) line("const int64_t o_" + a + " = 0, T_" + a + " = N_" + a + ", n_" + a + " = N_" + a + ";");
+      if (chunk && chunk->first == a) line("const int64_t T_" + a + " = " + std::to_string(chunk->second) + ";  // chunked as the CUDA kernel does");
+      else if (ap.kind == AxisPlan::Kind::whole) line("const int64_t o_" + a + " = 0, T_" + a + " = N_" + a + ", n_" + a + " = N_" + a + ";");
       if (ap.kind == AxisPlan::Kind::stream) line("const int64_t T_" + a + " = " + std::to_string(ap.tile) + ";");
     }
     for (const auto& a : cost.inputs) buffer_[a] = "s_" + a;
@@ -362,6 +394,8 @@ class FunctionEmitter {
       for (const auto& w : weave_)
         if (w.statement->name == g.names()[v] && std::find(cost.statements.begin(), cost.statements.end(), w.statement->name) != cost.statements.end())
           stmts.push_back(&w);
+    const KernelChoice kc = with_spec_chunk(kc0, stmts);
+    auto stream = kc.plan.stream();
     if (!stream) {
       for (const auto& a : cost.inputs) load(a);
       for (const auto* w : stmts) {

@@ -3,8 +3,11 @@
  *  tiling and streaming: one loop nest per kernel over its grid (grouped axes, in declaration
  *  order), explicit loads of input tiles and saves of output tiles, and for a streamed axis the
  *  loop over chunks with the lemma's accumulators (head before the loop, body per chunk,
- *  finalisation after it). Sizes are runtime arguments; tile sizes are the schedule's constants;
- *  edge tiles are clipped (min), so sizes need not divide the tiles.
+ *  finalisation after it). Sizes are runtime arguments; tile sizes are constants, those of the
+ *  kernel's spec (lower/lower.hpp): the lowered grid, and a contracted axis the schedule keeps
+ *  whole but lowering walks in chunks (gemm K by T_K, flash x by T_X) is walked in those chunks
+ *  with the lemmas that fold it, as the CUDA kernel does; edge tiles are clipped (min), so sizes
+ *  need not divide the tiles.
  *
  *  Entry point of the emitted code (all arrays row-major in their declared axis order, fp64):
  *      extern "C" void napkin_run(const double* const* inputs, double* const* outputs,

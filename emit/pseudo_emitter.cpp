@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "diagrams/printer.hpp"
+#include "lower/lower.hpp"
 
 namespace napkin {
 
@@ -11,7 +12,7 @@ namespace {
 class PseudoEmitter {
  public:
   PseudoEmitter(const Program& p, const Diagram& d, const Derivation& dv, const Hardware& hw)
-      : p_(p), d_(d), dv_(dv), hw_(hw), weave_(weave_analysis(p, d)) {}
+      : d_(d), dv_(dv), hw_(hw), weave_(weave_analysis(p, d)) {}
 
   std::string run() {
     line("# napkin pseudocode: diagram " + d_.name + ", schedule derived for " + hw_.name);
@@ -25,7 +26,11 @@ class PseudoEmitter {
   void line(const std::string& s) { out_ += std::string(2 * static_cast<std::size_t>(indent_), ' ') + s + "\n"; }
 
   const KernelCost* cost_ = nullptr;
+  /** Per kernel: tile extents the spec's form sets (gemm: T_M, T_N, T_K; flash: T_Q, T_X, head
+   *  widths), which the CUDA kernel uses in place of the schedule's. */
+  std::map<std::string, std::int64_t> form_tile_;
   std::string tile(const std::string& a) const {
+    if (auto f = form_tile_.find(a); f != form_tile_.end()) return a + ":" + std::to_string(f->second);
     auto it = cost_ ? cost_->axes.find(a) : std::map<std::string, AxisPlan>::const_iterator{};
     if (!cost_ || it == cost_->axes.end() || it->second.kind == AxisPlan::Kind::whole) return a;
     return a + ":" + std::to_string(it->second.tile);
@@ -34,7 +39,8 @@ class PseudoEmitter {
     double n = 1;
     for (const auto& a : axes) {
       auto it = cost_ ? cost_->axes.find(a) : std::map<std::string, AxisPlan>::const_iterator{};
-      n *= static_cast<double>(cost_ && it != cost_->axes.end() ? it->second.tile : 1);
+      auto f = form_tile_.find(a);
+      n *= static_cast<double>(f != form_tile_.end() ? f->second : cost_ && it != cost_->axes.end() ? it->second.tile : 1);
     }
     return n;
   }
@@ -53,7 +59,10 @@ class PseudoEmitter {
     std::string s;
     for (const auto& a : ax) {
       const AxisPlan& ap = cost_->axes.at(a);
-      std::string part = ap.kind == AxisPlan::Kind::whole ? ":" : ap.tile == 1 ? a : a + "0:" + a + "0+" + std::to_string(ap.tile);
+      auto f = form_tile_.find(a);
+      const std::int64_t t = f != form_tile_.end() ? f->second : ap.tile;
+      const bool whole = f != form_tile_.end() ? t >= ap.extent && ap.kind == AxisPlan::Kind::whole : ap.kind == AxisPlan::Kind::whole;
+      std::string part = whole ? ":" : t == 1 ? a : a + "0:" + a + "0+" + std::to_string(t);
       s += (s.empty() ? "" : ", ") + part;
     }
     return array + "[" + s + "]";
@@ -62,6 +71,7 @@ class PseudoEmitter {
   void kernel(std::size_t k) {
     const KernelChoice& kc = dv_.chosen.kernels[k];
     cost_ = &kc.cost;
+    form_tile_.clear();
     std::string fused;
     for (const auto& f : kc.plan.fused()) fused += (fused.empty() ? "" : ", ") + f;
     line("");
@@ -72,15 +82,30 @@ class PseudoEmitter {
       --indent_;
       return;
     }
-    int loops = 0;
-    for (const auto* a : d_.axes()) {
-      auto it = kc.cost.axes.find(a->name);
-      if (it == kc.cost.axes.end() || it->second.kind != AxisPlan::Kind::group) continue;
-      const AxisPlan& ap = it->second;
-      line("parallel for " + a->name + "0 in 0.." + std::to_string(ap.extent) + " step " + std::to_string(ap.tile) +
-           "  # thread blocks: " + std::to_string(ap.count) + " along " + a->name);
-      ++indent_, ++loops;
+    const KernelSpec* spec = kc.cost.spec.get();
+    if (spec) line("# lowered: " + describe_spec(*spec));
+    if (spec && spec->gemm) {
+      gemm_header(*spec);
+      gemm_body(kc, *spec);
+    } else if (spec && spec->flash) {
+      flash_header(*spec);
+      flash_body(kc, *spec);
+    } else if (spec && spec->strategy == Strategy::simt) {
+      simt_body(kc);
+    } else {
+      if (spec && spec->strategy == Strategy::rows) {
+        line("# rows: a team of warps walks each row (the normalised axis), coalesced; statistics combined by warp shuffles");
+        line("# no tensor-core strategy: " + spec->declined);
+      }
+      schedule_body(kc);
     }
+    --indent_;
+  }
+
+  /** The loops of the schedule itself (the rows strategy: its grid, and its stream when the
+   *  normalised axis is streamed). */
+  void schedule_body(const KernelChoice& kc) {
+    const int loops = grid(kc);
     auto stream = kc.plan.stream();
     auto carries = [&](const std::string& arr) {
       const AxisList& ax = *d_.array_axes(arr);
@@ -104,11 +129,7 @@ class PseudoEmitter {
         if (std::any_of(weave_.begin(), weave_.end(), [&](const StatementWeave& w) { return w.statement->name == stmt && w.role(stream->first) == AxisRole::normalised; }))
           line("state of " + stmt + ": " + lemma_state(id) + "  # head");
     }
-    auto statement_line = [&](const std::string& name, const std::string& note) {
-      const Statement* s = d_.find_statement(name);
-      MemLevel lv = kc.cost.level.count(name) ? kc.cost.level.at(name) : MemLevel::reg;
-      line(decl(name, lv, true) + " = " + print_expr(*s->expr) + (note.empty() ? "" : "  # " + note));
-    };
+    auto statement_line = [&](const std::string& name, const std::string& note) { statement(kc, name, note); };
     std::vector<std::string> order = kc.cost.statements;
     if (!stream) {
       for (const auto& s : order) statement_line(s, "");
@@ -146,14 +167,152 @@ class PseudoEmitter {
     }
     for (const auto& o : kc.cost.outputs)
       if (!carries(o)) line("save " + o + "_reg -> " + slice(o));
+    footer(kc);
+    indent_ -= loops;
+  }
+  void footer(const KernelChoice& kc) {
     line("# per thread block: " + human_bytes(kc.cost.smem_resident_bytes) + " SMEM, " +
          std::to_string(kc.cost.registers_per_thread) + " registers per thread, " + std::to_string(kc.plan.warps()) + " warps");
+  }
+  /** `name_level[tile] = expr  # note`. */
+  void statement(const KernelChoice& kc, const std::string& name, const std::string& note) {
+    const Statement* s = d_.find_statement(name);
+    MemLevel lv = kc.cost.level.count(name) ? kc.cost.level.at(name) : MemLevel::reg;
+    line(decl(name, lv, true) + " = " + print_expr(*s->expr) + (note.empty() ? "" : "  # " + note));
+  }
+  /** The kernel's grid: one parallel loop per grouped axis (declaration order), stepping by the
+   *  form's tile where the spec sets one, else the schedule's group size. Returns the loops opened. */
+  int grid(const KernelChoice& kc) {
+    int loops = 0;
+    for (const auto* a : d_.axes()) {
+      auto it = kc.cost.axes.find(a->name);
+      if (it == kc.cost.axes.end() || it->second.kind != AxisPlan::Kind::group) continue;
+      const AxisPlan& ap = it->second;
+      auto f = form_tile_.find(a->name);
+      const std::int64_t t = f != form_tile_.end() ? f->second : ap.tile;
+      line("parallel for " + a->name + "0 in 0.." + std::to_string(ap.extent) + " step " + std::to_string(t) + "  # thread blocks: " +
+           std::to_string((ap.extent + t - 1) / t) + " along " + a->name);
+      ++indent_, ++loops;
+    }
+    return loops;
+  }
+  static std::string n(std::int64_t v) { return std::to_string(v); }
+  std::string extent(const std::string& a) const { return n(cost_->axes.at(a).extent); }
+  static std::string atom(const MmaShape& m) { return m.ptx.empty() ? "m" + n(m.m) + "n" + n(m.n) + "k" + n(m.k) : m.ptx; }
+  /** A wgmma instruction of the hardware's warpgroup atom with N = `N` (a multiple of its n). */
+  static std::string wgmma_shape(const MmaShape& m, const std::string& N) {
+    return "m" + n(m.m) + "n" + N + "k" + n(m.k) + " " + std::string(dtype_name(m.dtype));
+  }
+  static std::string warpgroups(int warps) {
+    return "a producer warpgroup and " + n(warps / 4) + " consumer warpgroup" + (warps / 4 == 1 ? "" : "s");
+  }
+  /** How the wgmma variant's operand tiles reach SMEM: TMA, multicast to the cluster for a tile
+   *  that does not vary along the cluster axis. */
+  static std::string tma_mover(const KernelSpec& s, const std::string& rows, const std::string& cols) {
+    if (s.cluster > 1 && rows != s.cluster_axis && cols != s.cluster_axis) return "TMA multicast to the cluster's " + n(s.cluster) + " blocks";
+    return "TMA";
+  }
+
+  // ------------------------------------------------------------------ gemm
+  void gemm_header(const KernelSpec& s) {
+    const GemmForm& g = *s.gemm;
+    line("# gemm: M = " + g.M + " (tile " + n(g.TM) + "), N = " + g.N + " (tile " + n(g.TN) + "), K = " + g.K + " (chunks of " + n(g.TK) + ", " +
+         g.k_note + ")");
+    for (const auto& t : g.tiles)
+      line("# operand " + t.array + ": tile [" + t.rows + ":" + n(t.R) + ", " + t.cols + ":" + n(t.C) + "] " + std::string(dtype_name(g.dtype)) +
+           (t.k_rows ? " (K along the rows)" : " (K contiguous)") + "; mma.sync: cp.async HBM -> SMEM (rows padded by 8), ldmatrix -> registers" +
+           (s.wgmma ? "; wgmma: " + tma_mover(s, t.rows, t.cols) + " HBM -> SMEM (128-byte swizzle), read by wgmma from SMEM" : ""));
+    line("# mma.sync: " + atom(*s.mma_sync) + ", " + n(g.warps) + " warps split " + g.M + " in rows of " + n(s.mma_sync->m));
+    if (s.wgmma)
+      line("# wgmma: " + wgmma_shape(*s.wgmma_mma, n(g.TN)) + ", " + warpgroups(g.warps) + ", persistent over the output tiles");
+  }
+  void gemm_body(const KernelChoice& kc, const KernelSpec& s) {
+    const GemmForm& g = *s.gemm;
+    form_tile_ = {{g.M, g.TM}, {g.N, g.TN}, {g.K, g.TK}};
+    for (const auto& a : g.k_outer) form_tile_[a] = 1;
+    for (const auto& a : g.batch) form_tile_[a] = 1;
+    const int loops = grid(kc);
+    for (std::size_t i = 0; i < g.gemms.size(); ++i)
+      line("acc" + n(static_cast<std::int64_t>(i)) + "[" + tile(g.M) + ", " + tile(g.N) + "] fp32 = 0  # head: associative-sum accumulator of contract(" +
+           g.gemms[i].a.array + ", " + g.gemms[i].b.array + "; " + g.K + ")");
+    for (const auto& a : g.k_outer) line("for " + a + " in 0.." + extent(a) + "  # contracted, one index at a time"), ++indent_;
+    line("for " + g.K + "0 in 0.." + extent(g.K) + " step " + n(g.TK) + "  # K chunks, pipelined: " + n(s.stages) + " stages in flight (mma.sync)" +
+         (s.wgmma ? ", " + n(s.wgmma_stages) + " (wgmma)" : ""));
+    ++indent_;
+    for (const auto& t : g.tiles) line(decl(t.array, MemLevel::smem, true) + " <- load " + slice(t.array));
+    for (std::size_t i = 0; i < g.gemms.size(); ++i)
+      line("acc" + n(static_cast<std::int64_t>(i)) + " += " + g.gemms[i].a.array + "_smem · " + g.gemms[i].b.array + "_smem  # body: associative-sum, " +
+           (s.wgmma ? "wgmma (sm_90a) or " : "") + "mma.sync");
+    indent_ -= 1 + static_cast<int>(g.k_outer.size());
+    for (const auto& st : kc.cost.statements) statement(kc, st, "epilogue, contractions read from the accumulators");
+    for (const auto& o : kc.cost.outputs) line("save " + o + "_reg -> " + slice(o));
+    footer(kc);
     indent_ -= loops;
+  }
+
+  // ------------------------------------------------------------------ flash
+  void flash_header(const KernelSpec& s) {
+    const FlashForm& f = *s.flash;
+    line("# flash: query " + f.M + " (tile " + n(f.TQ) + "), key " + f.x + " (chunks of " + n(f.TX) + ", " + f.x_note + "), head width" + (f.dk == f.dv ? " " + f.dk + " = " + n(f.DK) : "s " + f.dk + " = " + n(f.DK) + ", " + f.dv + " = " + n(f.DV)) + (f.normaliser_lemma.empty() ? ", no normaliser" : ", " + f.normaliser_lemma) +
+         (f.skip ? ", chunks past the causal diagonal skipped" : ""));
+    const std::string wg = s.wgmma ? "; wgmma: TMA HBM -> SMEM (128-byte swizzle)" : "";
+    line("# operand " + f.Qn + ": tile [" + f.M + ":" + n(f.TQ) + ", " + f.dk + ":" + n(f.DK) + "] once per block; mma.sync: cp.async HBM -> SMEM, ldmatrix -> registers" + wg);
+    line("# operands " + f.Kn + ", " + f.Vn + ": tiles [" + f.x + ":" + n(f.TX) + ", " + f.dk + ":" + n(f.DK) + "], [" + f.x + ":" + n(f.TX) + ", " + f.dv + ":" +
+         n(f.DV) + "] per chunk, double-buffered; mma.sync: cp.async HBM -> SMEM, ldmatrix -> registers" + wg);
+    line("# mma.sync: " + atom(*s.mma_sync) + ", " + n(f.warps) + " warps split " + f.M + " in rows of " + n(s.mma_sync->m));
+    if (s.wgmma)
+      line("# wgmma: " + wgmma_shape(*s.wgmma_mma, n(f.TX)) + " for S, " + wgmma_shape(*s.wgmma_mma, n(f.DV)) + " for O, " + warpgroups(f.warps));
+  }
+  void flash_body(const KernelChoice& kc, const KernelSpec& s) {
+    const FlashForm& f = *s.flash;
+    form_tile_ = {{f.M, f.TQ}, {f.x, f.TX}, {f.dk, f.DK}, {f.dv, f.DV}};
+    for (const auto& a : f.batch) form_tile_[a] = 1;
+    const int loops = grid(kc);
+    line(decl(f.Qn, MemLevel::smem, true) + " <- load " + slice(f.Qn));
+    const bool online = !f.normaliser_lemma.empty();
+    line(decl(f.O->name, MemLevel::reg, true) + " = 0  # head: " + (online ? f.normaliser_lemma : "associative-sum") + " accumulator");
+    if (online) line("m[" + tile(f.M) + "] = -inf, l[" + tile(f.M) + "] = 0  # head: " + lemma_state(f.normaliser_lemma));
+    line("for " + f.x + "0 in 0.." + extent(f.x) + " step " + n(f.TX) + "  # stream " + f.x + ", K and V double-buffered" +
+         (f.skip ? "; chunks past the causal diagonal are skipped" : ""));
+    ++indent_;
+    line(decl(f.Kn, MemLevel::smem, true) + " <- load " + slice(f.Kn));
+    line(decl(f.Vn, MemLevel::smem, true) + " <- load " + slice(f.Vn));
+    line("acc_S[" + tile(f.M) + ", " + tile(f.x) + "] fp32 = " + f.Qn + "_smem · " + f.Kn + "_smem^T  # " + (s.wgmma ? "wgmma (sm_90a) or " : "") + "mma.sync");
+    for (const auto& st : kc.cost.statements)
+      if (st != f.O->name && !(online && st == f.P->name)) statement(kc, st, "score map, element by element (the contraction: acc_S)");
+    if (online) {
+      const std::string score = print_expr(*f.score);
+      line("m_new = max(m, rowmax(" + score + ")); " + f.P->name + " = exp(" + score + " - m_new)  # body: " + f.normaliser_lemma);
+      line("l = l * exp(m - m_new) + rowsum(" + f.P->name + "); " + f.O->name + "_reg = " + f.O->name + "_reg * exp(m - m_new) + " + f.P->name + " · " +
+           f.Vn + "_smem; m = m_new");
+    } else {
+      line(f.O->name + "_reg += " + f.P->name + " · " + f.Vn + "_smem  # body: associative-sum");
+    }
     --indent_;
+    const std::string o = f.O->name + "_reg", co = print_expr(*f.co);
+    if (print_expr(*f.O->expr) != co) line("finalise " + o + " = " + print_expr(*f.O->expr) + " with " + co + " = " + o + (online ? " / l" : ""));
+    else if (online) line("finalise " + o + " /= l");
+    line("save " + f.O->name + "_reg -> " + slice(f.O->name));
+    footer(kc);
+    indent_ -= loops;
+  }
+
+  // ------------------------------------------------------------------ simt
+  void simt_body(const KernelChoice& kc) {
+    line("# simt: one launch per statement, one thread per output element, reductions as loops, every array in HBM");
+    for (const auto& st : kc.cost.statements) {
+      const Statement* s = d_.find_statement(st);
+      std::string ax;
+      for (const auto& a : s->axes) ax += (ax.empty() ? "" : ", ") + a;
+      line("parallel for each element [" + ax + "] of " + st + "  # one thread each: " + n(product(dv_sizes_, s->axes)) + " threads");
+      ++indent_;
+      line(st + "[" + ax + "] = " + print_expr(*s->expr));
+      --indent_;
+    }
+    line("# per thread block: " + std::to_string(kc.cost.warps * 32) + " threads, " + std::to_string(kc.cost.registers_per_thread) + " registers per thread");
   }
   static std::string lemma_state(const std::string& id) { return napkin::lemma(id).state; }
 
-  const Program& p_;
   const Diagram& d_;
   const Derivation& dv_;
   const Hardware& hw_;

@@ -15,6 +15,7 @@
 #include "emit/cuda_emitter.hpp"
 #include "kernels/harness_source.hpp"
 #include "kernels/process.hpp"
+#include "lower/blas_problem.hpp"
 
 namespace napkin {
 
@@ -113,40 +114,13 @@ std::string bench_spec(const Program& p, const Diagram& d, const SizeMap& sizes)
   for (const auto* st : d.statements()) {
     std::function<void(const Expr&)> visit = [&](const Expr& e) {
       for (const auto& a : e.args) visit(*a);
-      if (e.kind != Expr::Kind::apply || e.op != Op::contract || e.args.size() != 2 || e.axes.size() != 1) return;
-      const Expr &x = *e.args[0], &y = *e.args[1];
-      if (x.kind != Expr::Kind::ref || y.kind != Expr::Kind::ref || !d.array_axes(x.name) || !d.array_axes(y.name)) return;
-      AxisList out = typer.axes_of(e).value_or(AxisList{});
-      const std::string k = e.axes[0];
-      AxisList xa = *d.array_axes(x.name), ya = *d.array_axes(y.name);
-      // C = the contraction's output in its own axis order; batch axes are its leading axes.
-      if (out.size() < 2) return;
-      const std::string M = out[out.size() - 2], N = out.back();
-      std::string A = x.name, B = y.name;
-      if (contains(ya, M) && !contains(xa, M)) std::swap(A, B), std::swap(xa, ya);
-      if (!contains(xa, M) || contains(ya, M) || !contains(ya, N) || contains(xa, N)) return;
-      AxisList batch(out.begin(), out.end() - 2);
-      // Each operand: its batch axes first (in C's order, possibly missing), then its two matrix axes.
-      auto matrix_ok = [&](const AxisList& ax, const std::string& free) {
-        AxisList tailx(ax.end() - 2, ax.end());
-        if (!((tailx[0] == free && tailx[1] == k) || (tailx[0] == k && tailx[1] == free))) return false;
-        AxisList lead(ax.begin(), ax.end() - 2);
-        std::size_t j = 0;
-        for (const auto& b : batch)
-          if (j < lead.size() && lead[j] == b) ++j;
-        return j == lead.size();
-      };
-      if (!matrix_ok(xa, M) || !matrix_ok(ya, N)) return;
-      // cuBLAS's batch: only the innermost batch axis may be absent from an operand (stride 0).
-      std::int64_t batches = product(sizes, batch), ba = product(sizes, AxisList(xa.begin(), xa.end() - 2)),
-                   bb = product(sizes, AxisList(ya.begin(), ya.end() - 2));
-      if ((ba != batches && ba != 1) || (bb != batches && bb != 1)) return;
-      const std::int64_t m = sizes.at(M), nn = sizes.at(N), kk = sizes.at(k);
-      const bool ta = xa.back() == M, tb = ya.back() == k;
-      s += "    {\"" + st->name + "\", " + std::to_string(m) + ", " + std::to_string(nn) + ", " + std::to_string(kk) + ", " + std::to_string(batches) + ", " +
-           std::to_string(ba) + ", " + std::to_string(bb) + ", " + (ta ? "1" : "0") + ", " + (tb ? "1" : "0") + ", " + std::to_string(ta ? m : kk) + ", " +
-           std::to_string(tb ? kk : nn) + ", " + std::to_string(ba == 1 ? 0 : m * kk) + ", " + std::to_string(bb == 1 ? 0 : kk * nn) + ", " +
-           std::to_string(dtype_code(storage_dtype(d, A, {}))) + "},\n";
+      std::string why;
+      const auto g = blas_problem(d, typer, e, sizes, why);
+      if (!g) return;
+      s += "    {\"" + st->name + "\", " + std::to_string(g->m) + ", " + std::to_string(g->n) + ", " + std::to_string(g->k) + ", " +
+           std::to_string(g->batch_count) + ", " + std::to_string(g->batch_a) + ", " + std::to_string(g->batch_b) + ", " + (g->trans_a ? "1" : "0") + ", " +
+           (g->trans_b ? "1" : "0") + ", " + std::to_string(g->lda) + ", " + std::to_string(g->ldb) + ", " + std::to_string(g->stride_a) + ", " +
+           std::to_string(g->stride_b) + ", " + std::to_string(dtype_code(g->dtype)) + "},\n";
       gemm_statements.push_back(st->name);
       ++n;
     };

@@ -39,7 +39,7 @@ int run_bench(const Program& p, const Diagram& d, const SizeMap& sizes, const Ha
 
 /** bench_spec.h for `d` at `sizes`: sizes, arrays (dtype codes 0 fp32, 1 bf16, 2 fp16), the scale
  *  each input is drawn at (kInputScales: 1/sqrt(fan-in), diagrams/input_scales.hpp) and the
- *  contractions that map onto one cuBLAS strided-batched GEMM each. */
+ *  contractions that map onto one cuBLAS strided-batched GEMM each (lower/blas_problem.hpp). */
 std::string bench_spec(const Program& p, const Diagram& d, const SizeMap& sizes);
 
 }  // namespace napkin

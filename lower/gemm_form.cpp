@@ -56,6 +56,14 @@ std::string chunk_axis(const std::vector<AxisList>& operands, const AxisList& ks
 
 }  // namespace
 
+std::optional<OperandRoles> orient_operands(const std::string& x, const AxisList& xa, const std::string& y, const AxisList& ya, const std::string& M,
+                                            const std::string& N) {
+  OperandRoles r{x, y, xa, ya, false};
+  if (contains(ya, M) && !contains(xa, M)) std::swap(r.a, r.b), std::swap(r.a_axes, r.b_axes), r.swapped = true;
+  if (!contains(r.a_axes, M) || contains(r.b_axes, M) || !contains(r.b_axes, N) || contains(r.a_axes, N)) return std::nullopt;
+  return r;
+}
+
 std::optional<GemmForm> analyse_gemm(const Diagram& d, Typer& typer, const KernelShape& k, const ModelOptions& opt, std::string& why) {
   std::vector<const Expr*> contractions;
   bool other = false;
@@ -108,10 +116,10 @@ std::optional<GemmForm> analyse_gemm(const Diagram& d, Typer& typer, const Kerne
   bool have_dtype = false;
   for (std::size_t ci = 0; ci < contractions.size(); ++ci) {
     const Expr* e = contractions[ci];
-    AxisList xa = operand_axes[ci].first, ya = operand_axes[ci].second;
-    GemmContraction gc{e, {e->args[0]->name}, {e->args[1]->name}};
-    if (contains(ya, M) && !contains(xa, M)) std::swap(gc.a, gc.b), std::swap(xa, ya);
-    if (!contains(xa, M) || contains(ya, M) || !contains(ya, N) || contains(xa, N)) return why = "M and N are not one operand's each", std::nullopt;
+    const auto roles = orient_operands(e->args[0]->name, operand_axes[ci].first, e->args[1]->name, operand_axes[ci].second, M, N);
+    if (!roles) return why = "M and N are not one operand's each", std::nullopt;
+    const AxisList &xa = roles->a_axes, &ya = roles->b_axes;
+    GemmContraction gc{e, {roles->a}, {roles->b}};
     if (ci == 0 && (g.K = chunk_axis({xa, ya}, ks, xa, k, why)).empty()) return std::nullopt;
     const std::string& K = g.K;
     if (xa.back() != K && xa.back() != M) return why = gc.a.array + " has neither " + K + " nor M innermost", std::nullopt;

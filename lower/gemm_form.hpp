@@ -27,6 +27,19 @@ struct GemmOperand {
   bool k_inner = true;  ///< stored with K contiguous (else M or N contiguous)
 };
 
+/** A contraction's two operands oriented for output rows M and columns N: `a` holds M (not N),
+ *  `b` holds N (not M); `swapped` when that is the diagram's second operand. The rule lowering's
+ *  gemm form and the BLAS problem (blas_problem.hpp) share. */
+struct OperandRoles {
+  std::string a, b;
+  AxisList a_axes, b_axes;
+  bool swapped = false;
+};
+/** `x` and `y` (arrays with axes `xa`, `ya`) oriented for M and N; nullopt when M and N are
+ *  not one operand's each. */
+std::optional<OperandRoles> orient_operands(const std::string& x, const AxisList& xa, const std::string& y, const AxisList& ya, const std::string& M,
+                                            const std::string& N);
+
 /** One contraction of the kernel: `node` = contract(a, b; K), a holds M, b holds N. */
 struct GemmContraction {
   const Expr* node = nullptr;

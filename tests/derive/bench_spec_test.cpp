@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "kernels/bench.hpp"
+#include "lower/blas_problem.hpp"
 #include "tests/support/run.hpp"
 
 using namespace napkin;
@@ -63,4 +64,81 @@ TEST_CASE("the bench harness compiles against a generated bench_spec.h (needs nv
   INFO(cmd << "\n" << slurp(dir + "/nvcc.log"));
   CHECK(std::system(cmd.c_str()) == 0);
   std::filesystem::remove_all(dir);
+}
+
+// lower/blas_problem.hpp: the recogniser bench_spec.h's kGemms come from.
+namespace {
+/** The BLAS problem of statement `stmt`'s top-level contraction (nullopt with `why` set). */
+std::optional<BlasProblem> problem_of(const LoadedDiagram& l, const std::string& stmt, std::string& why) {
+  Typer typer(*l.diagram, l.program->diagrams, nullptr);
+  return blas_problem(*l.diagram, typer, *l.diagram->find_statement(stmt)->expr, l.sizes, why);
+}
+const char* kAxes = "diagram d\naxis b = 3\naxis h = 2\naxis t = 64\naxis m = 32\naxis f = 48\n";
+}  // namespace
+
+TEST_CASE("a plain GEMM is one BLAS problem with no transposes", "[bench][blas]") {
+  const auto l = load_text(std::string(kAxes) + "in X[t,m] : bf16\nin W[m,f] : bf16\nY[t,f] = contract(X, W; m)\nout Y : bf16\n");
+  std::string why;
+  const auto g = problem_of(l, "Y", why);
+  REQUIRE(g);
+  CHECK((g->a == "X" && g->b == "W" && g->M == "t" && g->N == "f" && g->K == "m"));
+  CHECK((g->m == 64 && g->n == 48 && g->k == 32 && g->batch_count == 1 && g->batch_a == 1 && g->batch_b == 1));
+  CHECK((!g->trans_a && !g->trans_b && g->lda == 32 && g->ldb == 48 && g->stride_a == 0 && g->stride_b == 0));
+  CHECK(g->dtype == DType::bf16);
+}
+
+TEST_CASE("transposed operands: A stored [K, M], B stored [N, K]", "[bench][blas]") {
+  const auto l = load_text(std::string(kAxes) + "in X[m,t] : fp16\nin W[f,m] : fp16\nY[t,f] = contract(X, W; m)\nout Y : fp16\n");
+  std::string why;
+  const auto g = problem_of(l, "Y", why);
+  REQUIRE(g);
+  CHECK((g->trans_a && g->trans_b && g->lda == 64 && g->ldb == 32));
+  CHECK(g->dtype == DType::fp16);
+}
+
+TEST_CASE("a batched contraction is one strided-batched GEMM", "[bench][blas]") {
+  const auto l = load_text(std::string(kAxes) + "in Q[b,h,t,m] : bf16\nin K[b,h,f,m] : bf16\nS[b,h,t,f] = contract(Q, K; m)\nout S : bf16\n");
+  std::string why;
+  const auto g = problem_of(l, "S", why);
+  REQUIRE(g);
+  CHECK((g->batch == AxisList{"b", "h"} && g->batch_count == 6 && g->batch_a == 6 && g->batch_b == 6));
+  CHECK((!g->trans_a && g->trans_b && g->lda == 32 && g->ldb == 32));
+  CHECK((g->stride_a == 64 * 32 && g->stride_b == 48 * 32));
+  // bench_spec.h carries the same numbers.
+  CHECK(spec_of(l).find("{\"S\", 64, 48, 32, 6, 6, 6, 0, 1, 32, 32, 2048, 1536, 1},") != std::string::npos);
+}
+
+TEST_CASE("an operand without the batch axes is broadcast (stride 0)", "[bench][blas]") {
+  const auto l = load_text(std::string(kAxes) + "in X[b,t,m] : bf16\nin W[m,f] : bf16\nY[b,t,f] = contract(X, W; m)\nout Y : bf16\n");
+  std::string why;
+  const auto g = problem_of(l, "Y", why);
+  REQUIRE(g);
+  CHECK((g->batch_count == 3 && g->batch_a == 3 && g->batch_b == 1 && g->stride_a == 64 * 32 && g->stride_b == 0));
+}
+
+TEST_CASE("the operand holding M is A whatever the diagram's order", "[bench][blas]") {
+  const auto l = load_text(std::string(kAxes) + "in W[m,f] : bf16\nin X[t,m] : bf16\nY[t,f] = contract(W, X; m)\nout Y : bf16\n");
+  std::string why;
+  const auto g = problem_of(l, "Y", why);
+  REQUIRE(g);
+  INFO(g->M << " " << g->N);
+  CHECK(g->a == (g->M == "t" ? "X" : "W"));
+}
+
+TEST_CASE("contractions no single BLAS call runs are rejected with the reason", "[bench][blas]") {
+  std::string why;
+  // W holds h but not b: cuBLAS has one batch stride per operand.
+  const auto part = load_text(std::string(kAxes) + "in X[b,h,t,m] : bf16\nin W[h,m,f] : bf16\nY[b,h,t,f] = contract(X, W; m)\nout Y : bf16\n");
+  CHECK_FALSE(problem_of(part, "Y", why));
+  CHECK(why.find("some of the batch axes but not all") != std::string::npos);
+  CHECK(spec_of(part).find("kNumGemms = 0;") != std::string::npos);
+  // X's matrix axes t and m are not its last two (b lies between): no leading dimension describes it.
+  const auto strided = load_text(std::string(kAxes) + "in X[m,b,t] : bf16\nin W[b,m,f] : bf16\nY[b,t,f] = contract(X, W; m)\nout Y : bf16\n");
+  CHECK_FALSE(problem_of(strided, "Y", why));
+  INFO(why);
+  CHECK(why.find("X is not batch axes then a matrix of t and m") != std::string::npos);
+  // Two contracted axes.
+  const auto two = load_text(std::string(kAxes) + "in X[t,h,m] : bf16\nin W[h,m,f] : bf16\nY[t,f] = contract(X, W; h, m)\nout Y : bf16\n");
+  CHECK_FALSE(problem_of(two, "Y", why));
+  CHECK(why == "not a contraction of two operands over one axis");
 }

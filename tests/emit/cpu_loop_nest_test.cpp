@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <unistd.h>
+#include <regex>
 
 #include "diagrams/eval.hpp"
 #include "diagrams/verify.hpp"
@@ -354,6 +355,43 @@ TEST_CASE("derived CPU loop nests equal the fp64 evaluator: bundled and 200 rand
        "Y[a,m] = contract(A, W; g, r, d)\nout Y : fp32\n",
        "schedule s for l6\nkernel k\n  fuse Y\n  group a by 4\n  stream g by 1\n  stream r by 1\n  stream d by 2\n"},
   };
+  // The CUDA kernel walks a contracted axis the schedule keeps whole in chunks (lowering's gemm K
+  // by T_K, flash x by T_X); the loop nest walks the same chunks (the lemma's fold, not a whole-axis
+  // reduction), at sizes that do not divide them.
+  const LemmaCase spec_chunk_cases[] = {
+      {"associative-sum",
+       "diagram c1\naxis t = 70\naxis m = 150\naxis f = 40\nin X[t,m] : bf16\nin W[m,f] : bf16\nin B[f] : bf16\n"
+       "Y[t,f] = gelu(contract(X, W; m) + B)\nout Y : bf16\n",
+       "schedule s for c1\nkernel k\n  fuse Y\n  group t by 64\n  group f by 32\n  warps 4\n"},
+      {"online-softmax",
+       "diagram c2\naxis q = 70\naxis x = 150\naxis d = 16\nin Q[q,d] : bf16\nin K[x,d] : bf16\nin V[x,d] : bf16\n"
+       "S[q,x] = contract(Q, K; d) * 0.25\nP[q,x] = softmax(S; x)\nO[q,d] = contract(P, V; x)\nout O : bf16\n",
+       "schedule s for c2\nkernel k\n  fuse S, P, O\n  group q by 64\n  warps 4\n"},
+  };
+  for (const auto& lc : spec_chunk_cases) {
+    Case c;
+    c.label = std::string("spec chunk, ") + lc.lemma;
+    DiagnosticEngine diags;
+    c.program = load_program_text("c.napkin", lc.diagram, diags);
+    c.diagram = &c.program->select("");
+    REQUIRE(verify_program(*c.program, diags, c.diagram));
+    c.sizes = *resolve_sizes(*c.diagram, {}, diags);
+    SourceManager sm;
+    auto s = parse_schedule(*sm.add("c.schedule", lc.schedule), diags);
+    REQUIRE(s);
+    auto checked = check_schedule(*c.program, *c.diagram, *s, c.sizes, h100, {}, diags);
+    INFO(c.label << "\n" << diags.render());
+    REQUIRE(checked);
+    Derivation dv;
+    dv.chosen = result_of(*s, *checked);
+    const std::string code = emit_cpu(*c.program, *c.diagram, dv);
+    CHECK(code.find("chunked as the CUDA kernel does") != std::string::npos);
+    CHECK(code.find(std::string("head: ") + lc.lemma) != std::string::npos);
+    c.text = lc.diagram;
+    c.plan = lc.schedule;
+    prepare(c, cases.size(), dir, dv);
+    cases.push_back(std::move(c));
+  }
   for (const auto& lc : lemma_cases) {
     Case c;
     c.label = std::string("lemma ") + lc.lemma;
@@ -406,6 +444,54 @@ TEST_CASE("derived CPU loop nests equal the fp64 evaluator: bundled and 200 rand
       ++checked;
     }
   }
-  if (!chosen_seeds) CHECK(checked >= 228);
+  if (!chosen_seeds) CHECK(checked >= 230);
   if (all_equal) fs::remove_all(dir);  // kept when a case differs: the messages name its files
+}
+
+namespace {
+/** The tile sizes the loop nest of kernel `kernel` declares (`T_a = 64`; whole axes, `T_a = N_a`, left out). */
+std::map<std::string, std::int64_t> loop_nest_tiles(const std::string& code, const std::string& kernel) {
+  std::map<std::string, std::int64_t> tiles;
+  const auto begin = code.find("// kernel " + kernel + ":");
+  if (begin == std::string::npos) return tiles;
+  const std::string body = code.substr(begin, code.find("// kernel ", begin + 1) - begin);
+  static const std::regex tile_decl("T_([A-Za-z_][A-Za-z0-9_]*) = ([0-9]+)");
+  for (std::sregex_iterator it(body.begin(), body.end(), tile_decl), end; it != end; ++it) tiles[(*it)[1]] = std::stoll((*it)[2]);
+  return tiles;
+}
+}  // namespace
+
+TEST_CASE("the loop nest tiles as the CUDA kernel does: its tiles are the kernel spec's", "[emit][cpu]") {
+  const Hardware h100 = load_hardware("h100");
+  int gemm = 0, flash = 0;
+  for (const auto& file : test::library_files()) {
+    const test::LoadedDiagram l = test::load_library(file);
+    const Derivation dv = derive(*l.program, *l.diagram, l.sizes, h100);
+    const std::string code = emit_cpu(*l.program, *l.diagram, dv);
+    for (const auto& k : dv.chosen.kernels) {
+      const KernelSpec* spec = k.cost.spec.get();
+      if (!spec || !spec->tensor_cores()) continue;
+      INFO(file << ", kernel " << k.plan.name << ": " << describe_spec(*spec));
+      const auto tiles = loop_nest_tiles(code, k.plan.name);
+      // The tile along `a` as it runs: a tile over the extent is the whole axis, as the CUDA kernel's edge guard makes it.
+      auto runs = [&](const std::string& a, std::int64_t t) { return std::min(t, k.cost.axes.at(a).extent); };
+      auto loop = [&](const std::string& a) { return tiles.count(a) ? runs(a, tiles.at(a)) : k.cost.axes.at(a).extent; };
+      if (const auto& g = spec->gemm) {
+        ++gemm;
+        CHECK(loop(g->M) == runs(g->M, g->TM));
+        CHECK(loop(g->N) == runs(g->N, g->TN));
+        CHECK(loop(g->K) == runs(g->K, g->TK));
+        for (const auto& a : g->k_outer) CHECK(loop(a) == 1);
+        for (const auto& a : g->batch) CHECK(loop(a) == 1);
+      }
+      if (const auto& f = spec->flash) {
+        ++flash;
+        CHECK(loop(f->M) == runs(f->M, f->TQ));
+        CHECK(loop(f->x) == runs(f->x, f->TX));
+        for (const auto& a : f->batch) CHECK(loop(a) == 1);
+      }
+    }
+  }
+  CHECK(gemm >= 5);
+  CHECK(flash >= 4);
 }
