@@ -106,7 +106,6 @@ KernelEmit emit_gemm_wgmma(Context& c, const KernelChoice& kc, const GemmForm& g
   code.open("namespace wg");
   code.text += wg_fn;
   const std::string wide = wide_store_condition(c, kc, g);
-  if (!wide.empty()) code.text += quad_transpose_function();
   if (cluster > 1) {
     std::string shared;
     for (const auto& L : lay)

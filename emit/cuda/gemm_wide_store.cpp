@@ -13,27 +13,6 @@ std::string wide_store_condition(Context& c, const KernelChoice& kc, const GemmF
   return cond;
 }
 
-std::string quad_transpose_function() {
-  return R"(/** Lane q = lane % 4 of a quad holds in p[j] the pair of columns 8j + 2q, +1; afterwards p[i] holds
- *  the pair of columns 8q + 2i, +1. Round k: lane q receives from lane (q + k) % 4 its p[q]. */
-__device__ __forceinline__ void quad_transpose(uint32_t p[4], int lane) {
-  const int q = lane & 3;
-  uint32_t r[4] = {p[0], p[1], p[2], p[3]};
-  #pragma unroll
-  for (int k = 1; k < 4; ++k) {
-    const int send = (q - k) & 3, from = (q + k) & 3;
-    const uint32_t x = send == 0 ? p[0] : send == 1 ? p[1] : send == 2 ? p[2] : p[3];
-    const uint32_t y = __shfl_sync(0xffffffffu, x, (lane & ~3) | from);
-    r[0] = from == 0 ? y : r[0];
-    r[1] = from == 1 ? y : r[1];
-    r[2] = from == 2 ? y : r[2];
-    r[3] = from == 3 ? y : r[3];
-  }
-  p[0] = r[0], p[1] = r[1], p[2] = r[2], p[3] = r[3];
-}
-)";
-}
-
 void gemm_wide_store_epilogue(Code& code, Context& c, const KernelChoice& kc, const GemmForm& g,
                               const std::function<void(const std::function<void()>&)>& loops,
                               const std::function<std::string(std::size_t)>& acc, std::set<std::string>& stored) {
@@ -62,7 +41,7 @@ void gemm_wide_store_epilogue(Code& code, Context& c, const KernelChoice& kc, co
     code.close();
     code.line("const int64_t i_" + g.N + " = o_" + g.N + " + ng * 32 + (lane % 4) * 8;");
     for (const auto& o : kc.cost.outputs) {
-      code.line("quad_transpose(p_" + o + ", lane);");
+      code.line("napkin::quad_transpose(p_" + o + ", lane);");
       code.line("*reinterpret_cast<uint4*>(a." + o + " + " + c.index(o) + ") = make_uint4(p_" + o + "[0], p_" + o + "[1], p_" + o + "[2], p_" + o + "[3]);");
     }
   });

@@ -27,16 +27,10 @@ std::string wide_store_condition(Context& c, const KernelChoice& kc, const GemmF
  *  and calls `body` once per 32-column group `ng`; inside it the emitted code loops j = 0..3 over
  *  the 8-column blocks `nt = ng * 4 + j`, computes every output's pair at `col = nt * 8 + (lane % 4)
  *  * 2` from `acc(i)` (an expression in nt, q and the loop variables of `loops`), transposes the
- *  quad's pairs (napkin_quad_transpose, emitted once per kernel namespace by
- *  quad_transpose_function) and stores 8 elements per lane. Adds the outputs to `stored`. */
+ *  quad's pairs (napkin::quad_transpose, emit/cuda/device/reduce.cuh) and stores 8 elements per
+ *  lane. Adds the outputs to `stored`. */
 void gemm_wide_store_epilogue(Code& code, Context& c, const KernelChoice& kc, const GemmForm& g,
                               const std::function<void(const std::function<void()>&)>& loops,
                               const std::function<std::string(std::size_t)>& acc, std::set<std::string>& stored);
-
-/** Device code of `quad_transpose(uint32_t p[4], int lane)`: on entry lane q (= lane % 4) of each
- *  quad holds in p[j] the pair of columns 8 j + 2 q, +1; on exit p[i] holds the pair of columns
- *  8 q + 2 i, +1 (a 4 x 4 transpose of 32-bit values across the quad: 3 shuffles, selects for the
- *  lane-dependent register indices so nothing goes to local memory). */
-std::string quad_transpose_function();
 
 }  // namespace napkin::cuda

@@ -294,6 +294,39 @@ void check_reductions() {
   report(d.empty(), name, d);
 }
 
+// ---- the quad transpose of packed pairs (the gemm epilogue's 16-byte stores) -------------------
+
+__global__ void quad_transpose_kernel(const uint32_t* in, uint32_t* out) {
+  uint32_t p[4];
+  for (int j = 0; j < 4; ++j) p[j] = in[threadIdx.x * 4 + j];
+  napkin::quad_transpose(p, threadIdx.x % 32);
+  for (int i = 0; i < 4; ++i) out[threadIdx.x * 4 + i] = p[i];
+}
+
+void check_quad_transpose() {
+  // Lane l's p[j] is "the pair of columns 8j + 2q of row l / 4": encode (row, column) in the value.
+  std::vector<uint32_t> in(64 * 4);
+  const uint32_t salt = static_cast<uint32_t>(g_rng()) & 0xffff0000u;  // the run's seed
+  for (int l = 0; l < 64; ++l)
+    for (int j = 0; j < 4; ++j) in[l * 4 + j] = salt ^ static_cast<uint32_t>((l / 4) * 64 + 8 * j + 2 * (l % 4));
+  uint32_t* din = to_device(in);
+  uint32_t* dout = to_device(std::vector<uint32_t>(in.size()));
+  quad_transpose_kernel<<<1, 64>>>(din, dout);
+  const std::string name = "quad_transpose: lane q of each quad ends with columns 8q..8q+7 (2 warps)";
+  finish(name);
+  const auto got = from_device(dout, in.size());
+  std::string bad;
+  for (int l = 0; l < 64 && bad.empty(); ++l)
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t want = salt ^ static_cast<uint32_t>((l / 4) * 64 + 8 * (l % 4) + 2 * i);
+      if (got[l * 4 + i] != want) {
+        bad = "lane " + std::to_string(l) + " p[" + std::to_string(i) + "]: got " + std::to_string(got[l * 4 + i] ^ salt) + ", want " + std::to_string(want ^ salt);
+        break;
+      }
+    }
+  report(bad.empty(), name, bad);
+}
+
 // ---- mma.sync m16n8k16 with ldmatrix fragments -------------------------------------------------
 
 constexpr int MMA_PITCH = 24;  // 48-byte rows: ldmatrix's 16-byte row addresses, rows staggered
@@ -642,6 +675,7 @@ int main(int argc, char** argv) {
   check_store_pair<bf16>("bf16");
   check_store_pair<__half>("fp16");
   check_reductions();
+  check_quad_transpose();
   check_mma_sync<bf16, false, false>("bf16");
   check_mma_sync<bf16, true, true>("bf16");
   check_mma_sync<__half, false, false>("fp16");
