@@ -52,7 +52,6 @@ KernelEmit emit_flash(Context& c, const KernelChoice& kc) {
   const DType dt = f.dtype;
   const std::int64_t TQ = f.TQ, TX = f.TX, DK = f.DK, DV = f.DV;
   const int warps = f.warps;
-  const bool skip = f.skip;
   const MmaShape* mma = &*spec.mma_sync;
   const std::string ns = kernel_ns(kc.plan.name), T = ctype(dt), mf = "napkin::" + mma_function(*mma);
   Code k;
@@ -78,11 +77,7 @@ KernelEmit emit_flash(Context& c, const KernelChoice& kc) {
   k.line("T* smem = reinterpret_cast<T*>(smem_raw);");
   k.line("const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;");
   k.line("// grid: tiles of " + M + " (fastest: consecutive blocks share K and V in L2) x " + join(batch));
-  k.line("int64_t bid = blockIdx.x;");
-  k.line("const int64_t tiles_q = (N_" + M + " + T_Q - 1) / T_Q, o_" + M + " = bid % tiles_q * T_Q;");
-  k.line("bid /= tiles_q;");
-  decompose(k, "bid", batch);
-  k.line("const int n_q = static_cast<int>(min(int64_t{T_Q}, N_" + M + " - o_" + M + "));");
+  flash_tile_origin(k, f, false);
   auto origin = [&](const std::string& arr, const std::string& row_axis, const std::string& row0) {
     return "a." + arr + " + " + offset(c, arr, [&](const std::string& ax) { return ax == row_axis ? row0 : (contains(batch, ax) ? "i_" + ax : "0"); });
   };
@@ -92,10 +87,7 @@ KernelEmit emit_flash(Context& c, const KernelChoice& kc) {
   k.line("const int64_t rs_Q = " + stride(c, Qn, M) + ", rs_K = " + stride(c, Kn, x) + ", rs_V = " + stride(c, Vn, x) + ";");
   k.line("const bool vec = rs_Q % 8 == 0 && rs_K % 8 == 0 && rs_V % 8 == 0 && ((reinterpret_cast<uintptr_t>(g_Q) | reinterpret_cast<uintptr_t>(g_K) | "
          "reinterpret_cast<uintptr_t>(g_V)) % 16) == 0;");
-  if (skip)
-    k.line("const int64_t chunks = min((N_" + x + " + T_X - 1) / T_X, (o_" + M + " + n_q - 1) / T_X + 1);  // causal: later chunks are fully masked");
-  else
-    k.line("const int64_t chunks = (N_" + x + " + T_X - 1) / T_X;");
+  flash_chunks(k, f);
   k.open("auto load_k = [&](int64_t kc)");
   k.line("napkin::load_tile<T_X, D_K, P_K, THREADS>(smem + OFF_K + (kc % 2) * T_X * P_K, g_K + kc * T_X * rs_K, rs_K, static_cast<int>(min(int64_t{T_X}, N_" +
          x + " - kc * T_X)), D_K, vec);");

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "emit/cuda/render.hpp"
 #include "emit/cuda/strategies.hpp"
 #include "lower/flash_form.hpp"
 

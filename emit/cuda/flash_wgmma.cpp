@@ -72,18 +72,8 @@ KernelEmit emit_flash_wgmma(Context& c, const KernelChoice& kc, const FlashForm&
   k.line("unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) / 1024 * 1024);");
   k.line("uint64_t* bar = reinterpret_cast<uint64_t*>(smem + OFF_BAR);");
   k.line("uint64_t *q_full = bar, *k_full = bar + 1, *k_empty = bar + 3, *v_full = bar + 5, *v_empty = bar + 7;");
-  k.line("int64_t bid = blockIdx.x;");
-  if (f.skip)  // causal: the tiles with the most chunks first, so the short ones fill the last wave
-    k.line("const int64_t tiles_q = (N_" + M + " + T_Q - 1) / T_Q, o_" + M + " = (tiles_q - 1 - bid % tiles_q) * T_Q;");
-  else
-    k.line("const int64_t tiles_q = (N_" + M + " + T_Q - 1) / T_Q, o_" + M + " = bid % tiles_q * T_Q;");
-  k.line("bid /= tiles_q;");
-  decompose(k, "bid", f.batch);
-  k.line("const int n_q = static_cast<int>(min(int64_t{T_Q}, N_" + M + " - o_" + M + "));");
-  if (f.skip)
-    k.line("const int64_t chunks = min((N_" + x + " + T_X - 1) / T_X, (o_" + M + " + n_q - 1) / T_X + 1);  // causal: later chunks are fully masked");
-  else
-    k.line("const int64_t chunks = (N_" + x + " + T_X - 1) / T_X;");
+  flash_tile_origin(k, f, f.skip);  // causal: the tiles with the most chunks first, so the short ones fill the last wave
+  flash_chunks(k, f);
   k.open("if (threadIdx.x == 0)");
   k.line("napkin::mbar_init(q_full, 1);");
   k.line("for (int s = 0; s < 2; ++s) napkin::mbar_init(&k_full[s], 1), napkin::mbar_init(&v_full[s], 1), napkin::mbar_init(&k_empty[s], CONSUMERS * 128), napkin::mbar_init(&v_empty[s], CONSUMERS * 128);");

@@ -1,7 +1,8 @@
 /** \file gemm_form.hpp
  *  The shape of a kernel the gemm strategy accepts, shared by its two variants: mma.sync
  *  (emit/cuda/gemm.cpp, sm_80 and later) and wgmma fed by TMA (emit/cuda/gemm_wgmma.cpp, sm_90a).
- *  Both render the form lowering read (lower/gemm_form.hpp: GemmForm) with the stages it chose.
+ *  Both render the form lowering read (lower/gemm_form.hpp: GemmForm) with the stages it chose,
+ *  through the shared steps of render.hpp (grid decode: gemm_tile_origin).
  */
 #pragma once
 #include <functional>
@@ -9,18 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "emit/cuda/render.hpp"
 #include "emit/cuda/strategies.hpp"
 #include "lower/gemm_form.hpp"
 
 namespace napkin::cuda {
-
-/** Emits the grid decode shared by both variants: `o_<M>`, `o_<N>` (tile origins, L2-rasterised in
- *  groups of 8 M tiles), the batch indices `i_<b>`, `n_M`, `n_N` (valid rows and columns; <= 0 for
- *  a block of a cluster past the last tile). With `cluster` > 1, consecutive blocks (one cluster)
- *  take consecutive tiles along `cluster_axis` (M or N) and the same tile along the other: the
- *  grid then has that axis's tile count rounded up to whole clusters. `block`: the linear block
- *  index to decode (a persistent kernel's virtual block). */
-void gemm_tile_origin(Code& code, const GemmForm& g, int cluster = 1, const std::string& cluster_axis = "", const std::string& block = "blockIdx.x");
 
 /** Emits the epilogue: `loops(body)` opens the variant's loops over its accumulator fragments
  *  (defining `row` and `col`, tile-relative, col even), calls `body` and closes them. For each
