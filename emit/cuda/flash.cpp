@@ -14,34 +14,6 @@
 
 namespace napkin::cuda {
 
-namespace {
-
-/** The online-softmax lemma's update for one m16 tile `mt` of the mma.sync variant (paper §3;
- *  Milakov & Gimelshein 2018): the chunk's row maxima `mx` (quad-reduced here) become the running
- *  max, l and O are rescaled by exp(m_old - m_new), and S turns into P = exp(S - m), unnormalised. */
-void online_softmax(Code& k, const std::string& P) {
-  k.line("// online softmax (" + P + "): new running max, rescale l and O by exp(m_old - m_new)");
-  k.open("for (int h = 0; h < 2; ++h)");
-  k.line("mx[h] = napkin::quad_max(mx[h]);");
-  k.line("const float corr = mx[h] == -INFINITY ? 1.0f : exp2f((m_run[mt][h] - mx[h]) * LOG2E);");
-  k.line("m_run[mt][h] = mx[h];");
-  k.line("l_run[mt][h] *= corr;");
-  k.line("#pragma unroll");
-  k.line("for (int nt = 0; nt < D_V / 8; ++nt) o[mt][nt][2 * h] *= corr, o[mt][nt][2 * h + 1] *= corr;");
-  k.close();
-  k.line("const float ms[2] = {mx[0] == -INFINITY ? 0.0f : mx[0] * LOG2E, mx[1] == -INFINITY ? 0.0f : mx[1] * LOG2E};");
-  k.line("#pragma unroll");
-  k.open("for (int nt = 0; nt < T_X / 8; ++nt)");
-  k.line("#pragma unroll");
-  k.open("for (int e = 0; e < 4; ++e)");
-  k.line("s[mt][nt][e] = exp2f(s[mt][nt][e] * LOG2E - ms[e / 2]);  // P, unnormalised");
-  k.line("l_run[mt][e / 2] += s[mt][nt][e];");
-  k.close();
-  k.close();
-}
-
-}  // namespace
-
 KernelEmit emit_flash(Context& c, const KernelChoice& kc) {
   const KernelSpec& spec = *kc.cost.spec;
   const FlashForm& f = *spec.flash;
@@ -54,6 +26,8 @@ KernelEmit emit_flash(Context& c, const KernelChoice& kc) {
   const int warps = f.warps;
   const MmaShape* mma = &*spec.mma_sync;
   const std::string ns = kernel_ns(kc.plan.name), T = ctype(dt), mf = "napkin::" + mma_function(*mma);
+  // the lemma's state per m16 tile of the warp; O rescaled with l, row h of each n8 tile
+  const FlashLemma lemma(f, true, "s[mt][nt][e]", "for (int nt = 0; nt < D_V / 8; ++nt) o[mt][nt][2 * h] *= corr, o[mt][nt][2 * h + 1] *= corr;", false);
   Code k;
   k.line(describe_plan(kc.plan));
   k.line("// strategy flash: q = " + M + " (group " + std::to_string(TQ) + ", " + std::to_string(warps) + " warps x " + std::to_string(TQ / warps) +
@@ -68,7 +42,7 @@ KernelEmit emit_flash(Context& c, const KernelChoice& kc) {
   k.line("constexpr int P_Q = D_K + 8, P_K = D_K + 8, P_V = D_V + 8;  // SMEM rows padded by 16 bytes");
   k.line("constexpr int OFF_K = T_Q * P_Q, OFF_V = OFF_K + 2 * T_X * P_K;  // Q tile, then K and V double buffers");
   k.line("constexpr size_t SMEM_BYTES = sizeof(T) * (OFF_V + 2 * T_X * P_V);");
-  if (!f.normaliser_lemma.empty()) k.line("constexpr float LOG2E = 1.44269504f;");
+  lemma.constants(k);
   k.line("");
   k.line("__global__ void __launch_bounds__(THREADS) kernel(const Args a) {");
   ++k.indent;
@@ -110,11 +84,7 @@ KernelEmit emit_flash(Context& c, const KernelChoice& kc) {
   k.line("#pragma unroll");
   k.line("  for (int kk = 0; kk < D_K / 16; ++kk) napkin::frag_a(qf[mt][kk], smem, P_Q, warp * (T_Q / WARPS) + mt * 16, kk * 16, lane);");
   k.line("float o[MT][D_V / 8][4] = {};  // registers: O accumulator (unnormalised)");
-  if (!f.normaliser_lemma.empty()) {
-    k.line("float m_run[MT][2], l_run[MT][2];  // registers: running max and this thread's partial sum, rows lane/4 and lane/4 + 8");
-    k.line("#pragma unroll");
-    k.line("for (int mt = 0; mt < MT; ++mt) m_run[mt][0] = m_run[mt][1] = -INFINITY, l_run[mt][0] = l_run[mt][1] = 0.0f;");
-  }
+  lemma.init(k);
   k.open("for (int64_t kc = 0; kc < chunks; ++kc)");
   k.line("napkin::cp_async_wait<1>();  // K of chunk kc has landed");
   k.line("__syncthreads();");
@@ -139,7 +109,7 @@ KernelEmit emit_flash(Context& c, const KernelChoice& kc) {
     if (&e == cs) return std::string("s[mt][nt][e]");
     return std::nullopt;
   };
-  const bool softmax = !f.normaliser_lemma.empty();
+  const bool softmax = lemma.softmax();
   const std::string score = c.value(*f.score, over_s, f.inlined);
   const std::string score_bounded = c.value(*f.score, bounded_loads(c, over_s, {M, x}, f.inlined), f.inlined);
   k.line("// " + S->name + " and " + P->name + (softmax ? "'s argument element by element; keys past N_" + x + " are masked" : " element by element; keys past N_" + x + " give P = 0"));
@@ -148,7 +118,7 @@ KernelEmit emit_flash(Context& c, const KernelChoice& kc) {
     k.line("const bool interior = " + std::string(reads_rows ? "n_q == T_Q && " : "") + "(kc + 1) * T_X <= N_" + x + ";  // every index the score map reads in range");
   k.line("#pragma unroll");
   k.open("for (int mt = 0; mt < MT; ++mt)");
-  if (softmax) k.line("float mx[2] = {m_run[mt][0], m_run[mt][1]};");
+  lemma.chunk_begin(k);
   auto elements = [&](const std::string& value) {
     k.line("#pragma unroll");
     k.open("for (int nt = 0; nt < T_X / 8; ++nt)");
@@ -158,8 +128,8 @@ KernelEmit emit_flash(Context& c, const KernelChoice& kc) {
     k.line("const int64_t i_" + x + " = kc * T_X + nt * 8 + (lane % 4) * 2 + e % 2;");
     k.line("(void)i_" + M + ";");
     k.line("const float v = " + value + ";");
-    k.line("s[mt][nt][e] = i_" + x + " < N_" + x + " ? v : " + (softmax ? "-INFINITY;" : "0.0f;  // P, no normaliser"));
-    if (softmax) k.line("mx[e / 2] = fmaxf(mx[e / 2], s[mt][nt][e]);");
+    k.line("s[mt][nt][e] = i_" + x + " < N_" + x + " ? v : " + lemma.fill() + (softmax ? ";" : ";  // P, no normaliser"));
+    lemma.element(k);
     k.close();
     k.close();
   };
@@ -173,7 +143,7 @@ KernelEmit emit_flash(Context& c, const KernelChoice& kc) {
     elements(score_bounded);
     k.close();
   }
-  if (softmax) online_softmax(k, P->name);
+  lemma.update(k, P->name);
   k.close();
   k.line("napkin::cp_async_wait<1>();  // V of chunk kc has landed");
   k.line("__syncthreads();");
@@ -201,15 +171,10 @@ KernelEmit emit_flash(Context& c, const KernelChoice& kc) {
   k.line("napkin::cp_async_commit();");
   k.close();
   k.line("napkin::cp_async_wait<0>();");
-  k.line(std::string("// finalise: ") + (softmax ? "O / l (normalised contraction)" : "O (a plain sum over " + x + ")") + ", then " + O->name +
-         "'s epilogue, predicated at the edges");
+  k.line("// finalise: " + lemma.finalise_note() + ", then " + O->name + "'s epilogue, predicated at the edges");
   k.line("#pragma unroll");
   k.open("for (int mt = 0; mt < MT; ++mt)");
-  if (softmax) {
-    k.line("float inv_l[2];");
-    k.line("#pragma unroll");
-    k.line("for (int h = 0; h < 2; ++h) { const float l = napkin::quad_sum(l_run[mt][h]); inv_l[h] = l > 0.0f ? 1.0f / l : 0.0f; }");
-  }
+  lemma.finalise(k);
   k.line("#pragma unroll");
   k.open("for (int nt = 0; nt < D_V / 8; ++nt)");
   k.line("#pragma unroll");
@@ -218,7 +183,7 @@ KernelEmit emit_flash(Context& c, const KernelChoice& kc) {
   k.line("if (row >= n_q) continue;");
   k.line("const int64_t i_" + M + " = o_" + M + " + row, i_" + dv + " = nt * 8 + (lane % 4) * 2 + e % 2;");
   NodeOverride over_o = [&](const Expr& e) -> std::optional<std::string> {
-    if (&e == co) return std::string(softmax ? "(o[mt][nt][e] * inv_l[e / 2])" : "o[mt][nt][e]");
+    if (&e == co) return lemma.result("o[mt][nt][e]", "e / 2");
     return std::nullopt;
   };
   k.line("a." + O->name + "[" + c.index(O->name) + "] = napkin::from_f<" + c.ctype_of(O->name) + ">(" + c.value(*O->expr, over_o) + ");");

@@ -15,35 +15,6 @@
 
 namespace napkin::cuda {
 
-namespace {
-
-/** The online-softmax lemma's update in a consumer warpgroup of the wgmma variant (paper §3;
- *  Milakov & Gimelshein 2018): the chunk's row maxima `mx` (quad-reduced here) become the running
- *  max, l is rescaled by corr = exp(m_old - m_new) (O by the caller, once its wgmma is done), and
- *  S turns into P = exp(S - m), unnormalised. */
-void online_softmax(Code& k, const std::string& P) {
-  k.line("// online softmax (" + P + "): new running max; l and O are rescaled by exp(m_old - m_new)");
-  k.line("float corr[2];");
-  k.line("#pragma unroll");
-  k.open("for (int h = 0; h < 2; ++h)");
-  k.line("mx[h] = napkin::quad_max(mx[h]);");
-  k.line("corr[h] = mx[h] == -INFINITY ? 1.0f : exp2f((m_run[h] - mx[h]) * LOG2E);");
-  k.line("m_run[h] = mx[h];");
-  k.line("l_run[h] *= corr[h];");
-  k.close();
-  k.line("const float ms[2] = {mx[0] == -INFINITY ? 0.0f : mx[0] * LOG2E, mx[1] == -INFINITY ? 0.0f : mx[1] * LOG2E};");
-  k.line("#pragma unroll");
-  k.open("for (int nt = 0; nt < T_X / 8; ++nt)");
-  k.line("#pragma unroll");
-  k.open("for (int e = 0; e < 4; ++e)");
-  k.line("sacc[nt * 4 + e] = exp2f(sacc[nt * 4 + e] * LOG2E - ms[e / 2]);  // P, unnormalised");
-  k.line("l_run[e / 2] += sacc[nt * 4 + e];");
-  k.close();
-  k.close();
-}
-
-}  // namespace
-
 KernelEmit emit_flash_wgmma(Context& c, const KernelChoice& kc, const FlashForm& f, const std::string& fallback_launch) {
   const MmaShape* mma = &*kc.cost.spec->wgmma_mma;  // lowering accepted the variant (lower/flash_form.cpp flash_wgmma_fits)
   const int consumers = f.warps / 4;
@@ -51,7 +22,10 @@ KernelEmit emit_flash_wgmma(Context& c, const KernelChoice& kc, const FlashForm&
   const std::string s_fn = wgmma_function(*mma, static_cast<int>(f.TX), false, s_name);
   const std::string o_fn = wgmma_function(*mma, static_cast<int>(f.DV), true, o_name);
   const std::string &M = f.M, &x = f.x;
-  const bool softmax = !f.normaliser_lemma.empty();  // else no normaliser: P = score, O a plain sum over x
+  // the lemma's state once per warp (one m16 tile); O rescaled after its wgmma, rows 0 and 1 of each n8 tile
+  const FlashLemma lemma(f, false, "sacc[nt * 4 + e]",
+                         "for (int nt = 0; nt < D_V / 8; ++nt) o[nt * 4] *= corr[0], o[nt * 4 + 1] *= corr[0], o[nt * 4 + 2] *= corr[1], o[nt * 4 + 3] *= corr[1];", true);
+  const bool softmax = lemma.softmax();  // else no normaliser: P = score, O a plain sum over x
 
   Code k;
   k.line("// wgmma variant (sm_90a): warpgroup 0 loads Q once and K, V chunks by TMA into 2-stage rings; " + std::to_string(consumers) +
@@ -105,7 +79,7 @@ KernelEmit emit_flash_wgmma(Context& c, const KernelChoice& kc, const FlashForm&
   k.line("napkin::setmaxnreg_inc<240>();");
   k.line("const int cw = threadIdx.x / 128 - 1, warp = threadIdx.x % 128 / 32, lane = threadIdx.x % 32;");
   k.line("float o[D_V / 2] = {};           // registers: O accumulator (unnormalised), m16n8 tiles");
-  if (softmax) k.line("float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};  // rows lane/4 and lane/4 + 8 of the warp's 16");
+  lemma.init(k);
   k.line("uint32_t pa[T_X / 16][4];       // registers: P of the previous chunk in 16 bits, wgmma A fragments");
   k.line("napkin::mbar_wait(q_full, 0);");
   k.line("// ping-pong (FlashAttention-3 §3.1): the two consumer warpgroups take turns issuing their MMAs, so one's softmax");
@@ -151,8 +125,8 @@ KernelEmit emit_flash_wgmma(Context& c, const KernelChoice& kc, const FlashForm&
     k.line("const int64_t i_" + M + " = o_" + M + " + cw * 64 + r_rel, i_" + x + " = kc * T_X + c_rel;");
     k.line("(void)i_" + M + ", (void)i_" + x + ", (void)r_rel;");
     k.line("const float v = " + value + ";");
-    k.line(masked ? std::string("sacc[nt * 4 + e] = c_rel < x_left ? v : ") + (softmax ? "-INFINITY;" : "0.0f;") : "sacc[nt * 4 + e] = v;");
-    if (softmax) k.line("mx[e / 2] = fmaxf(mx[e / 2], sacc[nt * 4 + e]);");
+    k.line(masked ? "sacc[nt * 4 + e] = c_rel < x_left ? v : " + lemma.fill() + ";" : "sacc[nt * 4 + e] = v;");
+    lemma.element(k);
     k.close();
     k.close();
   };
@@ -183,7 +157,7 @@ KernelEmit emit_flash_wgmma(Context& c, const KernelChoice& kc, const FlashForm&
     k.line("napkin::mbar_arrive(&k_empty[s]);  // K of this stage is consumed");
     k.line("// " + f.S->name + " and " + f.P->name +
            (softmax ? "'s argument element by element; keys past N_" + x + " are masked" : " element by element; keys past N_" + x + " give P = 0"));
-    if (softmax) k.line("float mx[2] = {m_run[0], m_run[1]};");
+    lemma.chunk_begin(k);
     k.line("const int x_left = static_cast<int>(min(int64_t{T_X}, N_" + x + " - kc * T_X));  // valid keys in the chunk");
     if (score_interior == score) {
       elements(score, true);
@@ -203,14 +177,12 @@ KernelEmit emit_flash_wgmma(Context& c, const KernelChoice& kc, const FlashForm&
       elements(score, true);
       k.close();
     }
-    if (softmax) online_softmax(k, f.P->name);
+    lemma.update(k, f.P->name);
     if (!first) {
       k.line("napkin::wgmma_wait<0>();  // O += P_{kc-1} V_{kc-1} is done: V's stage is free, O and pa may change");
       k.line("napkin::fence_regs(o);");
       k.line("napkin::mbar_arrive(&v_empty[sp]);");
-      if (softmax) k.line("#pragma unroll");
-      if (softmax)
-        k.line("for (int nt = 0; nt < D_V / 8; ++nt) o[nt * 4] *= corr[0], o[nt * 4 + 1] *= corr[0], o[nt * 4 + 2] *= corr[1], o[nt * 4 + 3] *= corr[1];");
+      lemma.rescale_o(k);
     }
     k.line("#pragma unroll");
     k.open("for (int nt = 0; nt < T_X / 8; ++nt)");
@@ -240,13 +212,8 @@ KernelEmit emit_flash_wgmma(Context& c, const KernelChoice& kc, const FlashForm&
   k.line("napkin::mbar_arrive(&v_empty[sp]);");
   k.close();
   k.line("if (CONSUMERS == 2 && cw == 0) napkin::named_sync(1, 256);  // matches warpgroup 1's last turn");
-  k.line(std::string("// finalise: ") + (softmax ? "O / l (normalised contraction)" : "O (a plain sum over " + x + ")") + ", then " + f.O->name +
-         "'s epilogue, two adjacent columns per store");
-  if (softmax) {
-    k.line("float inv_l[2];");
-    k.line("#pragma unroll");
-    k.line("for (int h = 0; h < 2; ++h) { const float l = napkin::quad_sum(l_run[h]); inv_l[h] = l > 0.0f ? 1.0f / l : 0.0f; }");
-  }
+  k.line("// finalise: " + lemma.finalise_note() + ", then " + f.O->name + "'s epilogue, two adjacent columns per store");
+  lemma.finalise(k);
   k.line("#pragma unroll");
   k.open("for (int nt = 0; nt < D_V / 8; ++nt)");
   k.line("#pragma unroll");
@@ -260,7 +227,7 @@ KernelEmit emit_flash_wgmma(Context& c, const KernelChoice& kc, const FlashForm&
   k.open("for (int q = 0; q < 2; ++q)");
   k.line("const int64_t i_" + f.dv + " = nt * 8 + (lane % 4) * 2 + q;");
   NodeOverride over_o = [&](const Expr& e) -> std::optional<std::string> {
-    if (&e == f.co) return std::string(softmax ? "(o[nt * 4 + h * 2 + q] * inv_l[h])" : "o[nt * 4 + h * 2 + q]");
+    if (&e == f.co) return lemma.result("o[nt * 4 + h * 2 + q]", "h");
     return std::nullopt;
   };
   k.line("at[q] = " + c.index(f.O->name) + ";");

@@ -3,7 +3,9 @@
  *  flash_wgmma.cpp, rows.cpp) share, one file per concern, each written once for every strategy
  *  and variant that needs it:
  *  - render_grid.cpp: the grid decode (block index -> tile origins, batch indices, valid extents)
- *    and the chunks of the streamed axis a block walks.
+ *    and the chunks of the streamed axis a block walks;
+ *  - render_lemma.cpp: each normaliser lemma's state, init, update and finalise arithmetic (the
+ *    flash form's online softmax in either fragment layout, the rows kernels' statistics).
  *  Every step appends device code to a Code at its current indentation, in the conventions of
  *  context.hpp (`i_<axis>`, `N_<axis>`, `a.<array>`); none declines what lowering accepted.
  */
@@ -38,5 +40,76 @@ void flash_tile_origin(Code& k, const FlashForm& f, bool longest_first);
  *  causal skip (f.skip) those up to the chunk of the tile's last row (later ones are fully
  *  masked). Needs o_<M>, n_q and T_X in scope. */
 void flash_chunks(Code& k, const FlashForm& f);
+
+// ---- normaliser lemmas (render_lemma.cpp) ----
+
+/** The flash form's normaliser lemma in one fragment layout of the score tile: the online
+ *  softmax (paper §3; Milakov & Gimelshein 2018: running max m and sum l per row, O and l rescaled
+ *  by corr = exp(m_old - m_new) when the max grows, P = exp(S - m) unnormalised, O / l at the end;
+ *  exponentials as exp2f of values scaled by LOG2E), or none (f.normaliser_lemma empty: P is the
+ *  score, O a plain sum over x, and every step below emits nothing). A thread holds two rows of
+ *  each m16 tile of S: h = 0, 1, rows lane/4 and lane/4 + 8; the chunk's row maxima are `mx[2]`. */
+struct FlashLemma {
+  /** `per_tile`: the state is kept per m16 tile of the warp (`m_run[mt]`, mma.sync: MT tiles per
+   *  warp) rather than once (`m_run`, a wgmma consumer's warp holds one). `s`: the score element
+   *  at (nt, e), e.g. "s[mt][nt][e]". `o_rescale`: the statement rescaling O's elements by the
+   *  correction; with `defer_o`, update() leaves `corr[2]` (per h) for rescale_o(), which the
+   *  caller emits once O may change (after its wgmma), else update() rescales row h of O by the
+   *  scalar `corr` itself. */
+  FlashLemma(const FlashForm& f, bool per_tile, std::string s, std::string o_rescale, bool defer_o);
+
+  bool softmax() const { return softmax_; }
+  /** The constants the lemma's arithmetic uses (LOG2E), at namespace scope. */
+  void constants(Code& k) const;
+  /** Declares and initialises the running state (m = -inf, l = 0). */
+  void init(Code& k) const;
+  /** Before a chunk's elements: `mx` starts at the running max. */
+  void chunk_begin(Code& k) const;
+  /** The value of a key past the end or masked out: -INFINITY (P = 0 after the update), or 0.0f
+   *  without a normaliser. */
+  std::string fill() const;
+  /** After each element's score is stored at `s`: folds it into the chunk's row max. */
+  void element(Code& k) const;
+  /** After the chunk's elements: the new running max (quad-reduced), l (and O, unless deferred)
+   *  rescaled, S turned into P = exp(S - m) in place, and P added to l. `P` names the statement. */
+  void update(Code& k, const std::string& P) const;
+  /** The deferred rescaling of O by corr[2] (with `defer_o`). */
+  void rescale_o(Code& k) const;
+  /** The end of the stream: `inv_l[2]` = 1 / l (quad-reduced; 0 for an empty row). */
+  void finalise(Code& k) const;
+  /** The normalised contraction's element: `acc` (an element of O in row `h`) times inv_l[h]. */
+  std::string result(const std::string& acc, const std::string& h) const;
+  /** What finalise makes of O, for a comment: "O / l (normalised contraction)", "O (a plain sum over x)". */
+  std::string finalise_note() const;
+
+ private:
+  bool softmax_, defer_o_;
+  std::string x_, m_, l_, s_, o_rescale_;
+};
+
+/** A rows kernel's normaliser lemma: the statistics each thread keeps over its elements of a row
+ *  and their merge across the warp (shuffles) and the team (SMEM `red[WARPS][3]`). softmax: the
+ *  online max and sum (paper §4, one pass); layernorm: count, sum and sum of squares of v - shift,
+ *  shifted by the row's first element (shifted-data variance: no division per element, no
+ *  cancellation when the mean is large); rmsnorm: count and sum of squares. Merged by plain
+ *  addition (the max-rescaled sum for softmax). */
+struct RowsLemma {
+  /** `e`: the normaliser (softmax, layernorm or rmsnorm) along `e.axes[0]`. */
+  RowsLemma(Context& c, const Expr& e);
+  /** Declares the statistics (layernorm: and the shift, the row's first element). */
+  void init(Code& k) const;
+  /** Per element of the first walk, with its argument in `v`. */
+  void update(Code& k) const;
+  /** Reduces the statistics over the warp, then over the team of TEAM_WARPS warps of a row. */
+  void merge(Code& k) const;
+  /** From the statistics to what the map needs (inv_l; mean and inv). */
+  void finalise(Code& k) const;
+  /** The output element, from `v`, `w` and `bias` (the normaliser's arguments in order). */
+  std::string map() const;
+
+ private:
+  Context& c_;
+  const Expr& e_;
+};
 
 }  // namespace napkin::cuda
