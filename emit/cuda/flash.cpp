@@ -110,12 +110,11 @@ KernelEmit emit_flash(Context& c, const KernelChoice& kc) {
     return std::nullopt;
   };
   const bool softmax = lemma.softmax();
-  const std::string score = c.value(*f.score, over_s, f.inlined);
-  const std::string score_bounded = c.value(*f.score, bounded_loads(c, over_s, {M, x}, f.inlined), f.inlined);
-  k.line("// " + S->name + " and " + P->name + (softmax ? "'s argument element by element; keys past N_" + x + " are masked" : " element by element; keys past N_" + x + " give P = 0"));
-  const bool reads_rows = c.value(*f.score, bounded_loads(c, over_s, {M}, f.inlined), f.inlined) != score;
+  const ScoreChain chain = score_chain(c, f, over_s);
+  const std::string &score = chain.value, &score_bounded = chain.bounded;
+  score_comment(k, f);
   if (score_bounded != score)
-    k.line("const bool interior = " + std::string(reads_rows ? "n_q == T_Q && " : "") + "(kc + 1) * T_X <= N_" + x + ";  // every index the score map reads in range");
+    k.line("const bool interior = " + std::string(chain.reads_rows ? "n_q == T_Q && " : "") + "(kc + 1) * T_X <= N_" + x + ";  // every index the score map reads in range");
   k.line("#pragma unroll");
   k.open("for (int mt = 0; mt < MT; ++mt)");
   lemma.chunk_begin(k);

@@ -25,7 +25,6 @@ KernelEmit emit_flash_wgmma(Context& c, const KernelChoice& kc, const FlashForm&
   // the lemma's state once per warp (one m16 tile); O rescaled after its wgmma, rows 0 and 1 of each n8 tile
   const FlashLemma lemma(f, false, "sacc[nt * 4 + e]",
                          "for (int nt = 0; nt < D_V / 8; ++nt) o[nt * 4] *= corr[0], o[nt * 4 + 1] *= corr[0], o[nt * 4 + 2] *= corr[1], o[nt * 4 + 3] *= corr[1];", true);
-  const bool softmax = lemma.softmax();  // else no normaliser: P = score, O a plain sum over x
 
   Code k;
   k.line("// wgmma variant (sm_90a): warpgroup 0 loads Q once and K, V chunks by TMA into 2-stage rings; " + std::to_string(consumers) +
@@ -111,11 +110,9 @@ KernelEmit emit_flash_wgmma(Context& c, const KernelChoice& kc, const FlashForm&
     if (is_causal_mask(e)) return c.value(*e.args[0], over_interior, f.inlined);
     return std::nullopt;
   };
-  const std::string score_unbounded = c.value(*f.score, over_causal, f.inlined);
-  const std::string score = c.value(*f.score, bounded_loads(c, over_causal, {M, x}, f.inlined), f.inlined);
-  const std::string score_interior = c.value(*f.score, over_interior, f.inlined);
-  // whether the score map reads an array along M (so rows past N_M need a bound too)
-  const bool reads_rows = c.value(*f.score, bounded_loads(c, over_causal, {M}, f.inlined), f.inlined) != score_unbounded;
+  const ScoreChain chain = score_chain(c, f, over_causal, over_interior);
+  const std::string &score = chain.bounded, &score_interior = chain.interior;
+  const bool reads_rows = chain.reads_rows;
   auto elements = [&](const std::string& value, bool masked) {
     k.line("#pragma unroll");
     k.open("for (int nt = 0; nt < T_X / 8; ++nt)");
@@ -155,8 +152,7 @@ KernelEmit emit_flash_wgmma(Context& c, const KernelChoice& kc, const FlashForm&
     k.line(first ? "napkin::wgmma_wait<0>();" : "napkin::wgmma_wait<1>();  // S_kc is done; P V may still run");
     k.line("napkin::fence_regs(sacc);");
     k.line("napkin::mbar_arrive(&k_empty[s]);  // K of this stage is consumed");
-    k.line("// " + f.S->name + " and " + f.P->name +
-           (softmax ? "'s argument element by element; keys past N_" + x + " are masked" : " element by element; keys past N_" + x + " give P = 0"));
+    score_comment(k, f);
     lemma.chunk_begin(k);
     k.line("const int x_left = static_cast<int>(min(int64_t{T_X}, N_" + x + " - kc * T_X));  // valid keys in the chunk");
     if (score_interior == score) {

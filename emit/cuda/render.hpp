@@ -5,7 +5,9 @@
  *  - render_grid.cpp: the grid decode (block index -> tile origins, batch indices, valid extents)
  *    and the chunks of the streamed axis a block walks;
  *  - render_lemma.cpp: each normaliser lemma's state, init, update and finalise arithmetic (the
- *    flash form's online softmax in either fragment layout, the rows kernels' statistics).
+ *    flash form's online softmax in either fragment layout, the rows kernels' statistics);
+ *  - render_score.cpp: the flash form's score chain (S's contraction through the element-wise
+ *    score maps to P's argument) as values at one element of the score tile.
  *  Every step appends device code to a Code at its current indentation, in the conventions of
  *  context.hpp (`i_<axis>`, `N_<axis>`, `a.<array>`); none declines what lowering accepted.
  */
@@ -111,5 +113,26 @@ struct RowsLemma {
   Context& c_;
   const Expr& e_;
 };
+
+// ---- the flash form's score chain (render_score.cpp) ----
+
+/** The score map of a flash form (f.score, with the chain's statements f.inlined expanded in
+ *  place) as fp32 expressions at one element of the score tile (indices i_<M>, i_<x>), in the
+ *  forms the renderers choose between at run time. */
+struct ScoreChain {
+  std::string value;     ///< arrays the map reads (masks, biases: not staged in tiles) read unbounded
+  std::string bounded;   ///< those arrays read against the extents of M and x (the tile's edge)
+  std::string interior;  ///< through the `interior` override (value where there is none)
+  bool reads_rows = false;  ///< the map reads an array along M (rows past N_M need a bound too)
+};
+
+/** The score chain with `over` rendering the contraction (f.cs: the accumulator element) and
+ *  anything else the variant renders itself; `interior`, where given, the override of an
+ *  interior chunk (e.g. a causal mask dropped). */
+ScoreChain score_chain(Context& c, const FlashForm& f, const NodeOverride& over, const NodeOverride& interior = {});
+
+/** Emits the comment stating what the score loop computes: P's argument (masked keys past N_x)
+ *  under a softmax, P itself (P = 0 past N_x) without a normaliser. */
+void score_comment(Code& k, const FlashForm& f);
 
 }  // namespace napkin::cuda
