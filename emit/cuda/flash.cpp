@@ -17,7 +17,7 @@ namespace napkin::cuda {
 KernelEmit emit_flash(Context& c, const KernelChoice& kc) {
   const KernelSpec& spec = *kc.cost.spec;
   const FlashForm& f = *spec.flash;
-  const std::string &x = f.x, &M = f.M, &dk = f.dk, &dv = f.dv, &Qn = f.Qn, &Kn = f.Kn, &Vn = f.Vn, &x_note = f.x_note;
+  const std::string &x = f.x, &M = f.M, &dk = f.dk, &dv = f.dv, &x_note = f.x_note;
   const Statement *S = f.S, *P = f.P, *O = f.O;
   const Expr *cs = f.cs, *co = f.co;
   const AxisList& batch = f.batch;
@@ -52,24 +52,9 @@ KernelEmit emit_flash(Context& c, const KernelChoice& kc) {
   k.line("const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;");
   k.line("// grid: tiles of " + M + " (fastest: consecutive blocks share K and V in L2) x " + join(batch));
   flash_tile_origin(k, f, false);
-  auto origin = [&](const std::string& arr, const std::string& row_axis, const std::string& row0) {
-    return "a." + arr + " + " + offset(c, arr, [&](const std::string& ax) { return ax == row_axis ? row0 : (contains(batch, ax) ? "i_" + ax : "0"); });
-  };
-  k.line("const T* g_Q = " + origin(Qn, M, "o_" + M) + ";  // " + Qn + " tile [" + M + "][" + dk + "]");
-  k.line("const T* g_K = " + origin(Kn, x, "0") + ";  // " + Kn + " [" + x + "][" + dk + "]");
-  k.line("const T* g_V = " + origin(Vn, x, "0") + ";  // " + Vn + " [" + x + "][" + dv + "]");
-  k.line("const int64_t rs_Q = " + stride(c, Qn, M) + ", rs_K = " + stride(c, Kn, x) + ", rs_V = " + stride(c, Vn, x) + ";");
-  k.line("const bool vec = rs_Q % 8 == 0 && rs_K % 8 == 0 && rs_V % 8 == 0 && ((reinterpret_cast<uintptr_t>(g_Q) | reinterpret_cast<uintptr_t>(g_K) | "
-         "reinterpret_cast<uintptr_t>(g_V)) % 16) == 0;");
+  flash_cp_async_operands(k, c, f);
   flash_chunks(k, f);
-  k.open("auto load_k = [&](int64_t kc)");
-  k.line("napkin::load_tile<T_X, D_K, P_K, THREADS>(smem + OFF_K + (kc % 2) * T_X * P_K, g_K + kc * T_X * rs_K, rs_K, static_cast<int>(min(int64_t{T_X}, N_" +
-         x + " - kc * T_X)), D_K, vec);");
-  k.close(";");
-  k.open("auto load_v = [&](int64_t kc)");
-  k.line("napkin::load_tile<T_X, D_V, P_V, THREADS>(smem + OFF_V + (kc % 2) * T_X * P_V, g_V + kc * T_X * rs_V, rs_V, static_cast<int>(min(int64_t{T_X}, N_" +
-         x + " - kc * T_X)), D_V, vec);");
-  k.close(";");
+  flash_cp_async_loaders(k, f);
   k.line("// prologue: Q and the first K chunk (one cp.async group), the first V chunk (another)");
   k.line("napkin::load_tile<T_Q, D_K, P_Q, THREADS>(smem, g_Q, rs_Q, n_q, D_K, vec);");
   k.line("if (chunks > 0) load_k(0);");

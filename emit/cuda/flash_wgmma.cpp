@@ -47,33 +47,7 @@ KernelEmit emit_flash_wgmma(Context& c, const KernelChoice& kc, const FlashForm&
   k.line("uint64_t *q_full = bar, *k_full = bar + 1, *k_empty = bar + 3, *v_full = bar + 5, *v_empty = bar + 7;");
   flash_tile_origin(k, f, f.skip);  // causal: the tiles with the most chunks first, so the short ones fill the last wave
   flash_chunks(k, f);
-  k.open("if (threadIdx.x == 0)");
-  k.line("napkin::mbar_init(q_full, 1);");
-  k.line("for (int s = 0; s < 2; ++s) napkin::mbar_init(&k_full[s], 1), napkin::mbar_init(&v_full[s], 1), napkin::mbar_init(&k_empty[s], CONSUMERS * 128), napkin::mbar_init(&v_empty[s], CONSUMERS * 128);");
-  k.line("napkin::mbar_init_fence();");
-  k.close();
-  k.line("__syncthreads();");
-  k.open("if (threadIdx.x / 128 == 0)");
-  k.line("// producer warpgroup");
-  k.line("napkin::setmaxnreg_dec<24>();");
-  k.line("if (threadIdx.x != 0) return;");
-  const std::string qb = tma_batch_coords(c, f.Qn, M, f.dk), kb = tma_batch_coords(c, f.Kn, x, f.dk), vb = tma_batch_coords(c, f.Vn, x, f.dv);
-  k.line("napkin::mbar_expect_tx(q_full, Q_BYTES);");
-  k.line("for (int j = 0; j < D_K / 64; ++j) napkin::tma_load(smem + j * T_Q * 128, &tm_" + f.Qn + ", q_full, j * 64, static_cast<int>(o_" + M + ")" + qb + ");");
-  k.open("for (int64_t kc = 0; kc < chunks; ++kc)");
-  k.line("const int s = static_cast<int>(kc % 2);");
-  k.line("const unsigned parity = static_cast<unsigned>((kc / 2 - 1) & 1);");
-  k.line("if (kc >= 2) napkin::mbar_wait(&k_empty[s], parity);");
-  k.line("napkin::mbar_expect_tx(&k_full[s], K_BYTES);");
-  k.line("for (int j = 0; j < D_K / 64; ++j) napkin::tma_load(smem + OFF_K + s * K_BYTES + j * T_X * 128, &tm_" + f.Kn +
-         ", &k_full[s], j * 64, static_cast<int>(kc * T_X)" + kb + ");");
-  k.line("if (kc >= 2) napkin::mbar_wait(&v_empty[s], parity);");
-  k.line("napkin::mbar_expect_tx(&v_full[s], V_BYTES);");
-  k.line("for (int j = 0; j < D_V / 64; ++j) napkin::tma_load(smem + OFF_V + s * V_BYTES + j * T_X * 128, &tm_" + f.Vn +
-         ", &v_full[s], j * 64, static_cast<int>(kc * T_X)" + vb + ");");
-  k.close();
-  k.line("return;");
-  k.close();
+  flash_tma_ring(k, c, f);
   k.line("// consumer warpgroups: rows cw * 64 .. cw * 64 + 63 of the q tile");
   k.line("napkin::setmaxnreg_inc<240>();");
   k.line("const int cw = threadIdx.x / 128 - 1, warp = threadIdx.x % 128 / 32, lane = threadIdx.x % 32;");

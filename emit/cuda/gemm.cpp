@@ -111,43 +111,9 @@ KernelEmit emit_gemm(Context& c, const KernelChoice& kc) {
   code.line("T* smem = reinterpret_cast<T*>(smem_raw);");
   code.line("const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;");
   gemm_tile_origin(code, g);
-  for (const auto& t : g.tiles) {
-    std::string origin = offset(c, t.array, [&](const std::string& a) {
-      if (a == k || contains(g.k_outer, a)) return std::string("0");
-      if (a == M || a == N) return "o_" + a;
-      return "i_" + a;
-    });
-    code.line("const T* g_" + t.array + " = a." + t.array + " + " + origin + ";  // tile origin");
-    code.line("const int64_t rs_" + t.array + " = " + stride(c, t.array, t.rows) + ";  // elements between rows of the tile (" + t.rows + ")");
-    std::string outer_aligned;  // the outer contracted axes' offsets keep the 16-byte alignment
-    for (const auto& a : g.k_outer) outer_aligned += " && " + stride(c, t.array, a) + " % 8 == 0";
-    code.line("const bool vec_" + t.array + " = rs_" + t.array + " % 8 == 0" + outer_aligned + " && reinterpret_cast<uintptr_t>(g_" + t.array +
-              ") % 16 == 0;  // 16-byte cp.async");
-  }
-  // Several contracted axes: chunk kc is index kc / k_chunks of the outer axes (decomposed, last
-  // fastest) and chunk kc % k_chunks of K; each operand's tile sits at its outer axes' offset.
+  gemm_operand_origins(code, c, g);
+  gemm_chunk_loader(code, c, g);
   const bool outer = !g.k_outer.empty();
-  std::string outer_count;
-  for (const auto& a : g.k_outer) outer_count += " * N_" + a;
-  if (outer) code.line("const int64_t k_chunks = (N_" + k + " + T_K - 1) / T_K, chunks = k_chunks" + outer_count + ";");
-  else code.line("const int64_t chunks = (N_" + k + " + T_K - 1) / T_K;");
-  code.open(std::string("auto load_chunk = [&](int stage, int64_t ") + (outer ? "kc)" : "o_k)"));
-  code.line("T* s = smem + stage * STAGE_ELEMS;");
-  if (outer) {
-    code.line("int64_t ko = kc / k_chunks;");
-    code.line("const int64_t o_k = kc % k_chunks * T_K;");
-    decompose(code, "ko", g.k_outer);
-  }
-  code.line("const int n_K = static_cast<int>(min(int64_t{T_K}, N_" + k + " - o_k));");
-  for (const auto& t : g.tiles) {
-    std::string R = t.rows == k ? "T_K" : (t.rows == M ? "T_M" : "T_N"), C = t.cols == k ? "T_K" : (t.cols == M ? "T_M" : "T_N");
-    std::string nr = t.rows == k ? "n_K" : (t.rows == M ? "n_M" : "n_N"), nc = t.cols == k ? "n_K" : (t.cols == M ? "n_M" : "n_N");
-    std::string src = t.k_rows ? "g_" + t.array + " + o_k * rs_" + t.array : "g_" + t.array + " + o_k";
-    for (const auto& a : g.k_outer) src += " + i_" + a + " * " + stride(c, t.array, a);
-    code.line("napkin::load_tile<" + R + ", " + C + ", P_" + t.array + ", THREADS>(s + OFF_" + t.array + ", " + src + ", rs_" + t.array + ", " + nr +
-              ", " + nc + ", vec_" + t.array + ");");
-  }
-  code.close(";");
   for (std::size_t i = 0; i < g.gemms.size(); ++i)
     code.line("float acc" + std::to_string(i) + "[MT][NT][4] = {};  // registers: contract(" + g.gemms[i].a.array + ", " + g.gemms[i].b.array + "; " +
               join(g.gemms[i].node->axes) + ")");

@@ -7,7 +7,9 @@
  *  - render_lemma.cpp: each normaliser lemma's state, init, update and finalise arithmetic (the
  *    flash form's online softmax in either fragment layout, the rows kernels' statistics);
  *  - render_score.cpp: the flash form's score chain (S's contraction through the element-wise
- *    score maps to P's argument) as values at one element of the score tile.
+ *    score maps to P's argument) as values at one element of the score tile;
+ *  - render_staging.cpp: operand tiles from global memory into SMEM (tile origins, cp.async
+ *    loaders into a ring of stages, the TMA producer warpgroup and its mbarriers).
  *  Every step appends device code to a Code at its current indentation, in the conventions of
  *  context.hpp (`i_<axis>`, `N_<axis>`, `a.<array>`); none declines what lowering accepted.
  */
@@ -134,5 +136,30 @@ ScoreChain score_chain(Context& c, const FlashForm& f, const NodeOverride& over,
 /** Emits the comment stating what the score loop computes: P's argument (masked keys past N_x)
  *  under a softmax, P itself (P = 0 past N_x) without a normaliser. */
 void score_comment(Code& k, const FlashForm& f);
+
+// ---- operand staging (render_staging.cpp) ----
+
+/** Emits, per operand tile of the gemm form, `g_<A>` (the tile's origin: o_<M>, o_<N>, the batch
+ *  indices; 0 along the contracted axes), `rs_<A>` (elements between its rows) and `vec_<A>`
+ *  (whether 16-byte cp.async is aligned, the outer contracted axes' offsets included). */
+void gemm_operand_origins(Code& code, Context& c, const GemmForm& g);
+/** Emits `chunks` (with several contracted axes: `k_chunks` per index of the outer axes, times
+ *  their extents) and `load_chunk(stage, o_k)` (with outer axes: `load_chunk(stage, kc)`), which
+ *  issues the cp.async of every operand's chunk into SMEM stage `stage`, bounded by n_M, n_N and
+ *  n_K. Needs the tile constants (T_*, P_*, OFF_*, STAGE_ELEMS) and gemm_operand_origins. */
+void gemm_chunk_loader(Code& code, Context& c, const GemmForm& g);
+/** Emits the flash form's cp.async operands: `g_Q` (the q tile's origin), `g_K`, `g_V` (x = 0),
+ *  their row strides rs_Q, rs_K, rs_V and `vec` (whether every row and pointer allows 16-byte
+ *  copies). */
+void flash_cp_async_operands(Code& k, Context& c, const FlashForm& f);
+/** Emits `load_k(kc)` and `load_v(kc)`: chunk kc of K and V into its half of the double buffer
+ *  (rows past N_x zero-filled). Needs flash_cp_async_operands. */
+void flash_cp_async_loaders(Code& k, const FlashForm& f);
+/** Emits the wgmma flash variant's staging: thread 0 initialises the mbarriers (q_full; k_full,
+ *  v_full, k_empty, v_empty per stage of the 2-stage rings), then warpgroup 0 (the producer) gives
+ *  up registers and one thread loads Q's tile once and K and V chunk by chunk by TMA, each stage
+ *  reused once the consumers' arrivals empty it; the producer returns. Needs the tensor maps
+ *  tm_<Q>, tm_<K>, tm_<V>, the batch indices and `chunks`. */
+void flash_tma_ring(Code& k, Context& c, const FlashForm& f);
 
 }  // namespace napkin::cuda
