@@ -19,7 +19,7 @@ KernelEmit emit_flash(Context& c, const KernelChoice& kc) {
   const FlashForm& f = *spec.flash;
   const std::string &x = f.x, &M = f.M, &dk = f.dk, &dv = f.dv, &x_note = f.x_note;
   const Statement *S = f.S, *P = f.P, *O = f.O;
-  const Expr *cs = f.cs, *co = f.co;
+  const Expr* cs = f.cs;
   const AxisList& batch = f.batch;
   const DType dt = f.dtype;
   const std::int64_t TQ = f.TQ, TX = f.TX, DK = f.DK, DV = f.DV;
@@ -155,25 +155,7 @@ KernelEmit emit_flash(Context& c, const KernelChoice& kc) {
   k.line("napkin::cp_async_commit();");
   k.close();
   k.line("napkin::cp_async_wait<0>();");
-  k.line("// finalise: " + lemma.finalise_note() + ", then " + O->name + "'s epilogue, predicated at the edges");
-  k.line("#pragma unroll");
-  k.open("for (int mt = 0; mt < MT; ++mt)");
-  lemma.finalise(k);
-  k.line("#pragma unroll");
-  k.open("for (int nt = 0; nt < D_V / 8; ++nt)");
-  k.line("#pragma unroll");
-  k.open("for (int e = 0; e < 4; ++e)");
-  k.line("const int row = warp * (T_Q / WARPS) + mt * 16 + lane / 4 + (e / 2) * 8;");
-  k.line("if (row >= n_q) continue;");
-  k.line("const int64_t i_" + M + " = o_" + M + " + row, i_" + dv + " = nt * 8 + (lane % 4) * 2 + e % 2;");
-  NodeOverride over_o = [&](const Expr& e) -> std::optional<std::string> {
-    if (&e == co) return lemma.result("o[mt][nt][e]", "e / 2");
-    return std::nullopt;
-  };
-  k.line("a." + O->name + "[" + c.index(O->name) + "] = napkin::from_f<" + c.ctype_of(O->name) + ">(" + c.value(*O->expr, over_o) + ");");
-  k.close();
-  k.close();
-  k.close();
+  flash_epilogue_fragments(k, c, f, lemma);
   --k.indent;
   k.line("}");
   KernelEmit r;

@@ -9,7 +9,9 @@
  *  - render_score.cpp: the flash form's score chain (S's contraction through the element-wise
  *    score maps to P's argument) as values at one element of the score tile;
  *  - render_staging.cpp: operand tiles from global memory into SMEM (tile origins, cp.async
- *    loaders into a ring of stages, the TMA producer warpgroup and its mbarriers).
+ *    loaders into a ring of stages, the TMA producer warpgroup and its mbarriers);
+ *  - render_epilogue.cpp: the output tile from the accumulators (the lemma's finalise, the stored
+ *    statements' element-wise epilogue), stored within the arrays' extents.
  *  Every step appends device code to a Code at its current indentation, in the conventions of
  *  context.hpp (`i_<axis>`, `N_<axis>`, `a.<array>`); none declines what lowering accepted.
  */
@@ -161,5 +163,26 @@ void flash_cp_async_loaders(Code& k, const FlashForm& f);
  *  reused once the consumers' arrivals empty it; the producer returns. Needs the tensor maps
  *  tm_<Q>, tm_<K>, tm_<V>, the batch indices and `chunks`. */
 void flash_tma_ring(Code& k, Context& c, const FlashForm& f);
+
+// ---- epilogues (render_epilogue.cpp) ----
+
+/** Emits the gemm epilogue (both variants): `loops(body)` opens the variant's loops over its accumulator fragments
+ *  (defining `row` and `col`, tile-relative, col even), calls `body` and closes them. For each
+ *  pair of elements (row, col + q), q = 0, 1, every output of the kernel is computed from `acc(i)`
+ *  (the accumulator element of contraction i, an expression that may use `q`) and stored. Twice:
+ *  for interior tiles whose outputs take paired stores (the output's innermost axis is N, N even,
+ *  the array aligned), one unpredicated 4- or 8-byte store per pair; else predicated against n_M
+ *  and n_N, paired where adjacent and aligned. Adds the outputs to `stored`. */
+void gemm_epilogue(Code& code, Context& c, const KernelChoice& kc, const GemmForm& g, const std::function<void(const std::function<void()>&)>& loops,
+                   const std::function<std::string(std::size_t)>& acc, std::set<std::string>& stored);
+
+/** Emits the mma.sync flash variant's end: the lemma's finalise per m16 tile of the warp, then O's
+ *  epilogue (its expression with the contraction as the finalised accumulator) per element of the
+ *  m16n8 fragments, rows past n_q skipped. Adds nothing to `stored` (the caller stores O). */
+void flash_epilogue_fragments(Code& k, Context& c, const FlashForm& f, const FlashLemma& lemma);
+/** Emits the wgmma flash variant's end in a consumer warpgroup: the lemma's finalise, then O's
+ *  epilogue for two adjacent columns at a time, stored by napkin::store_pair; rows past n_q
+ *  skipped. */
+void flash_epilogue_pairs(Code& k, Context& c, const FlashForm& f, const FlashLemma& lemma);
 
 }  // namespace napkin::cuda
