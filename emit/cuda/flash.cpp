@@ -162,12 +162,7 @@ KernelEmit emit_flash(Context& c, const KernelChoice& kc) {
   r.strategy = "flash";
   r.stored.insert(O->name);
   Code l;
-  l.line("if (a.N_" + dk + " != " + std::to_string(DK) + " || a.N_" + dv + " != " + std::to_string(DV) + ") return napkin_fail(\"" + ns +
-         ": this kernel was emitted for " + dk + " = " + std::to_string(DK) + ", " + dv + " = " + std::to_string(DV) + "\");");
-  std::string blocks = "((a.N_" + M + " + " + std::to_string(TQ) + " - 1) / " + std::to_string(TQ) + ")";
-  for (const auto& b : batch) blocks += " * a.N_" + b;
-  l.line("const int64_t blocks = " + blocks + ";");
-  l.line("if (blocks == 0) return 0;");
+  flash_launch_blocks(l, f, ns);
   add_hopper_variant(r, k, l, spec, ns, [&](const std::string& fallback) { return emit_flash_wgmma(c, kc, f, fallback); });
   k.close("  // namespace " + ns);
   r.device_code = k.text;

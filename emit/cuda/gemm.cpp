@@ -115,11 +115,7 @@ KernelEmit emit_gemm(Context& c, const KernelChoice& kc) {
   code.line("}");
   code.line("");
   Code l;
-  std::string blocks = "blocks = ((a.N_" + M + " + " + std::to_string(g.TM) + " - 1) / " + std::to_string(g.TM) + ") * ((a.N_" + N + " + " +
-                       std::to_string(g.TN) + " - 1) / " + std::to_string(g.TN) + ")";
-  for (const auto& b : g.batch) blocks += " * a.N_" + b;
-  l.line("const int64_t " + blocks + ";");
-  l.line("if (blocks == 0) return 0;");
+  gemm_launch_blocks(l, g);
   add_hopper_variant(r, code, l, spec, ns, [&](const std::string& fallback) { return emit_gemm_wgmma(c, kc, g, fallback); });
   code.close("  // namespace " + ns);
   r.device_code = code.text;

@@ -11,7 +11,10 @@
  *  - render_staging.cpp: operand tiles from global memory into SMEM (tile origins, cp.async
  *    loaders into a ring of stages, the TMA producer warpgroup and its mbarriers);
  *  - render_epilogue.cpp: the output tile from the accumulators (the lemma's finalise, the stored
- *    statements' element-wise epilogue), stored within the arrays' extents.
+ *    statements' element-wise epilogue), stored within the arrays' extents;
+ *  - render_launch.cpp: the host launcher (block counts, launch checks; the sm_90a variants'
+ *    tensor maps and run-time choice: tma_launch and add_hopper_variant, declared in
+ *    strategies.hpp).
  *  Every step appends device code to a Code at its current indentation, in the conventions of
  *  context.hpp (`i_<axis>`, `N_<axis>`, `a.<array>`); none declines what lowering accepted.
  */
@@ -184,5 +187,18 @@ void flash_epilogue_fragments(Code& k, Context& c, const FlashForm& f, const Fla
  *  epilogue for two adjacent columns at a time, stored by napkin::store_pair; rows past n_q
  *  skipped. */
 void flash_epilogue_pairs(Code& k, Context& c, const FlashForm& f, const FlashLemma& lemma);
+
+// ---- host launcher (render_launch.cpp; tma_launch and add_hopper_variant: strategies.hpp) ----
+
+/** Host statements (inside run_kernel, `const Args& a`): `blocks`, the gemm grid (tiles of M x
+ *  tiles of N x the batch axes), returning early when it is empty. */
+void gemm_launch_blocks(Code& l, const GemmForm& g);
+/** Host statements: the flash kernel's check that the head dimensions are those it was emitted
+ *  for (napkin_fail otherwise), then `blocks` (q tiles x the batch axes), returning early when
+ *  it is empty. `ns`: the kernel's namespace. */
+void flash_launch_blocks(Code& l, const FlashForm& f, const std::string& ns);
+/** Host statements launching rows kernel `ns`::kernel over the product of `rows`' extents,
+ *  `rows_per_block` rows per block. */
+void rows_launch(Code& l, const AxisList& rows, std::int64_t rows_per_block, const std::string& ns);
 
 }  // namespace napkin::cuda

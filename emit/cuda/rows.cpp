@@ -180,11 +180,7 @@ KernelEmit emit_rows(Context& c, const KernelChoice& kc) {
   r.stored.insert(st.name);
   r.device_code = k.text;
   Code l;
-  std::string rows_total = "int64_t{1}";
-  for (const auto& rw : rows) rows_total += " * a.N_" + rw;
-  l.line("const int64_t blocks = (" + rows_total + " + " + std::to_string(R) + " - 1) / " + std::to_string(R) + ";");
-  l.line("if (blocks == 0) return 0;");
-  l.line(ns + "::kernel<<<static_cast<unsigned>(blocks), " + ns + "::THREADS, 0, stream>>>(a);");
+  rows_launch(l, rows, R, ns);
   r.launch_code = l.text;
   return r;
 }
