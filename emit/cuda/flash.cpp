@@ -14,28 +14,22 @@
 
 namespace napkin::cuda {
 
-KernelEmit emit_flash(Context& c, const KernelChoice& kc) {
-  const KernelSpec& spec = *kc.cost.spec;
-  const FlashForm& f = *spec.flash;
+namespace {
+
+/** The plan's comment, the kernel's namespace opened, and its compile-time constants: tile sizes,
+ *  warps, SMEM layout (Q's tile, then K and V double buffers, rows padded by 16 bytes), the
+ *  lemma's constants. */
+void kernel_head(Code& k, const KernelChoice& kc, const FlashForm& f, const MmaShape& mma, const FlashLemma& lemma) {
   const std::string &x = f.x, &M = f.M, &dk = f.dk, &dv = f.dv, &x_note = f.x_note;
-  const Statement *S = f.S, *P = f.P, *O = f.O;
-  const Expr* cs = f.cs;
-  const AxisList& batch = f.batch;
-  const DType dt = f.dtype;
   const std::int64_t TQ = f.TQ, TX = f.TX, DK = f.DK, DV = f.DV;
   const int warps = f.warps;
-  const MmaShape* mma = &*spec.mma_sync;
-  const std::string ns = kernel_ns(kc.plan.name), T = ctype(dt), mf = "napkin::" + mma_function(*mma);
-  // the lemma's state per m16 tile of the warp; O rescaled with l, row h of each n8 tile
-  const FlashLemma lemma(f, true, "s[mt][nt][e]", "for (int nt = 0; nt < D_V / 8; ++nt) o[mt][nt][2 * h] *= corr, o[mt][nt][2 * h + 1] *= corr;", false);
-  Code k;
   k.line(describe_plan(kc.plan));
   k.line("// strategy flash: q = " + M + " (group " + std::to_string(TQ) + ", " + std::to_string(warps) + " warps x " + std::to_string(TQ / warps) +
          " rows), " + x + " " + x_note + (f.normaliser_lemma.empty() ? " with no normaliser (associative sum); " : " with the online-softmax lemma; ") + dk + " = " + std::to_string(DK) + " and " + dv +
          " = " + std::to_string(DV) + " whole (compile-time)");
-  k.line("// " + S->name + " and " + P->name + " live in registers only; " + mma->ptx);
-  k.open("namespace " + ns);
-  k.line("using T = " + T + ";");
+  k.line("// " + f.S->name + " and " + f.P->name + " live in registers only; " + mma.ptx);
+  k.open("namespace " + kernel_ns(kc.plan.name));
+  k.line("using T = " + ctype(f.dtype) + ";");
   k.line("constexpr int T_Q = " + std::to_string(TQ) + ", T_X = " + std::to_string(TX) + ", D_K = " + std::to_string(DK) + ", D_V = " +
          std::to_string(DV) + ";");
   k.line("constexpr int WARPS = " + std::to_string(warps) + ", THREADS = WARPS * 32, MT = T_Q / (16 * WARPS);");
@@ -44,49 +38,14 @@ KernelEmit emit_flash(Context& c, const KernelChoice& kc) {
   k.line("constexpr size_t SMEM_BYTES = sizeof(T) * (OFF_V + 2 * T_X * P_V);");
   lemma.constants(k);
   k.line("");
-  k.line("__global__ void __launch_bounds__(THREADS) kernel(const Args a) {");
-  ++k.indent;
-  c.declare_sizes(k);
-  k.line("extern __shared__ __align__(16) unsigned char smem_raw[];");
-  k.line("T* smem = reinterpret_cast<T*>(smem_raw);");
-  k.line("const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;");
-  k.line("// grid: tiles of " + M + " (fastest: consecutive blocks share K and V in L2) x " + join(batch));
-  flash_tile_origin(k, f, false);
-  flash_cp_async_operands(k, c, f);
-  flash_chunks(k, f);
-  flash_cp_async_loaders(k, f);
-  k.line("// prologue: Q and the first K chunk (one cp.async group), the first V chunk (another)");
-  k.line("napkin::load_tile<T_Q, D_K, P_Q, THREADS>(smem, g_Q, rs_Q, n_q, D_K, vec);");
-  k.line("if (chunks > 0) load_k(0);");
-  k.line("napkin::cp_async_commit();");
-  k.line("if (chunks > 0) load_v(0);");
-  k.line("napkin::cp_async_commit();");
-  k.line("napkin::cp_async_wait<1>();");
-  k.line("__syncthreads();");
-  k.line("uint32_t qf[MT][D_K / 16][4];  // registers: this warp's rows of Q as mma A fragments");
-  k.line("#pragma unroll");
-  k.line("for (int mt = 0; mt < MT; ++mt)");
-  k.line("#pragma unroll");
-  k.line("  for (int kk = 0; kk < D_K / 16; ++kk) napkin::frag_a(qf[mt][kk], smem, P_Q, warp * (T_Q / WARPS) + mt * 16, kk * 16, lane);");
-  k.line("float o[MT][D_V / 8][4] = {};  // registers: O accumulator (unnormalised)");
-  lemma.init(k);
-  k.open("for (int64_t kc = 0; kc < chunks; ++kc)");
-  k.line("napkin::cp_async_wait<1>();  // K of chunk kc has landed");
-  k.line("__syncthreads();");
-  k.line("if (kc + 1 < chunks) load_k(kc + 1);  // next K into the other buffer, during this chunk");
-  k.line("napkin::cp_async_commit();");
-  k.line("const T* sK = smem + OFF_K + (kc % 2) * T_X * P_K;");
-  k.line("float s[MT][T_X / 8][4] = {};  // registers: S = Q K^T for this chunk");
-  k.line("#pragma unroll");
-  k.open("for (int kk = 0; kk < D_K / 16; ++kk)");
-  k.line("#pragma unroll");
-  k.open("for (int nt = 0; nt < T_X / 16; ++nt)");
-  k.line("uint32_t kb[4];");
-  k.line("napkin::frag_b(kb, sK, P_K, nt * 16, kk * 16, lane);");
-  k.line("#pragma unroll");
-  k.line("for (int mt = 0; mt < MT; ++mt) " + mf + "(s[mt][2 * nt], qf[mt][kk], kb), " + mf + "(s[mt][2 * nt + 1], qf[mt][kk], kb + 2);");
-  k.close();
-  k.close();
+}
+
+/** Per chunk, after S = Q K^T: per m16 tile of the warp, the score chain element by element
+ *  (the arrays it reads bounded at the tile's edge, unbounded in an interior chunk of a full
+ *  tile), keys past N_x given the lemma's fill, then the lemma's update. */
+void score_tile(Code& k, Context& c, const FlashForm& f, const FlashLemma& lemma) {
+  const std::string &x = f.x, &M = f.M;
+  const Expr* cs = f.cs;
   // Score values: P's argument with S inlined, the contraction overridden by the accumulator. The
   // arrays it reads (masks, biases: not staged in tiles) are read against their extents (rows past
   // N_M, keys past N_x), except in an interior chunk of a full tile, where every index is in range.
@@ -127,11 +86,13 @@ KernelEmit emit_flash(Context& c, const KernelChoice& kc) {
     elements(score_bounded);
     k.close();
   }
-  lemma.update(k, P->name);
+  lemma.update(k, f.P->name);
   k.close();
-  k.line("napkin::cp_async_wait<1>();  // V of chunk kc has landed");
-  k.line("__syncthreads();");
-  k.line("const T* sV = smem + OFF_V + (kc % 2) * T_X * P_V;");
+}
+
+/** O += P V on mma.sync: P's accumulator layout is the A fragment layout of the next mma
+ *  (FlashAttention-2), packed to 16 bits; V's fragments transposed by ldmatrix. */
+void pv_mma(Code& k, const std::string& mf) {
   k.line("// O += P V: P's accumulator layout is the A fragment layout of the next mma (FlashAttention-2)");
   k.line("#pragma unroll");
   k.open("for (int kk = 0; kk < T_X / 16; ++kk)");
@@ -151,6 +112,67 @@ KernelEmit emit_flash(Context& c, const KernelChoice& kc) {
   k.line("for (int mt = 0; mt < MT; ++mt) " + mf + "(o[mt][2 * nt], pa[mt], vb), " + mf + "(o[mt][2 * nt + 1], pa[mt], vb + 2);");
   k.close();
   k.close();
+}
+
+}  // namespace
+
+KernelEmit emit_flash(Context& c, const KernelChoice& kc) {
+  const KernelSpec& spec = *kc.cost.spec;
+  const FlashForm& f = *spec.flash;
+  const MmaShape* mma = &*spec.mma_sync;
+  const std::string ns = kernel_ns(kc.plan.name), mf = "napkin::" + mma_function(*mma);
+  // the lemma's state per m16 tile of the warp; O rescaled with l, row h of each n8 tile
+  const FlashLemma lemma(f, true, "s[mt][nt][e]", "for (int nt = 0; nt < D_V / 8; ++nt) o[mt][nt][2 * h] *= corr, o[mt][nt][2 * h + 1] *= corr;", false);
+  Code k;
+  kernel_head(k, kc, f, *mma, lemma);
+  k.line("__global__ void __launch_bounds__(THREADS) kernel(const Args a) {");
+  ++k.indent;
+  c.declare_sizes(k);
+  k.line("extern __shared__ __align__(16) unsigned char smem_raw[];");
+  k.line("T* smem = reinterpret_cast<T*>(smem_raw);");
+  k.line("const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;");
+  k.line("// grid: tiles of " + f.M + " (fastest: consecutive blocks share K and V in L2) x " + join(f.batch));
+  flash_tile_origin(k, f, false);
+  flash_cp_async_operands(k, c, f);
+  flash_chunks(k, f);
+  flash_cp_async_loaders(k, f);
+  k.line("// prologue: Q and the first K chunk (one cp.async group), the first V chunk (another)");
+  k.line("napkin::load_tile<T_Q, D_K, P_Q, THREADS>(smem, g_Q, rs_Q, n_q, D_K, vec);");
+  k.line("if (chunks > 0) load_k(0);");
+  k.line("napkin::cp_async_commit();");
+  k.line("if (chunks > 0) load_v(0);");
+  k.line("napkin::cp_async_commit();");
+  k.line("napkin::cp_async_wait<1>();");
+  k.line("__syncthreads();");
+  k.line("uint32_t qf[MT][D_K / 16][4];  // registers: this warp's rows of Q as mma A fragments");
+  k.line("#pragma unroll");
+  k.line("for (int mt = 0; mt < MT; ++mt)");
+  k.line("#pragma unroll");
+  k.line("  for (int kk = 0; kk < D_K / 16; ++kk) napkin::frag_a(qf[mt][kk], smem, P_Q, warp * (T_Q / WARPS) + mt * 16, kk * 16, lane);");
+  k.line("float o[MT][D_V / 8][4] = {};  // registers: O accumulator (unnormalised)");
+  lemma.init(k);
+  k.open("for (int64_t kc = 0; kc < chunks; ++kc)");
+  k.line("napkin::cp_async_wait<1>();  // K of chunk kc has landed");
+  k.line("__syncthreads();");
+  k.line("if (kc + 1 < chunks) load_k(kc + 1);  // next K into the other buffer, during this chunk");
+  k.line("napkin::cp_async_commit();");
+  k.line("const T* sK = smem + OFF_K + (kc % 2) * T_X * P_K;");
+  k.line("float s[MT][T_X / 8][4] = {};  // registers: S = Q K^T for this chunk");
+  k.line("#pragma unroll");
+  k.open("for (int kk = 0; kk < D_K / 16; ++kk)");
+  k.line("#pragma unroll");
+  k.open("for (int nt = 0; nt < T_X / 16; ++nt)");
+  k.line("uint32_t kb[4];");
+  k.line("napkin::frag_b(kb, sK, P_K, nt * 16, kk * 16, lane);");
+  k.line("#pragma unroll");
+  k.line("for (int mt = 0; mt < MT; ++mt) " + mf + "(s[mt][2 * nt], qf[mt][kk], kb), " + mf + "(s[mt][2 * nt + 1], qf[mt][kk], kb + 2);");
+  k.close();
+  k.close();
+  score_tile(k, c, f, lemma);
+  k.line("napkin::cp_async_wait<1>();  // V of chunk kc has landed");
+  k.line("__syncthreads();");
+  k.line("const T* sV = smem + OFF_V + (kc % 2) * T_X * P_V;");
+  pv_mma(k, mf);
   k.line("if (kc + 1 < chunks) load_v(kc + 1);  // next V into the other buffer, during the next S");
   k.line("napkin::cp_async_commit();");
   k.close();
@@ -160,7 +182,7 @@ KernelEmit emit_flash(Context& c, const KernelChoice& kc) {
   k.line("}");
   KernelEmit r;
   r.strategy = "flash";
-  r.stored.insert(O->name);
+  r.stored.insert(f.O->name);
   Code l;
   flash_launch_blocks(l, f, ns);
   add_hopper_variant(r, k, l, spec, ns, [&](const std::string& fallback) { return emit_flash_wgmma(c, kc, f, fallback); });

@@ -15,6 +15,168 @@
 
 namespace napkin::cuda {
 
+namespace {
+
+/** The score chain in a consumer warpgroup, with 32-bit offsets inside the tile: c_rel (column of
+ *  the chunk) and r_rel (row of the warpgroup's 64). A causal(M, x) mask is x <= M, that is
+ *  c_rel - r_rel <= diag with diag = o_M + cw * 64 - kc * T_X (clamped per chunk); in an interior
+ *  chunk (every key valid, every column at or left of every row's diagonal) the mask is dropped.
+ *  Arrays the score map reads (masks, biases: not staged in tiles) are read against their extents
+ *  at the edge (rows past N_M, keys past N_x), unbounded in an interior chunk whose warpgroup rows
+ *  and keys are all in range. `causal`: set where the map has such a mask. */
+ScoreChain consumer_score_chain(Context& c, const FlashForm& f, bool& causal) {
+  const std::string &M = f.M, &x = f.x;
+  auto is_causal_mask = [&](const Expr& e) {
+    return e.kind == Expr::Kind::apply && e.op == Op::mask && e.args[1]->kind == Expr::Kind::apply && e.args[1]->op == Op::causal &&
+           e.args[1]->axes == AxisList{M, x};
+  };
+  NodeOverride over_causal = [&](const Expr& e) -> std::optional<std::string> {
+    if (&e == f.cs) return std::string("sacc[nt * 4 + e]");
+    if (e.kind != Expr::Kind::apply || e.op != Op::causal || e.axes != AxisList{M, x}) return std::nullopt;
+    causal = true;
+    return std::string("(c_rel - r_rel <= diag ? 1.0f : 0.0f)");
+  };
+  NodeOverride over_interior;
+  over_interior = [&](const Expr& e) -> std::optional<std::string> {
+    if (&e == f.cs) return std::string("sacc[nt * 4 + e]");
+    if (is_causal_mask(e)) return c.value(*e.args[0], over_interior, f.inlined);
+    return std::nullopt;
+  };
+  return score_chain(c, f, over_causal, over_interior);
+}
+
+/** A consumer warpgroup's walk over the chunks of x (software-pipelined: chunk kc issues S_kc,
+ *  then O += P_{kc-1} V_{kc-1}, and runs the lemma on S_kc while the latter is in flight). */
+struct Consumer {
+  Context& c;
+  const FlashForm& f;
+  const FlashLemma& lemma;
+  Code& k;
+  std::string s_name, o_name;  ///< the wgmma wrappers of S = Q K^T and O += P V
+  bool causal = false;
+  ScoreChain chain;
+
+  /** The loops over the thread's elements of S: the score `value`, keys past the chunk's end
+   *  (`masked`) set to the lemma's fill, each folded into the lemma's chunk max. */
+  void elements(const std::string& value, bool masked) {
+    const std::string &M = f.M, &x = f.x;
+    k.line("#pragma unroll");
+    k.open("for (int nt = 0; nt < T_X / 8; ++nt)");
+    k.line("#pragma unroll");
+    k.open("for (int e = 0; e < 4; ++e)");
+    k.line("const int c_rel = nt * 8 + (lane % 4) * 2 + e % 2, r_rel = warp * 16 + lane / 4 + (e / 2) * 8;");
+    k.line("const int64_t i_" + M + " = o_" + M + " + cw * 64 + r_rel, i_" + x + " = kc * T_X + c_rel;");
+    k.line("(void)i_" + M + ", (void)i_" + x + ", (void)r_rel;");
+    k.line("const float v = " + value + ";");
+    k.line(masked ? "sacc[nt * 4 + e] = c_rel < x_left ? v : " + lemma.fill() + ";" : "sacc[nt * 4 + e] = v;");
+    lemma.element(k);
+    k.close();
+    k.close();
+  }
+
+  /** The chunk's MMAs: wait for K (and, after the first chunk, the previous V), issue S = Q K^T and
+   *  the previous chunk's O += P V in this warpgroup's turn, wait for S and free K's stage. */
+  void issue(bool first) {
+    k.line("const int s = static_cast<int>(kc % 2), sp = static_cast<int>((kc + 1) % 2);");
+    k.line("(void)sp;");
+    k.line("float sacc[T_X / 2] = {};    // registers: S = Q K^T for this chunk");
+    k.line("napkin::mbar_wait(&k_full[s], static_cast<unsigned>((kc / 2) & 1));");
+    if (!first) k.line("napkin::mbar_wait(&v_full[sp], static_cast<unsigned>(((kc - 1) / 2) & 1));");
+    k.line("if (CONSUMERS == 2) napkin::named_sync(1 + cw, 256);");
+    k.line("napkin::fence_regs(sacc);");
+    k.line("napkin::fence_regs(o);");
+    k.line("napkin::wgmma_fence();");
+    k.line("#pragma unroll");
+    k.line("for (int kk = 0; kk < D_K; kk += 16)");
+    k.line("  " + s_name + "<0, 0>(sacc, napkin::smem_desc(smem + (kk / 64) * T_Q * 128 + cw * 64 * 128 + (kk % 64) * 2, 16, 1024),");
+    k.line("      napkin::smem_desc(smem + OFF_K + s * K_BYTES + (kk / 64) * T_X * 128 + (kk % 64) * 2, 16, 1024));");
+    k.line("napkin::wgmma_commit();");
+    if (!first) {
+      k.line("#pragma unroll");
+      k.line("for (int kk = 0; kk < T_X / 16; ++kk)");
+      k.line("  " + o_name + "<1>(o, pa[kk], napkin::smem_desc(smem + OFF_V + sp * V_BYTES + kk * 16 * 128, T_X * 128, 1024));");
+      k.line("napkin::wgmma_commit();");
+    }
+    k.line("if (CONSUMERS == 2) napkin::named_arrive(2 - cw, 256);  // the other warpgroup's turn");
+    k.line(first ? "napkin::wgmma_wait<0>();" : "napkin::wgmma_wait<1>();  // S_kc is done; P V may still run");
+    k.line("napkin::fence_regs(sacc);");
+    k.line("napkin::mbar_arrive(&k_empty[s]);  // K of this stage is consumed");
+  }
+
+  /** The score chain over the chunk's elements (an interior chunk without bounds or mask, where the
+   *  map has any), then the lemma's update. */
+  void scores() {
+    const std::string &score = chain.bounded, &score_interior = chain.interior;
+    score_comment(k, f);
+    lemma.chunk_begin(k);
+    k.line("const int x_left = static_cast<int>(min(int64_t{T_X}, N_" + f.x + " - kc * T_X));  // valid keys in the chunk");
+    if (score_interior == score) {
+      elements(score, true);
+    } else {
+      std::string interior = "x_left == T_X";
+      if (causal) {
+        k.line("const int diag = static_cast<int>(max(int64_t{-64}, min(int64_t{T_X}, o_" + f.M + " + cw * 64 - kc * T_X)));");
+        interior += " && diag >= T_X - 1";
+      }
+      if (chain.reads_rows) interior += " && n_q >= (cw + 1) * 64";
+      k.open("if (" + interior + ")");
+      k.line(std::string("// interior chunk: no key past the end") + (causal ? ", every key at or before every row's diagonal" : "") +
+             (chain.reads_rows ? ", every row of the warpgroup in range" : ""));
+      elements(score_interior, false);
+      k.close(" else {");
+      ++k.indent;
+      elements(score, true);
+      k.close();
+    }
+    lemma.update(k, f.P->name);
+  }
+
+  /** One chunk: issue, scores, then (after the first) the previous P V's completion and O's
+   *  deferred rescaling, and P packed to 16 bits as the next O += P V's A operand. */
+  void chunk(bool first) {
+    issue(first);
+    scores();
+    if (!first) {
+      k.line("napkin::wgmma_wait<0>();  // O += P_{kc-1} V_{kc-1} is done: V's stage is free, O and pa may change");
+      k.line("napkin::fence_regs(o);");
+      k.line("napkin::mbar_arrive(&v_empty[sp]);");
+      lemma.rescale_o(k);
+    }
+    k.line("#pragma unroll");
+    k.open("for (int nt = 0; nt < T_X / 8; ++nt)");
+    k.line("pa[nt / 2][(nt % 2) * 2] = napkin::pack2<T>(sacc[nt * 4], sacc[nt * 4 + 1]);");
+    k.line("pa[nt / 2][(nt % 2) * 2 + 1] = napkin::pack2<T>(sacc[nt * 4 + 2], sacc[nt * 4 + 3]);");
+    k.close();
+  }
+
+  /** The chunks (the first peeled off: no wgmma under a run-time condition) and the last P V. */
+  void walk() {
+    k.open("");
+    k.line("const int64_t kc = 0;  // chunks >= 1: the launcher runs this variant only for N_" + f.x + " > 0");
+    chunk(true);
+    k.close();
+    k.open("for (int64_t kc = 1; kc < chunks; ++kc)");
+    chunk(false);
+    k.close();
+    k.open("");
+    k.line("// the last chunk's O += P V");
+    k.line("const int sp = static_cast<int>((chunks - 1) % 2);");
+    k.line("napkin::mbar_wait(&v_full[sp], static_cast<unsigned>(((chunks - 1) / 2) & 1));");
+    k.line("napkin::fence_regs(o);");
+    k.line("napkin::wgmma_fence();");
+    k.line("#pragma unroll");
+    k.line("for (int kk = 0; kk < T_X / 16; ++kk)");
+    k.line("  " + o_name + "<1>(o, pa[kk], napkin::smem_desc(smem + OFF_V + sp * V_BYTES + kk * 16 * 128, T_X * 128, 1024));");
+    k.line("napkin::wgmma_commit();");
+    k.line("napkin::wgmma_wait<0>();");
+    k.line("napkin::fence_regs(o);");
+    k.line("napkin::mbar_arrive(&v_empty[sp]);");
+    k.close();
+  }
+};
+
+}  // namespace
+
 KernelEmit emit_flash_wgmma(Context& c, const KernelChoice& kc, const FlashForm& f, const std::string& fallback_launch) {
   const MmaShape* mma = &*kc.cost.spec->wgmma_mma;  // lowering accepted the variant (lower/flash_form.cpp flash_wgmma_fits)
   const int consumers = f.warps / 4;
@@ -60,127 +222,9 @@ KernelEmit emit_flash_wgmma(Context& c, const KernelChoice& kc, const FlashForm&
   k.line("if (CONSUMERS == 2 && cw == 1) napkin::named_arrive(1, 256);  // warpgroup 0 goes first");
   k.line("// software pipeline: chunk kc issues S_kc and then O += P_{kc-1} V_{kc-1}; the softmax of S_kc overlaps the latter.");
   k.line("// Chunk 0 is peeled off so that no wgmma is issued under a run-time condition (ptxas would serialise them).");
-  // The score at one element of the chunk, with 32-bit offsets inside the tile: c_rel (column of
-  // the chunk) and r_rel (row of the warpgroup's 64). A causal(M, x) mask is x <= M, that is
-  // c_rel - r_rel <= diag with diag = o_M + cw * 64 - kc * T_X (clamped per chunk); in an interior
-  // chunk (every key valid, every column at or left of every row's diagonal) the mask is dropped.
-  // Arrays the score map reads (masks, biases: not staged in tiles) are read against their
-  // extents at the edge (rows past N_M, keys past N_x), unbounded in an interior chunk whose
-  // warpgroup rows and keys are all in range.
-  auto is_causal_mask = [&](const Expr& e) {
-    return e.kind == Expr::Kind::apply && e.op == Op::mask && e.args[1]->kind == Expr::Kind::apply && e.args[1]->op == Op::causal &&
-           e.args[1]->axes == AxisList{M, x};
-  };
-  bool causal = false;
-  NodeOverride over_causal = [&](const Expr& e) -> std::optional<std::string> {
-    if (&e == f.cs) return std::string("sacc[nt * 4 + e]");
-    if (e.kind != Expr::Kind::apply || e.op != Op::causal || e.axes != AxisList{M, x}) return std::nullopt;
-    causal = true;
-    return std::string("(c_rel - r_rel <= diag ? 1.0f : 0.0f)");
-  };
-  NodeOverride over_interior;
-  over_interior = [&](const Expr& e) -> std::optional<std::string> {
-    if (&e == f.cs) return std::string("sacc[nt * 4 + e]");
-    if (is_causal_mask(e)) return c.value(*e.args[0], over_interior, f.inlined);
-    return std::nullopt;
-  };
-  const ScoreChain chain = score_chain(c, f, over_causal, over_interior);
-  const std::string &score = chain.bounded, &score_interior = chain.interior;
-  const bool reads_rows = chain.reads_rows;
-  auto elements = [&](const std::string& value, bool masked) {
-    k.line("#pragma unroll");
-    k.open("for (int nt = 0; nt < T_X / 8; ++nt)");
-    k.line("#pragma unroll");
-    k.open("for (int e = 0; e < 4; ++e)");
-    k.line("const int c_rel = nt * 8 + (lane % 4) * 2 + e % 2, r_rel = warp * 16 + lane / 4 + (e / 2) * 8;");
-    k.line("const int64_t i_" + M + " = o_" + M + " + cw * 64 + r_rel, i_" + x + " = kc * T_X + c_rel;");
-    k.line("(void)i_" + M + ", (void)i_" + x + ", (void)r_rel;");
-    k.line("const float v = " + value + ";");
-    k.line(masked ? "sacc[nt * 4 + e] = c_rel < x_left ? v : " + lemma.fill() + ";" : "sacc[nt * 4 + e] = v;");
-    lemma.element(k);
-    k.close();
-    k.close();
-  };
-  auto body = [&](bool first) {
-    k.line("const int s = static_cast<int>(kc % 2), sp = static_cast<int>((kc + 1) % 2);");
-    k.line("(void)sp;");
-    k.line("float sacc[T_X / 2] = {};    // registers: S = Q K^T for this chunk");
-    k.line("napkin::mbar_wait(&k_full[s], static_cast<unsigned>((kc / 2) & 1));");
-    if (!first) k.line("napkin::mbar_wait(&v_full[sp], static_cast<unsigned>(((kc - 1) / 2) & 1));");
-    k.line("if (CONSUMERS == 2) napkin::named_sync(1 + cw, 256);");
-    k.line("napkin::fence_regs(sacc);");
-    k.line("napkin::fence_regs(o);");
-    k.line("napkin::wgmma_fence();");
-    k.line("#pragma unroll");
-    k.line("for (int kk = 0; kk < D_K; kk += 16)");
-    k.line("  " + s_name + "<0, 0>(sacc, napkin::smem_desc(smem + (kk / 64) * T_Q * 128 + cw * 64 * 128 + (kk % 64) * 2, 16, 1024),");
-    k.line("      napkin::smem_desc(smem + OFF_K + s * K_BYTES + (kk / 64) * T_X * 128 + (kk % 64) * 2, 16, 1024));");
-    k.line("napkin::wgmma_commit();");
-    if (!first) {
-      k.line("#pragma unroll");
-      k.line("for (int kk = 0; kk < T_X / 16; ++kk)");
-      k.line("  " + o_name + "<1>(o, pa[kk], napkin::smem_desc(smem + OFF_V + sp * V_BYTES + kk * 16 * 128, T_X * 128, 1024));");
-      k.line("napkin::wgmma_commit();");
-    }
-    k.line("if (CONSUMERS == 2) napkin::named_arrive(2 - cw, 256);  // the other warpgroup's turn");
-    k.line(first ? "napkin::wgmma_wait<0>();" : "napkin::wgmma_wait<1>();  // S_kc is done; P V may still run");
-    k.line("napkin::fence_regs(sacc);");
-    k.line("napkin::mbar_arrive(&k_empty[s]);  // K of this stage is consumed");
-    score_comment(k, f);
-    lemma.chunk_begin(k);
-    k.line("const int x_left = static_cast<int>(min(int64_t{T_X}, N_" + x + " - kc * T_X));  // valid keys in the chunk");
-    if (score_interior == score) {
-      elements(score, true);
-    } else {
-      std::string interior = "x_left == T_X";
-      if (causal) {
-        k.line("const int diag = static_cast<int>(max(int64_t{-64}, min(int64_t{T_X}, o_" + M + " + cw * 64 - kc * T_X)));");
-        interior += " && diag >= T_X - 1";
-      }
-      if (reads_rows) interior += " && n_q >= (cw + 1) * 64";
-      k.open("if (" + interior + ")");
-      k.line(std::string("// interior chunk: no key past the end") + (causal ? ", every key at or before every row's diagonal" : "") +
-             (reads_rows ? ", every row of the warpgroup in range" : ""));
-      elements(score_interior, false);
-      k.close(" else {");
-      ++k.indent;
-      elements(score, true);
-      k.close();
-    }
-    lemma.update(k, f.P->name);
-    if (!first) {
-      k.line("napkin::wgmma_wait<0>();  // O += P_{kc-1} V_{kc-1} is done: V's stage is free, O and pa may change");
-      k.line("napkin::fence_regs(o);");
-      k.line("napkin::mbar_arrive(&v_empty[sp]);");
-      lemma.rescale_o(k);
-    }
-    k.line("#pragma unroll");
-    k.open("for (int nt = 0; nt < T_X / 8; ++nt)");
-    k.line("pa[nt / 2][(nt % 2) * 2] = napkin::pack2<T>(sacc[nt * 4], sacc[nt * 4 + 1]);");
-    k.line("pa[nt / 2][(nt % 2) * 2 + 1] = napkin::pack2<T>(sacc[nt * 4 + 2], sacc[nt * 4 + 3]);");
-    k.close();
-  };
-  k.open("");
-  k.line("const int64_t kc = 0;  // chunks >= 1: the launcher runs this variant only for N_" + x + " > 0");
-  body(true);
-  k.close();
-  k.open("for (int64_t kc = 1; kc < chunks; ++kc)");
-  body(false);
-  k.close();
-  k.open("");
-  k.line("// the last chunk's O += P V");
-  k.line("const int sp = static_cast<int>((chunks - 1) % 2);");
-  k.line("napkin::mbar_wait(&v_full[sp], static_cast<unsigned>(((chunks - 1) / 2) & 1));");
-  k.line("napkin::fence_regs(o);");
-  k.line("napkin::wgmma_fence();");
-  k.line("#pragma unroll");
-  k.line("for (int kk = 0; kk < T_X / 16; ++kk)");
-  k.line("  " + o_name + "<1>(o, pa[kk], napkin::smem_desc(smem + OFF_V + sp * V_BYTES + kk * 16 * 128, T_X * 128, 1024));");
-  k.line("napkin::wgmma_commit();");
-  k.line("napkin::wgmma_wait<0>();");
-  k.line("napkin::fence_regs(o);");
-  k.line("napkin::mbar_arrive(&v_empty[sp]);");
-  k.close();
+  Consumer consumer{c, f, lemma, k, s_name, o_name, false, {}};
+  consumer.chain = consumer_score_chain(c, f, consumer.causal);
+  consumer.walk();
   k.line("if (CONSUMERS == 2 && cw == 0) napkin::named_sync(1, 256);  // matches warpgroup 1's last turn");
   flash_epilogue_pairs(k, c, f, lemma);
   k.line("#endif");
