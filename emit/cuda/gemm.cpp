@@ -1,6 +1,6 @@
 // Strategy gemm: contractions over one axis of 16-bit operands, element-wise epilogues. Contract:
-// see strategies.hpp and gemm_form.hpp. This file reads the kernel as a gemm (analyse_gemm), emits
-// the grid decode and the epilogue both variants share, and the mma.sync variant: grid = tiles of
+// see strategies.hpp and gemm_form.hpp. This file renders the mma.sync variant of the form lowering
+// read (the grid decode, staging and epilogue both variants share: render.hpp): grid = tiles of
 // (M, N) rasterised in groups of 8 M tiles (concurrent blocks share operand tiles in L2) x batch
 // axes; K streamed in chunks of T_K through a STAGES-deep cp.async pipeline; each warp owns
 // WM = T_M/WARPS rows of M and all T_N columns; fragments come from SMEM by ldmatrix (.trans for
