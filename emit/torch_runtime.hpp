@@ -4,7 +4,8 @@
  *  diagrams/sizes.hpp, einsum with operand promotion, causal masks, layer and RMS norms over any
  *  axis, call results woven over the caller's extra axes, and IEEE scalar maths (Python's math
  *  raises where the evaluator gives inf or NaN). emit/torch_emitter.cpp documents the contract
- *  of the module that uses them.
+ *  of the module that uses them. The Python lives in emit/torch_runtime.py, embedded by CMake
+ *  (emit/CMakeLists.txt) as a string literal.
  */
 #pragma once
 #include <string_view>

@@ -1,5 +1,6 @@
 /** \file context.hpp
- *  Shared state of the CUDA emitter (emit/cuda_emitter.cpp) and its strategies (emit/cuda/ (one file per strategy)):
+ *  Shared state of the CUDA emitter (emit/cuda_emitter.cpp) and its renderers (emit/cuda/: one per
+ *  strategy, their shared steps one file per concern, render.hpp):
  *  the arrays of the diagram with their storage types, the text buffer, and the translation of
  *  expressions into CUDA C++ float arithmetic at named indices (`i_<axis>`).
  *

@@ -16,130 +16,36 @@ namespace napkin::cuda {
 
 namespace {
 
-/** The online-softmax lemma's update for one m16 tile `mt` of the mma.sync variant (paper §3;
- *  Milakov & Gimelshein 2018): the chunk's row maxima `mx` (quad-reduced here) become the running
- *  max, l and O are rescaled by exp(m_old - m_new), and S turns into P = exp(S - m), unnormalised. */
-void online_softmax(Code& k, const std::string& P) {
-  k.line("// online softmax (" + P + "): new running max, rescale l and O by exp(m_old - m_new)");
-  k.open("for (int h = 0; h < 2; ++h)");
-  k.line("mx[h] = napkin::quad_max(mx[h]);");
-  k.line("const float corr = mx[h] == -INFINITY ? 1.0f : exp2f((m_run[mt][h] - mx[h]) * LOG2E);");
-  k.line("m_run[mt][h] = mx[h];");
-  k.line("l_run[mt][h] *= corr;");
-  k.line("#pragma unroll");
-  k.line("for (int nt = 0; nt < D_V / 8; ++nt) o[mt][nt][2 * h] *= corr, o[mt][nt][2 * h + 1] *= corr;");
-  k.close();
-  k.line("const float ms[2] = {mx[0] == -INFINITY ? 0.0f : mx[0] * LOG2E, mx[1] == -INFINITY ? 0.0f : mx[1] * LOG2E};");
-  k.line("#pragma unroll");
-  k.open("for (int nt = 0; nt < T_X / 8; ++nt)");
-  k.line("#pragma unroll");
-  k.open("for (int e = 0; e < 4; ++e)");
-  k.line("s[mt][nt][e] = exp2f(s[mt][nt][e] * LOG2E - ms[e / 2]);  // P, unnormalised");
-  k.line("l_run[mt][e / 2] += s[mt][nt][e];");
-  k.close();
-  k.close();
-}
-
-}  // namespace
-
-KernelEmit emit_flash(Context& c, const KernelChoice& kc) {
-  const KernelSpec& spec = *kc.cost.spec;
-  const FlashForm& f = *spec.flash;
-  const std::string &x = f.x, &M = f.M, &dk = f.dk, &dv = f.dv, &Qn = f.Qn, &Kn = f.Kn, &Vn = f.Vn, &x_note = f.x_note;
-  const Statement *S = f.S, *P = f.P, *O = f.O;
-  const Expr *cs = f.cs, *co = f.co;
-  const AxisList& batch = f.batch;
-  const DType dt = f.dtype;
+/** The plan's comment, the kernel's namespace opened, and its compile-time constants: tile sizes,
+ *  warps, SMEM layout (Q's tile, then K and V double buffers, rows padded by 16 bytes), the
+ *  lemma's constants. */
+void kernel_head(Code& k, const KernelChoice& kc, const FlashForm& f, const MmaShape& mma, const FlashLemma& lemma) {
+  const std::string &x = f.x, &M = f.M, &dk = f.dk, &dv = f.dv, &x_note = f.x_note;
   const std::int64_t TQ = f.TQ, TX = f.TX, DK = f.DK, DV = f.DV;
   const int warps = f.warps;
-  const bool skip = f.skip;
-  const MmaShape* mma = &*spec.mma_sync;
-  const std::string ns = kernel_ns(kc.plan.name), T = ctype(dt), mf = "napkin::" + mma_function(*mma);
-  Code k;
   k.line(describe_plan(kc.plan));
   k.line("// strategy flash: q = " + M + " (group " + std::to_string(TQ) + ", " + std::to_string(warps) + " warps x " + std::to_string(TQ / warps) +
          " rows), " + x + " " + x_note + (f.normaliser_lemma.empty() ? " with no normaliser (associative sum); " : " with the online-softmax lemma; ") + dk + " = " + std::to_string(DK) + " and " + dv +
          " = " + std::to_string(DV) + " whole (compile-time)");
-  k.line("// " + S->name + " and " + P->name + " live in registers only; " + mma->ptx);
-  k.open("namespace " + ns);
-  k.line("using T = " + T + ";");
+  k.line("// " + f.S->name + " and " + f.P->name + " live in registers only; " + mma.ptx);
+  k.open("namespace " + kernel_ns(kc.plan.name));
+  k.line("using T = " + ctype(f.dtype) + ";");
   k.line("constexpr int T_Q = " + std::to_string(TQ) + ", T_X = " + std::to_string(TX) + ", D_K = " + std::to_string(DK) + ", D_V = " +
          std::to_string(DV) + ";");
   k.line("constexpr int WARPS = " + std::to_string(warps) + ", THREADS = WARPS * 32, MT = T_Q / (16 * WARPS);");
   k.line("constexpr int P_Q = D_K + 8, P_K = D_K + 8, P_V = D_V + 8;  // SMEM rows padded by 16 bytes");
   k.line("constexpr int OFF_K = T_Q * P_Q, OFF_V = OFF_K + 2 * T_X * P_K;  // Q tile, then K and V double buffers");
   k.line("constexpr size_t SMEM_BYTES = sizeof(T) * (OFF_V + 2 * T_X * P_V);");
-  if (!f.normaliser_lemma.empty()) k.line("constexpr float LOG2E = 1.44269504f;");
+  lemma.constants(k);
   k.line("");
-  k.line("__global__ void __launch_bounds__(THREADS) kernel(const Args a) {");
-  ++k.indent;
-  c.declare_sizes(k);
-  k.line("extern __shared__ __align__(16) unsigned char smem_raw[];");
-  k.line("T* smem = reinterpret_cast<T*>(smem_raw);");
-  k.line("const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;");
-  k.line("// grid: tiles of " + M + " (fastest: consecutive blocks share K and V in L2) x " + join(batch));
-  k.line("int64_t bid = blockIdx.x;");
-  k.line("const int64_t tiles_q = (N_" + M + " + T_Q - 1) / T_Q, o_" + M + " = bid % tiles_q * T_Q;");
-  k.line("bid /= tiles_q;");
-  decompose(k, "bid", batch);
-  k.line("const int n_q = static_cast<int>(min(int64_t{T_Q}, N_" + M + " - o_" + M + "));");
-  auto origin = [&](const std::string& arr, const std::string& row_axis, const std::string& row0) {
-    return "a." + arr + " + " + offset(c, arr, [&](const std::string& ax) { return ax == row_axis ? row0 : (contains(batch, ax) ? "i_" + ax : "0"); });
-  };
-  k.line("const T* g_Q = " + origin(Qn, M, "o_" + M) + ";  // " + Qn + " tile [" + M + "][" + dk + "]");
-  k.line("const T* g_K = " + origin(Kn, x, "0") + ";  // " + Kn + " [" + x + "][" + dk + "]");
-  k.line("const T* g_V = " + origin(Vn, x, "0") + ";  // " + Vn + " [" + x + "][" + dv + "]");
-  k.line("const int64_t rs_Q = " + stride(c, Qn, M) + ", rs_K = " + stride(c, Kn, x) + ", rs_V = " + stride(c, Vn, x) + ";");
-  k.line("const bool vec = rs_Q % 8 == 0 && rs_K % 8 == 0 && rs_V % 8 == 0 && ((reinterpret_cast<uintptr_t>(g_Q) | reinterpret_cast<uintptr_t>(g_K) | "
-         "reinterpret_cast<uintptr_t>(g_V)) % 16) == 0;");
-  if (skip)
-    k.line("const int64_t chunks = min((N_" + x + " + T_X - 1) / T_X, (o_" + M + " + n_q - 1) / T_X + 1);  // causal: later chunks are fully masked");
-  else
-    k.line("const int64_t chunks = (N_" + x + " + T_X - 1) / T_X;");
-  k.open("auto load_k = [&](int64_t kc)");
-  k.line("napkin::load_tile<T_X, D_K, P_K, THREADS>(smem + OFF_K + (kc % 2) * T_X * P_K, g_K + kc * T_X * rs_K, rs_K, static_cast<int>(min(int64_t{T_X}, N_" +
-         x + " - kc * T_X)), D_K, vec);");
-  k.close(";");
-  k.open("auto load_v = [&](int64_t kc)");
-  k.line("napkin::load_tile<T_X, D_V, P_V, THREADS>(smem + OFF_V + (kc % 2) * T_X * P_V, g_V + kc * T_X * rs_V, rs_V, static_cast<int>(min(int64_t{T_X}, N_" +
-         x + " - kc * T_X)), D_V, vec);");
-  k.close(";");
-  k.line("// prologue: Q and the first K chunk (one cp.async group), the first V chunk (another)");
-  k.line("napkin::load_tile<T_Q, D_K, P_Q, THREADS>(smem, g_Q, rs_Q, n_q, D_K, vec);");
-  k.line("if (chunks > 0) load_k(0);");
-  k.line("napkin::cp_async_commit();");
-  k.line("if (chunks > 0) load_v(0);");
-  k.line("napkin::cp_async_commit();");
-  k.line("napkin::cp_async_wait<1>();");
-  k.line("__syncthreads();");
-  k.line("uint32_t qf[MT][D_K / 16][4];  // registers: this warp's rows of Q as mma A fragments");
-  k.line("#pragma unroll");
-  k.line("for (int mt = 0; mt < MT; ++mt)");
-  k.line("#pragma unroll");
-  k.line("  for (int kk = 0; kk < D_K / 16; ++kk) napkin::frag_a(qf[mt][kk], smem, P_Q, warp * (T_Q / WARPS) + mt * 16, kk * 16, lane);");
-  k.line("float o[MT][D_V / 8][4] = {};  // registers: O accumulator (unnormalised)");
-  if (!f.normaliser_lemma.empty()) {
-    k.line("float m_run[MT][2], l_run[MT][2];  // registers: running max and this thread's partial sum, rows lane/4 and lane/4 + 8");
-    k.line("#pragma unroll");
-    k.line("for (int mt = 0; mt < MT; ++mt) m_run[mt][0] = m_run[mt][1] = -INFINITY, l_run[mt][0] = l_run[mt][1] = 0.0f;");
-  }
-  k.open("for (int64_t kc = 0; kc < chunks; ++kc)");
-  k.line("napkin::cp_async_wait<1>();  // K of chunk kc has landed");
-  k.line("__syncthreads();");
-  k.line("if (kc + 1 < chunks) load_k(kc + 1);  // next K into the other buffer, during this chunk");
-  k.line("napkin::cp_async_commit();");
-  k.line("const T* sK = smem + OFF_K + (kc % 2) * T_X * P_K;");
-  k.line("float s[MT][T_X / 8][4] = {};  // registers: S = Q K^T for this chunk");
-  k.line("#pragma unroll");
-  k.open("for (int kk = 0; kk < D_K / 16; ++kk)");
-  k.line("#pragma unroll");
-  k.open("for (int nt = 0; nt < T_X / 16; ++nt)");
-  k.line("uint32_t kb[4];");
-  k.line("napkin::frag_b(kb, sK, P_K, nt * 16, kk * 16, lane);");
-  k.line("#pragma unroll");
-  k.line("for (int mt = 0; mt < MT; ++mt) " + mf + "(s[mt][2 * nt], qf[mt][kk], kb), " + mf + "(s[mt][2 * nt + 1], qf[mt][kk], kb + 2);");
-  k.close();
-  k.close();
+}
+
+/** Per chunk, after S = Q K^T: per m16 tile of the warp, the score chain element by element
+ *  (the arrays it reads bounded at the tile's edge, unbounded in an interior chunk of a full
+ *  tile), keys past N_x given the lemma's fill, then the lemma's update. */
+void score_tile(Code& k, Context& c, const FlashForm& f, const FlashLemma& lemma) {
+  const std::string &x = f.x, &M = f.M;
+  const Expr* cs = f.cs;
   // Score values: P's argument with S inlined, the contraction overridden by the accumulator. The
   // arrays it reads (masks, biases: not staged in tiles) are read against their extents (rows past
   // N_M, keys past N_x), except in an interior chunk of a full tile, where every index is in range.
@@ -147,16 +53,15 @@ KernelEmit emit_flash(Context& c, const KernelChoice& kc) {
     if (&e == cs) return std::string("s[mt][nt][e]");
     return std::nullopt;
   };
-  const bool softmax = !f.normaliser_lemma.empty();
-  const std::string score = c.value(*f.score, over_s, f.inlined);
-  const std::string score_bounded = c.value(*f.score, bounded_loads(c, over_s, {M, x}, f.inlined), f.inlined);
-  k.line("// " + S->name + " and " + P->name + (softmax ? "'s argument element by element; keys past N_" + x + " are masked" : " element by element; keys past N_" + x + " give P = 0"));
-  const bool reads_rows = c.value(*f.score, bounded_loads(c, over_s, {M}, f.inlined), f.inlined) != score;
+  const bool softmax = lemma.softmax();
+  const ScoreChain chain = score_chain(c, f, over_s);
+  const std::string &score = chain.value, &score_bounded = chain.bounded;
+  score_comment(k, f);
   if (score_bounded != score)
-    k.line("const bool interior = " + std::string(reads_rows ? "n_q == T_Q && " : "") + "(kc + 1) * T_X <= N_" + x + ";  // every index the score map reads in range");
+    k.line("const bool interior = " + std::string(chain.reads_rows ? "n_q == T_Q && " : "") + "(kc + 1) * T_X <= N_" + x + ";  // every index the score map reads in range");
   k.line("#pragma unroll");
   k.open("for (int mt = 0; mt < MT; ++mt)");
-  if (softmax) k.line("float mx[2] = {m_run[mt][0], m_run[mt][1]};");
+  lemma.chunk_begin(k);
   auto elements = [&](const std::string& value) {
     k.line("#pragma unroll");
     k.open("for (int nt = 0; nt < T_X / 8; ++nt)");
@@ -166,8 +71,8 @@ KernelEmit emit_flash(Context& c, const KernelChoice& kc) {
     k.line("const int64_t i_" + x + " = kc * T_X + nt * 8 + (lane % 4) * 2 + e % 2;");
     k.line("(void)i_" + M + ";");
     k.line("const float v = " + value + ";");
-    k.line("s[mt][nt][e] = i_" + x + " < N_" + x + " ? v : " + (softmax ? "-INFINITY;" : "0.0f;  // P, no normaliser"));
-    if (softmax) k.line("mx[e / 2] = fmaxf(mx[e / 2], s[mt][nt][e]);");
+    k.line("s[mt][nt][e] = i_" + x + " < N_" + x + " ? v : " + lemma.fill() + (softmax ? ";" : ";  // P, no normaliser"));
+    lemma.element(k);
     k.close();
     k.close();
   };
@@ -181,11 +86,13 @@ KernelEmit emit_flash(Context& c, const KernelChoice& kc) {
     elements(score_bounded);
     k.close();
   }
-  if (softmax) online_softmax(k, P->name);
+  lemma.update(k, f.P->name);
   k.close();
-  k.line("napkin::cp_async_wait<1>();  // V of chunk kc has landed");
-  k.line("__syncthreads();");
-  k.line("const T* sV = smem + OFF_V + (kc % 2) * T_X * P_V;");
+}
+
+/** O += P V on mma.sync: P's accumulator layout is the A fragment layout of the next mma
+ *  (FlashAttention-2), packed to 16 bits; V's fragments transposed by ldmatrix. */
+void pv_mma(Code& k, const std::string& mf) {
   k.line("// O += P V: P's accumulator layout is the A fragment layout of the next mma (FlashAttention-2)");
   k.line("#pragma unroll");
   k.open("for (int kk = 0; kk < T_X / 16; ++kk)");
@@ -205,46 +112,79 @@ KernelEmit emit_flash(Context& c, const KernelChoice& kc) {
   k.line("for (int mt = 0; mt < MT; ++mt) " + mf + "(o[mt][2 * nt], pa[mt], vb), " + mf + "(o[mt][2 * nt + 1], pa[mt], vb + 2);");
   k.close();
   k.close();
+}
+
+}  // namespace
+
+KernelEmit emit_flash(Context& c, const KernelChoice& kc) {
+  const KernelSpec& spec = *kc.cost.spec;
+  const FlashForm& f = *spec.flash;
+  const MmaShape* mma = &*spec.mma_sync;
+  const std::string ns = kernel_ns(kc.plan.name), mf = "napkin::" + mma_function(*mma);
+  // the lemma's state per m16 tile of the warp; O rescaled with l, row h of each n8 tile
+  const FlashLemma lemma(f, true, "s[mt][nt][e]", "for (int nt = 0; nt < D_V / 8; ++nt) o[mt][nt][2 * h] *= corr, o[mt][nt][2 * h + 1] *= corr;", false);
+  Code k;
+  kernel_head(k, kc, f, *mma, lemma);
+  k.line("__global__ void __launch_bounds__(THREADS) kernel(const Args a) {");
+  ++k.indent;
+  c.declare_sizes(k);
+  k.line("extern __shared__ __align__(16) unsigned char smem_raw[];");
+  k.line("T* smem = reinterpret_cast<T*>(smem_raw);");
+  k.line("const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;");
+  k.line("// grid: tiles of " + f.M + " (fastest: consecutive blocks share K and V in L2) x " + join(f.batch));
+  flash_tile_origin(k, f, false);
+  flash_cp_async_operands(k, c, f);
+  flash_chunks(k, f);
+  flash_cp_async_loaders(k, f);
+  k.line("// prologue: Q and the first K chunk (one cp.async group), the first V chunk (another)");
+  k.line("napkin::load_tile<T_Q, D_K, P_Q, THREADS>(smem, g_Q, rs_Q, n_q, D_K, vec);");
+  k.line("if (chunks > 0) load_k(0);");
+  k.line("napkin::cp_async_commit();");
+  k.line("if (chunks > 0) load_v(0);");
+  k.line("napkin::cp_async_commit();");
+  k.line("napkin::cp_async_wait<1>();");
+  k.line("__syncthreads();");
+  k.line("uint32_t qf[MT][D_K / 16][4];  // registers: this warp's rows of Q as mma A fragments");
+  k.line("#pragma unroll");
+  k.line("for (int mt = 0; mt < MT; ++mt)");
+  k.line("#pragma unroll");
+  k.line("  for (int kk = 0; kk < D_K / 16; ++kk) napkin::frag_a(qf[mt][kk], smem, P_Q, warp * (T_Q / WARPS) + mt * 16, kk * 16, lane);");
+  k.line("float o[MT][D_V / 8][4] = {};  // registers: O accumulator (unnormalised)");
+  lemma.init(k);
+  k.open("for (int64_t kc = 0; kc < chunks; ++kc)");
+  k.line("napkin::cp_async_wait<1>();  // K of chunk kc has landed");
+  k.line("__syncthreads();");
+  k.line("if (kc + 1 < chunks) load_k(kc + 1);  // next K into the other buffer, during this chunk");
+  k.line("napkin::cp_async_commit();");
+  k.line("const T* sK = smem + OFF_K + (kc % 2) * T_X * P_K;");
+  k.line("float s[MT][T_X / 8][4] = {};  // registers: S = Q K^T for this chunk");
+  k.line("#pragma unroll");
+  k.open("for (int kk = 0; kk < D_K / 16; ++kk)");
+  k.line("#pragma unroll");
+  k.open("for (int nt = 0; nt < T_X / 16; ++nt)");
+  k.line("uint32_t kb[4];");
+  k.line("napkin::frag_b(kb, sK, P_K, nt * 16, kk * 16, lane);");
+  k.line("#pragma unroll");
+  k.line("for (int mt = 0; mt < MT; ++mt) " + mf + "(s[mt][2 * nt], qf[mt][kk], kb), " + mf + "(s[mt][2 * nt + 1], qf[mt][kk], kb + 2);");
+  k.close();
+  k.close();
+  score_tile(k, c, f, lemma);
+  k.line("napkin::cp_async_wait<1>();  // V of chunk kc has landed");
+  k.line("__syncthreads();");
+  k.line("const T* sV = smem + OFF_V + (kc % 2) * T_X * P_V;");
+  pv_mma(k, mf);
   k.line("if (kc + 1 < chunks) load_v(kc + 1);  // next V into the other buffer, during the next S");
   k.line("napkin::cp_async_commit();");
   k.close();
   k.line("napkin::cp_async_wait<0>();");
-  k.line(std::string("// finalise: ") + (softmax ? "O / l (normalised contraction)" : "O (a plain sum over " + x + ")") + ", then " + O->name +
-         "'s epilogue, predicated at the edges");
-  k.line("#pragma unroll");
-  k.open("for (int mt = 0; mt < MT; ++mt)");
-  if (softmax) {
-    k.line("float inv_l[2];");
-    k.line("#pragma unroll");
-    k.line("for (int h = 0; h < 2; ++h) { const float l = napkin::quad_sum(l_run[mt][h]); inv_l[h] = l > 0.0f ? 1.0f / l : 0.0f; }");
-  }
-  k.line("#pragma unroll");
-  k.open("for (int nt = 0; nt < D_V / 8; ++nt)");
-  k.line("#pragma unroll");
-  k.open("for (int e = 0; e < 4; ++e)");
-  k.line("const int row = warp * (T_Q / WARPS) + mt * 16 + lane / 4 + (e / 2) * 8;");
-  k.line("if (row >= n_q) continue;");
-  k.line("const int64_t i_" + M + " = o_" + M + " + row, i_" + dv + " = nt * 8 + (lane % 4) * 2 + e % 2;");
-  NodeOverride over_o = [&](const Expr& e) -> std::optional<std::string> {
-    if (&e == co) return std::string(softmax ? "(o[mt][nt][e] * inv_l[e / 2])" : "o[mt][nt][e]");
-    return std::nullopt;
-  };
-  k.line("a." + O->name + "[" + c.index(O->name) + "] = napkin::from_f<" + c.ctype_of(O->name) + ">(" + c.value(*O->expr, over_o) + ");");
-  k.close();
-  k.close();
-  k.close();
+  flash_epilogue_fragments(k, c, f, lemma);
   --k.indent;
   k.line("}");
   KernelEmit r;
   r.strategy = "flash";
-  r.stored.insert(O->name);
+  r.stored.insert(f.O->name);
   Code l;
-  l.line("if (a.N_" + dk + " != " + std::to_string(DK) + " || a.N_" + dv + " != " + std::to_string(DV) + ") return napkin_fail(\"" + ns +
-         ": this kernel was emitted for " + dk + " = " + std::to_string(DK) + ", " + dv + " = " + std::to_string(DV) + "\");");
-  std::string blocks = "((a.N_" + M + " + " + std::to_string(TQ) + " - 1) / " + std::to_string(TQ) + ")";
-  for (const auto& b : batch) blocks += " * a.N_" + b;
-  l.line("const int64_t blocks = " + blocks + ";");
-  l.line("if (blocks == 0) return 0;");
+  flash_launch_blocks(l, f, ns);
   add_hopper_variant(r, k, l, spec, ns, [&](const std::string& fallback) { return emit_flash_wgmma(c, kc, f, fallback); });
   k.close("  // namespace " + ns);
   r.device_code = k.text;

@@ -2,12 +2,14 @@
  *  The shape of an attention kernel the flash strategy accepts (lower/flash_form.hpp: a
  *  contraction, element-wise score maps, softmax along x or no normaliser, a contraction over x,
  *  x streamed), shared by its mma.sync variant
- *  (emit/cuda/flash.cpp) and its wgmma variant (emit/cuda/flash_wgmma.cpp, sm_90a).
+ *  (emit/cuda/flash.cpp) and its wgmma variant (emit/cuda/flash_wgmma.cpp, sm_90a); the lemma,
+ *  score chain, grid decode, staging and epilogue they share are in render.hpp.
  */
 #pragma once
 #include <optional>
 #include <string>
 
+#include "emit/cuda/render.hpp"
 #include "emit/cuda/strategies.hpp"
 #include "lower/flash_form.hpp"
 

@@ -17,124 +17,19 @@ namespace napkin::cuda {
 
 namespace {
 
-/** The online-softmax lemma's update in a consumer warpgroup of the wgmma variant (paper §3;
- *  Milakov & Gimelshein 2018): the chunk's row maxima `mx` (quad-reduced here) become the running
- *  max, l is rescaled by corr = exp(m_old - m_new) (O by the caller, once its wgmma is done), and
- *  S turns into P = exp(S - m), unnormalised. */
-void online_softmax(Code& k, const std::string& P) {
-  k.line("// online softmax (" + P + "): new running max; l and O are rescaled by exp(m_old - m_new)");
-  k.line("float corr[2];");
-  k.line("#pragma unroll");
-  k.open("for (int h = 0; h < 2; ++h)");
-  k.line("mx[h] = napkin::quad_max(mx[h]);");
-  k.line("corr[h] = mx[h] == -INFINITY ? 1.0f : exp2f((m_run[h] - mx[h]) * LOG2E);");
-  k.line("m_run[h] = mx[h];");
-  k.line("l_run[h] *= corr[h];");
-  k.close();
-  k.line("const float ms[2] = {mx[0] == -INFINITY ? 0.0f : mx[0] * LOG2E, mx[1] == -INFINITY ? 0.0f : mx[1] * LOG2E};");
-  k.line("#pragma unroll");
-  k.open("for (int nt = 0; nt < T_X / 8; ++nt)");
-  k.line("#pragma unroll");
-  k.open("for (int e = 0; e < 4; ++e)");
-  k.line("sacc[nt * 4 + e] = exp2f(sacc[nt * 4 + e] * LOG2E - ms[e / 2]);  // P, unnormalised");
-  k.line("l_run[e / 2] += sacc[nt * 4 + e];");
-  k.close();
-  k.close();
-}
-
-}  // namespace
-
-KernelEmit emit_flash_wgmma(Context& c, const KernelChoice& kc, const FlashForm& f, const std::string& fallback_launch) {
-  const MmaShape* mma = &*kc.cost.spec->wgmma_mma;  // lowering accepted the variant (lower/flash_form.cpp flash_wgmma_fits)
-  const int consumers = f.warps / 4;
-  std::string s_name, o_name;
-  const std::string s_fn = wgmma_function(*mma, static_cast<int>(f.TX), false, s_name);
-  const std::string o_fn = wgmma_function(*mma, static_cast<int>(f.DV), true, o_name);
+/** The score chain in a consumer warpgroup, with 32-bit offsets inside the tile: c_rel (column of
+ *  the chunk) and r_rel (row of the warpgroup's 64). A causal(M, x) mask is x <= M, that is
+ *  c_rel - r_rel <= diag with diag = o_M + cw * 64 - kc * T_X (clamped per chunk); in an interior
+ *  chunk (every key valid, every column at or left of every row's diagonal) the mask is dropped.
+ *  Arrays the score map reads (masks, biases: not staged in tiles) are read against their extents
+ *  at the edge (rows past N_M, keys past N_x), unbounded in an interior chunk whose warpgroup rows
+ *  and keys are all in range. `causal`: set where the map has such a mask. */
+ScoreChain consumer_score_chain(Context& c, const FlashForm& f, bool& causal) {
   const std::string &M = f.M, &x = f.x;
-  const bool softmax = !f.normaliser_lemma.empty();  // else no normaliser: P = score, O a plain sum over x
-
-  Code k;
-  k.line("// wgmma variant (sm_90a): warpgroup 0 loads Q once and K, V chunks by TMA into 2-stage rings; " + std::to_string(consumers) +
-         " consumer warpgroup(s) x 64 rows of " + M);
-  k.line("// S = Q K^T and O += P V on wgmma (P from registers), online softmax in registers");
-  k.open("namespace wg");
-  k.text += s_fn + o_fn;
-  k.line("constexpr int CONSUMERS = " + std::to_string(consumers) + ", THREADS = (CONSUMERS + 1) * 128;");
-  k.line("constexpr int Q_BYTES = T_Q * D_K * 2, K_BYTES = T_X * D_K * 2, V_BYTES = T_X * D_V * 2;");
-  k.line("constexpr int OFF_K = Q_BYTES, OFF_V = OFF_K + 2 * K_BYTES, OFF_BAR = OFF_V + 2 * V_BYTES;  // SMEM bytes: Q, K ring, V ring, barriers");
-  k.line("constexpr size_t SMEM_BYTES = OFF_BAR + 16 * sizeof(uint64_t) + 1024;  // + alignment");
-  k.line("__global__ void __launch_bounds__(THREADS, 1) kernel(const Args a, const __grid_constant__ CUtensorMap tm_" + f.Qn +
-         ", const __grid_constant__ CUtensorMap tm_" + f.Kn + ", const __grid_constant__ CUtensorMap tm_" + f.Vn + ") {");
-  ++k.indent;
-  k.line("#if defined(__CUDA_ARCH_FEAT_SM90_ALL)");
-  c.declare_sizes(k);
-  k.line("extern __shared__ __align__(1024) unsigned char smem_raw[];");
-  k.line("unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) / 1024 * 1024);");
-  k.line("uint64_t* bar = reinterpret_cast<uint64_t*>(smem + OFF_BAR);");
-  k.line("uint64_t *q_full = bar, *k_full = bar + 1, *k_empty = bar + 3, *v_full = bar + 5, *v_empty = bar + 7;");
-  k.line("int64_t bid = blockIdx.x;");
-  if (f.skip)  // causal: the tiles with the most chunks first, so the short ones fill the last wave
-    k.line("const int64_t tiles_q = (N_" + M + " + T_Q - 1) / T_Q, o_" + M + " = (tiles_q - 1 - bid % tiles_q) * T_Q;");
-  else
-    k.line("const int64_t tiles_q = (N_" + M + " + T_Q - 1) / T_Q, o_" + M + " = bid % tiles_q * T_Q;");
-  k.line("bid /= tiles_q;");
-  decompose(k, "bid", f.batch);
-  k.line("const int n_q = static_cast<int>(min(int64_t{T_Q}, N_" + M + " - o_" + M + "));");
-  if (f.skip)
-    k.line("const int64_t chunks = min((N_" + x + " + T_X - 1) / T_X, (o_" + M + " + n_q - 1) / T_X + 1);  // causal: later chunks are fully masked");
-  else
-    k.line("const int64_t chunks = (N_" + x + " + T_X - 1) / T_X;");
-  k.open("if (threadIdx.x == 0)");
-  k.line("napkin::mbar_init(q_full, 1);");
-  k.line("for (int s = 0; s < 2; ++s) napkin::mbar_init(&k_full[s], 1), napkin::mbar_init(&v_full[s], 1), napkin::mbar_init(&k_empty[s], CONSUMERS * 128), napkin::mbar_init(&v_empty[s], CONSUMERS * 128);");
-  k.line("napkin::mbar_init_fence();");
-  k.close();
-  k.line("__syncthreads();");
-  k.open("if (threadIdx.x / 128 == 0)");
-  k.line("// producer warpgroup");
-  k.line("napkin::setmaxnreg_dec<24>();");
-  k.line("if (threadIdx.x != 0) return;");
-  const std::string qb = tma_batch_coords(c, f.Qn, M, f.dk), kb = tma_batch_coords(c, f.Kn, x, f.dk), vb = tma_batch_coords(c, f.Vn, x, f.dv);
-  k.line("napkin::mbar_expect_tx(q_full, Q_BYTES);");
-  k.line("for (int j = 0; j < D_K / 64; ++j) napkin::tma_load(smem + j * T_Q * 128, &tm_" + f.Qn + ", q_full, j * 64, static_cast<int>(o_" + M + ")" + qb + ");");
-  k.open("for (int64_t kc = 0; kc < chunks; ++kc)");
-  k.line("const int s = static_cast<int>(kc % 2);");
-  k.line("const unsigned parity = static_cast<unsigned>((kc / 2 - 1) & 1);");
-  k.line("if (kc >= 2) napkin::mbar_wait(&k_empty[s], parity);");
-  k.line("napkin::mbar_expect_tx(&k_full[s], K_BYTES);");
-  k.line("for (int j = 0; j < D_K / 64; ++j) napkin::tma_load(smem + OFF_K + s * K_BYTES + j * T_X * 128, &tm_" + f.Kn +
-         ", &k_full[s], j * 64, static_cast<int>(kc * T_X)" + kb + ");");
-  k.line("if (kc >= 2) napkin::mbar_wait(&v_empty[s], parity);");
-  k.line("napkin::mbar_expect_tx(&v_full[s], V_BYTES);");
-  k.line("for (int j = 0; j < D_V / 64; ++j) napkin::tma_load(smem + OFF_V + s * V_BYTES + j * T_X * 128, &tm_" + f.Vn +
-         ", &v_full[s], j * 64, static_cast<int>(kc * T_X)" + vb + ");");
-  k.close();
-  k.line("return;");
-  k.close();
-  k.line("// consumer warpgroups: rows cw * 64 .. cw * 64 + 63 of the q tile");
-  k.line("napkin::setmaxnreg_inc<240>();");
-  k.line("const int cw = threadIdx.x / 128 - 1, warp = threadIdx.x % 128 / 32, lane = threadIdx.x % 32;");
-  k.line("float o[D_V / 2] = {};           // registers: O accumulator (unnormalised), m16n8 tiles");
-  if (softmax) k.line("float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};  // rows lane/4 and lane/4 + 8 of the warp's 16");
-  k.line("uint32_t pa[T_X / 16][4];       // registers: P of the previous chunk in 16 bits, wgmma A fragments");
-  k.line("napkin::mbar_wait(q_full, 0);");
-  k.line("// ping-pong (FlashAttention-3 §3.1): the two consumer warpgroups take turns issuing their MMAs, so one's softmax");
-  k.line("// runs while the other's MMAs occupy the tensor cores. Named barrier 1 + w: warpgroup w may issue.");
-  k.line("if (CONSUMERS == 2 && cw == 1) napkin::named_arrive(1, 256);  // warpgroup 0 goes first");
-  k.line("// software pipeline: chunk kc issues S_kc and then O += P_{kc-1} V_{kc-1}; the softmax of S_kc overlaps the latter.");
-  k.line("// Chunk 0 is peeled off so that no wgmma is issued under a run-time condition (ptxas would serialise them).");
-  // The score at one element of the chunk, with 32-bit offsets inside the tile: c_rel (column of
-  // the chunk) and r_rel (row of the warpgroup's 64). A causal(M, x) mask is x <= M, that is
-  // c_rel - r_rel <= diag with diag = o_M + cw * 64 - kc * T_X (clamped per chunk); in an interior
-  // chunk (every key valid, every column at or left of every row's diagonal) the mask is dropped.
-  // Arrays the score map reads (masks, biases: not staged in tiles) are read against their
-  // extents at the edge (rows past N_M, keys past N_x), unbounded in an interior chunk whose
-  // warpgroup rows and keys are all in range.
   auto is_causal_mask = [&](const Expr& e) {
     return e.kind == Expr::Kind::apply && e.op == Op::mask && e.args[1]->kind == Expr::Kind::apply && e.args[1]->op == Op::causal &&
            e.args[1]->axes == AxisList{M, x};
   };
-  bool causal = false;
   NodeOverride over_causal = [&](const Expr& e) -> std::optional<std::string> {
     if (&e == f.cs) return std::string("sacc[nt * 4 + e]");
     if (e.kind != Expr::Kind::apply || e.op != Op::causal || e.axes != AxisList{M, x}) return std::nullopt;
@@ -147,12 +42,24 @@ KernelEmit emit_flash_wgmma(Context& c, const KernelChoice& kc, const FlashForm&
     if (is_causal_mask(e)) return c.value(*e.args[0], over_interior, f.inlined);
     return std::nullopt;
   };
-  const std::string score_unbounded = c.value(*f.score, over_causal, f.inlined);
-  const std::string score = c.value(*f.score, bounded_loads(c, over_causal, {M, x}, f.inlined), f.inlined);
-  const std::string score_interior = c.value(*f.score, over_interior, f.inlined);
-  // whether the score map reads an array along M (so rows past N_M need a bound too)
-  const bool reads_rows = c.value(*f.score, bounded_loads(c, over_causal, {M}, f.inlined), f.inlined) != score_unbounded;
-  auto elements = [&](const std::string& value, bool masked) {
+  return score_chain(c, f, over_causal, over_interior);
+}
+
+/** A consumer warpgroup's walk over the chunks of x (software-pipelined: chunk kc issues S_kc,
+ *  then O += P_{kc-1} V_{kc-1}, and runs the lemma on S_kc while the latter is in flight). */
+struct Consumer {
+  Context& c;
+  const FlashForm& f;
+  const FlashLemma& lemma;
+  Code& k;
+  std::string s_name, o_name;  ///< the wgmma wrappers of S = Q K^T and O += P V
+  bool causal = false;
+  ScoreChain chain;
+
+  /** The loops over the thread's elements of S: the score `value`, keys past the chunk's end
+   *  (`masked`) set to the lemma's fill, each folded into the lemma's chunk max. */
+  void elements(const std::string& value, bool masked) {
+    const std::string &M = f.M, &x = f.x;
     k.line("#pragma unroll");
     k.open("for (int nt = 0; nt < T_X / 8; ++nt)");
     k.line("#pragma unroll");
@@ -161,12 +68,15 @@ KernelEmit emit_flash_wgmma(Context& c, const KernelChoice& kc, const FlashForm&
     k.line("const int64_t i_" + M + " = o_" + M + " + cw * 64 + r_rel, i_" + x + " = kc * T_X + c_rel;");
     k.line("(void)i_" + M + ", (void)i_" + x + ", (void)r_rel;");
     k.line("const float v = " + value + ";");
-    k.line(masked ? std::string("sacc[nt * 4 + e] = c_rel < x_left ? v : ") + (softmax ? "-INFINITY;" : "0.0f;") : "sacc[nt * 4 + e] = v;");
-    if (softmax) k.line("mx[e / 2] = fmaxf(mx[e / 2], sacc[nt * 4 + e]);");
+    k.line(masked ? "sacc[nt * 4 + e] = c_rel < x_left ? v : " + lemma.fill() + ";" : "sacc[nt * 4 + e] = v;");
+    lemma.element(k);
     k.close();
     k.close();
-  };
-  auto body = [&](bool first) {
+  }
+
+  /** The chunk's MMAs: wait for K (and, after the first chunk, the previous V), issue S = Q K^T and
+   *  the previous chunk's O += P V in this warpgroup's turn, wait for S and free K's stage. */
+  void issue(bool first) {
     k.line("const int s = static_cast<int>(kc % 2), sp = static_cast<int>((kc + 1) % 2);");
     k.line("(void)sp;");
     k.line("float sacc[T_X / 2] = {};    // registers: S = Q K^T for this chunk");
@@ -191,94 +101,132 @@ KernelEmit emit_flash_wgmma(Context& c, const KernelChoice& kc, const FlashForm&
     k.line(first ? "napkin::wgmma_wait<0>();" : "napkin::wgmma_wait<1>();  // S_kc is done; P V may still run");
     k.line("napkin::fence_regs(sacc);");
     k.line("napkin::mbar_arrive(&k_empty[s]);  // K of this stage is consumed");
-    k.line("// " + f.S->name + " and " + f.P->name +
-           (softmax ? "'s argument element by element; keys past N_" + x + " are masked" : " element by element; keys past N_" + x + " give P = 0"));
-    if (softmax) k.line("float mx[2] = {m_run[0], m_run[1]};");
-    k.line("const int x_left = static_cast<int>(min(int64_t{T_X}, N_" + x + " - kc * T_X));  // valid keys in the chunk");
+  }
+
+  /** The score chain over the chunk's elements (an interior chunk without bounds or mask, where the
+   *  map has any), then the lemma's update. */
+  void scores() {
+    const std::string &score = chain.bounded, &score_interior = chain.interior;
+    score_comment(k, f);
+    lemma.chunk_begin(k);
+    k.line("const int x_left = static_cast<int>(min(int64_t{T_X}, N_" + f.x + " - kc * T_X));  // valid keys in the chunk");
     if (score_interior == score) {
       elements(score, true);
     } else {
       std::string interior = "x_left == T_X";
       if (causal) {
-        k.line("const int diag = static_cast<int>(max(int64_t{-64}, min(int64_t{T_X}, o_" + M + " + cw * 64 - kc * T_X)));");
+        k.line("const int diag = static_cast<int>(max(int64_t{-64}, min(int64_t{T_X}, o_" + f.M + " + cw * 64 - kc * T_X)));");
         interior += " && diag >= T_X - 1";
       }
-      if (reads_rows) interior += " && n_q >= (cw + 1) * 64";
+      if (chain.reads_rows) interior += " && n_q >= (cw + 1) * 64";
       k.open("if (" + interior + ")");
       k.line(std::string("// interior chunk: no key past the end") + (causal ? ", every key at or before every row's diagonal" : "") +
-             (reads_rows ? ", every row of the warpgroup in range" : ""));
+             (chain.reads_rows ? ", every row of the warpgroup in range" : ""));
       elements(score_interior, false);
       k.close(" else {");
       ++k.indent;
       elements(score, true);
       k.close();
     }
-    if (softmax) online_softmax(k, f.P->name);
+    lemma.update(k, f.P->name);
+  }
+
+  /** One chunk: issue, scores, then (after the first) the previous P V's completion and O's
+   *  deferred rescaling, and P packed to 16 bits as the next O += P V's A operand. */
+  void chunk(bool first) {
+    issue(first);
+    scores();
     if (!first) {
       k.line("napkin::wgmma_wait<0>();  // O += P_{kc-1} V_{kc-1} is done: V's stage is free, O and pa may change");
       k.line("napkin::fence_regs(o);");
       k.line("napkin::mbar_arrive(&v_empty[sp]);");
-      if (softmax) k.line("#pragma unroll");
-      if (softmax)
-        k.line("for (int nt = 0; nt < D_V / 8; ++nt) o[nt * 4] *= corr[0], o[nt * 4 + 1] *= corr[0], o[nt * 4 + 2] *= corr[1], o[nt * 4 + 3] *= corr[1];");
+      lemma.rescale_o(k);
     }
     k.line("#pragma unroll");
     k.open("for (int nt = 0; nt < T_X / 8; ++nt)");
     k.line("pa[nt / 2][(nt % 2) * 2] = napkin::pack2<T>(sacc[nt * 4], sacc[nt * 4 + 1]);");
     k.line("pa[nt / 2][(nt % 2) * 2 + 1] = napkin::pack2<T>(sacc[nt * 4 + 2], sacc[nt * 4 + 3]);");
     k.close();
-  };
-  k.open("");
-  k.line("const int64_t kc = 0;  // chunks >= 1: the launcher runs this variant only for N_" + x + " > 0");
-  body(true);
-  k.close();
-  k.open("for (int64_t kc = 1; kc < chunks; ++kc)");
-  body(false);
-  k.close();
-  k.open("");
-  k.line("// the last chunk's O += P V");
-  k.line("const int sp = static_cast<int>((chunks - 1) % 2);");
-  k.line("napkin::mbar_wait(&v_full[sp], static_cast<unsigned>(((chunks - 1) / 2) & 1));");
-  k.line("napkin::fence_regs(o);");
-  k.line("napkin::wgmma_fence();");
-  k.line("#pragma unroll");
-  k.line("for (int kk = 0; kk < T_X / 16; ++kk)");
-  k.line("  " + o_name + "<1>(o, pa[kk], napkin::smem_desc(smem + OFF_V + sp * V_BYTES + kk * 16 * 128, T_X * 128, 1024));");
-  k.line("napkin::wgmma_commit();");
-  k.line("napkin::wgmma_wait<0>();");
-  k.line("napkin::fence_regs(o);");
-  k.line("napkin::mbar_arrive(&v_empty[sp]);");
-  k.close();
-  k.line("if (CONSUMERS == 2 && cw == 0) napkin::named_sync(1, 256);  // matches warpgroup 1's last turn");
-  k.line(std::string("// finalise: ") + (softmax ? "O / l (normalised contraction)" : "O (a plain sum over " + x + ")") + ", then " + f.O->name +
-         "'s epilogue, two adjacent columns per store");
-  if (softmax) {
-    k.line("float inv_l[2];");
-    k.line("#pragma unroll");
-    k.line("for (int h = 0; h < 2; ++h) { const float l = napkin::quad_sum(l_run[h]); inv_l[h] = l > 0.0f ? 1.0f / l : 0.0f; }");
   }
-  k.line("#pragma unroll");
-  k.open("for (int nt = 0; nt < D_V / 8; ++nt)");
-  k.line("#pragma unroll");
-  k.open("for (int h = 0; h < 2; ++h)");
-  k.line("const int row = cw * 64 + warp * 16 + lane / 4 + h * 8;");
-  k.line("if (row >= n_q) continue;");
-  k.line("const int64_t i_" + M + " = o_" + M + " + row;");
-  k.line("float v[2];");
-  k.line("int64_t at[2];");
-  k.line("#pragma unroll");
-  k.open("for (int q = 0; q < 2; ++q)");
-  k.line("const int64_t i_" + f.dv + " = nt * 8 + (lane % 4) * 2 + q;");
-  NodeOverride over_o = [&](const Expr& e) -> std::optional<std::string> {
-    if (&e == f.co) return std::string(softmax ? "(o[nt * 4 + h * 2 + q] * inv_l[h])" : "o[nt * 4 + h * 2 + q]");
-    return std::nullopt;
-  };
-  k.line("at[q] = " + c.index(f.O->name) + ";");
-  k.line("v[q] = " + c.value(*f.O->expr, over_o) + ";");
-  k.close();
-  k.line("napkin::store_pair(a." + f.O->name + ", at, v, true);");
-  k.close();
-  k.close();
+
+  /** The chunks (the first peeled off: no wgmma under a run-time condition) and the last P V. */
+  void walk() {
+    k.open("");
+    k.line("const int64_t kc = 0;  // chunks >= 1: the launcher runs this variant only for N_" + f.x + " > 0");
+    chunk(true);
+    k.close();
+    k.open("for (int64_t kc = 1; kc < chunks; ++kc)");
+    chunk(false);
+    k.close();
+    k.open("");
+    k.line("// the last chunk's O += P V");
+    k.line("const int sp = static_cast<int>((chunks - 1) % 2);");
+    k.line("napkin::mbar_wait(&v_full[sp], static_cast<unsigned>(((chunks - 1) / 2) & 1));");
+    k.line("napkin::fence_regs(o);");
+    k.line("napkin::wgmma_fence();");
+    k.line("#pragma unroll");
+    k.line("for (int kk = 0; kk < T_X / 16; ++kk)");
+    k.line("  " + o_name + "<1>(o, pa[kk], napkin::smem_desc(smem + OFF_V + sp * V_BYTES + kk * 16 * 128, T_X * 128, 1024));");
+    k.line("napkin::wgmma_commit();");
+    k.line("napkin::wgmma_wait<0>();");
+    k.line("napkin::fence_regs(o);");
+    k.line("napkin::mbar_arrive(&v_empty[sp]);");
+    k.close();
+  }
+};
+
+}  // namespace
+
+KernelEmit emit_flash_wgmma(Context& c, const KernelChoice& kc, const FlashForm& f, const std::string& fallback_launch) {
+  const MmaShape* mma = &*kc.cost.spec->wgmma_mma;  // lowering accepted the variant (lower/flash_form.cpp flash_wgmma_fits)
+  const int consumers = f.warps / 4;
+  std::string s_name, o_name;
+  const std::string s_fn = wgmma_function(*mma, static_cast<int>(f.TX), false, s_name);
+  const std::string o_fn = wgmma_function(*mma, static_cast<int>(f.DV), true, o_name);
+  const std::string &M = f.M, &x = f.x;
+  // the lemma's state once per warp (one m16 tile); O rescaled after its wgmma, rows 0 and 1 of each n8 tile
+  const FlashLemma lemma(f, false, "sacc[nt * 4 + e]",
+                         "for (int nt = 0; nt < D_V / 8; ++nt) o[nt * 4] *= corr[0], o[nt * 4 + 1] *= corr[0], o[nt * 4 + 2] *= corr[1], o[nt * 4 + 3] *= corr[1];", true);
+
+  Code k;
+  k.line("// wgmma variant (sm_90a): warpgroup 0 loads Q once and K, V chunks by TMA into 2-stage rings; " + std::to_string(consumers) +
+         " consumer warpgroup(s) x 64 rows of " + M);
+  k.line("// S = Q K^T and O += P V on wgmma (P from registers), online softmax in registers");
+  k.open("namespace wg");
+  k.text += s_fn + o_fn;
+  k.line("constexpr int CONSUMERS = " + std::to_string(consumers) + ", THREADS = (CONSUMERS + 1) * 128;");
+  k.line("constexpr int Q_BYTES = T_Q * D_K * 2, K_BYTES = T_X * D_K * 2, V_BYTES = T_X * D_V * 2;");
+  k.line("constexpr int OFF_K = Q_BYTES, OFF_V = OFF_K + 2 * K_BYTES, OFF_BAR = OFF_V + 2 * V_BYTES;  // SMEM bytes: Q, K ring, V ring, barriers");
+  k.line("constexpr size_t SMEM_BYTES = OFF_BAR + 16 * sizeof(uint64_t) + 1024;  // + alignment");
+  k.line("__global__ void __launch_bounds__(THREADS, 1) kernel(const Args a, const __grid_constant__ CUtensorMap tm_" + f.Qn +
+         ", const __grid_constant__ CUtensorMap tm_" + f.Kn + ", const __grid_constant__ CUtensorMap tm_" + f.Vn + ") {");
+  ++k.indent;
+  k.line("#if defined(__CUDA_ARCH_FEAT_SM90_ALL)");
+  c.declare_sizes(k);
+  k.line("extern __shared__ __align__(1024) unsigned char smem_raw[];");
+  k.line("unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) / 1024 * 1024);");
+  k.line("uint64_t* bar = reinterpret_cast<uint64_t*>(smem + OFF_BAR);");
+  k.line("uint64_t *q_full = bar, *k_full = bar + 1, *k_empty = bar + 3, *v_full = bar + 5, *v_empty = bar + 7;");
+  flash_tile_origin(k, f, f.skip);  // causal: the tiles with the most chunks first, so the short ones fill the last wave
+  flash_chunks(k, f);
+  flash_tma_ring(k, c, f);
+  k.line("// consumer warpgroups: rows cw * 64 .. cw * 64 + 63 of the q tile");
+  k.line("napkin::setmaxnreg_inc<240>();");
+  k.line("const int cw = threadIdx.x / 128 - 1, warp = threadIdx.x % 128 / 32, lane = threadIdx.x % 32;");
+  k.line("float o[D_V / 2] = {};           // registers: O accumulator (unnormalised), m16n8 tiles");
+  lemma.init(k);
+  k.line("uint32_t pa[T_X / 16][4];       // registers: P of the previous chunk in 16 bits, wgmma A fragments");
+  k.line("napkin::mbar_wait(q_full, 0);");
+  k.line("// ping-pong (FlashAttention-3 §3.1): the two consumer warpgroups take turns issuing their MMAs, so one's softmax");
+  k.line("// runs while the other's MMAs occupy the tensor cores. Named barrier 1 + w: warpgroup w may issue.");
+  k.line("if (CONSUMERS == 2 && cw == 1) napkin::named_arrive(1, 256);  // warpgroup 0 goes first");
+  k.line("// software pipeline: chunk kc issues S_kc and then O += P_{kc-1} V_{kc-1}; the softmax of S_kc overlaps the latter.");
+  k.line("// Chunk 0 is peeled off so that no wgmma is issued under a run-time condition (ptxas would serialise them).");
+  Consumer consumer{c, f, lemma, k, s_name, o_name, false, {}};
+  consumer.chain = consumer_score_chain(c, f, consumer.causal);
+  consumer.walk();
+  k.line("if (CONSUMERS == 2 && cw == 0) napkin::named_sync(1, 256);  // matches warpgroup 1's last turn");
+  flash_epilogue_pairs(k, c, f, lemma);
   k.line("#endif");
   --k.indent;
   k.line("}");

@@ -1,112 +1,16 @@
 // Strategy gemm: contractions over one axis of 16-bit operands, element-wise epilogues. Contract:
-// see strategies.hpp and gemm_form.hpp. This file reads the kernel as a gemm (analyse_gemm), emits
-// the grid decode and the epilogue both variants share, and the mma.sync variant: grid = tiles of
+// see strategies.hpp and gemm_form.hpp. This file renders the mma.sync variant of the form lowering
+// read (the grid decode, staging and epilogue both variants share: render.hpp): grid = tiles of
 // (M, N) rasterised in groups of 8 M tiles (concurrent blocks share operand tiles in L2) x batch
 // axes; K streamed in chunks of T_K through a STAGES-deep cp.async pipeline; each warp owns
 // WM = T_M/WARPS rows of M and all T_N columns; fragments come from SMEM by ldmatrix (.trans for
 // operands stored with M or N contiguous); accumulators stay in registers until the epilogue.
 // Where the hardware has wgmma and TMA, emit_gemm_wgmma (gemm_wgmma.cpp) adds the sm_90a variant
 // and the launcher picks it at run time.
-#include <algorithm>
-
 #include "emit/cuda/gemm_form.hpp"
 #include "emit/cuda/preamble.hpp"
 
 namespace napkin::cuda {
-
-void gemm_tile_origin(Code& code, const GemmForm& g, int cluster, const std::string& cluster_axis, const std::string& block) {
-  const std::string &M = g.M, &N = g.N;
-  const std::string batch = g.batch.empty() ? "no batch axes" : "batch axes " + join(g.batch);
-  // A cluster takes `cluster` consecutive tiles along its axis and one along the other: the
-  // rasterisation runs over cluster rows (of M) or cluster columns (of N) instead of tiles.
-  const bool along_m = cluster > 1 && cluster_axis == M, along_n = cluster > 1 && !along_m;
-  const std::string rows = along_m ? "rows" : "tiles_m", cols = along_n ? "cols" : "tiles_n";
-  const std::string group = std::to_string(along_m ? std::max(1, 8 / cluster) : 8);  // groups of 8 M tiles (in cluster rows along M)
-  if (cluster > 1)
-    code.line("// grid: clusters of " + std::to_string(cluster) + " blocks over " + (along_m ? std::to_string(cluster) + " tiles of " + M + " and one of " + N
-                                                                                          : "one tile of " + M + " and " + std::to_string(cluster) + " tiles of " + N) +
-              "; " + (along_m ? "cluster rows of " + M + " x tiles of " + N : "tiles of " + M + " x cluster columns of " + N) + ", in groups of 8 " + M +
-              " tiles; then " + batch);
-  else
-    code.line("// grid: tiles of " + M + " x tiles of " + N + ", in groups of 8 " + M + " tiles; then " + batch);
-  code.line("const int64_t tiles_m = (N_" + M + " + T_M - 1) / T_M, tiles_n = (N_" + N + " + T_N - 1) / T_N;");
-  if (along_m) code.line("const int64_t rows = (tiles_m + CLUSTER - 1) / CLUSTER;");
-  if (along_n) code.line("const int64_t cols = (tiles_n + CLUSTER - 1) / CLUSTER;");
-  code.line("int64_t bid = " + block + (cluster > 1 ? " / CLUSTER" : "") + ";");
-  code.line("const int64_t tile = bid % (" + rows + " * " + cols + ");");
-  code.line("bid /= " + rows + " * " + cols + ";");
-  code.line("const int64_t first_m = tile / (" + group + " * " + cols + ") * " + group + ", group_m = min(int64_t{" + group + "}, " + rows + " - first_m);");
-  const std::string r = "first_m + tile % (" + group + " * " + cols + ") % group_m", c = "tile % (" + group + " * " + cols + ") / group_m";
-  code.line("const int64_t o_" + M + " = " + (along_m ? "((" + r + ") * CLUSTER + " + block + " % CLUSTER) * T_M;" : "(" + r + ") * T_M;"));
-  code.line("const int64_t o_" + N + " = " + (along_n ? "((" + c + ") * CLUSTER + " + block + " % CLUSTER) * T_N;" : "(" + c + ") * T_N;"));
-  decompose(code, "bid", g.batch);
-  code.line("const int n_M = static_cast<int>(min(int64_t{T_M}, N_" + M + " - o_" + M + ")), n_N = static_cast<int>(min(int64_t{T_N}, N_" + N +
-            " - o_" + N + "));");
-}
-
-void gemm_epilogue(Code& code, Context& c, const KernelChoice& kc, const GemmForm& g, const std::function<void(const std::function<void()>&)>& loops,
-                   const std::function<std::string(std::size_t)>& acc, std::set<std::string>& stored) {
-  const Diagram& d = c.diagram();
-  NodeOverride over = [&](const Expr& e) -> std::optional<std::string> {
-    for (std::size_t i = 0; i < g.gemms.size(); ++i)
-      if (g.gemms[i].node == &e) return acc(i);
-    return std::nullopt;
-  };
-  auto values = [&] {  // v_<o>[q] for q = 0, 1 at i_<N> = o_<N> + col + q
-    std::vector<std::string> v;
-    bool uses_n = false;
-    for (const auto& o : kc.cost.outputs) {
-      v.push_back("v_" + o + "[q] = " + c.value(*d.find_statement(o)->expr, over, kc.cost.internal) + ";");
-      uses_n |= v.back().find("i_" + g.N) != std::string::npos;
-      code.line("float v_" + o + "[2];");
-    }
-    code.line("#pragma unroll");
-    code.open("for (int q = 0; q < 2; ++q)");
-    if (uses_n) code.line("const int64_t i_" + g.N + " = o_" + g.N + " + col + q;");
-    for (const auto& line : v) code.line(line);
-    code.close();
-  };
-  // Interior tiles: every output stored with N innermost can take one paired store per element pair.
-  std::string interior = "n_M == T_M && n_N == T_N && N_" + g.N + " % 2 == 0";
-  for (const auto& o : kc.cost.outputs) {
-    if (c.axes(o).empty() || c.axes(o).back() != g.N) interior.clear();
-    if (interior.empty()) break;
-    interior += " && reinterpret_cast<uintptr_t>(a." + o + ") % (2 * sizeof(*a." + o + ")) == 0";
-  }
-  if (!interior.empty()) {
-    code.line("// interior tile, pairs aligned: unpredicated paired stores");
-    code.open("if (" + interior + ")");
-    loops([&] {
-      code.line("const int64_t i_" + g.M + " = o_" + g.M + " + row;");
-      values();
-      code.line("const int64_t i_" + g.N + " = o_" + g.N + " + col;");
-      for (const auto& o : kc.cost.outputs) code.line("napkin::store2(a." + o + " + " + c.index(o) + ", v_" + o + ");");
-    });
-    code.close(" else {");
-    ++code.indent;
-  }
-  loops([&] {
-    code.open("if (row < n_M && col < n_N)");
-    code.line("const int64_t i_" + g.M + " = o_" + g.M + " + row;");
-    for (const auto& o : kc.cost.outputs) code.line("float v_" + o + "[2] = {}; int64_t x_" + o + "[2] = {};");
-    code.line("#pragma unroll");
-    code.open("for (int q = 0; q < 2; ++q)");
-    code.line("if (col + q >= n_N) break;");
-    code.line("const int64_t i_" + g.N + " = o_" + g.N + " + col + q;");
-    for (const auto& o : kc.cost.outputs) {
-      code.line("x_" + o + "[q] = " + c.index(o) + ";");
-      code.line("v_" + o + "[q] = " + c.value(*d.find_statement(o)->expr, over, kc.cost.internal) + ";");
-    }
-    code.close();
-    for (const auto& o : kc.cost.outputs) code.line("napkin::store_pair(a." + o + ", x_" + o + ", v_" + o + ", col + 1 < n_N);");
-    code.close();
-  });
-  if (!interior.empty()) {
-    --code.indent;
-    code.line("}");
-  }
-  stored.insert(kc.cost.outputs.begin(), kc.cost.outputs.end());
-}
 
 KernelEmit emit_gemm(Context& c, const KernelChoice& kc) {
   const KernelSpec& spec = *kc.cost.spec;
@@ -143,43 +47,9 @@ KernelEmit emit_gemm(Context& c, const KernelChoice& kc) {
   code.line("T* smem = reinterpret_cast<T*>(smem_raw);");
   code.line("const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;");
   gemm_tile_origin(code, g);
-  for (const auto& t : g.tiles) {
-    std::string origin = offset(c, t.array, [&](const std::string& a) {
-      if (a == k || contains(g.k_outer, a)) return std::string("0");
-      if (a == M || a == N) return "o_" + a;
-      return "i_" + a;
-    });
-    code.line("const T* g_" + t.array + " = a." + t.array + " + " + origin + ";  // tile origin");
-    code.line("const int64_t rs_" + t.array + " = " + stride(c, t.array, t.rows) + ";  // elements between rows of the tile (" + t.rows + ")");
-    std::string outer_aligned;  // the outer contracted axes' offsets keep the 16-byte alignment
-    for (const auto& a : g.k_outer) outer_aligned += " && " + stride(c, t.array, a) + " % 8 == 0";
-    code.line("const bool vec_" + t.array + " = rs_" + t.array + " % 8 == 0" + outer_aligned + " && reinterpret_cast<uintptr_t>(g_" + t.array +
-              ") % 16 == 0;  // 16-byte cp.async");
-  }
-  // Several contracted axes: chunk kc is index kc / k_chunks of the outer axes (decomposed, last
-  // fastest) and chunk kc % k_chunks of K; each operand's tile sits at its outer axes' offset.
+  gemm_operand_origins(code, c, g);
+  gemm_chunk_loader(code, c, g);
   const bool outer = !g.k_outer.empty();
-  std::string outer_count;
-  for (const auto& a : g.k_outer) outer_count += " * N_" + a;
-  if (outer) code.line("const int64_t k_chunks = (N_" + k + " + T_K - 1) / T_K, chunks = k_chunks" + outer_count + ";");
-  else code.line("const int64_t chunks = (N_" + k + " + T_K - 1) / T_K;");
-  code.open(std::string("auto load_chunk = [&](int stage, int64_t ") + (outer ? "kc)" : "o_k)"));
-  code.line("T* s = smem + stage * STAGE_ELEMS;");
-  if (outer) {
-    code.line("int64_t ko = kc / k_chunks;");
-    code.line("const int64_t o_k = kc % k_chunks * T_K;");
-    decompose(code, "ko", g.k_outer);
-  }
-  code.line("const int n_K = static_cast<int>(min(int64_t{T_K}, N_" + k + " - o_k));");
-  for (const auto& t : g.tiles) {
-    std::string R = t.rows == k ? "T_K" : (t.rows == M ? "T_M" : "T_N"), C = t.cols == k ? "T_K" : (t.cols == M ? "T_M" : "T_N");
-    std::string nr = t.rows == k ? "n_K" : (t.rows == M ? "n_M" : "n_N"), nc = t.cols == k ? "n_K" : (t.cols == M ? "n_M" : "n_N");
-    std::string src = t.k_rows ? "g_" + t.array + " + o_k * rs_" + t.array : "g_" + t.array + " + o_k";
-    for (const auto& a : g.k_outer) src += " + i_" + a + " * " + stride(c, t.array, a);
-    code.line("napkin::load_tile<" + R + ", " + C + ", P_" + t.array + ", THREADS>(s + OFF_" + t.array + ", " + src + ", rs_" + t.array + ", " + nr +
-              ", " + nc + ", vec_" + t.array + ");");
-  }
-  code.close(";");
   for (std::size_t i = 0; i < g.gemms.size(); ++i)
     code.line("float acc" + std::to_string(i) + "[MT][NT][4] = {};  // registers: contract(" + g.gemms[i].a.array + ", " + g.gemms[i].b.array + "; " +
               join(g.gemms[i].node->axes) + ")");
@@ -245,11 +115,7 @@ KernelEmit emit_gemm(Context& c, const KernelChoice& kc) {
   code.line("}");
   code.line("");
   Code l;
-  std::string blocks = "blocks = ((a.N_" + M + " + " + std::to_string(g.TM) + " - 1) / " + std::to_string(g.TM) + ") * ((a.N_" + N + " + " +
-                       std::to_string(g.TN) + " - 1) / " + std::to_string(g.TN) + ")";
-  for (const auto& b : g.batch) blocks += " * a.N_" + b;
-  l.line("const int64_t " + blocks + ";");
-  l.line("if (blocks == 0) return 0;");
+  gemm_launch_blocks(l, g);
   add_hopper_variant(r, code, l, spec, ns, [&](const std::string& fallback) { return emit_gemm_wgmma(c, kc, g, fallback); });
   code.close("  // namespace " + ns);
   r.device_code = code.text;

@@ -9,9 +9,129 @@
 // access and has U = 4 of them in flight, so the HBM latency is covered by few warps.
 #include <set>
 
-#include "emit/cuda/strategies.hpp"
+#include "emit/cuda/render.hpp"
 
 namespace napkin::cuda {
+
+namespace {
+
+/** One rows kernel being rendered: its statement, the normalised axis, the arrays read (and the
+ *  output written) 8 elements at a time on the vector path, and the device code. */
+struct RowsKernel {
+  Context& c;
+  const Statement& st;
+  const Expr& e;
+  std::string ax;
+  std::set<std::string> vec_arrays;
+  bool vec_out = false, has_vec = false;
+  Code& k;
+};
+
+/** The vector path's arrays: 16-bit arrays read by the normaliser's arguments with `ax` innermost,
+ *  and the output where its innermost axis is `ax`; emits `vec`, the run-time condition of the
+ *  16-byte path (N % 8 == 0, pointers 16-byte aligned), where there are any. */
+void vector_path(RowsKernel& r) {
+  auto is16 = [&](const std::string& arr) { return r.c.ctype_of(arr) != "float"; };
+  for (const auto& arg : r.e.args)
+    walk(*arg, [&](const Expr& n) {
+      if (n.kind == Expr::Kind::ref && r.c.diagram().array_axes(n.name) && !r.c.axes(n.name).empty() && r.c.axes(n.name).back() == r.ax && is16(n.name))
+        r.vec_arrays.insert(n.name);
+    });
+  r.vec_out = r.st.axes.back() == r.ax && is16(r.st.name);
+  r.has_vec = !r.vec_arrays.empty() || r.vec_out;
+  if (!r.has_vec) return;
+  std::string cond = "N_" + r.ax + " % 8 == 0";
+  for (const auto& arr : r.vec_arrays) cond += " && reinterpret_cast<uintptr_t>(a." + arr + ") % 16 == 0";
+  if (r.vec_out) cond += " && reinterpret_cast<uintptr_t>(a." + r.st.name + ") % 16 == 0";
+  r.k.line("const bool vec = " + cond + ";  // the 16-byte path");
+}
+
+/** One walk of the team over the row: `body(over)` emits the work at element i_<ax> (its loads
+ *  rendered through `over`); with `store` (the output value, an expression over what body
+ *  defined), the walk stores it. On the vector path each thread takes 8 elements per 16-byte
+ *  access, U accesses in flight; else one element per step. */
+void walk_row(RowsKernel& r, const std::vector<const Expr*>& roots, const std::function<void(const NodeOverride&)>& body, const std::string& store) {
+  Code& k = r.k;
+  const std::string& ax = r.ax;
+  const std::string& out = r.st.name;
+  std::set<std::string> used;  // the vector arrays this walk reads
+  for (const auto* root : roots)
+    walk(*root, [&](const Expr& n) {
+      if (n.kind == Expr::Kind::ref && r.vec_arrays.count(n.name)) used.insert(n.name);
+    });
+  auto scalar = [&] {
+    k.open("for (int64_t i_" + ax + " = t; i_" + ax + " < N_" + ax + "; i_" + ax + " += TEAM)");
+    body({});
+    if (!store.empty()) k.line("a." + out + "[" + r.c.index(out) + "] = napkin::from_f<" + r.c.ctype_of(out) + ">(" + store + ");");
+    k.close();
+  };
+  if (!r.has_vec) return scalar();
+  const NodeOverride over_vec = [&](const Expr& n) -> std::optional<std::string> {
+    if (n.kind == Expr::Kind::ref && r.vec_arrays.count(n.name))
+      return "napkin::to_f(reinterpret_cast<const " + r.c.ctype_of(n.name) + "*>(&r_" + n.name + "[u])[j])";
+    return std::nullopt;
+  };
+  k.open("if (vec)");
+  k.open("for (int64_t b0 = int64_t{t} * 8; b0 < N_" + ax + "; b0 += int64_t{TEAM} * 8 * U)");
+  for (const auto& arr : used) k.line("uint4 r_" + arr + "[U] = {};");
+  k.line("#pragma unroll");
+  k.open("for (int u = 0; u < U; ++u)");
+  k.line("const int64_t i_" + ax + " = b0 + int64_t{u} * TEAM * 8;");
+  k.line("if (i_" + ax + " >= N_" + ax + ") break;");
+  for (const auto& arr : used) k.line("r_" + arr + "[u] = *reinterpret_cast<const uint4*>(a." + arr + " + " + r.c.index(arr) + ");");
+  k.close();
+  k.line("#pragma unroll");
+  k.open("for (int u = 0; u < U; ++u)");
+  k.line("if (b0 + int64_t{u} * TEAM * 8 >= N_" + ax + ") break;");
+  if (!store.empty()) k.line("float ys[8];");
+  k.line("#pragma unroll");
+  k.open("for (int j = 0; j < 8; ++j)");
+  k.line("const int64_t i_" + ax + " = b0 + int64_t{u} * TEAM * 8 + j;");
+  k.line("(void)i_" + ax + ";");
+  body(over_vec);
+  if (!store.empty()) {
+    if (r.vec_out) k.line("ys[j] = " + store + ";");
+    else k.line("a." + out + "[" + r.c.index(out) + "] = napkin::from_f<" + r.c.ctype_of(out) + ">(" + store + ");");
+  }
+  k.close();
+  if (!store.empty() && r.vec_out) {
+    const std::string T = r.c.ctype_of(out);
+    k.line("const int64_t i_" + ax + " = b0 + int64_t{u} * TEAM * 8;");
+    k.line("*reinterpret_cast<uint4*>(a." + out + " + " + r.c.index(out) + ") = make_uint4(napkin::pack2<" + T + ">(ys[0], ys[1]), napkin::pack2<" + T +
+           ">(ys[2], ys[3]), napkin::pack2<" + T + ">(ys[4], ys[5]), napkin::pack2<" + T + ">(ys[6], ys[7]));");
+  }
+  k.close();
+  k.close();
+  k.close(" else {");
+  ++k.indent;
+  scalar();
+  k.close();
+}
+
+/** The body of a row: the lemma's statistics over a first walk, merged and finalised, then a
+ *  second walk applying the map and storing the output (rows past the last are dropped only
+ *  after the merge, which every thread of the team joins). */
+void row_body(RowsKernel& r) {
+  const RowsLemma lemma(r.c, r.e);
+  const Expr& v = *r.e.args[0];
+  lemma.init(r.k);
+  walk_row(r, {&v}, [&](const NodeOverride& over) {
+    r.k.line("const float v = " + r.c.value(v, over) + ";");
+    lemma.update(r.k);
+  }, "");
+  lemma.merge(r.k);
+  lemma.finalise(r.k);
+  r.k.line("if (!live) continue;");
+  std::vector<const Expr*> roots;
+  for (const auto& arg : r.e.args) roots.push_back(&*arg);
+  walk_row(r, roots, [&](const NodeOverride& over) {
+    r.k.line("const float v = " + r.c.value(v, over) + ";");
+    if (r.e.args.size() > 1) r.k.line("const float w = " + r.c.value(*r.e.args[1], over) + ";");
+    if (r.e.args.size() > 2) r.k.line("const float bias = " + r.c.value(*r.e.args[2], over) + ";");
+  }, lemma.map());
+}
+
+}  // namespace
 
 KernelEmit emit_rows(Context& c, const KernelChoice& kc) {
   const Diagram& d = c.diagram();
@@ -48,152 +168,9 @@ KernelEmit emit_rows(Context& c, const KernelChoice& kc) {
   k.line("if (TEAM_WARPS == 1 && !live) break;");
   k.line("if (!live) row = 0;");
   decompose(k, "row", rows);
-  // Arrays read (and the output written) 8 elements at a time on the vector path.
-  std::set<std::string> vec_arrays;
-  auto is16 = [&](const std::string& arr) { return c.ctype_of(arr) != "float"; };
-  for (const auto& arg : e.args)
-    walk(*arg, [&](const Expr& n) {
-      if (n.kind == Expr::Kind::ref && d.array_axes(n.name) && !c.axes(n.name).empty() && c.axes(n.name).back() == ax && is16(n.name))
-        vec_arrays.insert(n.name);
-    });
-  const bool vec_out = st.axes.back() == ax && is16(st.name);
-  const bool has_vec = !vec_arrays.empty() || vec_out;
-  if (has_vec) {
-    std::string cond = "N_" + ax + " % 8 == 0";
-    for (const auto& arr : vec_arrays) cond += " && reinterpret_cast<uintptr_t>(a." + arr + ") % 16 == 0";
-    if (vec_out) cond += " && reinterpret_cast<uintptr_t>(a." + st.name + ") % 16 == 0";
-    k.line("const bool vec = " + cond + ";  // the 16-byte path");
-  }
-  const NodeOverride over_vec = [&](const Expr& n) -> std::optional<std::string> {
-    if (n.kind == Expr::Kind::ref && vec_arrays.count(n.name))
-      return "napkin::to_f(reinterpret_cast<const " + c.ctype_of(n.name) + "*>(&r_" + n.name + "[u])[j])";
-    return std::nullopt;
-  };
-  // One walk over the row: `body(over, y)` emits the work at element i_<ax> (its loads rendered
-  // through `over`); with `store`, body leaves the output value in `y` and the walk stores it.
-  auto walk_row = [&](const std::vector<const Expr*>& roots, const std::function<void(const NodeOverride&)>& body, const std::string& store) {
-    std::set<std::string> used;  // the vector arrays this walk reads
-    for (const auto* r : roots)
-      walk(*r, [&](const Expr& n) {
-        if (n.kind == Expr::Kind::ref && vec_arrays.count(n.name)) used.insert(n.name);
-      });
-    auto scalar = [&] {
-      k.open("for (int64_t i_" + ax + " = t; i_" + ax + " < N_" + ax + "; i_" + ax + " += TEAM)");
-      body({});
-      if (!store.empty()) k.line("a." + st.name + "[" + c.index(st.name) + "] = napkin::from_f<" + c.ctype_of(st.name) + ">(" + store + ");");
-      k.close();
-    };
-    if (!has_vec) return scalar();
-    k.open("if (vec)");
-    k.open("for (int64_t b0 = int64_t{t} * 8; b0 < N_" + ax + "; b0 += int64_t{TEAM} * 8 * U)");
-    for (const auto& arr : used) k.line("uint4 r_" + arr + "[U] = {};");
-    k.line("#pragma unroll");
-    k.open("for (int u = 0; u < U; ++u)");
-    k.line("const int64_t i_" + ax + " = b0 + int64_t{u} * TEAM * 8;");
-    k.line("if (i_" + ax + " >= N_" + ax + ") break;");
-    for (const auto& arr : used) k.line("r_" + arr + "[u] = *reinterpret_cast<const uint4*>(a." + arr + " + " + c.index(arr) + ");");
-    k.close();
-    k.line("#pragma unroll");
-    k.open("for (int u = 0; u < U; ++u)");
-    k.line("if (b0 + int64_t{u} * TEAM * 8 >= N_" + ax + ") break;");
-    if (!store.empty()) k.line("float ys[8];");
-    k.line("#pragma unroll");
-    k.open("for (int j = 0; j < 8; ++j)");
-    k.line("const int64_t i_" + ax + " = b0 + int64_t{u} * TEAM * 8 + j;");
-    k.line("(void)i_" + ax + ";");
-    body(over_vec);
-    if (!store.empty()) {
-      if (vec_out) k.line("ys[j] = " + store + ";");
-      else k.line("a." + st.name + "[" + c.index(st.name) + "] = napkin::from_f<" + c.ctype_of(st.name) + ">(" + store + ");");
-    }
-    k.close();
-    if (!store.empty() && vec_out) {
-      const std::string T = c.ctype_of(st.name);
-      k.line("const int64_t i_" + ax + " = b0 + int64_t{u} * TEAM * 8;");
-      k.line("*reinterpret_cast<uint4*>(a." + st.name + " + " + c.index(st.name) + ") = make_uint4(napkin::pack2<" + T + ">(ys[0], ys[1]), napkin::pack2<" + T +
-             ">(ys[2], ys[3]), napkin::pack2<" + T + ">(ys[4], ys[5]), napkin::pack2<" + T + ">(ys[6], ys[7]));");
-    }
-    k.close();
-    k.close();
-    k.close(" else {");
-    ++k.indent;
-    scalar();
-    k.close();
-  };
-  if (e.op == Op::softmax) {
-    k.line("float m = -INFINITY, l = 0.0f;  // online max and sum (paper §4, one pass)");
-    walk_row({&*e.args[0]}, [&](const NodeOverride& over) {
-      k.line("const float v = " + c.value(*e.args[0], over) + ";");
-      k.line("if (v > m) { l = l * (m == -INFINITY ? 0.0f : __expf(m - v)); m = v; }");
-      k.line("l += v == -INFINITY ? 0.0f : __expf(v - m);");
-    }, "");
-    k.open("for (int o = 16; o > 0; o /= 2)");
-    k.line("const float m2 = __shfl_xor_sync(0xffffffffu, m, o), l2 = __shfl_xor_sync(0xffffffffu, l, o);");
-    k.line("const float mm = fmaxf(m, m2);");
-    k.line("l = (m == -INFINITY ? 0.0f : l * __expf(m - mm)) + (m2 == -INFINITY ? 0.0f : l2 * __expf(m2 - mm));");
-    k.line("m = mm;");
-    k.close();
-    k.open("if (TEAM_WARPS > 1)");
-    k.line("if (lane == 0) red[warp][0] = m, red[warp][1] = l;");
-    k.line("__syncthreads();");
-    k.line("const int first = warp / TEAM_WARPS * TEAM_WARPS;");
-    k.line("m = -INFINITY;");
-    k.line("for (int w = 0; w < TEAM_WARPS; ++w) m = fmaxf(m, red[first + w][0]);");
-    k.line("l = 0.0f;");
-    k.line("for (int w = 0; w < TEAM_WARPS; ++w) l += red[first + w][0] == -INFINITY ? 0.0f : red[first + w][1] * __expf(red[first + w][0] - m);");
-    k.line("__syncthreads();");
-    k.close();
-    k.line("const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;");
-    k.line("if (!live) continue;");
-    walk_row({&*e.args[0]}, [&](const NodeOverride& over) { k.line("const float v = " + c.value(*e.args[0], over) + ";"); },
-             "(m == -INFINITY ? 0.0f : __expf(v - m) * inv_l)");
-  } else {
-    bool layer = e.op == Op::layernorm;
-    // Sums, merged by plain addition: count n, s1 and s2 = the sums of (v - shift) and its square.
-    // layernorm shifts by the row's first element (shifted-data variance, no division per element
-    // and no cancellation when the mean is large); rmsnorm needs the sum of squares alone.
-    k.line("float n = 0.0f, s1 = 0.0f, s2 = 0.0f;  // count, sum and sum of squares of v - shift");
-    if (layer) {
-      k.open("const float shift = [&]");
-      k.line("const int64_t i_" + ax + " = 0;");
-      k.line("return " + c.value(*e.args[0]) + ";");
-      k.close("();");
-    }
-    walk_row({&*e.args[0]}, [&](const NodeOverride& over) {
-      k.line("const float v = " + c.value(*e.args[0], over) + ";");
-      k.line(layer ? "const float dv = v - shift;" : "const float dv = v;");
-      k.line("n += 1.0f; s1 += dv; s2 += dv * dv;");
-    }, "");
-    k.open("for (int o = 16; o > 0; o /= 2)");
-    k.line("n += __shfl_xor_sync(0xffffffffu, n, o), s1 += __shfl_xor_sync(0xffffffffu, s1, o), s2 += __shfl_xor_sync(0xffffffffu, s2, o);");
-    k.close();
-    k.open("if (TEAM_WARPS > 1)");
-    k.line("if (lane == 0) red[warp][0] = n, red[warp][1] = s1, red[warp][2] = s2;");
-    k.line("__syncthreads();");
-    k.line("const int first = warp / TEAM_WARPS * TEAM_WARPS;");
-    k.line("n = 0.0f, s1 = 0.0f, s2 = 0.0f;");
-    k.line("for (int w = 0; w < TEAM_WARPS; ++w) n += red[first + w][0], s1 += red[first + w][1], s2 += red[first + w][2];");
-    k.line("__syncthreads();");
-    k.close();
-    if (layer) {
-      k.line("const float mean = shift + s1 / n;");
-      k.line("const float m2 = fmaxf(s2 - s1 * s1 / n, 0.0f);  // sum of squared deviations from the mean");
-    } else {
-      k.line("const float m2 = s2;  // rmsnorm: the sum of squares");
-    }
-    k.line("const float inv = rsqrtf(m2 / n + " + flit(eps_of(e)) + ");");
-    k.line("if (!live) continue;");
-    std::string y = layer ? "(v - mean) * inv" : "v * inv";
-    if (e.args.size() > 1) y += " * w";
-    if (e.args.size() > 2) y += " + bias";
-    std::vector<const Expr*> roots;
-    for (const auto& arg : e.args) roots.push_back(&*arg);
-    walk_row(roots, [&](const NodeOverride& over) {
-      k.line("const float v = " + c.value(*e.args[0], over) + ";");
-      if (e.args.size() > 1) k.line("const float w = " + c.value(*e.args[1], over) + ";");
-      if (e.args.size() > 2) k.line("const float bias = " + c.value(*e.args[2], over) + ";");
-    }, y);
-  }
+  RowsKernel rk{c, st, e, ax, {}, false, false, k};
+  vector_path(rk);
+  row_body(rk);
   k.close();
   --k.indent;
   k.line("}");
@@ -203,11 +180,7 @@ KernelEmit emit_rows(Context& c, const KernelChoice& kc) {
   r.stored.insert(st.name);
   r.device_code = k.text;
   Code l;
-  std::string rows_total = "int64_t{1}";
-  for (const auto& rw : rows) rows_total += " * a.N_" + rw;
-  l.line("const int64_t blocks = (" + rows_total + " + " + std::to_string(R) + " - 1) / " + std::to_string(R) + ";");
-  l.line("if (blocks == 0) return 0;");
-  l.line(ns + "::kernel<<<static_cast<unsigned>(blocks), " + ns + "::THREADS, 0, stream>>>(a);");
+  rows_launch(l, rows, R, ns);
   r.launch_code = l.text;
   return r;
 }

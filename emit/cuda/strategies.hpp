@@ -2,7 +2,8 @@
  *  The renderers of one schedule kernel as CUDA, one per strategy lowering chose (lower/lower.hpp:
  *  KernelSpec; emit/cuda/unit.cpp dispatches on it). A renderer never declines a spec: where it
  *  could not render what lowering accepted, that is an internal error (lowering and emission
- *  disagree), not a fallback.
+ *  disagree), not a fallback. The steps they share (grid decode, staging, lemmas, score chain,
+ *  epilogue, host launch) are in render.hpp, one file per concern.
  *  - gemm:  grid = tiles of M and N x the batch axes, warps split M, K streamed through a
  *           cp.async pipeline of the spec's stages, ldmatrix into mma.sync, fp32 accumulators,
  *           the element-wise epilogue on the accumulators; with the spec's wgmma path also an

@@ -1,0 +1,204 @@
+/** \file render.hpp
+ *  The steps the CUDA renderers of a kernel spec (emit/cuda/gemm.cpp, gemm_wgmma.cpp, flash.cpp,
+ *  flash_wgmma.cpp, rows.cpp) share, one file per concern, each written once for every strategy
+ *  and variant that needs it:
+ *  - render_grid.cpp: the grid decode (block index -> tile origins, batch indices, valid extents)
+ *    and the chunks of the streamed axis a block walks;
+ *  - render_lemma.cpp: each normaliser lemma's state, init, update and finalise arithmetic (the
+ *    flash form's online softmax in either fragment layout, the rows kernels' statistics);
+ *  - render_score.cpp: the flash form's score chain (S's contraction through the element-wise
+ *    score maps to P's argument) as values at one element of the score tile;
+ *  - render_staging.cpp: operand tiles from global memory into SMEM (tile origins, cp.async
+ *    loaders into a ring of stages, the TMA producer warpgroup and its mbarriers);
+ *  - render_epilogue.cpp: the output tile from the accumulators (the lemma's finalise, the stored
+ *    statements' element-wise epilogue), stored within the arrays' extents;
+ *  - render_launch.cpp: the host launcher (block counts, launch checks; the sm_90a variants'
+ *    tensor maps and run-time choice: tma_launch and add_hopper_variant, declared in
+ *    strategies.hpp).
+ *  Every step appends device code to a Code at its current indentation, in the conventions of
+ *  context.hpp (`i_<axis>`, `N_<axis>`, `a.<array>`); none declines what lowering accepted.
+ */
+#pragma once
+#include <string>
+
+#include "emit/cuda/strategies.hpp"
+#include "lower/flash_form.hpp"
+#include "lower/gemm_form.hpp"
+
+namespace napkin::cuda {
+
+// ---- grid decode (render_grid.cpp) ----
+
+/** Emits the gemm grid decode shared by both variants: `o_<M>`, `o_<N>` (tile origins,
+ *  L2-rasterised in groups of 8 M tiles), the batch indices `i_<b>`, `n_M`, `n_N` (valid rows and
+ *  columns; <= 0 for a block of a cluster past the last tile). With `cluster` > 1, consecutive
+ *  blocks (one cluster) take consecutive tiles along `cluster_axis` (M or N) and the same tile
+ *  along the other: the grid then has that axis's tile count rounded up to whole clusters.
+ *  `block`: the linear block index to decode (a persistent kernel's virtual block). Needs the
+ *  constants T_M, T_N (and CLUSTER) in scope. */
+void gemm_tile_origin(Code& code, const GemmForm& g, int cluster = 1, const std::string& cluster_axis = "", const std::string& block = "blockIdx.x");
+
+/** Emits the flash grid decode from blockIdx.x: `tiles_q`, `o_<M>` (the q tile's origin, q tiles
+ *  fastest, so that consecutive blocks share K and V in L2; with `longest_first` in reverse
+ *  order, so that a causal kernel's tiles with the most chunks start first and the short ones
+ *  fill the last wave), the batch indices `i_<b>` and `n_q` (the tile's valid rows, >= 1).
+ *  Needs T_Q in scope. */
+void flash_tile_origin(Code& k, const FlashForm& f, bool longest_first);
+
+/** Emits `chunks`, the chunks of x (T_X keys each) a flash block walks: all of them, or with the
+ *  causal skip (f.skip) those up to the chunk of the tile's last row (later ones are fully
+ *  masked). Needs o_<M>, n_q and T_X in scope. */
+void flash_chunks(Code& k, const FlashForm& f);
+
+// ---- normaliser lemmas (render_lemma.cpp) ----
+
+/** The flash form's normaliser lemma in one fragment layout of the score tile: the online
+ *  softmax (paper §3; Milakov & Gimelshein 2018: running max m and sum l per row, O and l rescaled
+ *  by corr = exp(m_old - m_new) when the max grows, P = exp(S - m) unnormalised, O / l at the end;
+ *  exponentials as exp2f of values scaled by LOG2E), or none (f.normaliser_lemma empty: P is the
+ *  score, O a plain sum over x, and every step below emits nothing). A thread holds two rows of
+ *  each m16 tile of S: h = 0, 1, rows lane/4 and lane/4 + 8; the chunk's row maxima are `mx[2]`. */
+struct FlashLemma {
+  /** `per_tile`: the state is kept per m16 tile of the warp (`m_run[mt]`, mma.sync: MT tiles per
+   *  warp) rather than once (`m_run`, a wgmma consumer's warp holds one). `s`: the score element
+   *  at (nt, e), e.g. "s[mt][nt][e]". `o_rescale`: the statement rescaling O's elements by the
+   *  correction; with `defer_o`, update() leaves `corr[2]` (per h) for rescale_o(), which the
+   *  caller emits once O may change (after its wgmma), else update() rescales row h of O by the
+   *  scalar `corr` itself. */
+  FlashLemma(const FlashForm& f, bool per_tile, std::string s, std::string o_rescale, bool defer_o);
+
+  bool softmax() const { return softmax_; }
+  /** The constants the lemma's arithmetic uses (LOG2E), at namespace scope. */
+  void constants(Code& k) const;
+  /** Declares and initialises the running state (m = -inf, l = 0). */
+  void init(Code& k) const;
+  /** Before a chunk's elements: `mx` starts at the running max. */
+  void chunk_begin(Code& k) const;
+  /** The value of a key past the end or masked out: -INFINITY (P = 0 after the update), or 0.0f
+   *  without a normaliser. */
+  std::string fill() const;
+  /** After each element's score is stored at `s`: folds it into the chunk's row max. */
+  void element(Code& k) const;
+  /** After the chunk's elements: the new running max (quad-reduced), l (and O, unless deferred)
+   *  rescaled, S turned into P = exp(S - m) in place, and P added to l. `P` names the statement. */
+  void update(Code& k, const std::string& P) const;
+  /** The deferred rescaling of O by corr[2] (with `defer_o`). */
+  void rescale_o(Code& k) const;
+  /** The end of the stream: `inv_l[2]` = 1 / l (quad-reduced; 0 for an empty row). */
+  void finalise(Code& k) const;
+  /** The normalised contraction's element: `acc` (an element of O in row `h`) times inv_l[h]. */
+  std::string result(const std::string& acc, const std::string& h) const;
+  /** What finalise makes of O, for a comment: "O / l (normalised contraction)", "O (a plain sum over x)". */
+  std::string finalise_note() const;
+
+ private:
+  bool softmax_, defer_o_;
+  std::string x_, m_, l_, s_, o_rescale_;
+};
+
+/** A rows kernel's normaliser lemma: the statistics each thread keeps over its elements of a row
+ *  and their merge across the warp (shuffles) and the team (SMEM `red[WARPS][3]`). softmax: the
+ *  online max and sum (paper §4, one pass); layernorm: count, sum and sum of squares of v - shift,
+ *  shifted by the row's first element (shifted-data variance: no division per element, no
+ *  cancellation when the mean is large); rmsnorm: count and sum of squares. Merged by plain
+ *  addition (the max-rescaled sum for softmax). */
+struct RowsLemma {
+  /** `e`: the normaliser (softmax, layernorm or rmsnorm) along `e.axes[0]`. */
+  RowsLemma(Context& c, const Expr& e);
+  /** Declares the statistics (layernorm: and the shift, the row's first element). */
+  void init(Code& k) const;
+  /** Per element of the first walk, with its argument in `v`. */
+  void update(Code& k) const;
+  /** Reduces the statistics over the warp, then over the team of TEAM_WARPS warps of a row. */
+  void merge(Code& k) const;
+  /** From the statistics to what the map needs (inv_l; mean and inv). */
+  void finalise(Code& k) const;
+  /** The output element, from `v`, `w` and `bias` (the normaliser's arguments in order). */
+  std::string map() const;
+
+ private:
+  Context& c_;
+  const Expr& e_;
+};
+
+// ---- the flash form's score chain (render_score.cpp) ----
+
+/** The score map of a flash form (f.score, with the chain's statements f.inlined expanded in
+ *  place) as fp32 expressions at one element of the score tile (indices i_<M>, i_<x>), in the
+ *  forms the renderers choose between at run time. */
+struct ScoreChain {
+  std::string value;     ///< arrays the map reads (masks, biases: not staged in tiles) read unbounded
+  std::string bounded;   ///< those arrays read against the extents of M and x (the tile's edge)
+  std::string interior;  ///< through the `interior` override (value where there is none)
+  bool reads_rows = false;  ///< the map reads an array along M (rows past N_M need a bound too)
+};
+
+/** The score chain with `over` rendering the contraction (f.cs: the accumulator element) and
+ *  anything else the variant renders itself; `interior`, where given, the override of an
+ *  interior chunk (e.g. a causal mask dropped). */
+ScoreChain score_chain(Context& c, const FlashForm& f, const NodeOverride& over, const NodeOverride& interior = {});
+
+/** Emits the comment stating what the score loop computes: P's argument (masked keys past N_x)
+ *  under a softmax, P itself (P = 0 past N_x) without a normaliser. */
+void score_comment(Code& k, const FlashForm& f);
+
+// ---- operand staging (render_staging.cpp) ----
+
+/** Emits, per operand tile of the gemm form, `g_<A>` (the tile's origin: o_<M>, o_<N>, the batch
+ *  indices; 0 along the contracted axes), `rs_<A>` (elements between its rows) and `vec_<A>`
+ *  (whether 16-byte cp.async is aligned, the outer contracted axes' offsets included). */
+void gemm_operand_origins(Code& code, Context& c, const GemmForm& g);
+/** Emits `chunks` (with several contracted axes: `k_chunks` per index of the outer axes, times
+ *  their extents) and `load_chunk(stage, o_k)` (with outer axes: `load_chunk(stage, kc)`), which
+ *  issues the cp.async of every operand's chunk into SMEM stage `stage`, bounded by n_M, n_N and
+ *  n_K. Needs the tile constants (T_*, P_*, OFF_*, STAGE_ELEMS) and gemm_operand_origins. */
+void gemm_chunk_loader(Code& code, Context& c, const GemmForm& g);
+/** Emits the flash form's cp.async operands: `g_Q` (the q tile's origin), `g_K`, `g_V` (x = 0),
+ *  their row strides rs_Q, rs_K, rs_V and `vec` (whether every row and pointer allows 16-byte
+ *  copies). */
+void flash_cp_async_operands(Code& k, Context& c, const FlashForm& f);
+/** Emits `load_k(kc)` and `load_v(kc)`: chunk kc of K and V into its half of the double buffer
+ *  (rows past N_x zero-filled). Needs flash_cp_async_operands. */
+void flash_cp_async_loaders(Code& k, const FlashForm& f);
+/** Emits the wgmma flash variant's staging: thread 0 initialises the mbarriers (q_full; k_full,
+ *  v_full, k_empty, v_empty per stage of the 2-stage rings), then warpgroup 0 (the producer) gives
+ *  up registers and one thread loads Q's tile once and K and V chunk by chunk by TMA, each stage
+ *  reused once the consumers' arrivals empty it; the producer returns. Needs the tensor maps
+ *  tm_<Q>, tm_<K>, tm_<V>, the batch indices and `chunks`. */
+void flash_tma_ring(Code& k, Context& c, const FlashForm& f);
+
+// ---- epilogues (render_epilogue.cpp) ----
+
+/** Emits the gemm epilogue (both variants): `loops(body)` opens the variant's loops over its accumulator fragments
+ *  (defining `row` and `col`, tile-relative, col even), calls `body` and closes them. For each
+ *  pair of elements (row, col + q), q = 0, 1, every output of the kernel is computed from `acc(i)`
+ *  (the accumulator element of contraction i, an expression that may use `q`) and stored. Twice:
+ *  for interior tiles whose outputs take paired stores (the output's innermost axis is N, N even,
+ *  the array aligned), one unpredicated 4- or 8-byte store per pair; else predicated against n_M
+ *  and n_N, paired where adjacent and aligned. Adds the outputs to `stored`. */
+void gemm_epilogue(Code& code, Context& c, const KernelChoice& kc, const GemmForm& g, const std::function<void(const std::function<void()>&)>& loops,
+                   const std::function<std::string(std::size_t)>& acc, std::set<std::string>& stored);
+
+/** Emits the mma.sync flash variant's end: the lemma's finalise per m16 tile of the warp, then O's
+ *  epilogue (its expression with the contraction as the finalised accumulator) per element of the
+ *  m16n8 fragments, rows past n_q skipped. Adds nothing to `stored` (the caller stores O). */
+void flash_epilogue_fragments(Code& k, Context& c, const FlashForm& f, const FlashLemma& lemma);
+/** Emits the wgmma flash variant's end in a consumer warpgroup: the lemma's finalise, then O's
+ *  epilogue for two adjacent columns at a time, stored by napkin::store_pair; rows past n_q
+ *  skipped. */
+void flash_epilogue_pairs(Code& k, Context& c, const FlashForm& f, const FlashLemma& lemma);
+
+// ---- host launcher (render_launch.cpp; tma_launch and add_hopper_variant: strategies.hpp) ----
+
+/** Host statements (inside run_kernel, `const Args& a`): `blocks`, the gemm grid (tiles of M x
+ *  tiles of N x the batch axes), returning early when it is empty. */
+void gemm_launch_blocks(Code& l, const GemmForm& g);
+/** Host statements: the flash kernel's check that the head dimensions are those it was emitted
+ *  for (napkin_fail otherwise), then `blocks` (q tiles x the batch axes), returning early when
+ *  it is empty. `ns`: the kernel's namespace. */
+void flash_launch_blocks(Code& l, const FlashForm& f, const std::string& ns);
+/** Host statements launching rows kernel `ns`::kernel over the product of `rows`' extents,
+ *  `rows_per_block` rows per block. */
+void rows_launch(Code& l, const AxisList& rows, std::int64_t rows_per_block, const std::string& ns);
+
+}  // namespace napkin::cuda

@@ -1,0 +1,125 @@
+// Epilogues of the CUDA renderers (contract: render.hpp): the output tile computed from the
+// accumulators (the lemma's finalise, the element-wise epilogue of the stored statement) and
+// stored within the arrays' extents, paired where adjacent and aligned.
+#include "emit/cuda/render.hpp"
+
+namespace napkin::cuda {
+
+void gemm_epilogue(Code& code, Context& c, const KernelChoice& kc, const GemmForm& g, const std::function<void(const std::function<void()>&)>& loops,
+                   const std::function<std::string(std::size_t)>& acc, std::set<std::string>& stored) {
+  const Diagram& d = c.diagram();
+  NodeOverride over = [&](const Expr& e) -> std::optional<std::string> {
+    for (std::size_t i = 0; i < g.gemms.size(); ++i)
+      if (g.gemms[i].node == &e) return acc(i);
+    return std::nullopt;
+  };
+  auto values = [&] {  // v_<o>[q] for q = 0, 1 at i_<N> = o_<N> + col + q
+    std::vector<std::string> v;
+    bool uses_n = false;
+    for (const auto& o : kc.cost.outputs) {
+      v.push_back("v_" + o + "[q] = " + c.value(*d.find_statement(o)->expr, over, kc.cost.internal) + ";");
+      uses_n |= v.back().find("i_" + g.N) != std::string::npos;
+      code.line("float v_" + o + "[2];");
+    }
+    code.line("#pragma unroll");
+    code.open("for (int q = 0; q < 2; ++q)");
+    if (uses_n) code.line("const int64_t i_" + g.N + " = o_" + g.N + " + col + q;");
+    for (const auto& line : v) code.line(line);
+    code.close();
+  };
+  // Interior tiles: every output stored with N innermost can take one paired store per element pair.
+  std::string interior = "n_M == T_M && n_N == T_N && N_" + g.N + " % 2 == 0";
+  for (const auto& o : kc.cost.outputs) {
+    if (c.axes(o).empty() || c.axes(o).back() != g.N) interior.clear();
+    if (interior.empty()) break;
+    interior += " && reinterpret_cast<uintptr_t>(a." + o + ") % (2 * sizeof(*a." + o + ")) == 0";
+  }
+  if (!interior.empty()) {
+    code.line("// interior tile, pairs aligned: unpredicated paired stores");
+    code.open("if (" + interior + ")");
+    loops([&] {
+      code.line("const int64_t i_" + g.M + " = o_" + g.M + " + row;");
+      values();
+      code.line("const int64_t i_" + g.N + " = o_" + g.N + " + col;");
+      for (const auto& o : kc.cost.outputs) code.line("napkin::store2(a." + o + " + " + c.index(o) + ", v_" + o + ");");
+    });
+    code.close(" else {");
+    ++code.indent;
+  }
+  loops([&] {
+    code.open("if (row < n_M && col < n_N)");
+    code.line("const int64_t i_" + g.M + " = o_" + g.M + " + row;");
+    for (const auto& o : kc.cost.outputs) code.line("float v_" + o + "[2] = {}; int64_t x_" + o + "[2] = {};");
+    code.line("#pragma unroll");
+    code.open("for (int q = 0; q < 2; ++q)");
+    code.line("if (col + q >= n_N) break;");
+    code.line("const int64_t i_" + g.N + " = o_" + g.N + " + col + q;");
+    for (const auto& o : kc.cost.outputs) {
+      code.line("x_" + o + "[q] = " + c.index(o) + ";");
+      code.line("v_" + o + "[q] = " + c.value(*d.find_statement(o)->expr, over, kc.cost.internal) + ";");
+    }
+    code.close();
+    for (const auto& o : kc.cost.outputs) code.line("napkin::store_pair(a." + o + ", x_" + o + ", v_" + o + ", col + 1 < n_N);");
+    code.close();
+  });
+  if (!interior.empty()) {
+    --code.indent;
+    code.line("}");
+  }
+  stored.insert(kc.cost.outputs.begin(), kc.cost.outputs.end());
+}
+
+void flash_epilogue_fragments(Code& k, Context& c, const FlashForm& f, const FlashLemma& lemma) {
+  const std::string &M = f.M, &dv = f.dv;
+  const Statement* O = f.O;
+  const Expr* co = f.co;
+  k.line("// finalise: " + lemma.finalise_note() + ", then " + O->name + "'s epilogue, predicated at the edges");
+  k.line("#pragma unroll");
+  k.open("for (int mt = 0; mt < MT; ++mt)");
+  lemma.finalise(k);
+  k.line("#pragma unroll");
+  k.open("for (int nt = 0; nt < D_V / 8; ++nt)");
+  k.line("#pragma unroll");
+  k.open("for (int e = 0; e < 4; ++e)");
+  k.line("const int row = warp * (T_Q / WARPS) + mt * 16 + lane / 4 + (e / 2) * 8;");
+  k.line("if (row >= n_q) continue;");
+  k.line("const int64_t i_" + M + " = o_" + M + " + row, i_" + dv + " = nt * 8 + (lane % 4) * 2 + e % 2;");
+  NodeOverride over_o = [&](const Expr& e) -> std::optional<std::string> {
+    if (&e == co) return lemma.result("o[mt][nt][e]", "e / 2");
+    return std::nullopt;
+  };
+  k.line("a." + O->name + "[" + c.index(O->name) + "] = napkin::from_f<" + c.ctype_of(O->name) + ">(" + c.value(*O->expr, over_o) + ");");
+  k.close();
+  k.close();
+  k.close();
+}
+
+void flash_epilogue_pairs(Code& k, Context& c, const FlashForm& f, const FlashLemma& lemma) {
+  const std::string& M = f.M;
+  k.line("// finalise: " + lemma.finalise_note() + ", then " + f.O->name + "'s epilogue, two adjacent columns per store");
+  lemma.finalise(k);
+  k.line("#pragma unroll");
+  k.open("for (int nt = 0; nt < D_V / 8; ++nt)");
+  k.line("#pragma unroll");
+  k.open("for (int h = 0; h < 2; ++h)");
+  k.line("const int row = cw * 64 + warp * 16 + lane / 4 + h * 8;");
+  k.line("if (row >= n_q) continue;");
+  k.line("const int64_t i_" + M + " = o_" + M + " + row;");
+  k.line("float v[2];");
+  k.line("int64_t at[2];");
+  k.line("#pragma unroll");
+  k.open("for (int q = 0; q < 2; ++q)");
+  k.line("const int64_t i_" + f.dv + " = nt * 8 + (lane % 4) * 2 + q;");
+  NodeOverride over_o = [&](const Expr& e) -> std::optional<std::string> {
+    if (&e == f.co) return lemma.result("o[nt * 4 + h * 2 + q]", "h");
+    return std::nullopt;
+  };
+  k.line("at[q] = " + c.index(f.O->name) + ";");
+  k.line("v[q] = " + c.value(*f.O->expr, over_o) + ";");
+  k.close();
+  k.line("napkin::store_pair(a." + f.O->name + ", at, v, true);");
+  k.close();
+  k.close();
+}
+
+}  // namespace napkin::cuda

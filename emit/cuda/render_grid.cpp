@@ -1,0 +1,58 @@
+// Grid decode of the CUDA renderers (contract: render.hpp): which tile of the output, and which
+// batch indices, a thread block computes, and how many chunks of the streamed axis it walks.
+#include <algorithm>
+
+#include "emit/cuda/render.hpp"
+
+namespace napkin::cuda {
+
+void gemm_tile_origin(Code& code, const GemmForm& g, int cluster, const std::string& cluster_axis, const std::string& block) {
+  const std::string &M = g.M, &N = g.N;
+  const std::string batch = g.batch.empty() ? "no batch axes" : "batch axes " + join(g.batch);
+  // A cluster takes `cluster` consecutive tiles along its axis and one along the other: the
+  // rasterisation runs over cluster rows (of M) or cluster columns (of N) instead of tiles.
+  const bool along_m = cluster > 1 && cluster_axis == M, along_n = cluster > 1 && !along_m;
+  const std::string rows = along_m ? "rows" : "tiles_m", cols = along_n ? "cols" : "tiles_n";
+  const std::string group = std::to_string(along_m ? std::max(1, 8 / cluster) : 8);  // groups of 8 M tiles (in cluster rows along M)
+  if (cluster > 1)
+    code.line("// grid: clusters of " + std::to_string(cluster) + " blocks over " + (along_m ? std::to_string(cluster) + " tiles of " + M + " and one of " + N
+                                                                                          : "one tile of " + M + " and " + std::to_string(cluster) + " tiles of " + N) +
+              "; " + (along_m ? "cluster rows of " + M + " x tiles of " + N : "tiles of " + M + " x cluster columns of " + N) + ", in groups of 8 " + M +
+              " tiles; then " + batch);
+  else
+    code.line("// grid: tiles of " + M + " x tiles of " + N + ", in groups of 8 " + M + " tiles; then " + batch);
+  code.line("const int64_t tiles_m = (N_" + M + " + T_M - 1) / T_M, tiles_n = (N_" + N + " + T_N - 1) / T_N;");
+  if (along_m) code.line("const int64_t rows = (tiles_m + CLUSTER - 1) / CLUSTER;");
+  if (along_n) code.line("const int64_t cols = (tiles_n + CLUSTER - 1) / CLUSTER;");
+  code.line("int64_t bid = " + block + (cluster > 1 ? " / CLUSTER" : "") + ";");
+  code.line("const int64_t tile = bid % (" + rows + " * " + cols + ");");
+  code.line("bid /= " + rows + " * " + cols + ";");
+  code.line("const int64_t first_m = tile / (" + group + " * " + cols + ") * " + group + ", group_m = min(int64_t{" + group + "}, " + rows + " - first_m);");
+  const std::string r = "first_m + tile % (" + group + " * " + cols + ") % group_m", c = "tile % (" + group + " * " + cols + ") / group_m";
+  code.line("const int64_t o_" + M + " = " + (along_m ? "((" + r + ") * CLUSTER + " + block + " % CLUSTER) * T_M;" : "(" + r + ") * T_M;"));
+  code.line("const int64_t o_" + N + " = " + (along_n ? "((" + c + ") * CLUSTER + " + block + " % CLUSTER) * T_N;" : "(" + c + ") * T_N;"));
+  decompose(code, "bid", g.batch);
+  code.line("const int n_M = static_cast<int>(min(int64_t{T_M}, N_" + M + " - o_" + M + ")), n_N = static_cast<int>(min(int64_t{T_N}, N_" + N +
+            " - o_" + N + "));");
+}
+
+void flash_tile_origin(Code& k, const FlashForm& f, bool longest_first) {
+  const std::string& M = f.M;
+  k.line("int64_t bid = blockIdx.x;");
+  if (longest_first)
+    k.line("const int64_t tiles_q = (N_" + M + " + T_Q - 1) / T_Q, o_" + M + " = (tiles_q - 1 - bid % tiles_q) * T_Q;");
+  else
+    k.line("const int64_t tiles_q = (N_" + M + " + T_Q - 1) / T_Q, o_" + M + " = bid % tiles_q * T_Q;");
+  k.line("bid /= tiles_q;");
+  decompose(k, "bid", f.batch);
+  k.line("const int n_q = static_cast<int>(min(int64_t{T_Q}, N_" + M + " - o_" + M + "));");
+}
+
+void flash_chunks(Code& k, const FlashForm& f) {
+  if (f.skip)
+    k.line("const int64_t chunks = min((N_" + f.x + " + T_X - 1) / T_X, (o_" + f.M + " + n_q - 1) / T_X + 1);  // causal: later chunks are fully masked");
+  else
+    k.line("const int64_t chunks = (N_" + f.x + " + T_X - 1) / T_X;");
+}
+
+}  // namespace napkin::cuda

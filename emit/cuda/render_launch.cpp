@@ -1,0 +1,103 @@
+// The host side of the CUDA renderers (contract: render.hpp, strategies.hpp): block counts, the
+// checks a launch makes, and the sm_90a variants' tensor maps and run-time choice.
+#include "emit/cuda/render.hpp"
+
+namespace napkin::cuda {
+
+void gemm_launch_blocks(Code& l, const GemmForm& g) {
+  std::string blocks = "blocks = ((a.N_" + g.M + " + " + std::to_string(g.TM) + " - 1) / " + std::to_string(g.TM) + ") * ((a.N_" + g.N + " + " +
+                       std::to_string(g.TN) + " - 1) / " + std::to_string(g.TN) + ")";
+  for (const auto& b : g.batch) blocks += " * a.N_" + b;
+  l.line("const int64_t " + blocks + ";");
+  l.line("if (blocks == 0) return 0;");
+}
+
+void flash_launch_blocks(Code& l, const FlashForm& f, const std::string& ns) {
+  const std::string &dk = f.dk, &dv = f.dv, DK = std::to_string(f.DK), DV = std::to_string(f.DV);
+  l.line("if (a.N_" + dk + " != " + DK + " || a.N_" + dv + " != " + DV + ") return napkin_fail(\"" + ns + ": this kernel was emitted for " + dk + " = " + DK +
+         ", " + dv + " = " + DV + "\");");
+  std::string blocks = "((a.N_" + f.M + " + " + std::to_string(f.TQ) + " - 1) / " + std::to_string(f.TQ) + ")";
+  for (const auto& b : f.batch) blocks += " * a.N_" + b;
+  l.line("const int64_t blocks = " + blocks + ";");
+  l.line("if (blocks == 0) return 0;");
+}
+
+void rows_launch(Code& l, const AxisList& rows, std::int64_t rows_per_block, const std::string& ns) {
+  std::string rows_total = "int64_t{1}";
+  for (const auto& rw : rows) rows_total += " * a.N_" + rw;
+  l.line("const int64_t blocks = (" + rows_total + " + " + std::to_string(rows_per_block) + " - 1) / " + std::to_string(rows_per_block) + ";");
+  l.line("if (blocks == 0) return 0;");
+  l.line(ns + "::kernel<<<static_cast<unsigned>(blocks), " + ns + "::THREADS, 0, stream>>>(a);");
+}
+
+std::string tma_launch(const Context& c, const std::string& ns, const std::vector<TmaOperand>& ops, DType dtype, const std::string& fallback,
+                       const std::string& condition, const std::string& grid) {
+  const std::string dtype_enum = dtype == DType::bf16 ? "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16" : "CU_TENSOR_MAP_DATA_TYPE_FLOAT16";
+  Code l;
+  l.line("static const int wgmma_built = napkin::hopper_kernel(reinterpret_cast<const void*>(" + ns + "::wg::kernel)) ? 1 : 0;");
+  l.line("bool use_wgmma = wgmma_built == 1" + (condition == "true" ? std::string() : " && " + condition) + ";");
+  std::string maps;
+  for (const auto& op : ops) {
+    AxisList ax = c.axes(op.array);
+    std::vector<std::string> order{op.cols, op.rows};  // innermost first
+    for (auto it = ax.rbegin(); it != ax.rend(); ++it)
+      if (*it != op.rows && *it != op.cols) order.push_back(*it);
+    auto stride_bytes = [&](const std::string& axis) {
+      std::string s = "uint64_t{2}";
+      bool after = false;
+      for (const auto& x : ax) {
+        if (after) s += " * static_cast<uint64_t>(a.N_" + x + ")";
+        if (x == axis) after = true;
+      }
+      return s;
+    };
+    std::string dims, strides, box = std::to_string(op.box_cols) + ", " + std::to_string(op.box_rows);
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      dims += (i ? ", " : "") + std::string("static_cast<uint64_t>(a.N_") + order[i] + ")";
+      if (i > 0) strides += (i > 1 ? ", " : "") + stride_bytes(order[i]);
+      if (i > 1) box += ", 1";
+    }
+    l.line("CUtensorMap tm_" + op.array + "{};");
+    l.open("if (use_wgmma)");
+    l.line("const uint64_t dims[] = {" + dims + "}, strides[] = {" + strides + "};");
+    l.line("const uint32_t box[] = {" + box + "};");
+    l.line("use_wgmma = napkin::make_tmap(&tm_" + op.array + ", a." + op.array + ", " + std::to_string(order.size()) + ", dims, strides, box, " + dtype_enum + ");");
+    l.close();
+    maps += ", tm_" + op.array;
+  }
+  l.open("if (use_wgmma)");
+  l.line("NAPKIN_CUDA(cudaFuncSetAttribute(" + ns + "::wg::kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(" + ns + "::wg::SMEM_BYTES)));");
+  l.line(ns + "::wg::kernel<<<static_cast<unsigned>(" + grid + "), " + ns + "::wg::THREADS, " + ns + "::wg::SMEM_BYTES, stream>>>(a" + maps + ");");
+  l.line("napkin_variant = \"wgmma\";");
+  l.close(" else {");
+  ++l.indent;
+  std::size_t pos = 0;
+  while (pos < fallback.size()) {
+    const std::size_t nl = fallback.find('\n', pos);
+    const std::string line = fallback.substr(pos, nl - pos);
+    const std::size_t at = line.find_first_not_of(' ');
+    l.line(at == std::string::npos ? "" : line.substr(at));
+    pos = nl == std::string::npos ? fallback.size() : nl + 1;
+  }
+  l.close();
+  return l.text;
+}
+
+void add_hopper_variant(KernelEmit& r, Code& device, Code& launch, const KernelSpec& spec, const std::string& ns,
+                        const std::function<KernelEmit(const std::string&)>& make) {
+  Code fallback;
+  fallback.line("NAPKIN_CUDA(cudaFuncSetAttribute(" + ns + "::kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(" + ns + "::SMEM_BYTES)));");
+  fallback.line(ns + "::kernel<<<static_cast<unsigned>(blocks), " + ns + "::THREADS, " + ns + "::SMEM_BYTES, stream>>>(a);");
+  fallback.line("napkin_variant = \"mma.sync\";");
+  if (!spec.wgmma) {
+    device.line("// no wgmma variant: " + spec.why_no_wgmma);
+    launch.text += fallback.text;
+    return;
+  }
+  const KernelEmit wg = make(fallback.text);
+  r.hopper = true;
+  device.text += wg.device_code;
+  launch.text += wg.launch_code;
+}
+
+}  // namespace napkin::cuda

@@ -1,0 +1,171 @@
+// The normaliser lemmas of the CUDA renderers (contract: render.hpp): each lemma's state, init,
+// update and finalise arithmetic, written once. The flash form's online softmax serves both
+// flash variants (mma.sync fragments, wgmma consumer warpgroups); the rows kernels' statistics
+// serve softmax, layernorm and rmsnorm along a row.
+#include "emit/cuda/render.hpp"
+
+namespace napkin::cuda {
+
+FlashLemma::FlashLemma(const FlashForm& f, bool per_tile, std::string s, std::string o_rescale, bool defer_o)
+    : softmax_(!f.normaliser_lemma.empty()),
+      defer_o_(defer_o),
+      x_(f.x),
+      m_(per_tile ? "m_run[mt]" : "m_run"),
+      l_(per_tile ? "l_run[mt]" : "l_run"),
+      s_(std::move(s)),
+      o_rescale_(std::move(o_rescale)) {}
+
+void FlashLemma::constants(Code& k) const {
+  if (softmax_) k.line("constexpr float LOG2E = 1.44269504f;");
+}
+
+void FlashLemma::init(Code& k) const {
+  if (!softmax_) return;
+  if (m_ == "m_run") {
+    k.line("float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};  // rows lane/4 and lane/4 + 8 of the warp's 16");
+    return;
+  }
+  k.line("float m_run[MT][2], l_run[MT][2];  // registers: running max and this thread's partial sum, rows lane/4 and lane/4 + 8");
+  k.line("#pragma unroll");
+  k.line("for (int mt = 0; mt < MT; ++mt) m_run[mt][0] = m_run[mt][1] = -INFINITY, l_run[mt][0] = l_run[mt][1] = 0.0f;");
+}
+
+void FlashLemma::chunk_begin(Code& k) const {
+  if (softmax_) k.line("float mx[2] = {" + m_ + "[0], " + m_ + "[1]};");
+}
+
+std::string FlashLemma::fill() const { return softmax_ ? "-INFINITY" : "0.0f"; }
+
+void FlashLemma::element(Code& k) const {
+  if (softmax_) k.line("mx[e / 2] = fmaxf(mx[e / 2], " + s_ + ");");
+}
+
+void FlashLemma::update(Code& k, const std::string& P) const {
+  if (!softmax_) return;
+  const std::string corr = defer_o_ ? "corr[h]" : "corr";
+  k.line("// online softmax (" + P + "): new running max" +
+         (defer_o_ ? "; l and O are rescaled by exp(m_old - m_new)" : ", rescale l and O by exp(m_old - m_new)"));
+  if (defer_o_) {
+    k.line("float corr[2];");
+    k.line("#pragma unroll");
+  }
+  k.open("for (int h = 0; h < 2; ++h)");
+  k.line("mx[h] = napkin::quad_max(mx[h]);");
+  k.line((defer_o_ ? "corr[h]" : "const float corr") + std::string(" = mx[h] == -INFINITY ? 1.0f : exp2f((") + m_ + "[h] - mx[h]) * LOG2E);");
+  k.line(m_ + "[h] = mx[h];");
+  k.line(l_ + "[h] *= " + corr + ";");
+  if (!defer_o_) {
+    k.line("#pragma unroll");
+    k.line(o_rescale_);
+  }
+  k.close();
+  k.line("const float ms[2] = {mx[0] == -INFINITY ? 0.0f : mx[0] * LOG2E, mx[1] == -INFINITY ? 0.0f : mx[1] * LOG2E};");
+  k.line("#pragma unroll");
+  k.open("for (int nt = 0; nt < T_X / 8; ++nt)");
+  k.line("#pragma unroll");
+  k.open("for (int e = 0; e < 4; ++e)");
+  k.line(s_ + " = exp2f(" + s_ + " * LOG2E - ms[e / 2]);  // P, unnormalised");
+  k.line(l_ + "[e / 2] += " + s_ + ";");
+  k.close();
+  k.close();
+}
+
+void FlashLemma::rescale_o(Code& k) const {
+  if (!softmax_ || !defer_o_) return;
+  k.line("#pragma unroll");
+  k.line(o_rescale_);
+}
+
+void FlashLemma::finalise(Code& k) const {
+  if (!softmax_) return;
+  k.line("float inv_l[2];");
+  k.line("#pragma unroll");
+  k.line("for (int h = 0; h < 2; ++h) { const float l = napkin::quad_sum(" + l_ + "[h]); inv_l[h] = l > 0.0f ? 1.0f / l : 0.0f; }");
+}
+
+std::string FlashLemma::result(const std::string& acc, const std::string& h) const {
+  return softmax_ ? "(" + acc + " * inv_l[" + h + "])" : acc;
+}
+
+std::string FlashLemma::finalise_note() const { return softmax_ ? "O / l (normalised contraction)" : "O (a plain sum over " + x_ + ")"; }
+
+RowsLemma::RowsLemma(Context& c, const Expr& e) : c_(c), e_(e) {}
+
+void RowsLemma::init(Code& k) const {
+  if (e_.op == Op::softmax) {
+    k.line("float m = -INFINITY, l = 0.0f;  // online max and sum (paper §4, one pass)");
+    return;
+  }
+  k.line("float n = 0.0f, s1 = 0.0f, s2 = 0.0f;  // count, sum and sum of squares of v - shift");
+  if (e_.op != Op::layernorm) return;
+  k.open("const float shift = [&]");
+  k.line("const int64_t i_" + e_.axes[0] + " = 0;");
+  k.line("return " + c_.value(*e_.args[0]) + ";");
+  k.close("();");
+}
+
+void RowsLemma::update(Code& k) const {
+  if (e_.op == Op::softmax) {
+    k.line("if (v > m) { l = l * (m == -INFINITY ? 0.0f : __expf(m - v)); m = v; }");
+    k.line("l += v == -INFINITY ? 0.0f : __expf(v - m);");
+    return;
+  }
+  k.line(e_.op == Op::layernorm ? "const float dv = v - shift;" : "const float dv = v;");
+  k.line("n += 1.0f; s1 += dv; s2 += dv * dv;");
+}
+
+void RowsLemma::merge(Code& k) const {
+  const bool softmax = e_.op == Op::softmax;
+  k.open("for (int o = 16; o > 0; o /= 2)");
+  if (softmax) {
+    k.line("const float m2 = __shfl_xor_sync(0xffffffffu, m, o), l2 = __shfl_xor_sync(0xffffffffu, l, o);");
+    k.line("const float mm = fmaxf(m, m2);");
+    k.line("l = (m == -INFINITY ? 0.0f : l * __expf(m - mm)) + (m2 == -INFINITY ? 0.0f : l2 * __expf(m2 - mm));");
+    k.line("m = mm;");
+  } else {
+    k.line("n += __shfl_xor_sync(0xffffffffu, n, o), s1 += __shfl_xor_sync(0xffffffffu, s1, o), s2 += __shfl_xor_sync(0xffffffffu, s2, o);");
+  }
+  k.close();
+  k.open("if (TEAM_WARPS > 1)");
+  if (softmax) {
+    k.line("if (lane == 0) red[warp][0] = m, red[warp][1] = l;");
+    k.line("__syncthreads();");
+    k.line("const int first = warp / TEAM_WARPS * TEAM_WARPS;");
+    k.line("m = -INFINITY;");
+    k.line("for (int w = 0; w < TEAM_WARPS; ++w) m = fmaxf(m, red[first + w][0]);");
+    k.line("l = 0.0f;");
+    k.line("for (int w = 0; w < TEAM_WARPS; ++w) l += red[first + w][0] == -INFINITY ? 0.0f : red[first + w][1] * __expf(red[first + w][0] - m);");
+  } else {
+    k.line("if (lane == 0) red[warp][0] = n, red[warp][1] = s1, red[warp][2] = s2;");
+    k.line("__syncthreads();");
+    k.line("const int first = warp / TEAM_WARPS * TEAM_WARPS;");
+    k.line("n = 0.0f, s1 = 0.0f, s2 = 0.0f;");
+    k.line("for (int w = 0; w < TEAM_WARPS; ++w) n += red[first + w][0], s1 += red[first + w][1], s2 += red[first + w][2];");
+  }
+  k.line("__syncthreads();");
+  k.close();
+}
+
+void RowsLemma::finalise(Code& k) const {
+  if (e_.op == Op::softmax) {
+    k.line("const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;");
+    return;
+  }
+  if (e_.op == Op::layernorm) {
+    k.line("const float mean = shift + s1 / n;");
+    k.line("const float m2 = fmaxf(s2 - s1 * s1 / n, 0.0f);  // sum of squared deviations from the mean");
+  } else {
+    k.line("const float m2 = s2;  // rmsnorm: the sum of squares");
+  }
+  k.line("const float inv = rsqrtf(m2 / n + " + flit(eps_of(e_)) + ");");
+}
+
+std::string RowsLemma::map() const {
+  if (e_.op == Op::softmax) return "(m == -INFINITY ? 0.0f : __expf(v - m) * inv_l)";
+  std::string y = e_.op == Op::layernorm ? "(v - mean) * inv" : "v * inv";
+  if (e_.args.size() > 1) y += " * w";
+  if (e_.args.size() > 2) y += " + bias";
+  return y;
+}
+
+}  // namespace napkin::cuda

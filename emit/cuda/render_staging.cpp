@@ -1,0 +1,110 @@
+// Operand staging of the CUDA renderers (contract: render.hpp): where each operand's tile starts
+// in global memory, and how its chunks reach SMEM (cp.async loaders into a ring of stages, or a
+// TMA producer warpgroup behind full/empty mbarriers).
+#include "emit/cuda/render.hpp"
+
+namespace napkin::cuda {
+
+void gemm_operand_origins(Code& code, Context& c, const GemmForm& g) {
+  const std::string &M = g.M, &N = g.N, &k = g.K;
+  for (const auto& t : g.tiles) {
+    std::string origin = offset(c, t.array, [&](const std::string& a) {
+      if (a == k || contains(g.k_outer, a)) return std::string("0");
+      if (a == M || a == N) return "o_" + a;
+      return "i_" + a;
+    });
+    code.line("const T* g_" + t.array + " = a." + t.array + " + " + origin + ";  // tile origin");
+    code.line("const int64_t rs_" + t.array + " = " + stride(c, t.array, t.rows) + ";  // elements between rows of the tile (" + t.rows + ")");
+    std::string outer_aligned;  // the outer contracted axes' offsets keep the 16-byte alignment
+    for (const auto& a : g.k_outer) outer_aligned += " && " + stride(c, t.array, a) + " % 8 == 0";
+    code.line("const bool vec_" + t.array + " = rs_" + t.array + " % 8 == 0" + outer_aligned + " && reinterpret_cast<uintptr_t>(g_" + t.array +
+              ") % 16 == 0;  // 16-byte cp.async");
+  }
+}
+
+void gemm_chunk_loader(Code& code, Context& c, const GemmForm& g) {
+  const std::string &M = g.M, &k = g.K;
+  // Several contracted axes: chunk kc is index kc / k_chunks of the outer axes (decomposed, last
+  // fastest) and chunk kc % k_chunks of K; each operand's tile sits at its outer axes' offset.
+  const bool outer = !g.k_outer.empty();
+  std::string outer_count;
+  for (const auto& a : g.k_outer) outer_count += " * N_" + a;
+  if (outer) code.line("const int64_t k_chunks = (N_" + k + " + T_K - 1) / T_K, chunks = k_chunks" + outer_count + ";");
+  else code.line("const int64_t chunks = (N_" + k + " + T_K - 1) / T_K;");
+  code.open(std::string("auto load_chunk = [&](int stage, int64_t ") + (outer ? "kc)" : "o_k)"));
+  code.line("T* s = smem + stage * STAGE_ELEMS;");
+  if (outer) {
+    code.line("int64_t ko = kc / k_chunks;");
+    code.line("const int64_t o_k = kc % k_chunks * T_K;");
+    decompose(code, "ko", g.k_outer);
+  }
+  code.line("const int n_K = static_cast<int>(min(int64_t{T_K}, N_" + k + " - o_k));");
+  for (const auto& t : g.tiles) {
+    std::string R = t.rows == k ? "T_K" : (t.rows == M ? "T_M" : "T_N"), C = t.cols == k ? "T_K" : (t.cols == M ? "T_M" : "T_N");
+    std::string nr = t.rows == k ? "n_K" : (t.rows == M ? "n_M" : "n_N"), nc = t.cols == k ? "n_K" : (t.cols == M ? "n_M" : "n_N");
+    std::string src = t.k_rows ? "g_" + t.array + " + o_k * rs_" + t.array : "g_" + t.array + " + o_k";
+    for (const auto& a : g.k_outer) src += " + i_" + a + " * " + stride(c, t.array, a);
+    code.line("napkin::load_tile<" + R + ", " + C + ", P_" + t.array + ", THREADS>(s + OFF_" + t.array + ", " + src + ", rs_" + t.array + ", " + nr +
+              ", " + nc + ", vec_" + t.array + ");");
+  }
+  code.close(";");
+}
+
+void flash_cp_async_operands(Code& k, Context& c, const FlashForm& f) {
+  const std::string &M = f.M, &x = f.x, &dk = f.dk, &dv = f.dv, &Qn = f.Qn, &Kn = f.Kn, &Vn = f.Vn;
+  const AxisList& batch = f.batch;
+  auto origin = [&](const std::string& arr, const std::string& row_axis, const std::string& row0) {
+    return "a." + arr + " + " + offset(c, arr, [&](const std::string& ax) { return ax == row_axis ? row0 : (contains(batch, ax) ? "i_" + ax : "0"); });
+  };
+  k.line("const T* g_Q = " + origin(Qn, M, "o_" + M) + ";  // " + Qn + " tile [" + M + "][" + dk + "]");
+  k.line("const T* g_K = " + origin(Kn, x, "0") + ";  // " + Kn + " [" + x + "][" + dk + "]");
+  k.line("const T* g_V = " + origin(Vn, x, "0") + ";  // " + Vn + " [" + x + "][" + dv + "]");
+  k.line("const int64_t rs_Q = " + stride(c, Qn, M) + ", rs_K = " + stride(c, Kn, x) + ", rs_V = " + stride(c, Vn, x) + ";");
+  k.line("const bool vec = rs_Q % 8 == 0 && rs_K % 8 == 0 && rs_V % 8 == 0 && ((reinterpret_cast<uintptr_t>(g_Q) | reinterpret_cast<uintptr_t>(g_K) | "
+         "reinterpret_cast<uintptr_t>(g_V)) % 16) == 0;");
+}
+
+void flash_cp_async_loaders(Code& k, const FlashForm& f) {
+  const std::string& x = f.x;
+  k.open("auto load_k = [&](int64_t kc)");
+  k.line("napkin::load_tile<T_X, D_K, P_K, THREADS>(smem + OFF_K + (kc % 2) * T_X * P_K, g_K + kc * T_X * rs_K, rs_K, static_cast<int>(min(int64_t{T_X}, N_" +
+         x + " - kc * T_X)), D_K, vec);");
+  k.close(";");
+  k.open("auto load_v = [&](int64_t kc)");
+  k.line("napkin::load_tile<T_X, D_V, P_V, THREADS>(smem + OFF_V + (kc % 2) * T_X * P_V, g_V + kc * T_X * rs_V, rs_V, static_cast<int>(min(int64_t{T_X}, N_" +
+         x + " - kc * T_X)), D_V, vec);");
+  k.close(";");
+}
+
+void flash_tma_ring(Code& k, Context& c, const FlashForm& f) {
+  const std::string &M = f.M, &x = f.x;
+  k.open("if (threadIdx.x == 0)");
+  k.line("napkin::mbar_init(q_full, 1);");
+  k.line("for (int s = 0; s < 2; ++s) napkin::mbar_init(&k_full[s], 1), napkin::mbar_init(&v_full[s], 1), napkin::mbar_init(&k_empty[s], CONSUMERS * 128), napkin::mbar_init(&v_empty[s], CONSUMERS * 128);");
+  k.line("napkin::mbar_init_fence();");
+  k.close();
+  k.line("__syncthreads();");
+  k.open("if (threadIdx.x / 128 == 0)");
+  k.line("// producer warpgroup");
+  k.line("napkin::setmaxnreg_dec<24>();");
+  k.line("if (threadIdx.x != 0) return;");
+  const std::string qb = tma_batch_coords(c, f.Qn, M, f.dk), kb = tma_batch_coords(c, f.Kn, x, f.dk), vb = tma_batch_coords(c, f.Vn, x, f.dv);
+  k.line("napkin::mbar_expect_tx(q_full, Q_BYTES);");
+  k.line("for (int j = 0; j < D_K / 64; ++j) napkin::tma_load(smem + j * T_Q * 128, &tm_" + f.Qn + ", q_full, j * 64, static_cast<int>(o_" + M + ")" + qb + ");");
+  k.open("for (int64_t kc = 0; kc < chunks; ++kc)");
+  k.line("const int s = static_cast<int>(kc % 2);");
+  k.line("const unsigned parity = static_cast<unsigned>((kc / 2 - 1) & 1);");
+  k.line("if (kc >= 2) napkin::mbar_wait(&k_empty[s], parity);");
+  k.line("napkin::mbar_expect_tx(&k_full[s], K_BYTES);");
+  k.line("for (int j = 0; j < D_K / 64; ++j) napkin::tma_load(smem + OFF_K + s * K_BYTES + j * T_X * 128, &tm_" + f.Kn +
+         ", &k_full[s], j * 64, static_cast<int>(kc * T_X)" + kb + ");");
+  k.line("if (kc >= 2) napkin::mbar_wait(&v_empty[s], parity);");
+  k.line("napkin::mbar_expect_tx(&v_full[s], V_BYTES);");
+  k.line("for (int j = 0; j < D_V / 64; ++j) napkin::tma_load(smem + OFF_V + s * V_BYTES + j * T_X * 128, &tm_" + f.Vn +
+         ", &v_full[s], j * 64, static_cast<int>(kc * T_X)" + vb + ");");
+  k.close();
+  k.line("return;");
+  k.close();
+}
+
+}  // namespace napkin::cuda
