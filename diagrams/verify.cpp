@@ -180,4 +180,10 @@ bool verify_program(const Program& p, DiagnosticEngine& diags, const Diagram* ma
   return diags.error_count() == before;
 }
 
+bool verify_diagram(const Program& p, const Diagram& d, DiagnosticEngine& diags, const SizeMap& overrides) {
+  int before = diags.error_count();
+  DiagramVerifier(p, d, diags).run(overrides);
+  return diags.error_count() == before;
+}
+
 }  // namespace napkin

@@ -25,4 +25,9 @@ namespace napkin {
 bool verify_program(const Program& p, DiagnosticEngine& diags, const Diagram* main = nullptr,
                     const SizeMap& overrides = {});
 
+/** Verifies one diagram `d` that need not be one of `p`'s (a lifted callee, lift.hpp), resolving
+ *  its calls against `p`'s diagrams: the per-diagram checks above, without the program-wide ones
+ *  (composition cycles, call depth). Returns true when no error was reported. */
+bool verify_diagram(const Program& p, const Diagram& d, DiagnosticEngine& diags, const SizeMap& overrides = {});
+
 }  // namespace napkin
