@@ -5,7 +5,6 @@
 
 #include "diagrams/graph_view.hpp"
 #include "diagrams/printer.hpp"
-#include "diagrams/verify.hpp"
 
 namespace napkin {
 
@@ -104,12 +103,18 @@ LiftedCallee lift_call(const Program& p, const Expr& call, const CallShape& shap
   if (woven_axes(result) != out.woven)
     throw UserError(where + " is woven over " + print_axes(shape.woven) + ", but " + callee.name + "'s output " + result +
                     " does not depend on every one of them: compute the call over the axes its output depends on, then broadcast");
+  // Every statement typed in the lift: its expression has exactly its (lifted) axes. Calls inside
+  // are typed, not lifted, so this costs no recursion; verify_diagram(p, d) then holds (lift_test).
   DiagnosticEngine diags;
-  if (!verify_diagram(p, d, diags)) {
-    std::string first;
-    for (const auto& m : diags.diagnostics())
-      if (m.severity == Severity::error && first.empty()) first = m.message;
-    throw UserError(where + " cannot be woven over " + print_axes(shape.woven) + ": in " + callee.name + " lifted over them, " + first);
+  Typer typer(d, p.diagrams, &diags);
+  for (const auto* s : d.statements()) {
+    auto axes = typer.axes_of(*s->expr);
+    if (!diags.has_errors() && axes && std::set<std::string>(axes->begin(), axes->end()) != std::set<std::string>(s->axes.begin(), s->axes.end()))
+      diags.error(s->loc, "'" + s->name + "' would have the axes " + print_axes(*axes) + ", not " + print_axes(s->axes));
+    if (diags.has_errors()) {
+      throw UserError(where + " cannot be woven over " + print_axes(shape.woven) + ": in " + callee.name + " lifted over them, " +
+                      diags.diagnostics().front().message);
+    }
   }
   return out;
 }

@@ -15,8 +15,9 @@
  *    output does not depend on a woven axis is a user error.
  *  The lifted diagram is named `<D>_over_<w>_..` (D's name when nothing is woven), keeps D's
  *  source locations (added axes are located at the call), prints as canonical text that parses to
- *  it, and passes verification as a parsed diagram does (an expression that the lift leaves
- *  ill-typed, such as a mask lifted over `b` applied to an array without it, is a user error).
+ *  it, and passes verification as a parsed diagram does (verify.hpp); an expression that the lift
+ *  leaves ill-typed, such as a mask lifted over `b` applied to an array without it, is a user
+ *  error. The verifier lifts every call, so that these errors are located at the call.
  */
 #pragma once
 #include <map>

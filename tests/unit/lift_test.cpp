@@ -7,6 +7,7 @@
 #include "diagrams/lift.hpp"
 #include "diagrams/parser.hpp"
 #include "diagrams/printer.hpp"
+#include "diagrams/verify.hpp"
 #include "tests/support/run.hpp"
 
 using namespace napkin;
@@ -32,6 +33,15 @@ LiftedCallee lift_in(const LoadedDiagram& l, const std::string& stmt) {
 
 AxisList axes_of(const Diagram& d, const std::string& array) { return *d.array_axes(array); }
 
+/** The checks a parsed diagram passes (verify.hpp), errors rendered when they fail. */
+bool verifies(const LoadedDiagram& l, const Diagram& d) {
+  DiagnosticEngine diags;
+  const bool ok = verify_diagram(*l.program, d, diags);
+  INFO(diags.render());
+  CHECK(ok);
+  return ok;
+}
+
 /** parse(print(d)): the lifted diagram as `napkin print` writes it, read back. */
 Diagram reparsed(const Diagram& d) {
   File f;
@@ -43,6 +53,18 @@ Diagram reparsed(const Diagram& d) {
   REQUIRE_FALSE(diags.has_errors());
   REQUIRE(r.file.diagrams.size() == 1);
   return r.file.diagrams.front();
+}
+
+/** `text` loaded without verification (the verifier reports the lift errors tested here itself:
+ *  tests/errors/call_lift_*.napkin); sizes as declared. */
+LoadedDiagram load_unverified(const std::string& text) {
+  LoadedDiagram l;
+  DiagnosticEngine diags;
+  l.program = load_program_text("test.napkin", text, diags);
+  REQUIRE_FALSE(diags.has_errors());
+  l.diagram = &l.program->select("");
+  l.sizes = *resolve_sizes(*l.diagram, {}, diags);
+  return l;
 }
 
 }  // namespace
@@ -57,12 +79,14 @@ TEST_CASE("lifting the transformer block's calls over b: weights stay broadcast,
   CHECK(axes_of(norm.diagram, "Y") == AxisList{"b", "t", "m"});
   CHECK(norm.caller_axis == std::map<std::string, std::string>{{"b", "b"}, {"t", "s"}, {"m", "m"}});
   CHECK(reparsed(norm.diagram) == norm.diagram);
+  CHECK(verifies(l, norm.diagram));
 
   const LiftedCallee mlp = lift_in(l, "Y");
   for (const char* w : {"W1", "W3", "W2"}) CHECK(axes_of(mlp.diagram, w) == *l.program->diagrams.at("mlp_swiglu")->array_axes(w));
   for (const char* a : {"G", "U", "H"}) CHECK(axes_of(mlp.diagram, a) == AxisList{"b", "t", "f"});
   CHECK(axes_of(mlp.diagram, "Y") == AxisList{"b", "t", "m"});
   CHECK(reparsed(mlp.diagram) == mlp.diagram);
+  CHECK(verifies(l, mlp.diagram));
   REQUIRE(mlp.diagram.find_axis("b"));
   CHECK(mlp.diagram.find_axis("b")->size.front().literal == l.sizes.at("b"));
 
@@ -72,7 +96,7 @@ TEST_CASE("lifting the transformer block's calls over b: weights stay broadcast,
   CHECK(att.diagram == *l.program->diagrams.at("gqa_attention"));
 }
 
-TEST_CASE("a woven axis named like a callee axis or array is renamed; several woven axes keep the call's order", "[lift]") {
+TEST_CASE("a woven axis named like a callee axis or array is renamed, and several woven axes keep the call order", "[lift]") {
   const LoadedDiagram l = load_text(
       "diagram f\naxis b = 3\naxis t = 5\nin X[b,t] : fp32\nin W[t] : fp32\nY[b,t] = X * W\nout Y : fp32\n\n"
       "diagram g\naxis n = 2\naxis b = 4\naxis u = 3\naxis v = 5\naxis W = 6\n"
@@ -87,16 +111,17 @@ TEST_CASE("a woven axis named like a callee axis or array is renamed; several wo
   CHECK(lf.caller_axis.at("W_1") == "W");
   CHECK(lf.caller_axis.at("b") == "u");
   CHECK(reparsed(lf.diagram) == lf.diagram);
+  CHECK(verifies(l, lf.diagram));
 }
 
 TEST_CASE("lifts that cannot be well formed are user errors naming the call", "[lift]") {
   // The output does not depend on the argument that carries the woven axis.
-  const LoadedDiagram unused = load_text(
+  const LoadedDiagram unused = load_unverified(
       "diagram f\naxis t = 5\nin X[t] : fp32\nin W[t] : fp32\nY[t] = W * 2\nout Y : fp32\n\n"
       "diagram g\naxis b = 2\naxis t = 5\nin A[b,t] : fp32\nin B[t] : fp32\nC[b,t] = f(A, B)\nout C : fp32\n");
   CHECK_THROWS_WITH(lift_in(unused, "C"), Catch::Contains("the call of f in 'C' is woven over [b]") && Catch::Contains("does not depend"));
   // A mask that takes b applied to an array that does not: ill-typed once lifted.
-  const LoadedDiagram mask = load_text(
+  const LoadedDiagram mask = load_unverified(
       "diagram f\naxis t = 5\nin M[t] : fp32\nin W[t] : fp32\nY[t] = mask(W, M) + M\nout Y : fp32\n\n"
       "diagram g\naxis b = 2\naxis t = 5\nin A[b,t] : fp32\nin B[t] : fp32\nC[b,t] = f(A, B)\nout C : fp32\n");
   CHECK_THROWS_WITH(lift_in(mask, "C"), Catch::Contains("cannot be woven over [b]"));
