@@ -130,13 +130,15 @@ void print_derivation(const Derivation& dv, const Diagram& d, const Hardware& hw
   print_cost_table(dv.chosen, hw);
   for (const auto& [stmt, sub] : dv.callees) {
     fmt::print("\n--- {}: call of {} ---\n", stmt, sub->chosen.schedule.diagram);
-    fmt::print("  schedule: {} kernel(s), predicted {} per call\n", sub->chosen.kernels.size(), us(sub->chosen.cost.t_total));
-    for (const auto& k : sub->chosen.kernels)
+    fmt::print("  schedule: {} kernel(s), predicted {} for the call\n", sub->chosen.kernels.size(), us(sub->chosen.cost.t_total));
+    for (const auto& k : sub->chosen.kernels) {
       fmt::print("    {:<14} fuses {:<18} {}\n", k.plan.name, [&] {
         std::string s;
         for (const auto& f : k.plan.fused()) s += (s.empty() ? "" : ",") + f;
         return s;
       }(), us(k.cost.t_total) + ", bound: " + k.cost.bound);
+      if (k.cost.spec) fmt::print("      lowered to {}: {}\n", strategy_name(k.cost.spec->strategy), describe_spec(*k.cost.spec));
+    }
   }
 }
 

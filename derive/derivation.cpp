@@ -7,6 +7,7 @@
 
 #include "derive/registry.hpp"
 #include "diagrams/graph_view.hpp"
+#include "diagrams/printer.hpp"
 
 namespace napkin {
 
@@ -61,11 +62,12 @@ IoLowerBound io_lower_bound(const Program& p, const Diagram& d, const SizeMap& s
 
 namespace {
 
-/** Callee derivations by callee name and sizes: a diagram called twice at the same sizes (the two
- *  RMSNorms of a transformer block), or by both the chosen and the unfused schedule, is derived once. */
+/** Callee derivations by lifted callee (its printed text) and sizes: a diagram called twice alike
+ *  at the same sizes (the two RMSNorms of a transformer block), or by both the chosen and the
+ *  unfused schedule, is derived once. */
 using CalleeCache = std::map<std::pair<std::string, SizeMap>, std::shared_ptr<Derivation>>;
 
-/** A call kernel costs what its callee's derivation costs, once per woven index. */
+/** A call kernel costs what the derivation of its callee, lifted over the call's woven axes, costs. */
 void add_callees(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt,
                  const SearchOptions& so, SearchResult& r, Derivation* keep, CalleeCache& cache) {
   Typer typer(d, p.diagrams, nullptr);
@@ -81,19 +83,24 @@ void add_callees(const Program& p, const Diagram& d, const SizeMap& sizes, const
       std::vector<AxisList> args;
       for (const auto& a : call->args) args.push_back(*typer.axes_of(*a));
       CallShape shape = *typer.call_shape(*call, args);
+      auto lifted = std::make_shared<const LiftedCallee>(lift_call(p, *call, shape, args, sizes, s->name));
       SizeMap bound;
-      for (const auto& [ca, cr] : shape.bind) bound[ca] = sizes.at(cr);
+      for (const auto& [axis, caller] : lifted->caller_axis) bound[axis] = sizes.at(caller);
       DiagnosticEngine diags;
-      SizeMap inner = *resolve_sizes(*shape.callee, bound, diags);
-      auto& sub = cache[{shape.callee->name, inner}];
-      if (!sub) sub = std::make_shared<Derivation>(derive(p, *shape.callee, inner, hw, opt, so));
-      double woven = static_cast<double>(product(sizes, shape.woven));
-      kc.cost.t_total = (sub->chosen.cost.t_total - 0) * woven;
-      kc.cost.hbm_bytes = sub->chosen.cost.hbm_bytes * woven;
-      kc.cost.l2_to_smem_bytes = sub->chosen.cost.l2_to_smem_bytes * woven;
-      kc.cost.flops_tensor = sub->chosen.cost.flops * woven;
+      SizeMap inner = *resolve_sizes(lifted->diagram, bound, diags);
+      File text;
+      text.diagrams.push_back(lifted->diagram);
+      auto& sub = cache[{print_file(text), inner}];
+      if (!sub) {
+        sub = std::make_shared<Derivation>(derive(p, lifted->diagram, inner, hw, opt, so));
+        sub->lifted = lifted;  // keeps the diagram the derivation points into
+      }
+      kc.cost.t_total = sub->chosen.cost.t_total;
+      kc.cost.hbm_bytes = sub->chosen.cost.hbm_bytes;
+      kc.cost.l2_to_smem_bytes = sub->chosen.cost.l2_to_smem_bytes;
+      kc.cost.flops_tensor = sub->chosen.cost.flops;
       kc.cost.flops_fp32 = 0;
-      kc.cost.bound = "as derived for " + shape.callee->name;
+      kc.cost.bound = "as derived for " + sub->lifted->diagram.name;
       if (keep) keep->callees.emplace_back(s->name, sub);
     }
     r.cost.t_total += kc.cost.t_total;
@@ -129,7 +136,8 @@ Derivation complete(const Program& p, const Diagram& d, const SizeMap& sizes, co
     walk(*s->expr, [&](const Expr& n) { call |= n.kind == Expr::Kind::apply && n.op == Op::call; });
     if (call) {
       out.steps.push_back({"derive-fusion", out.chosen.kernels[k].plan.name, "call " + s->name,
-                           "composition: the callee is derived on its own", "see its derivation below"});
+                           "composition: the callee, lifted over the call's woven axes, is derived on its own",
+                           "its kernels run the woven axes as batch axes; see its derivation below"});
       continue;
     }
     for (const auto& pass : pass_registry())

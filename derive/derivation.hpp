@@ -5,6 +5,7 @@
  */
 #pragma once
 #include "derive/pass.hpp"
+#include "diagrams/lift.hpp"
 
 namespace napkin {
 
@@ -19,10 +20,15 @@ struct Derivation {
   std::vector<Step> steps;
   IoLowerBound bound;
   std::vector<std::pair<std::string, std::shared_ptr<Derivation>>> callees;  ///< per call statement
+  /** Set in a callee's derivation: the callee lifted over the call's woven axes (diagrams/lift.hpp),
+   *  the diagram this derivation is of; its kernels run over the woven axes as batch axes. */
+  std::shared_ptr<const LiftedCallee> lifted;
 };
 
-/** Derives `d` at `sizes` on `hw`. Calls of other diagrams are derived recursively at the sizes
- *  the call binds. Raises UserError when nothing fits. */
+/** Derives `d` at `sizes` on `hw`. Each call of another diagram is derived recursively: its callee
+ *  lifted over the call's woven axes (lift_call), at the sizes the call binds; the call kernel
+ *  costs what that derivation costs (one run covers every woven index). Raises UserError when
+ *  nothing fits or a call cannot be lifted. */
 Derivation derive(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw,
                   const ModelOptions& opt = {}, const SearchOptions& so = {});
 

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "diagrams/graph_view.hpp"
+#include "diagrams/lift.hpp"
 #include "diagrams/limits.hpp"
 #include "diagrams/typing.hpp"
 
@@ -62,6 +63,7 @@ class DiagramVerifier {
     auto rhs = typer_.axes_of(*s.expr);
     check_call_sizes(*s.expr, sizes);
     if (!lhs_ok || !rhs) return;
+    if (sizes) check_call_lifts(s, *sizes);
     for (std::size_t i = 0; i < s.axes.size(); ++i)
       if (!contains(*rhs, s.axes[i]))
         diags_.error(s.axis_locs[i], "axis '" + s.axes[i] + "' of '" + s.name +
@@ -96,6 +98,29 @@ class DiagramVerifier {
           if (auto s = sizes->find(caller); s != sizes->end() && it->second->find_axis(a)) bound[a] = s->second;
         }
       resolve_sizes(*it->second, bound, diags_, n.loc);
+    });
+  }
+
+  /** Each call of `s` (well typed) can be lifted over its woven axes (lift.hpp): that is how it
+   *  is derived and run. Reported at the call. */
+  void check_call_lifts(const Statement& s, const SizeMap& sizes) {
+    walk(*s.expr, [&](const Expr& n) {
+      if (n.kind != Expr::Kind::apply || n.op != Op::call) return;
+      std::vector<AxisList> args;
+      for (const auto& a : n.args) {
+        auto ax = typer_.axes_of(*a);
+        if (!ax) return;
+        args.push_back(*ax);
+      }
+      auto shape = typer_.call_shape(n, args);
+      if (!shape) return;
+      for (const auto& w : shape->woven)
+        if (!sizes.count(w)) return;
+      try {
+        lift_call(p_, n, *shape, args, sizes, s.name);
+      } catch (const UserError& e) {
+        diags_.error(n.loc, e.what());
+      }
     });
   }
 
@@ -177,6 +202,12 @@ bool verify_program(const Program& p, DiagnosticEngine& diags, const Diagram* ma
     for (const auto& d : f->file.diagrams) DiagramVerifier(p, d, diags).run(&d == main ? overrides : SizeMap{});
   composition_cycles(p, diags);
   check_call_depth(p, diags);
+  return diags.error_count() == before;
+}
+
+bool verify_diagram(const Program& p, const Diagram& d, DiagnosticEngine& diags, const SizeMap& overrides) {
+  int before = diags.error_count();
+  DiagramVerifier(p, d, diags).run(overrides);
   return diags.error_count() == before;
 }
 

@@ -8,7 +8,8 @@
  *  - each statement's declared axes are exactly the axes its expression produces (output axes are
  *    derivable from the inputs), none repeated;
  *  - no cycle in a diagram's dataflow, nor through composition (a diagram calling itself);
- *  - calls nested at most kMaxCallDepth deep (limits.hpp);
+ *  - calls nested at most kMaxCallDepth deep (limits.hpp); each call can be lifted over its woven
+ *    axes (lift.hpp), as derivation and the emitters run it;
  *  - every `out` names an array, and a diagram has at least one;
  *  - warnings: unused inputs, unused axes, statements whose result nothing reads.
  *  Runs on every diagram of every loaded file. Returns true when no error was reported.
@@ -24,5 +25,10 @@ namespace napkin {
  *  are resolved with them, and the size checks of its calls use the resulting sizes. */
 bool verify_program(const Program& p, DiagnosticEngine& diags, const Diagram* main = nullptr,
                     const SizeMap& overrides = {});
+
+/** Verifies one diagram `d` that need not be one of `p`'s (a lifted callee, lift.hpp), resolving
+ *  its calls against `p`'s diagrams: the per-diagram checks above, without the program-wide ones
+ *  (composition cycles, call depth). Returns true when no error was reported. */
+bool verify_diagram(const Program& p, const Diagram& d, DiagnosticEngine& diags, const SizeMap& overrides = {});
 
 }  // namespace napkin

@@ -263,15 +263,18 @@ class FunctionEmitter {
     for (const auto& [stmt, dvp] : dv_.callees)
       if (stmt == current_statement_) sub = dvp.get();
     NAPKIN_ASSERT(sub) << "no derivation for the call in " << current_statement_;
+    NAPKIN_ASSERT(sub->lifted) << "the derivation of the call in " << current_statement_ << " has no lifted callee";
+    // The callee lifted over the woven axes (diagrams/lift.hpp): one call covers every woven index.
+    const Diagram& callee = sub->lifted->diagram;
+    const auto bind = caller_axes(*sub->lifted, shape);
     std::string fn = fn_ + "__" + current_statement_;
-    helpers_ += FunctionEmitter(p_, *shape.callee, *sub, fn, helpers_).run() + "\n";
+    helpers_ += FunctionEmitter(p_, callee, *sub, fn, helpers_).run() + "\n";
     Buf t{temp(), shape.result};
     line("std::vector<double> " + t.name + "(" + local_size(shape.result) + ");  // call " + shape.callee->name);
-    loops(shape.woven);
-    const auto formals = shape.callee->inputs();
+    const auto formals = callee.inputs();
     for (std::size_t j = 0; j < formals.size(); ++j) {
       AxisList caller;
-      for (const auto& f : formals[j]->axes) caller.push_back(shape.bind.at(f));
+      for (const auto& f : formals[j]->axes) caller.push_back(bind.at(f));
       line("std::vector<double> arg" + std::to_string(j) + "(" + global_size(caller) + ");");
       loops(caller);
       std::string idx = "0";
@@ -280,18 +283,18 @@ class FunctionEmitter {
       end_loops(caller);
     }
     std::string sizes, ins;
-    for (const auto* a : shape.callee->axes()) {
+    for (const auto* a : callee.axes()) {
       std::string v;
-      if (shape.bind.count(a->name)) v = "N_" + shape.bind.at(a->name);
+      if (bind.count(a->name)) v = "N_" + bind.at(a->name);
       else {
         v = "int64_t{1}";
-        for (const auto& f : a->size) v += " * " + (f.axis.empty() ? std::to_string(f.literal) : "csz[" + std::to_string(axis_pos(*shape.callee, f.axis)) + "]");
+        for (const auto& f : a->size) v += " * " + (f.axis.empty() ? std::to_string(f.literal) : "csz[" + std::to_string(axis_pos(callee, f.axis)) + "]");
       }
       sizes += (sizes.empty() ? "" : ", ") + v;
     }
     for (std::size_t j = 0; j < formals.size(); ++j) ins += (j ? ", " : "") + std::string("arg") + std::to_string(j) + ".data()";
     AxisList out_caller;
-    for (const auto& f : *shape.callee->array_axes(shape.callee->outputs()[0]->name)) out_caller.push_back(shape.bind.at(f));
+    for (const auto& f : *callee.array_axes(callee.outputs()[0]->name)) out_caller.push_back(bind.at(f));
     line("std::vector<int64_t> csz;");
     for (const auto& part : split_sizes(sizes)) line("csz.push_back(" + part + ");");
     line("std::vector<double> res(" + global_size(out_caller) + ");");
@@ -303,7 +306,6 @@ class FunctionEmitter {
     for (const auto& c : out_caller) idx = "(" + idx + ") * N_" + c + " + i_" + c;
     line(at(t) + " = res[" + idx + "];");
     end_loops(out_caller);
-    end_loops(shape.woven);
     subst_[&e] = t;
   }
   static std::vector<std::string> split_sizes(const std::string& s) {

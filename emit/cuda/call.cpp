@@ -1,32 +1,13 @@
 // Strategy call (contract: strategies.hpp): a statement that calls another diagram. The callee,
-// derived on its own (Derivation::callees), becomes a namespace `call_<statement>` nested in the
-// caller's; its arrays are the caller's, offset to each index of the woven axes (the call is
-// mapped over them, one run of the callee's kernels per index, in order on the stream). When the
-// statement is more than the bare call (`Y = X2 + mlp(H2, ...)`), the call writes a buffer
+// lifted over the call's woven axes (diagrams/lift.hpp) and derived as such (Derivation::callees),
+// becomes a namespace `call_<statement>` nested in the caller's; its arrays are the caller's, whole:
+// one run of its kernels covers every woven index (batch axes of their grids), no loop on the host.
+// When the statement is more than the bare call (`Y = X2 + mlp(H2, ...)`), the call writes a buffer
 // `<statement>__call` and a SIMT kernel computes the statement over it.
 #include "emit/cuda/strategies.hpp"
 #include "emit/cuda/unit.hpp"
 
 namespace napkin::cuda {
-
-namespace {
-
-/** Host expression: element offset into an array with `axes` at the woven indices `w_<axis>`, 0
- *  along the others. */
-std::string woven_offset(const AxisList& axes, const AxisList& woven) {
-  return horner(axes, [&](const std::string& ax) { return contains(woven, ax) ? "w_" + ax : "0"; }, "a.N_");
-}
-
-/** [the woven axes `array` has, in woven order] ++ `inner`: the layout a slice must have. */
-AxisList slice_layout(const AxisList& array_axes, const AxisList& woven, const AxisList& inner) {
-  AxisList want;
-  for (const auto& w : woven)
-    if (contains(array_axes, w)) want.push_back(w);
-  want.insert(want.end(), inner.begin(), inner.end());
-  return want;
-}
-
-}  // namespace
 
 KernelEmit emit_call(Context& c, const Statement& s, const Derivation& sub, const Hardware& hw) {
   const Expr* call = nullptr;
@@ -34,15 +15,17 @@ KernelEmit emit_call(Context& c, const Statement& s, const Derivation& sub, cons
     if (e.kind == Expr::Kind::apply && e.op == Op::call) call = &e;
   });
   NAPKIN_ASSERT(call) << "statement " << s.name << " has no call";
+  NAPKIN_ASSERT(sub.lifted) << "the derivation of the call in " << s.name << " has no lifted callee";
   std::vector<AxisList> arg_axes;
   for (const auto& a : call->args) arg_axes.push_back(c.axes_of(*a));
   const CallShape shape = *c.typer().call_shape(*call, arg_axes);
-  const Diagram& callee = *shape.callee;
+  const Diagram& callee = sub.lifted->diagram;  // lifted over the woven axes: what `sub` derived
+  const auto caller_axis = caller_axes(*sub.lifted, shape);
   const std::string ns = "call_" + s.name;
   auto callee_ctype = [&](const std::string& array) { return ctype(emit_dtype(callee, array, c.options())); };
   auto to_caller = [&](const AxisList& callee_axes) {
     AxisList r;
-    for (const auto& f : callee_axes) r.push_back(shape.bind.at(f));
+    for (const auto& f : callee_axes) r.push_back(caller_axis.at(f));
     return r;
   };
 
@@ -51,21 +34,23 @@ KernelEmit emit_call(Context& c, const Statement& s, const Derivation& sub, cons
   Unit u = emit_unit(c.program(), callee, sub, hw, c.options(), ns, /*top=*/false);
   r.hopper = u.hopper;
   Code k;
-  k.line("// strategy call: " + s.name + " calls diagram " + callee.name + " (derived on its own), mapped over [" + join(shape.woven) +
-         "]; its schedule:");
+  k.line("// strategy call: " + s.name + " calls diagram " + shape.callee->name +
+         (shape.woven.empty() ? std::string(" (nothing woven)")
+                              : ", lifted over [" + join(shape.woven) + "] as " + callee.name + " (one run covers every woven index)") +
+         "; its schedule:");
   for (const auto& line : u.schedule) k.line("//   " + line.substr(3));
   const std::size_t id = next_nested_id();  // the callee's unit is spliced in by the top unit
   k.text += nested_marker(id);
   r.nested = std::move(u.nested);
   r.nested.emplace_back(id, std::move(u.code));
-  // Sizes: bound callee axes take the caller's sizes; the others are products of those.
+  // Sizes: woven and bound axes take the caller's sizes; the others are products of those.
   k.line("/** Sizes (elements) of " + callee.name + "'s axes for the call in " + s.name + ". */");
   k.open("static " + ns + "::Args " + ns + "_sizes(const Args& a)");
   k.line(ns + "::Args c{};");
   for (const auto* ax : callee.axes()) {
     std::string v;
-    if (shape.bind.count(ax->name)) {
-      v = "a.N_" + shape.bind.at(ax->name);
+    if (caller_axis.count(ax->name)) {
+      v = "a.N_" + caller_axis.at(ax->name);
     } else {
       v = "int64_t{1}";
       for (const auto& f : ax->size) v += " * " + (f.axis.empty() ? "int64_t{" + std::to_string(f.literal) + "}" : "c.N_" + f.axis);
@@ -74,37 +59,34 @@ KernelEmit emit_call(Context& c, const Statement& s, const Derivation& sub, cons
   }
   k.line("return c;");
   k.close();
-  // Arrays: plain caller arrays, sliced at the woven indices.
-  std::string woven_params;
-  for (const auto& w : shape.woven) woven_params += ", int64_t w_" + w;
-  k.line("/** " + callee.name + "'s arrays for the call in " + s.name + " at the woven indices: slices of the caller's. */");
-  k.open("static " + ns + "::Args " + ns + "_args(const Args& a" + woven_params + ")");
+  // Arrays: the caller's, whole (the lift gave each formal its argument's layout).
+  k.line("/** " + callee.name + "'s arrays for the call in " + s.name + ": the caller's. */");
+  k.open("static " + ns + "::Args " + ns + "_args(const Args& a)");
   k.line(ns + "::Args c = " + ns + "_sizes(a);");
   const auto formals = callee.inputs();
   for (std::size_t j = 0; j < formals.size(); ++j) {
     const Expr& arg = *call->args[j];
-    const std::string where = "emit --target cuda: argument " + std::to_string(j + 1) + " of the call of " + callee.name + " in '" + s.name + "'";
+    const std::string where = "emit --target cuda: argument " + std::to_string(j + 1) + " of the call of " + shape.callee->name + " in '" + s.name + "'";
     if (arg.kind != Expr::Kind::ref || !c.diagram().array_axes(arg.name))
       throw UserError(where + " is an expression; the CUDA target passes arrays only: compute it in a statement of its own first");
     const AxisList have = c.axes(arg.name);
-    const AxisList want = slice_layout(have, shape.woven, to_caller(formals[j]->axes));
+    const AxisList want = to_caller(formals[j]->axes);
     if (have != want)
       throw UserError(where + ", '" + arg.name + "[" + join(have) + "]', must be laid out as [" + join(want) +
                       "] (woven axes first, then the callee's axes in its order)");
     if (c.ctype_of(arg.name) != callee_ctype(formals[j]->name))
-      throw UserError(where + ", '" + arg.name + "', is " + c.ctype_of(arg.name) + " but " + callee.name + " takes " +
+      throw UserError(where + ", '" + arg.name + "', is " + c.ctype_of(arg.name) + " but " + shape.callee->name + " takes " +
                       callee_ctype(formals[j]->name));
-    k.line("c." + formals[j]->name + " = a." + arg.name + " + " + woven_offset(have, shape.woven) + ";");
+    k.line("c." + formals[j]->name + " = a." + arg.name + ";");
   }
   const std::string out_name = callee.outputs().front()->name;
-  AxisList result = shape.woven;
-  for (const auto& ax : to_caller(*callee.array_axes(out_name))) result.push_back(ax);
+  const AxisList result = to_caller(*callee.array_axes(out_name));  // the woven axes, then the bound output axes
   const bool direct = call == &*s.expr && s.axes == result && c.ctype_of(s.name) == callee_ctype(out_name);
   const std::string target = direct ? s.name : s.name + "__call";
   if (!direct) {
     r.buffers.push_back({target, callee_ctype(out_name), host_bytes(callee_ctype(out_name), result), "result of the call in " + s.name + " [" + join(result) + "]"});
   }
-  k.line("c." + out_name + " = a." + target + " + " + woven_offset(result, shape.woven) + ";");
+  k.line("c." + out_name + " = a." + target + ";");
   k.line(ns + "::bind_workspace(c, a." + s.name + "__ws);");
   k.line("return c;");
   k.close();
@@ -112,14 +94,7 @@ KernelEmit emit_call(Context& c, const Statement& s, const Derivation& sub, cons
   r.stored.insert(s.name);
 
   Code l;
-  std::string args = "a";
-  for (const auto& w : shape.woven) {
-    l.line("for (int64_t w_" + w + " = 0; w_" + w + " < a.N_" + w + "; ++w_" + w + ")");
-    ++l.indent;
-    args += ", w_" + w;
-  }
-  l.line("if (const int e = " + ns + "::run_all(" + ns + "_args(" + args + "), stream)) return e;");
-  l.indent -= static_cast<int>(shape.woven.size());
+  l.line("if (const int e = " + ns + "::run_all(" + ns + "_args(a), stream)) return e;");
   if (!direct) {
     // The rest of the statement, one thread per element, the call node read from its buffer.
     const Expr* node = call;

@@ -49,9 +49,9 @@ struct KernelEmit {
 KernelEmit emit_gemm(Context& c, const KernelChoice& k);
 KernelEmit emit_flash(Context& c, const KernelChoice& k);
 KernelEmit emit_rows(Context& c, const KernelChoice& k);
-/** A statement calling another diagram: the callee's unit (derived separately, `sub`) nested in
- *  the caller's namespace, launched once per index of the woven axes with pointers offset into
- *  the caller's arrays; the rest of the statement (`X2 + mlp(...)`) as a SIMT kernel over the
+/** A statement calling another diagram: the unit of the callee lifted over the call's woven axes
+ *  (derived separately, `sub`, whose `lifted` it is) nested in the caller's namespace and run once
+ *  on the caller's arrays, the woven axes batch axes of its kernels' grids; the rest of the statement (`X2 + mlp(...)`) as a SIMT kernel over the
  *  call's result. Raises UserError for arguments that are not plain arrays laid out as
  *  [woven axes..., callee axes...] or whose dtype differs from the callee's. */
 KernelEmit emit_call(Context& c, const Statement& s, const Derivation& sub, const Hardware& hw);

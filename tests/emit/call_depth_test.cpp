@@ -52,3 +52,30 @@ TEST_CASE("emitting CUDA is linear in the call depth", "[emit][cuda][scale]") {
   INFO("250 levels: " << shallow << " s, 1000 levels: " << deep << " s");
   CHECK(deep < 8 * shallow + 0.05);  // linear: 4x; quadratic: 16x
 }
+
+TEST_CASE("a call woven over b runs its callee lifted over b once: no host loop over b", "[emit][cuda][call]") {
+  // The GPU sweep's call-block case (tests/gpu/sweep.sh): rmsnorm_layer and mlp_swiglu are woven over b = 2.
+  Hardware hw = load_hardware("h100");
+  const LoadedDiagram l = load_library(std::string(NAPKIN_SOURCE_DIR) + "/tests/gpu/call_block.napkin");
+  DiagnosticEngine diags;
+  SizeMap sizes = *resolve_sizes(*l.diagram, {{"b", 2}, {"s", 96}, {"m", 256}, {"g", 2}, {"r", 2}, {"d", 64}, {"f", 384}}, diags);
+  Derivation dv = derive(*l.program, *l.diagram, sizes, hw);
+  REQUIRE(dv.callees.size() == 4);
+  for (const auto& [stmt, sub] : dv.callees) {
+    REQUIRE(sub->lifted);
+    // Each kernel of a callee woven over b has b in its grid (a batch axis of extent 2).
+    if (stmt == "A") continue;  // gqa_attention binds b: nothing woven
+    CHECK(sub->lifted->woven == AxisList{"b"});
+    for (const auto& k : sub->chosen.kernels) CHECK(k.cost.axes.at("b").extent == 2);
+  }
+  const std::string cu = emit_cuda(*l.program, *l.diagram, dv, hw);
+  CHECK(cu.find("for (int64_t w_") == std::string::npos);
+  for (const char* call : {"call_H1", "call_A", "call_H2", "call_Y"}) {
+    const std::string run = std::string(call) + "::run_all(" + call + "_args(a), stream)";
+    INFO(run);
+    const std::size_t at = cu.find(run);
+    CHECK(at != std::string::npos);
+    CHECK(cu.find(run, at + 1) == std::string::npos);  // launched once
+  }
+  CHECK(cu.find("c.N_b = a.N_b;") != std::string::npos);  // the lifted callees' b is the caller's
+}

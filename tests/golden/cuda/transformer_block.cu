@@ -532,11 +532,11 @@ static int napkin_fail(const char* message) {
     __nv_bfloat16* A;  // intermediate in HBM [b, g, r, s, d]
     __nv_bfloat16* X2;  // intermediate in HBM [b, s, m]
     __nv_bfloat16* H2;  // intermediate in HBM [b, s, m]
-    char* H1__ws;  // workspace of rmsnorm_layer called in H1
+    char* H1__ws;  // workspace of rmsnorm_layer_over_b called in H1
     char* A__ws;  // workspace of gqa_attention called in A
-    char* H2__ws;  // workspace of rmsnorm_layer called in H2
+    char* H2__ws;  // workspace of rmsnorm_layer_over_b called in H2
     __nv_bfloat16* Y__call;  // result of the call in Y [b, s, m]
-    char* Y__ws;  // workspace of mlp_swiglu called in Y
+    char* Y__ws;  // workspace of mlp_swiglu_over_b called in Y
     int64_t N_b;
     int64_t N_s;
     int64_t N_m;
@@ -546,15 +546,16 @@ static int napkin_fail(const char* message) {
     int64_t N_f;
   };
 
-// strategy call: H1 calls diagram rmsnorm_layer (derived on its own), mapped over [b]; its schedule:
+// strategy call: H1 calls diagram rmsnorm_layer, lifted over [b] as rmsnorm_layer_over_b (one run covers every woven index); its schedule:
 //   kernel Y: fuse Y; group t by 8; warps 8
 namespace call_H1 {
 
   /** Device pointers of every array kept in global memory, and the sizes of every axis (elements). */
   struct Args {
-    const __nv_bfloat16* X;  // input [t, m]
+    const __nv_bfloat16* X;  // input [b, t, m]
     const __nv_bfloat16* W;  // input [m]
-    __nv_bfloat16* Y;  // output [t, m]
+    __nv_bfloat16* Y;  // output [b, t, m]
+    int64_t N_b;
     int64_t N_t;
     int64_t N_m;
   };
@@ -565,10 +566,10 @@ namespace k_Y {
   constexpr int WARPS = 8, THREADS = WARPS * 32, ROWS = 8, TEAM_WARPS = 1, TEAM = TEAM_WARPS * 32, U = 4;
 
   __global__ void __launch_bounds__(THREADS) kernel(const Args a) {
-    [[maybe_unused]] const int64_t N_t = a.N_t, N_m = a.N_m;
+    [[maybe_unused]] const int64_t N_b = a.N_b, N_t = a.N_t, N_m = a.N_m;
     __shared__ float red[WARPS][3];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, t = (warp % TEAM_WARPS) * 32 + lane;
-    const int64_t total_rows = int64_t{1} * N_t;
+    const int64_t total_rows = int64_t{1} * N_b * N_t;
     for (int rr = warp / TEAM_WARPS; rr < ROWS; rr += WARPS / TEAM_WARPS) {
       int64_t row = int64_t{blockIdx.x} * ROWS + rr;
       const bool live = row < total_rows;
@@ -576,6 +577,8 @@ namespace k_Y {
       if (!live) row = 0;
       const int64_t i_t = row % N_t;
       row /= N_t;
+      const int64_t i_b = row % N_b;
+      row /= N_b;
       const bool vec = N_m % 8 == 0 && reinterpret_cast<uintptr_t>(a.W) % 16 == 0 && reinterpret_cast<uintptr_t>(a.X) % 16 == 0 && reinterpret_cast<uintptr_t>(a.Y) % 16 == 0;  // the 16-byte path
       float n = 0.0f, s1 = 0.0f, s2 = 0.0f;  // count, sum and sum of squares of v - shift
       if (vec) {
@@ -585,7 +588,7 @@ namespace k_Y {
           for (int u = 0; u < U; ++u) {
             const int64_t i_m = b0 + int64_t{u} * TEAM * 8;
             if (i_m >= N_m) break;
-            r_X[u] = *reinterpret_cast<const uint4*>(a.X + (i_t) * N_m + i_m);
+            r_X[u] = *reinterpret_cast<const uint4*>(a.X + ((i_b) * N_t + i_t) * N_m + i_m);
           }
           #pragma unroll
           for (int u = 0; u < U; ++u) {
@@ -602,7 +605,7 @@ namespace k_Y {
         }
       } else {
         for (int64_t i_m = t; i_m < N_m; i_m += TEAM) {
-          const float v = napkin::to_f(a.X[(i_t) * N_m + i_m]);
+          const float v = napkin::to_f(a.X[((i_b) * N_t + i_t) * N_m + i_m]);
           const float dv = v;
           n += 1.0f; s1 += dv; s2 += dv * dv;
         }
@@ -630,7 +633,7 @@ namespace k_Y {
             const int64_t i_m = b0 + int64_t{u} * TEAM * 8;
             if (i_m >= N_m) break;
             r_W[u] = *reinterpret_cast<const uint4*>(a.W + i_m);
-            r_X[u] = *reinterpret_cast<const uint4*>(a.X + (i_t) * N_m + i_m);
+            r_X[u] = *reinterpret_cast<const uint4*>(a.X + ((i_b) * N_t + i_t) * N_m + i_m);
           }
           #pragma unroll
           for (int u = 0; u < U; ++u) {
@@ -645,14 +648,14 @@ namespace k_Y {
               ys[j] = v * inv * w;
             }
             const int64_t i_m = b0 + int64_t{u} * TEAM * 8;
-            *reinterpret_cast<uint4*>(a.Y + (i_t) * N_m + i_m) = make_uint4(napkin::pack2<__nv_bfloat16>(ys[0], ys[1]), napkin::pack2<__nv_bfloat16>(ys[2], ys[3]), napkin::pack2<__nv_bfloat16>(ys[4], ys[5]), napkin::pack2<__nv_bfloat16>(ys[6], ys[7]));
+            *reinterpret_cast<uint4*>(a.Y + ((i_b) * N_t + i_t) * N_m + i_m) = make_uint4(napkin::pack2<__nv_bfloat16>(ys[0], ys[1]), napkin::pack2<__nv_bfloat16>(ys[2], ys[3]), napkin::pack2<__nv_bfloat16>(ys[4], ys[5]), napkin::pack2<__nv_bfloat16>(ys[6], ys[7]));
           }
         }
       } else {
         for (int64_t i_m = t; i_m < N_m; i_m += TEAM) {
-          const float v = napkin::to_f(a.X[(i_t) * N_m + i_m]);
+          const float v = napkin::to_f(a.X[((i_b) * N_t + i_t) * N_m + i_m]);
           const float w = napkin::to_f(a.W[i_m]);
-          a.Y[(i_t) * N_m + i_m] = napkin::from_f<__nv_bfloat16>(v * inv * w);
+          a.Y[((i_b) * N_t + i_t) * N_m + i_m] = napkin::from_f<__nv_bfloat16>(v * inv * w);
         }
       }
     }
@@ -676,7 +679,7 @@ namespace k_Y {
       // Y (rows)
       case 0: {
         napkin_variant = "rows";
-        const int64_t blocks = (int64_t{1} * a.N_t + 8 - 1) / 8;
+        const int64_t blocks = (int64_t{1} * a.N_b * a.N_t + 8 - 1) / 8;
         if (blocks == 0) return 0;
         k_Y::kernel<<<static_cast<unsigned>(blocks), k_Y::THREADS, 0, stream>>>(a);
         NAPKIN_CUDA(cudaGetLastError());
@@ -692,19 +695,20 @@ namespace k_Y {
     return 0;
   }
 }  // namespace call_H1
-/** Sizes (elements) of rmsnorm_layer's axes for the call in H1. */
+/** Sizes (elements) of rmsnorm_layer_over_b's axes for the call in H1. */
 static call_H1::Args call_H1_sizes(const Args& a) {
   call_H1::Args c{};
+  c.N_b = a.N_b;
   c.N_t = a.N_s;
   c.N_m = a.N_m;
   return c;
 }
-/** rmsnorm_layer's arrays for the call in H1 at the woven indices: slices of the caller's. */
-static call_H1::Args call_H1_args(const Args& a, int64_t w_b) {
+/** rmsnorm_layer_over_b's arrays for the call in H1: the caller's. */
+static call_H1::Args call_H1_args(const Args& a) {
   call_H1::Args c = call_H1_sizes(a);
-  c.X = a.X + ((w_b) * a.N_s + 0) * a.N_m + 0;
-  c.W = a.norm1 + 0;
-  c.Y = a.H1 + ((w_b) * a.N_s + 0) * a.N_m + 0;
+  c.X = a.X;
+  c.W = a.norm1;
+  c.Y = a.H1;
   call_H1::bind_workspace(c, a.H1__ws);
   return c;
 }
@@ -1417,7 +1421,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
 }  // namespace wg
 }  // namespace k_K_to_V
 
-// strategy call: A calls diagram gqa_attention (derived on its own), mapped over []; its schedule:
+// strategy call: A calls diagram gqa_attention (nothing woven); its schedule:
 //   kernel S_to_O: fuse S, P, O; weave r; group g by 2; group q by 128; stream x by 128; warps 8
 namespace call_A {
 
@@ -1940,13 +1944,13 @@ static call_A::Args call_A_sizes(const Args& a) {
   c.N_d = a.N_d;
   return c;
 }
-/** gqa_attention's arrays for the call in A at the woven indices: slices of the caller's. */
+/** gqa_attention's arrays for the call in A: the caller's. */
 static call_A::Args call_A_args(const Args& a) {
   call_A::Args c = call_A_sizes(a);
-  c.Q = a.Q + ((((0) * a.N_g + 0) * a.N_r + 0) * a.N_s + 0) * a.N_d + 0;
-  c.K = a.K + (((0) * a.N_g + 0) * a.N_s + 0) * a.N_d + 0;
-  c.V = a.V + (((0) * a.N_g + 0) * a.N_s + 0) * a.N_d + 0;
-  c.O = a.A + ((((0) * a.N_g + 0) * a.N_r + 0) * a.N_s + 0) * a.N_d + 0;
+  c.Q = a.Q;
+  c.K = a.K;
+  c.V = a.V;
+  c.O = a.A;
   call_A::bind_workspace(c, a.A__ws);
   return c;
 }
@@ -2295,15 +2299,16 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
 }  // namespace wg
 }  // namespace k_X2
 
-// strategy call: H2 calls diagram rmsnorm_layer (derived on its own), mapped over [b]; its schedule:
+// strategy call: H2 calls diagram rmsnorm_layer, lifted over [b] as rmsnorm_layer_over_b (one run covers every woven index); its schedule:
 //   kernel Y: fuse Y; group t by 8; warps 8
 namespace call_H2 {
 
   /** Device pointers of every array kept in global memory, and the sizes of every axis (elements). */
   struct Args {
-    const __nv_bfloat16* X;  // input [t, m]
+    const __nv_bfloat16* X;  // input [b, t, m]
     const __nv_bfloat16* W;  // input [m]
-    __nv_bfloat16* Y;  // output [t, m]
+    __nv_bfloat16* Y;  // output [b, t, m]
+    int64_t N_b;
     int64_t N_t;
     int64_t N_m;
   };
@@ -2314,10 +2319,10 @@ namespace k_Y {
   constexpr int WARPS = 8, THREADS = WARPS * 32, ROWS = 8, TEAM_WARPS = 1, TEAM = TEAM_WARPS * 32, U = 4;
 
   __global__ void __launch_bounds__(THREADS) kernel(const Args a) {
-    [[maybe_unused]] const int64_t N_t = a.N_t, N_m = a.N_m;
+    [[maybe_unused]] const int64_t N_b = a.N_b, N_t = a.N_t, N_m = a.N_m;
     __shared__ float red[WARPS][3];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, t = (warp % TEAM_WARPS) * 32 + lane;
-    const int64_t total_rows = int64_t{1} * N_t;
+    const int64_t total_rows = int64_t{1} * N_b * N_t;
     for (int rr = warp / TEAM_WARPS; rr < ROWS; rr += WARPS / TEAM_WARPS) {
       int64_t row = int64_t{blockIdx.x} * ROWS + rr;
       const bool live = row < total_rows;
@@ -2325,6 +2330,8 @@ namespace k_Y {
       if (!live) row = 0;
       const int64_t i_t = row % N_t;
       row /= N_t;
+      const int64_t i_b = row % N_b;
+      row /= N_b;
       const bool vec = N_m % 8 == 0 && reinterpret_cast<uintptr_t>(a.W) % 16 == 0 && reinterpret_cast<uintptr_t>(a.X) % 16 == 0 && reinterpret_cast<uintptr_t>(a.Y) % 16 == 0;  // the 16-byte path
       float n = 0.0f, s1 = 0.0f, s2 = 0.0f;  // count, sum and sum of squares of v - shift
       if (vec) {
@@ -2334,7 +2341,7 @@ namespace k_Y {
           for (int u = 0; u < U; ++u) {
             const int64_t i_m = b0 + int64_t{u} * TEAM * 8;
             if (i_m >= N_m) break;
-            r_X[u] = *reinterpret_cast<const uint4*>(a.X + (i_t) * N_m + i_m);
+            r_X[u] = *reinterpret_cast<const uint4*>(a.X + ((i_b) * N_t + i_t) * N_m + i_m);
           }
           #pragma unroll
           for (int u = 0; u < U; ++u) {
@@ -2351,7 +2358,7 @@ namespace k_Y {
         }
       } else {
         for (int64_t i_m = t; i_m < N_m; i_m += TEAM) {
-          const float v = napkin::to_f(a.X[(i_t) * N_m + i_m]);
+          const float v = napkin::to_f(a.X[((i_b) * N_t + i_t) * N_m + i_m]);
           const float dv = v;
           n += 1.0f; s1 += dv; s2 += dv * dv;
         }
@@ -2379,7 +2386,7 @@ namespace k_Y {
             const int64_t i_m = b0 + int64_t{u} * TEAM * 8;
             if (i_m >= N_m) break;
             r_W[u] = *reinterpret_cast<const uint4*>(a.W + i_m);
-            r_X[u] = *reinterpret_cast<const uint4*>(a.X + (i_t) * N_m + i_m);
+            r_X[u] = *reinterpret_cast<const uint4*>(a.X + ((i_b) * N_t + i_t) * N_m + i_m);
           }
           #pragma unroll
           for (int u = 0; u < U; ++u) {
@@ -2394,14 +2401,14 @@ namespace k_Y {
               ys[j] = v * inv * w;
             }
             const int64_t i_m = b0 + int64_t{u} * TEAM * 8;
-            *reinterpret_cast<uint4*>(a.Y + (i_t) * N_m + i_m) = make_uint4(napkin::pack2<__nv_bfloat16>(ys[0], ys[1]), napkin::pack2<__nv_bfloat16>(ys[2], ys[3]), napkin::pack2<__nv_bfloat16>(ys[4], ys[5]), napkin::pack2<__nv_bfloat16>(ys[6], ys[7]));
+            *reinterpret_cast<uint4*>(a.Y + ((i_b) * N_t + i_t) * N_m + i_m) = make_uint4(napkin::pack2<__nv_bfloat16>(ys[0], ys[1]), napkin::pack2<__nv_bfloat16>(ys[2], ys[3]), napkin::pack2<__nv_bfloat16>(ys[4], ys[5]), napkin::pack2<__nv_bfloat16>(ys[6], ys[7]));
           }
         }
       } else {
         for (int64_t i_m = t; i_m < N_m; i_m += TEAM) {
-          const float v = napkin::to_f(a.X[(i_t) * N_m + i_m]);
+          const float v = napkin::to_f(a.X[((i_b) * N_t + i_t) * N_m + i_m]);
           const float w = napkin::to_f(a.W[i_m]);
-          a.Y[(i_t) * N_m + i_m] = napkin::from_f<__nv_bfloat16>(v * inv * w);
+          a.Y[((i_b) * N_t + i_t) * N_m + i_m] = napkin::from_f<__nv_bfloat16>(v * inv * w);
         }
       }
     }
@@ -2425,7 +2432,7 @@ namespace k_Y {
       // Y (rows)
       case 0: {
         napkin_variant = "rows";
-        const int64_t blocks = (int64_t{1} * a.N_t + 8 - 1) / 8;
+        const int64_t blocks = (int64_t{1} * a.N_b * a.N_t + 8 - 1) / 8;
         if (blocks == 0) return 0;
         k_Y::kernel<<<static_cast<unsigned>(blocks), k_Y::THREADS, 0, stream>>>(a);
         NAPKIN_CUDA(cudaGetLastError());
@@ -2441,36 +2448,38 @@ namespace k_Y {
     return 0;
   }
 }  // namespace call_H2
-/** Sizes (elements) of rmsnorm_layer's axes for the call in H2. */
+/** Sizes (elements) of rmsnorm_layer_over_b's axes for the call in H2. */
 static call_H2::Args call_H2_sizes(const Args& a) {
   call_H2::Args c{};
+  c.N_b = a.N_b;
   c.N_t = a.N_s;
   c.N_m = a.N_m;
   return c;
 }
-/** rmsnorm_layer's arrays for the call in H2 at the woven indices: slices of the caller's. */
-static call_H2::Args call_H2_args(const Args& a, int64_t w_b) {
+/** rmsnorm_layer_over_b's arrays for the call in H2: the caller's. */
+static call_H2::Args call_H2_args(const Args& a) {
   call_H2::Args c = call_H2_sizes(a);
-  c.X = a.X2 + ((w_b) * a.N_s + 0) * a.N_m + 0;
-  c.W = a.norm2 + 0;
-  c.Y = a.H2 + ((w_b) * a.N_s + 0) * a.N_m + 0;
+  c.X = a.X2;
+  c.W = a.norm2;
+  c.Y = a.H2;
   call_H2::bind_workspace(c, a.H2__ws);
   return c;
 }
 
-// strategy call: Y calls diagram mlp_swiglu (derived on its own), mapped over [b]; its schedule:
+// strategy call: Y calls diagram mlp_swiglu, lifted over [b] as mlp_swiglu_over_b (one run covers every woven index); its schedule:
 //   kernel G_to_H: fuse G, U, H; group t by 128; group f by 128; stream m by 64; warps 8; cluster t by 2
 //   kernel Y: fuse Y; group t by 128; group m by 256; stream f by 64; warps 8; cluster t by 2
 namespace call_Y {
 
   /** Device pointers of every array kept in global memory, and the sizes of every axis (elements). */
   struct Args {
-    const __nv_bfloat16* X;  // input [t, m]
+    const __nv_bfloat16* X;  // input [b, t, m]
     const __nv_bfloat16* W1;  // input [m, f]
     const __nv_bfloat16* W3;  // input [m, f]
     const __nv_bfloat16* W2;  // input [f, m]
-    __nv_bfloat16* Y;  // output [t, m]
-    __nv_bfloat16* H;  // intermediate in HBM [t, f]
+    __nv_bfloat16* Y;  // output [b, t, m]
+    __nv_bfloat16* H;  // intermediate in HBM [b, t, f]
+    int64_t N_b;
     int64_t N_t;
     int64_t N_m;
     int64_t N_f;
@@ -2494,11 +2503,11 @@ namespace k_G_to_H {
   constexpr size_t SMEM_BYTES = size_t{STAGES} * STAGE_ELEMS * sizeof(T);
 
   __global__ void __launch_bounds__(THREADS) kernel(const Args a) {
-    [[maybe_unused]] const int64_t N_t = a.N_t, N_m = a.N_m, N_f = a.N_f;
+    [[maybe_unused]] const int64_t N_b = a.N_b, N_t = a.N_t, N_m = a.N_m, N_f = a.N_f;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     T* smem = reinterpret_cast<T*>(smem_raw);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    // grid: tiles of t x tiles of f, in groups of 8 t tiles; then no batch axes
+    // grid: tiles of t x tiles of f, in groups of 8 t tiles; then batch axes b
     const int64_t tiles_m = (N_t + T_M - 1) / T_M, tiles_n = (N_f + T_N - 1) / T_N;
     int64_t bid = blockIdx.x;
     const int64_t tile = bid % (tiles_m * tiles_n);
@@ -2506,8 +2515,10 @@ namespace k_G_to_H {
     const int64_t first_m = tile / (8 * tiles_n) * 8, group_m = min(int64_t{8}, tiles_m - first_m);
     const int64_t o_t = (first_m + tile % (8 * tiles_n) % group_m) * T_M;
     const int64_t o_f = (tile % (8 * tiles_n) / group_m) * T_N;
+    const int64_t i_b = bid % N_b;
+    bid /= N_b;
     const int n_M = static_cast<int>(min(int64_t{T_M}, N_t - o_t)), n_N = static_cast<int>(min(int64_t{T_N}, N_f - o_f));
-    const T* g_X = a.X + (o_t) * N_m + 0;  // tile origin
+    const T* g_X = a.X + ((i_b) * N_t + o_t) * N_m + 0;  // tile origin
     const int64_t rs_X = int64_t{1} * N_m;  // elements between rows of the tile (t)
     const bool vec_X = rs_X % 8 == 0 && reinterpret_cast<uintptr_t>(g_X) % 16 == 0;  // 16-byte cp.async
     const T* g_W3 = a.W3 + (0) * N_f + o_f;  // tile origin
@@ -2576,7 +2587,7 @@ namespace k_G_to_H {
               v_H[q] = (napkin::silu(acc1[mt][nt][h * 2 + q]) * acc0[mt][nt][h * 2 + q]);
             }
             const int64_t i_f = o_f + col;
-            napkin::store2(a.H + (i_t) * N_f + i_f, v_H);
+            napkin::store2(a.H + ((i_b) * N_t + i_t) * N_f + i_f, v_H);
           }
         }
       }
@@ -2595,7 +2606,7 @@ namespace k_G_to_H {
               for (int q = 0; q < 2; ++q) {
                 if (col + q >= n_N) break;
                 const int64_t i_f = o_f + col + q;
-                x_H[q] = (i_t) * N_f + i_f;
+                x_H[q] = ((i_b) * N_t + i_t) * N_f + i_f;
                 v_H[q] = (napkin::silu(acc1[mt][nt][h * 2 + q]) * acc0[mt][nt][h * 2 + q]);
               }
               napkin::store_pair(a.H, x_H, v_H, col + 1 < n_N);
@@ -2628,13 +2639,13 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
     constexpr int OFF_X = 0;  // SMEM bytes: X [1 blocks of 64 m][t 128][64], 128-byte swizzle
     constexpr int OFF_W3 = 16384;  // SMEM bytes: W3 [2 blocks of 64 f][m 64][64], 128-byte swizzle
     constexpr int OFF_W1 = 32768;  // SMEM bytes: W1 [2 blocks of 64 f][m 64][64], 128-byte swizzle
-    [[maybe_unused]] const int64_t N_t = a.N_t, N_m = a.N_m, N_f = a.N_f;
+    [[maybe_unused]] const int64_t N_b = a.N_b, N_t = a.N_t, N_m = a.N_m, N_f = a.N_f;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) / 1024 * 1024);
     uint64_t* full = reinterpret_cast<uint64_t*>(smem + STAGES * STAGE_BYTES);  // chunk landed in the stage
     uint64_t* empty = full + STAGES;                                           // stage consumed
     const int64_t chunks = (N_m + T_K - 1) / T_K;
-    const int64_t tile_blocks = (((N_t + T_M - 1) / T_M + CLUSTER - 1) / CLUSTER * CLUSTER) * ((N_f + T_N - 1) / T_N);  // the non-persistent grid: one block per output tile
+    const int64_t tile_blocks = (((N_t + T_M - 1) / T_M + CLUSTER - 1) / CLUSTER * CLUSTER) * ((N_f + T_N - 1) / T_N) * N_b;  // the non-persistent grid: one block per output tile
     if (threadIdx.x == 0) {
       for (int s = 0; s < STAGES; ++s) {
         napkin::mbar_init(&full[s], 1);
@@ -2650,7 +2661,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
       if (threadIdx.x == 0) {
         int64_t it = 0;  // chunks loaded by this block, over all its tiles
         for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x) {
-          // grid: clusters of 2 blocks over 2 tiles of t and one of f; cluster rows of t x tiles of f, in groups of 8 t tiles; then no batch axes
+          // grid: clusters of 2 blocks over 2 tiles of t and one of f; cluster rows of t x tiles of f, in groups of 8 t tiles; then batch axes b
           const int64_t tiles_m = (N_t + T_M - 1) / T_M, tiles_n = (N_f + T_N - 1) / T_N;
           const int64_t rows = (tiles_m + CLUSTER - 1) / CLUSTER;
           int64_t bid = vb / CLUSTER;
@@ -2659,6 +2670,8 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
           const int64_t first_m = tile / (4 * tiles_n) * 4, group_m = min(int64_t{4}, rows - first_m);
           const int64_t o_t = ((first_m + tile % (4 * tiles_n) % group_m) * CLUSTER + vb % CLUSTER) * T_M;
           const int64_t o_f = (tile % (4 * tiles_n) / group_m) * T_N;
+          const int64_t i_b = bid % N_b;
+          bid /= N_b;
           const int n_M = static_cast<int>(min(int64_t{T_M}, N_t - o_t)), n_N = static_cast<int>(min(int64_t{T_N}, N_f - o_f));
           for (int64_t kc = 0; kc < chunks; ++kc, ++it) {
             const int s = static_cast<int>(it % STAGES);
@@ -2666,7 +2679,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
             napkin::mbar_expect_tx(&full[s], STAGE_BYTES);  // every box counts in full, zero-filled parts too; the other block's multicasts too
             unsigned char* st = smem + s * STAGE_BYTES;
             const int64_t o_k = kc * T_K;
-            napkin::tma_load(st + OFF_X + 0, &tm_X, &full[s], static_cast<int>(o_k) + 0, static_cast<int>(o_t) + 0);
+            napkin::tma_load(st + OFF_X + 0, &tm_X, &full[s], static_cast<int>(o_k) + 0, static_cast<int>(o_t) + 0, static_cast<int>(i_b));
             if (rank == 0) napkin::tma_load_multicast(st + OFF_W3 + 0, &tm_W3, &full[s], (1u << CLUSTER) - 1, static_cast<int>(o_f) + 0, static_cast<int>(o_k) + 0);
             if (rank == 1) napkin::tma_load_multicast(st + OFF_W3 + 4096, &tm_W3, &full[s], (1u << CLUSTER) - 1, static_cast<int>(o_f) + 0, static_cast<int>(o_k) + 32);
             if (rank == 0) napkin::tma_load_multicast(st + OFF_W3 + 8192, &tm_W3, &full[s], (1u << CLUSTER) - 1, static_cast<int>(o_f) + 64, static_cast<int>(o_k) + 0);
@@ -2684,7 +2697,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
       const int cw = threadIdx.x / 128 - 1, t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
       int64_t it = 0;  // chunks consumed by this block, over all its tiles
       for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x) {
-        // grid: clusters of 2 blocks over 2 tiles of t and one of f; cluster rows of t x tiles of f, in groups of 8 t tiles; then no batch axes
+        // grid: clusters of 2 blocks over 2 tiles of t and one of f; cluster rows of t x tiles of f, in groups of 8 t tiles; then batch axes b
         const int64_t tiles_m = (N_t + T_M - 1) / T_M, tiles_n = (N_f + T_N - 1) / T_N;
         const int64_t rows = (tiles_m + CLUSTER - 1) / CLUSTER;
         int64_t bid = vb / CLUSTER;
@@ -2693,6 +2706,8 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
         const int64_t first_m = tile / (4 * tiles_n) * 4, group_m = min(int64_t{4}, rows - first_m);
         const int64_t o_t = ((first_m + tile % (4 * tiles_n) % group_m) * CLUSTER + vb % CLUSTER) * T_M;
         const int64_t o_f = (tile % (4 * tiles_n) / group_m) * T_N;
+        const int64_t i_b = bid % N_b;
+        bid /= N_b;
         const int n_M = static_cast<int>(min(int64_t{T_M}, N_t - o_t)), n_N = static_cast<int>(min(int64_t{T_N}, N_f - o_f));
         float acc0[MS][T_N] = {};  // registers: contract(X, W3; m) in columns [0, T_N), contract(X, W1; m) in [T_N, 2 T_N)
         for (int64_t kc = 0; kc < chunks; ++kc, ++it) {
@@ -2755,7 +2770,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
                 }
                 const int64_t i_f = o_f + ng * 32 + (lane % 4) * 8;
                 napkin::quad_transpose(p_H, lane);
-                *reinterpret_cast<uint4*>(a.H + (i_t) * N_f + i_f) = make_uint4(p_H[0], p_H[1], p_H[2], p_H[3]);
+                *reinterpret_cast<uint4*>(a.H + ((i_b) * N_t + i_t) * N_f + i_f) = make_uint4(p_H[0], p_H[1], p_H[2], p_H[3]);
               }
             }
           }
@@ -2776,7 +2791,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
                     v_H[q] = (napkin::silu(acc0[ms][T_N / 2 + nt * 4 + h * 2 + q]) * acc0[ms][nt * 4 + h * 2 + q]);
                   }
                   const int64_t i_f = o_f + col;
-                  napkin::store2(a.H + (i_t) * N_f + i_f, v_H);
+                  napkin::store2(a.H + ((i_b) * N_t + i_t) * N_f + i_f, v_H);
                 }
               }
             }
@@ -2795,7 +2810,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
                     for (int q = 0; q < 2; ++q) {
                       if (col + q >= n_N) break;
                       const int64_t i_f = o_f + col + q;
-                      x_H[q] = (i_t) * N_f + i_f;
+                      x_H[q] = ((i_b) * N_t + i_t) * N_f + i_f;
                       v_H[q] = (napkin::silu(acc0[ms][T_N / 2 + nt * 4 + h * 2 + q]) * acc0[ms][nt * 4 + h * 2 + q]);
                     }
                     napkin::store_pair(a.H, x_H, v_H, col + 1 < n_N);
@@ -2829,11 +2844,11 @@ namespace k_Y {
   constexpr size_t SMEM_BYTES = size_t{STAGES} * STAGE_ELEMS * sizeof(T);
 
   __global__ void __launch_bounds__(THREADS) kernel(const Args a) {
-    [[maybe_unused]] const int64_t N_t = a.N_t, N_m = a.N_m, N_f = a.N_f;
+    [[maybe_unused]] const int64_t N_b = a.N_b, N_t = a.N_t, N_m = a.N_m, N_f = a.N_f;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     T* smem = reinterpret_cast<T*>(smem_raw);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    // grid: tiles of t x tiles of m, in groups of 8 t tiles; then no batch axes
+    // grid: tiles of t x tiles of m, in groups of 8 t tiles; then batch axes b
     const int64_t tiles_m = (N_t + T_M - 1) / T_M, tiles_n = (N_m + T_N - 1) / T_N;
     int64_t bid = blockIdx.x;
     const int64_t tile = bid % (tiles_m * tiles_n);
@@ -2841,8 +2856,10 @@ namespace k_Y {
     const int64_t first_m = tile / (8 * tiles_n) * 8, group_m = min(int64_t{8}, tiles_m - first_m);
     const int64_t o_t = (first_m + tile % (8 * tiles_n) % group_m) * T_M;
     const int64_t o_m = (tile % (8 * tiles_n) / group_m) * T_N;
+    const int64_t i_b = bid % N_b;
+    bid /= N_b;
     const int n_M = static_cast<int>(min(int64_t{T_M}, N_t - o_t)), n_N = static_cast<int>(min(int64_t{T_N}, N_m - o_m));
-    const T* g_H = a.H + (o_t) * N_f + 0;  // tile origin
+    const T* g_H = a.H + ((i_b) * N_t + o_t) * N_f + 0;  // tile origin
     const int64_t rs_H = int64_t{1} * N_f;  // elements between rows of the tile (t)
     const bool vec_H = rs_H % 8 == 0 && reinterpret_cast<uintptr_t>(g_H) % 16 == 0;  // 16-byte cp.async
     const T* g_W2 = a.W2 + (0) * N_m + o_m;  // tile origin
@@ -2902,7 +2919,7 @@ namespace k_Y {
               v_Y[q] = acc0[mt][nt][h * 2 + q];
             }
             const int64_t i_m = o_m + col;
-            napkin::store2(a.Y + (i_t) * N_m + i_m, v_Y);
+            napkin::store2(a.Y + ((i_b) * N_t + i_t) * N_m + i_m, v_Y);
           }
         }
       }
@@ -2921,7 +2938,7 @@ namespace k_Y {
               for (int q = 0; q < 2; ++q) {
                 if (col + q >= n_N) break;
                 const int64_t i_m = o_m + col + q;
-                x_Y[q] = (i_t) * N_m + i_m;
+                x_Y[q] = ((i_b) * N_t + i_t) * N_m + i_m;
                 v_Y[q] = acc0[mt][nt][h * 2 + q];
               }
               napkin::store_pair(a.Y, x_Y, v_Y, col + 1 < n_N);
@@ -2953,13 +2970,13 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
     constexpr int WM = T_M / CONSUMERS, MS = WM / 64;  // rows per consumer warpgroup; m64 subtiles each
     constexpr int OFF_H = 0;  // SMEM bytes: H [1 blocks of 64 f][t 128][64], 128-byte swizzle
     constexpr int OFF_W2 = 16384;  // SMEM bytes: W2 [4 blocks of 64 m][f 64][64], 128-byte swizzle
-    [[maybe_unused]] const int64_t N_t = a.N_t, N_m = a.N_m, N_f = a.N_f;
+    [[maybe_unused]] const int64_t N_b = a.N_b, N_t = a.N_t, N_m = a.N_m, N_f = a.N_f;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) / 1024 * 1024);
     uint64_t* full = reinterpret_cast<uint64_t*>(smem + STAGES * STAGE_BYTES);  // chunk landed in the stage
     uint64_t* empty = full + STAGES;                                           // stage consumed
     const int64_t chunks = (N_f + T_K - 1) / T_K;
-    const int64_t tile_blocks = (((N_t + T_M - 1) / T_M + CLUSTER - 1) / CLUSTER * CLUSTER) * ((N_m + T_N - 1) / T_N);  // the non-persistent grid: one block per output tile
+    const int64_t tile_blocks = (((N_t + T_M - 1) / T_M + CLUSTER - 1) / CLUSTER * CLUSTER) * ((N_m + T_N - 1) / T_N) * N_b;  // the non-persistent grid: one block per output tile
     if (threadIdx.x == 0) {
       for (int s = 0; s < STAGES; ++s) {
         napkin::mbar_init(&full[s], 1);
@@ -2975,7 +2992,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
       if (threadIdx.x == 0) {
         int64_t it = 0;  // chunks loaded by this block, over all its tiles
         for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x) {
-          // grid: clusters of 2 blocks over 2 tiles of t and one of m; cluster rows of t x tiles of m, in groups of 8 t tiles; then no batch axes
+          // grid: clusters of 2 blocks over 2 tiles of t and one of m; cluster rows of t x tiles of m, in groups of 8 t tiles; then batch axes b
           const int64_t tiles_m = (N_t + T_M - 1) / T_M, tiles_n = (N_m + T_N - 1) / T_N;
           const int64_t rows = (tiles_m + CLUSTER - 1) / CLUSTER;
           int64_t bid = vb / CLUSTER;
@@ -2984,6 +3001,8 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
           const int64_t first_m = tile / (4 * tiles_n) * 4, group_m = min(int64_t{4}, rows - first_m);
           const int64_t o_t = ((first_m + tile % (4 * tiles_n) % group_m) * CLUSTER + vb % CLUSTER) * T_M;
           const int64_t o_m = (tile % (4 * tiles_n) / group_m) * T_N;
+          const int64_t i_b = bid % N_b;
+          bid /= N_b;
           const int n_M = static_cast<int>(min(int64_t{T_M}, N_t - o_t)), n_N = static_cast<int>(min(int64_t{T_N}, N_m - o_m));
           for (int64_t kc = 0; kc < chunks; ++kc, ++it) {
             const int s = static_cast<int>(it % STAGES);
@@ -2991,7 +3010,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
             napkin::mbar_expect_tx(&full[s], STAGE_BYTES);  // every box counts in full, zero-filled parts too; the other block's multicasts too
             unsigned char* st = smem + s * STAGE_BYTES;
             const int64_t o_k = kc * T_K;
-            napkin::tma_load(st + OFF_H + 0, &tm_H, &full[s], static_cast<int>(o_k) + 0, static_cast<int>(o_t) + 0);
+            napkin::tma_load(st + OFF_H + 0, &tm_H, &full[s], static_cast<int>(o_k) + 0, static_cast<int>(o_t) + 0, static_cast<int>(i_b));
             if (rank == 0) napkin::tma_load_multicast(st + OFF_W2 + 0, &tm_W2, &full[s], (1u << CLUSTER) - 1, static_cast<int>(o_m) + 0, static_cast<int>(o_k) + 0);
             if (rank == 1) napkin::tma_load_multicast(st + OFF_W2 + 4096, &tm_W2, &full[s], (1u << CLUSTER) - 1, static_cast<int>(o_m) + 0, static_cast<int>(o_k) + 32);
             if (rank == 0) napkin::tma_load_multicast(st + OFF_W2 + 8192, &tm_W2, &full[s], (1u << CLUSTER) - 1, static_cast<int>(o_m) + 64, static_cast<int>(o_k) + 0);
@@ -3009,7 +3028,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
       const int cw = threadIdx.x / 128 - 1, t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
       int64_t it = 0;  // chunks consumed by this block, over all its tiles
       for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x) {
-        // grid: clusters of 2 blocks over 2 tiles of t and one of m; cluster rows of t x tiles of m, in groups of 8 t tiles; then no batch axes
+        // grid: clusters of 2 blocks over 2 tiles of t and one of m; cluster rows of t x tiles of m, in groups of 8 t tiles; then batch axes b
         const int64_t tiles_m = (N_t + T_M - 1) / T_M, tiles_n = (N_m + T_N - 1) / T_N;
         const int64_t rows = (tiles_m + CLUSTER - 1) / CLUSTER;
         int64_t bid = vb / CLUSTER;
@@ -3018,6 +3037,8 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
         const int64_t first_m = tile / (4 * tiles_n) * 4, group_m = min(int64_t{4}, rows - first_m);
         const int64_t o_t = ((first_m + tile % (4 * tiles_n) % group_m) * CLUSTER + vb % CLUSTER) * T_M;
         const int64_t o_m = (tile % (4 * tiles_n) / group_m) * T_N;
+        const int64_t i_b = bid % N_b;
+        bid /= N_b;
         const int n_M = static_cast<int>(min(int64_t{T_M}, N_t - o_t)), n_N = static_cast<int>(min(int64_t{T_N}, N_m - o_m));
         float acc0[MS][T_N / 2] = {};  // registers: contract(H, W2; f)
         for (int64_t kc = 0; kc < chunks; ++kc, ++it) {
@@ -3080,7 +3101,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
                 }
                 const int64_t i_m = o_m + ng * 32 + (lane % 4) * 8;
                 napkin::quad_transpose(p_Y, lane);
-                *reinterpret_cast<uint4*>(a.Y + (i_t) * N_m + i_m) = make_uint4(p_Y[0], p_Y[1], p_Y[2], p_Y[3]);
+                *reinterpret_cast<uint4*>(a.Y + ((i_b) * N_t + i_t) * N_m + i_m) = make_uint4(p_Y[0], p_Y[1], p_Y[2], p_Y[3]);
               }
             }
           }
@@ -3101,7 +3122,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
                     v_Y[q] = acc0[ms][nt * 4 + h * 2 + q];
                   }
                   const int64_t i_m = o_m + col;
-                  napkin::store2(a.Y + (i_t) * N_m + i_m, v_Y);
+                  napkin::store2(a.Y + ((i_b) * N_t + i_t) * N_m + i_m, v_Y);
                 }
               }
             }
@@ -3120,7 +3141,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
                     for (int q = 0; q < 2; ++q) {
                       if (col + q >= n_N) break;
                       const int64_t i_m = o_m + col + q;
-                      x_Y[q] = (i_t) * N_m + i_m;
+                      x_Y[q] = ((i_b) * N_t + i_t) * N_m + i_m;
                       v_Y[q] = acc0[ms][nt * 4 + h * 2 + q];
                     }
                     napkin::store_pair(a.Y, x_Y, v_Y, col + 1 < n_N);
@@ -3142,7 +3163,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
   static size_t workspace_bytes(const Args& a) {
     size_t at = 0;
     (void)a;
-    at += (sizeof(__nv_bfloat16) * static_cast<size_t>(a.N_t) * static_cast<size_t>(a.N_f) + 255) / 256 * 256;
+    at += (sizeof(__nv_bfloat16) * static_cast<size_t>(a.N_b) * static_cast<size_t>(a.N_t) * static_cast<size_t>(a.N_f) + 255) / 256 * 256;
     return at;
   }
   /** Points the intermediates of `a` into `workspace` (workspace_bytes(a) bytes; null: left null). */
@@ -3150,7 +3171,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
     if (!workspace) return;
     size_t at = 0;
     a.H = reinterpret_cast<__nv_bfloat16*>(static_cast<char*>(workspace) + at);
-    at += (sizeof(__nv_bfloat16) * static_cast<size_t>(a.N_t) * static_cast<size_t>(a.N_f) + 255) / 256 * 256;
+    at += (sizeof(__nv_bfloat16) * static_cast<size_t>(a.N_b) * static_cast<size_t>(a.N_t) * static_cast<size_t>(a.N_f) + 255) / 256 * 256;
   }
   /** Launches schedule kernel `k` on `stream` (0, or the first launch error). */
   static int run_kernel(int k, const Args& a, cudaStream_t stream) {
@@ -3159,15 +3180,15 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
       // G_to_H (gemm)
       case 0: {
         napkin_variant = "gemm";
-        const int64_t blocks = ((a.N_t + 128 - 1) / 128) * ((a.N_f + 128 - 1) / 128);
+        const int64_t blocks = ((a.N_t + 128 - 1) / 128) * ((a.N_f + 128 - 1) / 128) * a.N_b;
         if (blocks == 0) return 0;
         static const int wgmma_built = napkin::hopper_kernel(reinterpret_cast<const void*>(k_G_to_H::wg::kernel)) ? 1 : 0;
         bool use_wgmma = wgmma_built == 1;
         CUtensorMap tm_X{};
         if (use_wgmma) {
-          const uint64_t dims[] = {static_cast<uint64_t>(a.N_m), static_cast<uint64_t>(a.N_t)}, strides[] = {uint64_t{2} * static_cast<uint64_t>(a.N_m)};
-          const uint32_t box[] = {64, 128};
-          use_wgmma = napkin::make_tmap(&tm_X, a.X, 2, dims, strides, box, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
+          const uint64_t dims[] = {static_cast<uint64_t>(a.N_m), static_cast<uint64_t>(a.N_t), static_cast<uint64_t>(a.N_b)}, strides[] = {uint64_t{2} * static_cast<uint64_t>(a.N_m), uint64_t{2} * static_cast<uint64_t>(a.N_t) * static_cast<uint64_t>(a.N_m)};
+          const uint32_t box[] = {64, 128, 1};
+          use_wgmma = napkin::make_tmap(&tm_X, a.X, 3, dims, strides, box, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
         }
         CUtensorMap tm_W3{};
         if (use_wgmma) {
@@ -3196,15 +3217,15 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
       // Y (gemm)
       case 1: {
         napkin_variant = "gemm";
-        const int64_t blocks = ((a.N_t + 128 - 1) / 128) * ((a.N_m + 256 - 1) / 256);
+        const int64_t blocks = ((a.N_t + 128 - 1) / 128) * ((a.N_m + 256 - 1) / 256) * a.N_b;
         if (blocks == 0) return 0;
         static const int wgmma_built = napkin::hopper_kernel(reinterpret_cast<const void*>(k_Y::wg::kernel)) ? 1 : 0;
         bool use_wgmma = wgmma_built == 1;
         CUtensorMap tm_H{};
         if (use_wgmma) {
-          const uint64_t dims[] = {static_cast<uint64_t>(a.N_f), static_cast<uint64_t>(a.N_t)}, strides[] = {uint64_t{2} * static_cast<uint64_t>(a.N_f)};
-          const uint32_t box[] = {64, 128};
-          use_wgmma = napkin::make_tmap(&tm_H, a.H, 2, dims, strides, box, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
+          const uint64_t dims[] = {static_cast<uint64_t>(a.N_f), static_cast<uint64_t>(a.N_t), static_cast<uint64_t>(a.N_b)}, strides[] = {uint64_t{2} * static_cast<uint64_t>(a.N_f), uint64_t{2} * static_cast<uint64_t>(a.N_t) * static_cast<uint64_t>(a.N_f)};
+          const uint32_t box[] = {64, 128, 1};
+          use_wgmma = napkin::make_tmap(&tm_H, a.H, 3, dims, strides, box, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
         }
         CUtensorMap tm_W2{};
         if (use_wgmma) {
@@ -3234,22 +3255,23 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
     return 0;
   }
 }  // namespace call_Y
-/** Sizes (elements) of mlp_swiglu's axes for the call in Y. */
+/** Sizes (elements) of mlp_swiglu_over_b's axes for the call in Y. */
 static call_Y::Args call_Y_sizes(const Args& a) {
   call_Y::Args c{};
+  c.N_b = a.N_b;
   c.N_t = a.N_s;
   c.N_m = a.N_m;
   c.N_f = a.N_f;
   return c;
 }
-/** mlp_swiglu's arrays for the call in Y at the woven indices: slices of the caller's. */
-static call_Y::Args call_Y_args(const Args& a, int64_t w_b) {
+/** mlp_swiglu_over_b's arrays for the call in Y: the caller's. */
+static call_Y::Args call_Y_args(const Args& a) {
   call_Y::Args c = call_Y_sizes(a);
-  c.X = a.H2 + ((w_b) * a.N_s + 0) * a.N_m + 0;
-  c.W1 = a.W1 + (0) * a.N_f + 0;
-  c.W3 = a.W3 + (0) * a.N_f + 0;
-  c.W2 = a.W2 + (0) * a.N_m + 0;
-  c.Y = a.Y__call + ((w_b) * a.N_s + 0) * a.N_m + 0;
+  c.X = a.H2;
+  c.W1 = a.W1;
+  c.W3 = a.W3;
+  c.W2 = a.W2;
+  c.Y = a.Y__call;
   call_Y::bind_workspace(c, a.Y__ws);
   return c;
 }
@@ -3350,8 +3372,7 @@ namespace k_Y {
       // H1 (call)
       case 0: {
         napkin_variant = "call";
-        for (int64_t w_b = 0; w_b < a.N_b; ++w_b)
-          if (const int e = call_H1::run_all(call_H1_args(a, w_b), stream)) return e;
+        if (const int e = call_H1::run_all(call_H1_args(a), stream)) return e;
         napkin_variant = "call";
         NAPKIN_CUDA(cudaGetLastError());
         return 0;
@@ -3466,8 +3487,7 @@ namespace k_Y {
       // H2 (call)
       case 5: {
         napkin_variant = "call";
-        for (int64_t w_b = 0; w_b < a.N_b; ++w_b)
-          if (const int e = call_H2::run_all(call_H2_args(a, w_b), stream)) return e;
+        if (const int e = call_H2::run_all(call_H2_args(a), stream)) return e;
         napkin_variant = "call";
         NAPKIN_CUDA(cudaGetLastError());
         return 0;
@@ -3475,8 +3495,7 @@ namespace k_Y {
       // Y (call)
       case 6: {
         napkin_variant = "call";
-        for (int64_t w_b = 0; w_b < a.N_b; ++w_b)
-          if (const int e = call_Y::run_all(call_Y_args(a, w_b), stream)) return e;
+        if (const int e = call_Y::run_all(call_Y_args(a), stream)) return e;
          {
           const int64_t n = int64_t{1} * a.N_b * a.N_s * a.N_m;
           const int64_t blocks = std::min<int64_t>((n + 255) / 256, int64_t{1} << 20);
