@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs napkin bench on a lent GPU machine (see docs/benchmarks.md). The machine lacks napkin's
 # Debian libraries, so the call carries build/cli/napkin and .devlibs/ (tools/device/pack.sh).
-# Usage: tools/device/bench.sh quick|bundled|gemm|variants|attention|perf|torch|issue12|sweep|calibrate|tiles [MODE...]   (outputs under $OUT when set)
+# Usage: tools/device/bench.sh quick|bundled|gemm|variants|attention|perf|torch|issue12|torch-eval|regress|sweep|tiles|ncu|calibrate [MODE...]   (outputs under $OUT when set)
 set -u
 modes=${*:-quick}
 out=/tmp/napkin-bench-out  # everything lands here; $OUT gets one results.tgz of it
@@ -19,6 +19,19 @@ bench() {  # bench TAG DIAGRAM [napkin bench options...]
   echo "=== $tag: napkin bench $file $*"
   if ! $N bench "diagrams/library/$file.napkin" --workdir "/tmp/nb-$tag" "$@" 2>&1 | tee "$out/$tag.txt"; then fails=$((fails + 1)); fi
   cp "/tmp/nb-$tag/harness.json" "$out/$tag.harness.json" 2>/dev/null
+}
+torch_vs_eval() {  # every bundled diagram at evaluator sizes: the torch modules against napkin eval, on the CPU
+  local small=(
+    attention --set h=2 --set q=33 --set x=40 --set d=16 -- causal_attention --set h=2 --set q=33 --set x=40 --set d=16
+    -- gqa_attention --set g=2 --set r=2 --set q=20 --set x=20 --set d=8 -- cross_attention --set h=2 --set q=40 --set x=50
+    --set dk=24 --set dv=16 -- sigmoid_attention --set h=2 --set q=40 --set x=50 --set d=16 -- l2norm_attention --set h=2
+    --set q=40 --set x=50 --set d=16 -- layernorm --set t=10 --set m=30 -- rmsnorm --set t=10 --set m=30 -- softmax --set t=5
+    --set v=100 -- matmul --set a=20 --set b=30 --set c=10 -- matmul_bias_gelu --set t=10 --set m=20 --set f=30 -- mlp_swiglu
+    --set t=10 --set m=20 --set f=30 -- batched_matmul --set n=3 --set a=5 --set b=7 --set c=4 -- rmsnorm_linear --set t=30
+    --set m=20 --set f=30 -- grouped_linear --set t=30 --set g=3 --set i=20 --set o=25 -- transformer_block --set b=2
+    --set s=21 --set m=40 --set g=2 --set r=2 --set d=12 --set f=70)
+  local files=(); for a in "${small[@]}"; do case $a in --*|*=*) files+=("$a") ;; *) files+=("diagrams/library/$a.napkin") ;; esac; done
+  CUDA_VISIBLE_DEVICES= python3 tools/torch_vs_eval.py "$N" "${files[@]}"
 }
 for mode in $modes; do
 case $mode in
@@ -98,18 +111,7 @@ case $mode in
          nvcc -O3 -std=c++17 -shared -Xcompiler -fPIC -gencode=arch=compute_90a,code=sm_90a -o "/tmp/$tag.so" "/tmp/$tag.cu") > "$out/$tag.build.txt" 2>&1 &
       $N emit "diagrams/library/$file.napkin" --target torch "${sets[@]}" -o "/tmp/$tag.py" || echo "=== $tag: emit --target torch failed"
     done
-    small=(  # every bundled diagram at evaluator sizes: the torch modules against napkin eval, on the CPU
-      attention --set h=2 --set q=33 --set x=40 --set d=16 -- causal_attention --set h=2 --set q=33 --set x=40 --set d=16
-      -- gqa_attention --set g=2 --set r=2 --set q=20 --set x=20 --set d=8 -- cross_attention --set h=2 --set q=40 --set x=50
-      --set dk=24 --set dv=16 -- sigmoid_attention --set h=2 --set q=40 --set x=50 --set d=16 -- l2norm_attention --set h=2
-      --set q=40 --set x=50 --set d=16 -- layernorm --set t=10 --set m=30 -- rmsnorm --set t=10 --set m=30 -- softmax --set t=5
-      --set v=100 -- matmul --set a=20 --set b=30 --set c=10 -- matmul_bias_gelu --set t=10 --set m=20 --set f=30 -- mlp_swiglu
-      --set t=10 --set m=20 --set f=30 -- batched_matmul --set n=3 --set a=5 --set b=7 --set c=4 -- rmsnorm_linear --set t=30
-      --set m=20 --set f=30 -- grouped_linear --set t=30 --set g=3 --set i=20 --set o=25 -- transformer_block --set b=2
-      --set s=21 --set m=40 --set g=2 --set r=2 --set d=12 --set f=70)
-    files=(); for a in "${small[@]}"; do case $a in --*|*=*) files+=("$a") ;; *) files+=("diagrams/library/$a.napkin") ;; esac; done
-    (CUDA_VISIBLE_DEVICES= python3 tools/torch_vs_eval.py "$N" "${files[@]}" > "$out/torch_vs_eval.txt" 2>&1 ||
-       echo "=== issue12: tools/torch_vs_eval.py FAILED (see torch_vs_eval.txt)") &
+    (torch_vs_eval > "$out/torch_vs_eval.txt" 2>&1 || echo "=== issue12: tools/torch_vs_eval.py FAILED (see torch_vs_eval.txt)") &
     for c in "${cases[@]}"; do  # the GPU does nothing else meanwhile: nothing is timed in phase 1
       read -r tag file sizes scales <<< "$c"
       timeout 120 python3 kernels/reference/compare_torch.py generic --module "/tmp/$tag.py" --sizes "${sizes/#-/}" --compile-only 2>&1 | tail -1
@@ -132,6 +134,14 @@ case $mode in
       fi
       echo "=== issue12: $((SECONDS - start)) s so far"
     done
+    ;;
+  torch-eval)  # the torch modules of every bundled diagram against the fp64 evaluator (CPU; issue12 runs it too)
+    torch_vs_eval 2>&1 | tee "$out/torch_vs_eval.txt"; [ "${PIPESTATUS[0]}" -eq 0 ] || fails=$((fails + 1))
+    ;;
+  regress)  # issue 12's GEMM goals beside the regression check: GEMM 8192^3 and the two thin GEMMs, derived, against cuBLAS
+    bench gemm-8192 matmul --set a=8192 --set b=8192 --set c=8192
+    bench mm-8192x4096x256 matmul --set a=8192 --set b=4096 --set c=256
+    bench mm-8192x256x4096 matmul --set a=8192 --set b=256 --set c=4096
     ;;
   ncu)  # Nsight Compute (--set full, source-level stall sampling) on napkin's kernels in earlier modes' harnesses ($NCU_TAGS: bench tags)
     for tag in ${NCU_TAGS:-}; do
