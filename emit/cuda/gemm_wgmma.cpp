@@ -34,22 +34,15 @@ struct Box {
   int rank = -1;                  ///< cluster rank that multicasts it, -1: not shared (each block loads its own)
 };
 
-}  // namespace
+/** One operand tile in a pipeline stage: its byte offset and size in the stage, its TMA boxes. */
+struct Layout { const GemmTile* t; std::int64_t off, bytes; std::vector<Box> boxes; std::uint32_t box_inner, box_outer; };
 
-KernelEmit emit_gemm_wgmma(Context& c, const KernelChoice& kc, const GemmForm& g, const std::string& fallback_launch) {
-  // Lowering accepted this variant (lower/gemm_form.cpp gemm_wgmma_stages): its atom and cluster.
-  const KernelSpec& spec = *kc.cost.spec;
-  const MmaShape* mma = &*spec.wgmma_mma;
-  const int consumers = g.warps / 4;
-  const std::string &M = g.M, &k = g.K;
-  // Clusters (schedule `cluster A by 2`): the blocks of one cluster share the tiles that do not vary along A.
-  const int cluster = spec.cluster;
-  const std::string& cax = spec.cluster_axis;
-  // SMEM layout per stage: each tile as 128-byte rows in 1024-byte swizzle atoms.
-  //   K-major tile [R][T_K]: T_K/64 column blocks of R rows; MN-major tile [T_K][R]: R/64 blocks of T_K rows.
-  struct Layout { const GemmTile* t; std::int64_t off, bytes; std::vector<Box> boxes; std::uint32_t box_inner, box_outer; };
+/** SMEM layout per stage: each tile as 128-byte rows in 1024-byte swizzle atoms. K-major tile
+ *  [R][T_K]: T_K/64 column blocks of R rows; MN-major tile [T_K][R]: R/64 blocks of T_K rows. Tiles
+ *  shared by a cluster's blocks (not varying along `cax`) are split into `cluster` times as many
+ *  boxes, multicast by the ranks in turn. Adds each tile's bytes to `stage_bytes`. */
+std::vector<Layout> stage_layout(const GemmForm& g, int cluster, const std::string& cax, std::int64_t& stage_bytes) {
   std::vector<Layout> lay;
-  std::int64_t stage_bytes = 0;
   for (const auto& t : g.tiles) {
     Layout L{&t, stage_bytes, t.R * t.C * 2, {}, 64, 0};
     const std::string free = t.k_rows ? t.cols : t.rows;
@@ -79,12 +72,15 @@ KernelEmit emit_gemm_wgmma(Context& c, const KernelChoice& kc, const GemmForm& g
     stage_bytes += L.bytes;
     lay.push_back(L);
   }
-  const int stages = kc.cost.spec->wgmma_stages;  // lowering's (lower/gemm_form.cpp)
-  NAPKIN_ASSERT(stage_bytes == gemm_wgmma_stage_bytes(g)) << "wgmma stage bytes differ from lowering's";
-  // SwiGLU's dual GEMM: when both B tiles are stored alike and side by side in SMEM, one wgmma of
-  // N = 2 T_N multiplies A by both (columns [0, T_N) of the accumulator belong to the B tile
-  // placed first), so each m64 subtile of A is read from SMEM once per k16 instead of twice.
-  int joint_first = -1;  // the gemm whose B tile comes first, -1: one wgmma per gemm
+  return lay;
+}
+
+/** SwiGLU's dual GEMM: when both B tiles are stored alike and side by side in SMEM, one wgmma of
+ *  N = 2 T_N multiplies A by both (columns [0, T_N) of the accumulator belong to the B tile placed
+ *  first), so each m64 subtile of A is read from SMEM once per k16 instead of twice. Returns the
+ *  gemm whose B tile comes first, -1: one wgmma per gemm. */
+int joint_gemm_first(const GemmForm& g, const std::vector<Layout>& lay) {
+  int joint_first = -1;
   if (g.gemms.size() == 2 && 2 * g.TN <= 256 && g.gemms[0].a.array == g.gemms[1].a.array && g.gemms[0].b.k_inner == g.gemms[1].b.k_inner &&
       (!g.gemms[0].b.k_inner || g.TK == 64)) {
     auto find = [&](const std::string& a) { return std::find_if(lay.begin(), lay.end(), [&](const Layout& L) { return L.t->array == a; }); };
@@ -94,23 +90,68 @@ KernelEmit emit_gemm_wgmma(Context& c, const KernelChoice& kc, const GemmForm& g
       else if (b0->off == b1->off + b1->bytes) joint_first = 1;
     }
   }
-  const bool joint = joint_first >= 0;
-  std::string wg_name;
-  const std::string wg_fn = wgmma_function(*mma, static_cast<int>(joint ? 2 * g.TN : g.TN), false, wg_name);
-  const std::string T = ctype(g.dtype);
+  return joint_first;
+}
 
-  Code code;
-  code.line("// wgmma variant (sm_90a): warpgroup 0 loads by TMA into a " + std::to_string(stages) + "-stage ring of 128-byte-swizzled tiles;");
-  code.line("// " + std::to_string(consumers) + " consumer warpgroup(s) x " + std::to_string(g.TM / consumers) + " rows of " + M + " issue " + mma->ptx.substr(0, mma->ptx.find(".m64")) +
-            ".m64n" + std::to_string(g.TN) + "k16 on SMEM descriptors, fp32 accumulators in registers");
-  code.open("namespace wg");
-  code.text += wg_fn;
-  const std::string wide = wide_store_condition(c, kc, g);
-  if (cluster > 1) {
-    std::string shared;
-    for (const auto& L : lay)
-      if (!L.boxes.empty() && L.boxes[0].rank >= 0) shared += (shared.empty() ? "" : ", ") + L.t->array;
-    code.line("// clusters of " + std::to_string(cluster) + " blocks along " + cax + " share the tiles of " + shared + ": each block multicasts half of them into both");
+/** Renders one kernel's sm_90a variant in named steps (the file's header comment): constants and
+ *  SMEM carving, barriers, the producer, the consumers' main loop, the epilogue, the launcher. */
+class WgmmaGemmRenderer {
+ public:
+  WgmmaGemmRenderer(Context& c, const KernelChoice& kc, const GemmForm& g)
+      : c_(c), kc_(kc), g_(g), spec_(*kc.cost.spec), mma_(&*spec_.wgmma_mma), consumers_(g.warps / 4), cluster_(spec_.cluster),
+        stages_(spec_.wgmma_stages), cax_(spec_.cluster_axis) {
+    // Lowering accepted this variant (lower/gemm_form.cpp gemm_wgmma_stages): its atom, stages and cluster.
+    lay_ = stage_layout(g_, cluster_, cax_, stage_bytes_);
+    NAPKIN_ASSERT(stage_bytes_ == gemm_wgmma_stage_bytes(g_)) << "wgmma stage bytes differ from lowering's";
+    joint_first_ = joint_gemm_first(g_, lay_);
+    joint_ = joint_first_ >= 0;
+    wg_fn_ = wgmma_function(*mma_, static_cast<int>(joint_ ? 2 * g_.TN : g_.TN), false, wg_name_);
+    outer_ = !g_.k_outer.empty();
+  }
+
+  KernelEmit render(const std::string& fallback_launch) {
+    KernelEmit r;
+    r.strategy = "gemm";
+    r.hopper = true;
+    kernel_head();
+    barriers();
+    producer();
+    code_.close(" else {");
+    ++code_.indent;
+    consumers(r);
+    code_.close();
+    if (cluster_ > 1) code_.line("napkin::cluster_sync();  // neither block leaves while the other may still signal its barriers");
+    code_.line("#endif");
+    --code_.indent;
+    code_.line("}");
+    code_.close("  // namespace wg");
+    r.device_code = code_.text;
+    r.launch_code = launch(fallback_launch);
+    return r;
+  }
+
+ private:
+  /** Comments, constants, the kernel's signature, SMEM carving, the chunk and tile counts. */
+  void kernel_head() {
+    Code& code = code_;
+    Context& c = c_;
+    const GemmForm& g = g_;
+    const std::string &M = g.M, &k = g.K;
+    const int stages = stages_, consumers = consumers_, cluster = cluster_;
+    const auto& lay = lay_;
+    const auto& mma = mma_;
+    const std::string& cax = cax_;
+    const std::int64_t stage_bytes = stage_bytes_;
+    code.line("// wgmma variant (sm_90a): warpgroup 0 loads by TMA into a " + std::to_string(stages) + "-stage ring of 128-byte-swizzled tiles;");
+    code.line("// " + std::to_string(consumers) + " consumer warpgroup(s) x " + std::to_string(g.TM / consumers) + " rows of " + M + " issue " + mma->ptx.substr(0, mma->ptx.find(".m64")) +
+              ".m64n" + std::to_string(g.TN) + "k16 on SMEM descriptors, fp32 accumulators in registers");
+    code.open("namespace wg");
+    code.text += wg_fn_;
+    if (cluster > 1) {
+      std::string shared;
+      for (const auto& L : lay)
+        if (!L.boxes.empty() && L.boxes[0].rank >= 0) shared += (shared.empty() ? "" : ", ") + L.t->array;
+      code.line("// clusters of " + std::to_string(cluster) + " blocks along " + cax + " share the tiles of " + shared + ": each block multicasts half of them into both");
   }
   code.line("constexpr int CONSUMERS = " + std::to_string(consumers) + ", THREADS = (CONSUMERS + 1) * 128, STAGES = " + std::to_string(stages) + ";");
   code.line("[[maybe_unused]] constexpr int CLUSTER = " + std::to_string(cluster) + ";  // blocks per cluster");
@@ -134,7 +175,7 @@ KernelEmit emit_gemm_wgmma(Context& c, const KernelChoice& kc, const GemmForm& g
   code.line("uint64_t* empty = full + STAGES;                                           // stage consumed");
   // Several contracted axes: chunk kc is index kc / k_chunks of the outer axes (decomposed, last
   // fastest; each a TMA coordinate with a box of 1) and chunk kc % k_chunks of K.
-  const bool outer = !g.k_outer.empty();
+  const bool outer = outer_;
   std::string outer_count;
   for (const auto& a : g.k_outer) outer_count += " * N_" + a;
   if (outer) code.line("const int64_t k_chunks = (N_" + k + " + T_K - 1) / T_K, chunks = k_chunks" + outer_count + ";");
@@ -144,43 +185,59 @@ KernelEmit emit_gemm_wgmma(Context& c, const KernelChoice& kc, const GemmForm& g
   auto tiles = [&](const std::string& a, const std::string& tile) {
     const std::string n = "(N_" + a + " + " + tile + " - 1) / " + tile;
     return a == cax ? "((" + n + " + CLUSTER - 1) / CLUSTER * CLUSTER)" : "(" + n + ")";
-  };
-  std::string total = tiles(M, "T_M") + " * " + tiles(g.N, "T_N");
-  for (const auto& b : g.batch) total += " * N_" + b;
-  code.line("const int64_t tile_blocks = " + total + ";  // the non-persistent grid: one block per output tile");
-  auto tile_loop = [&] {
-    code.open("for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x)");
-    gemm_tile_origin(code, g, cluster, cax, "vb");
-  };
-  code.open("if (threadIdx.x == 0)");
-  code.open("for (int s = 0; s < STAGES; ++s)");
-  code.line("napkin::mbar_init(&full[s], 1);");
-  code.line("napkin::mbar_init(&empty[s], CLUSTER * CONSUMERS * 4);  // one arrival per consumer warp of every block in the cluster");
-  code.close();
-  code.line("napkin::mbar_init_fence();");
-  code.close();
-  code.line(cluster > 1 ? "napkin::cluster_sync();  // barriers initialised in both blocks before either signals the other's" : "__syncthreads();");
-  if (cluster > 1) code.line("const unsigned rank = napkin::cluster_rank();");
-  code.open("if (threadIdx.x / 128 == 0)");
-  code.line("// producer warpgroup: one thread issues the loads");
-  code.line("napkin::setmaxnreg_dec<40>();");
-  code.open("if (threadIdx.x == 0)");
-  code.line("int64_t it = 0;  // chunks loaded by this block, over all its tiles");
-  tile_loop();
-  code.open("for (int64_t kc = 0; kc < chunks; ++kc, ++it)");
-  code.line("const int s = static_cast<int>(it % STAGES);");
-  code.line("if (it >= STAGES) napkin::mbar_wait(&empty[s], static_cast<unsigned>((it / STAGES - 1) & 1));");
-  code.line(std::string("napkin::mbar_expect_tx(&full[s], STAGE_BYTES);  // every box counts in full, zero-filled parts too") +
-            (cluster > 1 ? "; the other block's multicasts too" : ""));
-  code.line("unsigned char* st = smem + s * STAGE_BYTES;");
-  if (outer) {
-    code.line("int64_t ko = kc / k_chunks;");
-    code.line("const int64_t o_k = kc % k_chunks * T_K;");
-    decompose(code, "ko", g.k_outer);
-  } else {
-    code.line("const int64_t o_k = kc * T_K;");
+    };
+    std::string total = tiles(M, "T_M") + " * " + tiles(g.N, "T_N");
+    for (const auto& b : g.batch) total += " * N_" + b;
+    code.line("const int64_t tile_blocks = " + total + ";  // the non-persistent grid: one block per output tile");
   }
-  for (const auto& L : lay) {
+
+  /** Opens the persistent loop over output tiles (`tile_blocks` apart) and decodes the tile's origin. */
+  void tile_loop() {
+    code_.open("for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x)");
+    gemm_tile_origin(code_, g_, cluster_, cax_, "vb");
+  }
+
+  /** The full/empty mbarriers of the stage ring, initialised before any block of the cluster signals. */
+  void barriers() {
+    Code& code = code_;
+    const int cluster = cluster_;
+    code.open("if (threadIdx.x == 0)");
+    code.open("for (int s = 0; s < STAGES; ++s)");
+    code.line("napkin::mbar_init(&full[s], 1);");
+    code.line("napkin::mbar_init(&empty[s], CLUSTER * CONSUMERS * 4);  // one arrival per consumer warp of every block in the cluster");
+    code.close();
+    code.line("napkin::mbar_init_fence();");
+    code.close();
+    code.line(cluster > 1 ? "napkin::cluster_sync();  // barriers initialised in both blocks before either signals the other's" : "__syncthreads();");
+    if (cluster > 1) code.line("const unsigned rank = napkin::cluster_rank();");
+  }
+
+  /** Warpgroup 0: one thread streams the chunks of every tile of this block into the ring by TMA. */
+  void producer() {
+    Code& code = code_;
+    Context& c = c_;
+    const GemmForm& g = g_;
+    const int cluster = cluster_;
+    code.open("if (threadIdx.x / 128 == 0)");
+    code.line("// producer warpgroup: one thread issues the loads");
+    code.line("napkin::setmaxnreg_dec<40>();");
+    code.open("if (threadIdx.x == 0)");
+    code.line("int64_t it = 0;  // chunks loaded by this block, over all its tiles");
+    tile_loop();
+    code.open("for (int64_t kc = 0; kc < chunks; ++kc, ++it)");
+    code.line("const int s = static_cast<int>(it % STAGES);");
+    code.line("if (it >= STAGES) napkin::mbar_wait(&empty[s], static_cast<unsigned>((it / STAGES - 1) & 1));");
+    code.line(std::string("napkin::mbar_expect_tx(&full[s], STAGE_BYTES);  // every box counts in full, zero-filled parts too") +
+              (cluster > 1 ? "; the other block's multicasts too" : ""));
+    code.line("unsigned char* st = smem + s * STAGE_BYTES;");
+    if (outer_) {
+      code.line("int64_t ko = kc / k_chunks;");
+      code.line("const int64_t o_k = kc % k_chunks * T_K;");
+      decompose(code, "ko", g.k_outer);
+    } else {
+      code.line("const int64_t o_k = kc * T_K;");
+  }
+  for (const auto& L : lay_) {
     // Batch coordinates: the operand's other axes, innermost first after the two matrix axes.
     const std::string extra = tma_batch_coords(c, L.t->array, L.t->rows, L.t->cols);
     for (const auto& b : L.boxes) {
@@ -193,58 +250,87 @@ KernelEmit emit_gemm_wgmma(Context& c, const KernelChoice& kc, const GemmForm& g
   code.close();
   code.close();
   code.close();
-  code.close(" else {");
-  ++code.indent;
-  code.line("// consumer warpgroups");
-  code.line("napkin::setmaxnreg_inc<232>();");
-  code.line("const int cw = threadIdx.x / 128 - 1, t = threadIdx.x % 128, warp = t / 32, lane = t % 32;");
-  auto contraction = [&](std::size_t i) { return "contract(" + g.gemms[i].a.array + ", " + g.gemms[i].b.array + "; " + join(g.gemms[i].node->axes) + ")"; };
-  const std::size_t accs = joint ? 1 : g.gemms.size();
-  code.line("int64_t it = 0;  // chunks consumed by this block, over all its tiles");
-  tile_loop();
-  if (joint)
-    code.line("float acc0[MS][T_N] = {};  // registers: " + contraction(joint_first) + " in columns [0, T_N), " + contraction(1 - joint_first) +
-              " in [T_N, 2 T_N)");
-  else
-    for (std::size_t i = 0; i < accs; ++i) code.line("float acc" + std::to_string(i) + "[MS][T_N / 2] = {};  // registers: " + contraction(i));
-  auto fence_all = [&] {
+  }
+
+  /** Release of stage `chunk` % STAGES: one arrival per consumer warp on every block of the cluster. */
+  void release(const std::string& chunk) {
+    if (cluster_ > 1) code_.line("  for (unsigned r = 0; r < CLUSTER; ++r) napkin::mbar_arrive_cluster(&empty[(" + chunk + ") % STAGES], r);");
+    else code_.line("  napkin::mbar_arrive(&empty[(" + chunk + ") % STAGES]);");
+  }
+
+  /** Orders the accumulators' registers around the asynchronous wgmma (wgmma.fence's contract). */
+  void fence_all() {
+    code_.line("#pragma unroll");
+    code_.open("for (int ms = 0; ms < MS; ++ms)");
+    for (std::size_t i = 0; i < accumulators(); ++i) code_.line("napkin::fence_regs(acc" + std::to_string(i) + "[ms]);");
+    code_.close();
+  }
+
+  std::size_t accumulators() const { return joint_ ? 1 : g_.gemms.size(); }
+
+  /** The consumer warpgroups: per tile, the accumulators, the chunk loop, then the epilogue. */
+  void consumers(KernelEmit& r) {
+    Code& code = code_;
+    const GemmForm& g = g_;
+    const bool joint = joint_;
+    const int joint_first = joint_first_;
+    code.line("// consumer warpgroups");
+    code.line("napkin::setmaxnreg_inc<232>();");
+    code.line("const int cw = threadIdx.x / 128 - 1, t = threadIdx.x % 128, warp = t / 32, lane = t % 32;");
+    auto contraction = [&](std::size_t i) { return "contract(" + g.gemms[i].a.array + ", " + g.gemms[i].b.array + "; " + join(g.gemms[i].node->axes) + ")"; };
+    const std::size_t accs = accumulators();
+    code.line("int64_t it = 0;  // chunks consumed by this block, over all its tiles");
+    tile_loop();
+    if (joint)
+      code.line("float acc0[MS][T_N] = {};  // registers: " + contraction(joint_first) + " in columns [0, T_N), " + contraction(1 - joint_first) +
+                " in [T_N, 2 T_N)");
+    else
+      for (std::size_t i = 0; i < accs; ++i) code.line("float acc" + std::to_string(i) + "[MS][T_N / 2] = {};  // registers: " + contraction(i));
+    main_loop();
+    code.line("napkin::wgmma_wait<0>();");
+    fence_all();
+    code.line("if (chunks > 0 && lane == 0)  // the tile's last chunk: the producer refills it while this block stores");
+    release("it - 1");
+    code.line("// epilogue: per m64 subtile, warp w holds rows 16w..16w+15 as m16n8 accumulator tiles");
+    epilogue(r);
+    code.close();
+  }
+
+  /** One tile's chunk loop: wait for the stage, issue the wgmmas of its k16 steps, release the previous stage. */
+  void main_loop() {
+    Code& code = code_;
+    const GemmForm& g = g_;
+    const bool joint = joint_;
+    const int joint_first = joint_first_;
+    const std::string& wg_name = wg_name_;
+    code.open("for (int64_t kc = 0; kc < chunks; ++kc, ++it)");
+    code.line("const int s = static_cast<int>(it % STAGES);");
+    code.line("napkin::mbar_wait(&full[s], static_cast<unsigned>((it / STAGES) & 1));");
+    code.line("const unsigned char* st = smem + s * STAGE_BYTES;");
+    fence_all();
+    code.line("napkin::wgmma_fence();");
+    code.line("#pragma unroll");
+    code.open("for (int kk = 0; kk < T_K; kk += 16)");
+    auto desc = [&](const GemmOperand& o, bool is_a) {
+      const std::string R = is_a ? "T_M" : "T_N";
+      const std::string row0 = is_a ? "(cw * WM + ms * 64)" : "0";
+      if (o.k_inner)  // [T_K/64 blocks][R rows][64]: advance 32 bytes per k16 inside the swizzle atom
+        return "napkin::smem_desc(st + OFF_" + o.array + " + (kk / 64) * " + R + " * 128 + " + row0 + " * 128 + (kk % 64) * 2, 16, 1024)";
+      // [R/64 blocks][T_K rows][64]: a k16 step is 16 rows of 128 bytes; blocks T_K * 128 bytes apart
+      return "napkin::smem_desc(st + OFF_" + o.array + " + " + row0 + " / 64 * T_K * 128 + kk * 128, T_K * 128, 1024)";
+    };
+    std::set<std::string> described;
+    for (std::size_t i = 0; i < g.gemms.size(); ++i)
+      if ((!joint || static_cast<int>(i) == joint_first) && described.insert(g.gemms[i].b.array).second)
+        code.line("const uint64_t db_" + g.gemms[i].b.array + " = " + desc(g.gemms[i].b, false) + ";" +
+                  (joint ? "  // and the B tile after it: N = 2 T_N" : ""));
     code.line("#pragma unroll");
     code.open("for (int ms = 0; ms < MS; ++ms)");
-    for (std::size_t i = 0; i < accs; ++i) code.line("napkin::fence_regs(acc" + std::to_string(i) + "[ms]);");
-    code.close();
-  };
-  auto release = [&](const std::string& chunk) {
-    if (cluster > 1) code.line("  for (unsigned r = 0; r < CLUSTER; ++r) napkin::mbar_arrive_cluster(&empty[(" + chunk + ") % STAGES], r);");
-    else code.line("  napkin::mbar_arrive(&empty[(" + chunk + ") % STAGES]);");
-  };
-  code.open("for (int64_t kc = 0; kc < chunks; ++kc, ++it)");
-  code.line("const int s = static_cast<int>(it % STAGES);");
-  code.line("napkin::mbar_wait(&full[s], static_cast<unsigned>((it / STAGES) & 1));");
-  code.line("const unsigned char* st = smem + s * STAGE_BYTES;");
-  fence_all();
-  code.line("napkin::wgmma_fence();");
-  code.line("#pragma unroll");
-  code.open("for (int kk = 0; kk < T_K; kk += 16)");
-  auto desc = [&](const GemmOperand& o, bool is_a) {
-    const std::string R = is_a ? "T_M" : "T_N";
-    const std::string row0 = is_a ? "(cw * WM + ms * 64)" : "0";
-    if (o.k_inner)  // [T_K/64 blocks][R rows][64]: advance 32 bytes per k16 inside the swizzle atom
-      return "napkin::smem_desc(st + OFF_" + o.array + " + (kk / 64) * " + R + " * 128 + " + row0 + " * 128 + (kk % 64) * 2, 16, 1024)";
-    // [R/64 blocks][T_K rows][64]: a k16 step is 16 rows of 128 bytes; blocks T_K * 128 bytes apart
-    return "napkin::smem_desc(st + OFF_" + o.array + " + " + row0 + " / 64 * T_K * 128 + kk * 128, T_K * 128, 1024)";
-  };
-  std::set<std::string> described;
-  for (std::size_t i = 0; i < g.gemms.size(); ++i)
-    if ((!joint || static_cast<int>(i) == joint_first) && described.insert(g.gemms[i].b.array).second)
-      code.line("const uint64_t db_" + g.gemms[i].b.array + " = " + desc(g.gemms[i].b, false) + ";" +
-                (joint ? "  // and the B tile after it: N = 2 T_N" : ""));
-  code.line("#pragma unroll");
-  code.open("for (int ms = 0; ms < MS; ++ms)");
-  code.line("const uint64_t da = " + desc(g.gemms[0].a, true) + ";");
-  for (std::size_t i = 0; i < g.gemms.size(); ++i) {
-    if (joint && static_cast<int>(i) != joint_first) continue;
-    code.line(wg_name + "<" + (g.gemms[i].a.k_inner ? "0" : "1") + ", " + (g.gemms[i].b.k_inner ? "0" : "1") + ">(acc" + std::to_string(joint ? 0 : i) +
-              "[ms], da, db_" + g.gemms[i].b.array + ");");
+    code.line("const uint64_t da = " + desc(g.gemms[0].a, true) + ";");
+    for (std::size_t i = 0; i < g.gemms.size(); ++i) {
+      if (joint && static_cast<int>(i) != joint_first) continue;
+      code.line(wg_name + "<" + (g.gemms[i].a.k_inner ? "0" : "1") + ", " + (g.gemms[i].b.k_inner ? "0" : "1") + ">(acc" + std::to_string(joint ? 0 : i) +
+                "[ms], da, db_" + g.gemms[i].b.array + ");");
   }
   code.close();
   code.close();
@@ -254,60 +340,77 @@ KernelEmit emit_gemm_wgmma(Context& c, const KernelChoice& kc, const GemmForm& g
   code.line("if (kc > 0 && lane == 0)");
   release("it - 1");
   code.close();
-  code.line("napkin::wgmma_wait<0>();");
-  fence_all();
-  code.line("if (chunks > 0 && lane == 0)  // the tile's last chunk: the producer refills it while this block stores");
-  release("it - 1");
-  code.line("// epilogue: per m64 subtile, warp w holds rows 16w..16w+15 as m16n8 accumulator tiles");
-  KernelEmit r;
-  r.strategy = "gemm";
-  r.hopper = true;
-  auto acc = [&](std::size_t i) {
-    if (joint) return std::string("acc0[ms][") + (static_cast<int>(i) == joint_first ? "" : "T_N / 2 + ") + "nt * 4 + h * 2 + q]";
-    return "acc" + std::to_string(i) + "[ms][nt * 4 + h * 2 + q]";
-  };
-  auto fragment_loops = [&](bool by_32_columns, const std::function<void()>& body) {
-    code.line("#pragma unroll");
-    code.open("for (int ms = 0; ms < MS; ++ms)");
-    code.line("#pragma unroll");
-    code.open(by_32_columns ? "for (int ng = 0; ng < T_N / 32; ++ng)" : "for (int nt = 0; nt < T_N / 8; ++nt)");
-    code.line("#pragma unroll");
-    code.open("for (int h = 0; h < 2; ++h)");
-    code.line(std::string("const int row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8") + (by_32_columns ? ";" : ", col = nt * 8 + (lane % 4) * 2;"));
-    body();
-    code.close();
-    code.close();
-    code.close();
-  };
-  // Interior tiles of 16-bit outputs: 16-byte stores (gemm_wide_store.hpp); the rest as the mma.sync variant stores.
-  if (!wide.empty()) {
-    code.open("if (" + wide + ")");
-    gemm_wide_store_epilogue(code, c, kc, g, [&](const std::function<void()>& body) { fragment_loops(true, body); }, acc, r.stored);
-    code.close(" else {");
-    ++code.indent;
+  }
+
+  /** The epilogue: 16-byte stores on interior tiles of 16-bit outputs (gemm_wide_store.hpp), else
+   *  the mma.sync variant's bounded and paired stores (gemm_epilogue). */
+  void epilogue(KernelEmit& r) {
+    Code& code = code_;
+    Context& c = c_;
+    const KernelChoice& kc = kc_;
+    const GemmForm& g = g_;
+    const bool joint = joint_;
+    const int joint_first = joint_first_;
+    const std::string wide = wide_store_condition(c, kc, g);
+    auto acc = [&](std::size_t i) {
+      if (joint) return std::string("acc0[ms][") + (static_cast<int>(i) == joint_first ? "" : "T_N / 2 + ") + "nt * 4 + h * 2 + q]";
+      return "acc" + std::to_string(i) + "[ms][nt * 4 + h * 2 + q]";
+    };
+    auto fragment_loops = [&](bool by_32_columns, const std::function<void()>& body) {
+      code.line("#pragma unroll");
+      code.open("for (int ms = 0; ms < MS; ++ms)");
+      code.line("#pragma unroll");
+      code.open(by_32_columns ? "for (int ng = 0; ng < T_N / 32; ++ng)" : "for (int nt = 0; nt < T_N / 8; ++nt)");
+      code.line("#pragma unroll");
+      code.open("for (int h = 0; h < 2; ++h)");
+      code.line(std::string("const int row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8") + (by_32_columns ? ";" : ", col = nt * 8 + (lane % 4) * 2;"));
+      body();
+      code.close();
+      code.close();
+      code.close();
+    };
+    // Interior tiles of 16-bit outputs: 16-byte stores (gemm_wide_store.hpp); the rest as the mma.sync variant stores.
+    if (!wide.empty()) {
+      code.open("if (" + wide + ")");
+      gemm_wide_store_epilogue(code, c, kc, g, [&](const std::function<void()>& body) { fragment_loops(true, body); }, acc, r.stored);
+      code.close(" else {");
+      ++code.indent;
   }
   gemm_epilogue(code, c, kc, g, [&](const std::function<void()>& body) { fragment_loops(false, body); }, acc, r.stored);
   if (!wide.empty()) {
     --code.indent;
     code.line("}");
   }
-  code.close();
-  code.close();
-  if (cluster > 1) code.line("napkin::cluster_sync();  // neither block leaves while the other may still signal its barriers");
-  code.line("#endif");
-  --code.indent;
-  code.line("}");
-  code.close("  // namespace wg");
-  r.device_code = code.text;
+  }
 
-  std::vector<TmaOperand> ops;
-  for (const auto& L : lay) ops.push_back({L.t->array, L.t->cols, L.t->rows, L.box_inner, L.box_outer});
-  Code l;
-  // Persistent grid: at most one block per SM (the SMEM ring fills the SM), whole clusters.
-  const std::string grid = "napkin::persistent_grid(blocks, " + std::to_string(cluster) + ")";
-  l.text = tma_launch(c, kernel_ns(kc.plan.name), ops, g.dtype, fallback_launch, "true", grid);
-  r.launch_code = l.text;
-  return r;
+  /** Host statements: the tensor maps and the persistent launch, falling back to `fallback_launch`. */
+  std::string launch(const std::string& fallback_launch) const {
+    std::vector<TmaOperand> ops;
+    for (const auto& L : lay_) ops.push_back({L.t->array, L.t->cols, L.t->rows, L.box_inner, L.box_outer});
+    // Persistent grid: at most one block per SM (the SMEM ring fills the SM), whole clusters.
+    const std::string grid = "napkin::persistent_grid(blocks, " + std::to_string(cluster_) + ")";
+    return tma_launch(c_, kernel_ns(kc_.plan.name), ops, g_.dtype, fallback_launch, "true", grid);
+  }
+
+  Context& c_;
+  const KernelChoice& kc_;
+  const GemmForm& g_;
+  const KernelSpec& spec_;
+  const MmaShape* mma_;
+  const int consumers_, cluster_, stages_;
+  const std::string cax_;
+  std::vector<Layout> lay_;
+  std::int64_t stage_bytes_ = 0;
+  int joint_first_ = -1;
+  bool joint_ = false, outer_ = false;
+  std::string wg_name_, wg_fn_;
+  Code code_;
+};
+
+}  // namespace
+
+KernelEmit emit_gemm_wgmma(Context& c, const KernelChoice& kc, const GemmForm& g, const std::string& fallback_launch) {
+  return WgmmaGemmRenderer(c, kc, g).render(fallback_launch);
 }
 
 }  // namespace napkin::cuda
