@@ -569,7 +569,19 @@ class FunctionEmitter {
       for (std::size_t i = 0; i < axes.size(); ++i) close();
       subst_ = outside;
     }
-    // Finalisation: the accumulators become the reductions' values.
+    finalise(acc, consumer_of, norm_node, a);
+    for (const auto* w : in_loop)
+      if (role_any(*w) == AxisRole::reduced) current_statement_ = w->statement->name, compute(*w->statement);
+    for (const auto* w : post) current_statement_ = w->statement->name, compute(*w->statement);
+    for (const auto& o : cost.outputs)
+      if (!carries_any(o)) save(o);
+  }
+
+  /** Finalisation of a streamed kernel: the accumulators become the reductions' values (a mean's
+   *  division; the normaliser lemma's finalise where the contraction consumed the normaliser in
+   *  one pass: softmax's 1/l, rmsnorm's 1/sqrt(mean square + eps), layernorm's centring and scale). */
+  void finalise(std::map<const Expr*, Buf>& acc, std::map<const Expr*, std::string>& consumer_of,
+                std::map<std::string, const Expr*>& norm_node, const std::string& a) {
     line("// finalise");
     for (auto& [r, b] : acc) {
       std::string fix;
@@ -603,11 +615,6 @@ class FunctionEmitter {
       }
       subst_[r] = b;
     }
-    for (const auto* w : in_loop)
-      if (role_any(*w) == AxisRole::reduced) current_statement_ = w->statement->name, compute(*w->statement);
-    for (const auto* w : post) current_statement_ = w->statement->name, compute(*w->statement);
-    for (const auto& o : cost.outputs)
-      if (!carries_any(o)) save(o);
   }
 
   /** Copies buffer `b` into `dst` (indexed by `dst_axes`, a permutation of b's axes; b's by default). */
