@@ -46,7 +46,7 @@ std::string join_axes(const std::vector<std::string>& a) {
 class DotWriter {
  public:
   DotWriter(const Program& p, const Diagram& d, const SizeMap& sizes, const DotRelabelling* r)
-      : p_(p), d_(d), sizes_(sizes), typer_(d, p.diagrams, nullptr), r_(r) {
+      : d_(d), sizes_(sizes), typer_(d, p.diagrams, nullptr), r_(r) {
     std::size_t i = 0;
     for (const auto* a : d.axes()) colour_[a->name] = kPalette[i++ % kPalette.size()];
   }
@@ -217,7 +217,6 @@ class DotWriter {
     return s + "</table>";
   }
 
-  const Program& p_;
   const Diagram& d_;
   const SizeMap& sizes_;
   Typer typer_;
