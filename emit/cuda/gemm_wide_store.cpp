@@ -17,11 +17,7 @@ void gemm_wide_store_epilogue(Code& code, Context& c, const KernelChoice& kc, co
                               const std::function<void(const std::function<void()>&)>& loops,
                               const std::function<std::string(std::size_t)>& acc, std::set<std::string>& stored) {
   const Diagram& d = c.diagram();
-  NodeOverride over = [&](const Expr& e) -> std::optional<std::string> {
-    for (std::size_t i = 0; i < g.gemms.size(); ++i)
-      if (g.gemms[i].node == &e) return acc(i);
-    return std::nullopt;
-  };
+  const NodeOverride over = gemm_accumulators(g, acc);
   code.line("// interior tile, 16-bit outputs with " + g.N + " innermost: each quad exchanges its pairs so that a lane stores 8 consecutive");
   code.line("// elements as one 16-byte vector (whole 32-byte sectors)");
   loops([&] {

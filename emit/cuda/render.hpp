@@ -169,6 +169,11 @@ void flash_tma_ring(Code& k, Context& c, const FlashForm& f);
 
 // ---- epilogues (render_epilogue.cpp) ----
 
+/** The override that reads each contraction of the gemm form from its accumulator: node
+ *  g.gemms[i].node becomes `acc(i)`, other nodes render as usual. The epilogues compute every
+ *  output's expression through it. */
+NodeOverride gemm_accumulators(const GemmForm& g, const std::function<std::string(std::size_t)>& acc);
+
 /** Emits the gemm epilogue (both variants): `loops(body)` opens the variant's loops over its accumulator fragments
  *  (defining `row` and `col`, tile-relative, col even), calls `body` and closes them. For each
  *  pair of elements (row, col + q), q = 0, 1, every output of the kernel is computed from `acc(i)`

@@ -5,14 +5,18 @@
 
 namespace napkin::cuda {
 
-void gemm_epilogue(Code& code, Context& c, const KernelChoice& kc, const GemmForm& g, const std::function<void(const std::function<void()>&)>& loops,
-                   const std::function<std::string(std::size_t)>& acc, std::set<std::string>& stored) {
-  const Diagram& d = c.diagram();
-  NodeOverride over = [&](const Expr& e) -> std::optional<std::string> {
+NodeOverride gemm_accumulators(const GemmForm& g, const std::function<std::string(std::size_t)>& acc) {
+  return [&g, acc](const Expr& e) -> std::optional<std::string> {
     for (std::size_t i = 0; i < g.gemms.size(); ++i)
       if (g.gemms[i].node == &e) return acc(i);
     return std::nullopt;
   };
+}
+
+void gemm_epilogue(Code& code, Context& c, const KernelChoice& kc, const GemmForm& g, const std::function<void(const std::function<void()>&)>& loops,
+                   const std::function<std::string(std::size_t)>& acc, std::set<std::string>& stored) {
+  const Diagram& d = c.diagram();
+  const NodeOverride over = gemm_accumulators(g, acc);
   auto values = [&] {  // v_<o>[q] for q = 0, 1 at i_<N> = o_<N> + col + q
     std::vector<std::string> v;
     bool uses_n = false;
