@@ -274,6 +274,7 @@ std::string format_hardware(const Hardware& h, const std::string& header) {
          "\nlaunch_overhead_s = " + num(h.launch_overhead_s) + "\n";
   out += "\n[hbm]\ncapacity_bytes = " + integer(h.hbm.capacity_bytes) + "\nbandwidth_bytes_per_s = " + num(h.hbm.bandwidth_bytes_per_s) + "\n";
   if (h.hbm_latency_s > 0) out += "latency_s = " + num(h.hbm_latency_s) + "\n";
+  if (h.hbm_loaded_latency_s > 0) out += "loaded_latency_s = " + num(h.hbm_loaded_latency_s) + "\n";
   out += "\n[l2]\ncapacity_bytes = " + integer(h.l2.capacity_bytes) + "\nbandwidth_bytes_per_s = " + num(h.l2.bandwidth_bytes_per_s) + "\n";
   if (h.l2_bulk_bandwidth_bytes_per_s > 0) out += "bulk_bandwidth_bytes_per_s = " + num(h.l2_bulk_bandwidth_bytes_per_s) + "\n";
   out += "\n[smem]\ncapacity_per_sm_bytes = " + integer(h.smem.capacity_bytes) + "\nmax_per_block_bytes = " +

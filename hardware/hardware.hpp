@@ -59,6 +59,10 @@ struct Hardware {
   double l2_bulk_bandwidth_bytes_per_s = 0;
   /** Latency of one dependent HBM load (seconds; pointer chase, `napkin calibrate`); 0: unknown. */
   double hbm_latency_s = 0;
+  /** Time of one round of dependent loads while every SM keeps its loads in flight (seconds;
+   *  hbm.loaded_latency_s): queueing in L2 and HBM makes it several times the unloaded latency.
+   *  Read by the rows kernel's price (perfmodel/rows_cost.hpp); 0: unknown (latency_s applies). */
+  double hbm_loaded_latency_s = 0;
   std::map<DType, double> tensor_flops_per_s;  ///< dense, fp32 accumulate; absent: no tensor cores
   bool cp_async = false, tma = false, wgmma = false;
   /** Thread-block clusters whose blocks TMA can multicast one load into (features.clusters; optional, default false. sm_90+: CUDA C++

@@ -33,6 +33,7 @@ constexpr Field<H> kHbm[] = {
     {"capacity_bytes", Type::integer, true, 1, kDeviceBytes, false, "bytes", [](H& h, const V& v) { h.hbm.capacity_bytes = v.number; }},
     {"bandwidth_bytes_per_s", Type::real, true, kMinRate, kRate, false, "bytes/s", [](H& h, const V& v) { h.hbm.bandwidth_bytes_per_s = v.number; }},
     {"latency_s", Type::real, false, 0, 1, true, "s", [](H& h, const V& v) { h.hbm_latency_s = v.number; }},
+    {"loaded_latency_s", Type::real, false, 0, 1, true, "s", [](H& h, const V& v) { h.hbm_loaded_latency_s = v.number; }},
 };
 constexpr Field<H> kL2[] = {
     {"capacity_bytes", Type::integer, true, 1, kDeviceBytes, false, "bytes", [](H& h, const V& v) { h.l2.capacity_bytes = v.number; }},

@@ -181,7 +181,8 @@ std::int64_t gemm_wgmma_stage_bytes(const GemmForm& g) {
   return bytes;
 }
 
-int gemm_wgmma_stages(const GemmForm& g, const Diagram& d, const Hardware& hw, int cluster, const std::string& cluster_axis, std::string& why) {
+int gemm_wgmma_stages(const GemmForm& g, const Diagram& d, const Hardware& hw, int cluster, const std::string& cluster_axis, std::string& why,
+                      std::int64_t reserved_bytes) {
   if (!hw.wgmma || !hw.tma) return why = hw.name + " has no wgmma and TMA", 0;
   if (!hw.warpgroup_mma(g.dtype)) return why = "no warpgroup MMA for " + std::string(dtype_name(g.dtype)) + " in the hardware description", 0;
   if (g.warps % 4 != 0 || g.warps / 4 > 2) return why = "warps not 4 or 8 (one or two consumer warpgroups)", 0;
@@ -206,9 +207,24 @@ int gemm_wgmma_stages(const GemmForm& g, const Diagram& d, const Hardware& hw, i
     }
     if (d.array_axes(t.array)->size() > 5) return why = t.array + " has more than 5 axes (TMA's limit)", 0;
   }
-  const int stages = static_cast<int>(std::min<double>(6, (hw.smem_max_per_block_bytes - 2048) / static_cast<double>(gemm_wgmma_stage_bytes(g))));
+  const int stages = static_cast<int>(std::min<double>(6, (hw.smem_max_per_block_bytes - 2048 - static_cast<double>(reserved_bytes)) / static_cast<double>(gemm_wgmma_stage_bytes(g))));
   if (stages < 2) return why = "two pipeline stages do not fit SMEM", 0;
   return stages;
 }
+
+std::string gemm_tma_store_problem(const GemmForm& g, const Diagram& d, const std::vector<std::string>& outputs, const ModelOptions& opt) {
+  if (outputs.size() != 1) return "TMA store: " + std::to_string(outputs.size()) + " outputs (one staging tile per block)";
+  const std::string& o = outputs[0];
+  if (dtype_bits(storage_dtype(d, o, opt)) != 16) return "TMA store: " + o + " is not 16-bit";
+  const AxisList& ax = *d.array_axes(o);
+  if (ax.empty() || ax.back() != g.N || std::find(ax.begin(), ax.end(), g.M) == ax.end())
+    return "TMA store: " + o + " does not have " + g.N + " innermost and " + g.M + " among its axes";
+  if (ax.size() > 5) return "TMA store: " + o + " has more than 5 axes (TMA's limit)";
+  if (g.TN % 64 != 0) return "TMA store: T_N not whole 64-column boxes";
+  if (g.TM / (g.warps / 4) > 256) return "TMA store: over 256 rows per consumer warpgroup (one TMA box)";
+  return "";
+}
+
+std::int64_t gemm_tma_store_bytes(const GemmForm& g) { return 2 * g.TM * 64 * 2; }
 
 }  // namespace napkin

@@ -92,9 +92,23 @@ std::int64_t gemm_mma_sync_smem_bytes(const GemmForm& g, int stages);
  *  a multiple of 8 up to 256), T_K not whole 64-column swizzle rows, accumulators over 160
  *  registers per thread, tiles not whole TMA boxes, arrays of over 5 axes (TMA's limit), a
  *  cluster along an axis other than M or N or of more than 2 blocks. `cluster` and `cluster_axis`:
- *  the schedule's cluster directive (1 and empty without). */
-int gemm_wgmma_stages(const GemmForm& g, const Diagram& d, const Hardware& hw, int cluster, const std::string& cluster_axis, std::string& why);
+ *  the schedule's cluster directive (1 and empty without). `reserved_bytes`: SMEM the block needs
+ *  beside the ring (the TMA store's staging buffers). */
+int gemm_wgmma_stages(const GemmForm& g, const Diagram& d, const Hardware& hw, int cluster, const std::string& cluster_axis, std::string& why,
+                      std::int64_t reserved_bytes = 0);
 /** SMEM bytes per stage of the wgmma variant (every operand tile, unpadded). */
 std::int64_t gemm_wgmma_stage_bytes(const GemmForm& g);
+
+/** The wgmma variant's epilogue through SMEM (emit/cuda/gemm_wgmma.cpp): each consumer
+ *  warpgroup writes its rows of the output tile, 64 columns at a time, into one of two 128-byte-
+ *  swizzled staging buffers and one thread stores them by TMA (cp.async.bulk.tensor, PTX ISA
+ *  9.7.9.25.5.2), so the stores run while the next tile's MMAs do (CUTLASS's Hopper epilogues do
+ *  the same). Why the form cannot take it (empty when it can): not one output, the output not
+ *  16-bit or without N innermost and M among its axes, T_N not whole 64-column boxes, more than
+ *  256 rows per consumer warpgroup (one TMA box), over 5 axes. The strides are checked by the
+ *  caller (TMA's 16-byte rule, lower.cpp). */
+std::string gemm_tma_store_problem(const GemmForm& g, const Diagram& d, const std::vector<std::string>& outputs, const ModelOptions& opt);
+/** SMEM bytes of the TMA store's staging: two buffers of T_M rows x 64 columns of 16-bit elements. */
+std::int64_t gemm_tma_store_bytes(const GemmForm& g);
 
 }  // namespace napkin

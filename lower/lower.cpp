@@ -19,23 +19,6 @@ std::string_view strategy_name(Strategy s) {
 
 namespace {
 
-bool elementwise_tree(const Expr& e) {
-  if (e.kind == Expr::Kind::apply && !is_elementwise(e.op) && e.op != Op::causal) return false;
-  for (const auto& a : e.args)
-    if (!elementwise_tree(*a)) return false;
-  return true;
-}
-
-/** The rows form (emit/cuda/rows.cpp): one statement, a normaliser of element-wise arguments. */
-bool rows_form(const Diagram& d, const KernelShape& k, std::string& why) {
-  if (k.statements.size() != 1) return why = "more than one statement", false;
-  const Expr& e = *d.find_statement(k.statements[0])->expr;
-  if (e.kind != Expr::Kind::apply || (e.op != Op::softmax && e.op != Op::layernorm && e.op != Op::rmsnorm)) return why = "not a normaliser", false;
-  for (const auto& a : e.args)
-    if (!elementwise_tree(*a)) return why = "the normaliser's arguments are not element-wise", false;
-  return true;
-}
-
 /** The tensor-core strategies put every batch axis in the grid, one index per thread block
  *  (emit/cuda/gemm.cpp, flash.cpp: grid = tiles x batch indices): the shape the model prices
  *  becomes that grid, whatever the schedule kept whole. */
@@ -102,6 +85,20 @@ void lower_gemm(KernelSpec& s, const Diagram& d, const Hardware& hw, const Model
   s.wgmma_mma = *hw.warpgroup_mma(g.dtype);
   s.wgmma_smem_bytes = gemm_wgmma_stage_bytes(g) * s.wgmma_stages;
   s.cluster = cluster, s.cluster_axis = axis;
+  // The epilogue through SMEM by TMA, where the output allows it and the ring keeps its stages.
+  s.why_no_tma_store = gemm_tma_store_problem(g, d, s.shape.outputs, opt);
+  if (s.why_no_tma_store.empty()) s.why_no_tma_store = tma_stride_problem(d, s.shape, s.shape.outputs, opt);
+  if (s.why_no_tma_store.empty()) {
+    std::string why_stages;
+    const int stages = gemm_wgmma_stages(g, d, hw, cluster, axis, why_stages, gemm_tma_store_bytes(g));
+    if (stages >= std::min(s.wgmma_stages, 4)) {
+      s.tma_store = true;
+      s.wgmma_stages = stages;
+      s.wgmma_smem_bytes = gemm_wgmma_stage_bytes(g) * stages + gemm_tma_store_bytes(g);
+    } else {
+      s.why_no_tma_store = "TMA store: its staging SMEM would leave " + std::to_string(stages) + " of " + std::to_string(s.wgmma_stages) + " stages";
+    }
+  }
 }
 
 void lower_flash(KernelSpec& s, const Diagram& d, const Hardware& hw, const ModelOptions& opt) {
@@ -152,7 +149,8 @@ KernelSpec lower_kernel(const Program& p, const Diagram& d, const std::vector<St
     return s;
   }
   s.declined = "gemm: " + why_gemm + "; flash: " + why_flash;
-  s.strategy = rows_form(d, s.shape, why_rows) ? Strategy::rows : Strategy::simt;
+  s.rows = analyse_rows(d, s.shape, sizes, hw, opt, why_rows);
+  s.strategy = s.rows ? Strategy::rows : Strategy::simt;
   return s;
 }
 
@@ -167,7 +165,8 @@ std::string describe_spec(const KernelSpec& s) {
     out += " on mma.sync (" + std::to_string(s.stages) + " stages, " + std::to_string(s.smem_bytes) + " B SMEM)";
     if (s.wgmma)
       out += " and wgmma + TMA on sm_90a (" + std::to_string(s.wgmma_stages) + " stages, " + std::to_string(s.wgmma_smem_bytes) + " B SMEM" +
-             (s.cluster > 1 ? ", clusters of " + std::to_string(s.cluster) + " along " + s.cluster_axis : "") + ")";
+             (s.cluster > 1 ? ", clusters of " + std::to_string(s.cluster) + " along " + s.cluster_axis : "") +
+             (s.tma_store ? ", TMA store epilogue" : "") + ")";
     else
       out += "; no wgmma: " + s.why_no_wgmma;
   } else if (s.strategy == Strategy::simt && !s.declined.empty()) {

@@ -29,6 +29,7 @@
 #include "lower/gemm_form.hpp"
 #include "lower/kernel_shape.hpp"
 #include "lower/options.hpp"
+#include "lower/rows_form.hpp"
 
 namespace napkin {
 
@@ -44,6 +45,7 @@ struct KernelSpec {
   std::string declined;
   std::optional<GemmForm> gemm;    ///< strategy gemm
   std::optional<FlashForm> flash;  ///< strategy flash
+  std::optional<RowsForm> rows;    ///< strategy rows: the launch shape (rows_form.hpp)
   /** The mma.sync path (sm_80 on; every gemm and flash kernel has it): its atom (a row of the
    *  hardware's [[mma]] table), cp.async stages (flash: K and V double-buffered, 2) and SMEM
    *  bytes per thread block. */
@@ -57,6 +59,11 @@ struct KernelSpec {
   int wgmma_stages = 0;
   std::int64_t wgmma_smem_bytes = 0;
   std::string why_no_wgmma;
+  /** The wgmma GEMM stores interior output tiles through SMEM by TMA, overlapped with the next
+   *  tile's MMAs (gemm_form.hpp gemm_tma_store_problem); its staging SMEM is in wgmma_smem_bytes.
+   *  Taken where it keeps the ring's stages (or at least 4 of them); else why not. */
+  bool tma_store = false;
+  std::string why_no_tma_store;
   /** Thread blocks per cluster (1: none) and the axis along which they are adjacent: granted
    *  only to a gemm kernel on the wgmma path of hardware with clusters. */
   int cluster = 1;

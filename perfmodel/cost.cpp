@@ -5,6 +5,7 @@
 #include <set>
 
 #include "diagrams/graph_view.hpp"
+#include "perfmodel/rows_cost.hpp"
 #include "perfmodel/simt_cost.hpp"
 
 namespace napkin {
@@ -50,6 +51,7 @@ class KernelModel {
     // a kernel lowered to SIMT then runs as SIMT (the paper's two-level model prices the
     // schedule itself, not its lowering).
     if (spec_.strategy == Strategy::simt && !opt_.two_level) simt();
+    if (spec_.strategy == Strategy::rows && !opt_.two_level) rows();
     return std::move(c_);
   }
 
@@ -77,6 +79,39 @@ class KernelModel {
     c_.blocks_per_sm = std::max(1, std::min(hw_.max_blocks_per_sm, hw_.max_warps_per_sm * 32 / kSimtThreads));
     c_.warps_per_sm = c_.blocks_per_sm * c_.warps;
     c_.registers_per_thread = kBaseRegisters;
+  }
+
+  // ------------------------------------------------------------------ rows
+  /** A rows kernel: priced as lowering shapes it (lower/rows_form.hpp, perfmodel/rows_cost.hpp):
+   *  its registers, blocks per SM and SMEM are the form's (the emitted launch bounds), not the
+   *  schedule's tiles (which stay checked above); memory and latency overlap with compute. */
+  void rows() {
+    const RowsForm& f = *spec_.rows;
+    const RowsCost r = price_rows(f, d_, sizes_, hw_, opt_);
+    c_.transfers.clear();
+    c_.smem_symbolic.clear();
+    c_.smem_read_bytes = c_.t_smem = 0;
+    for (const auto* list : {&c_.inputs, &c_.outputs, &c_.internal})
+      for (const auto& a : *list) c_.level[a] = MemLevel::hbm;
+    c_.hbm_bytes = r.hbm_bytes;
+    c_.l2_to_smem_bytes = r.l2_bytes;  // loads from L2 into the SMs (no SMEM staging)
+    c_.smem_resident_bytes = static_cast<double>(f.smem_bytes);
+    c_.registers_per_thread = f.registers;
+    c_.register_bytes = static_cast<double>(f.registers) * 4 * f.threads();
+    c_.blocks = f.blocks;
+    c_.warps = f.warps;
+    c_.blocks_per_sm = f.blocks_per_sm;
+    c_.warps_per_sm = f.blocks_per_sm * f.warps;
+    const double slots = static_cast<double>(hw_.sm_count) * f.blocks_per_sm;
+    c_.wave_efficiency = static_cast<double>(f.blocks) / (std::ceil(static_cast<double>(f.blocks) / slots) * slots);
+    c_.t_hbm = r.t_hbm, c_.t_l2 = r.t_l2, c_.t_latency = r.t_latency;
+    c_.t_fp32 = c_.flops_fp32 / hw_.fp32_flops_per_s / c_.wave_efficiency;
+    c_.t_sfu = c_.sfu_ops / hw_.sfu_ops_per_s / c_.wave_efficiency;
+    const double compute_t = c_.t_fp32 + c_.t_sfu;
+    c_.t_total = std::max({c_.t_hbm, c_.t_l2, c_.t_latency, compute_t}) + c_.t_launch;
+    std::vector<std::pair<double, const char*>> terms{{c_.t_hbm, "HBM bandwidth"}, {c_.t_l2, "L2 bandwidth"}, {c_.t_latency, "HBM latency (dependent rounds of loads)"},
+                                                      {c_.t_fp32, "FP32 units"}, {c_.t_sfu, "special-function units (exp)"}};
+    c_.bound = std::max_element(terms.begin(), terms.end())->second;
   }
 
   // ------------------------------------------------------------------ arrays and axes
@@ -381,20 +416,20 @@ class KernelModel {
     // The persistent wgmma GEMM (emit/cuda/gemm_wgmma.cpp) overlaps the next tile's loads with a
     // tile's epilogue but not the epilogue's stores with the MMAs: the output's HBM write is paid
     // after the main loop, tile by tile, so it leaves the overlapped HBM term and adds to the total.
-    if (gemm_on_wgmma() && !opt_.two_level) {
+    // Stored by TMA from SMEM (spec_.tma_store), the writes overlap the next tile's MMAs instead.
+    if (gemm_on_wgmma() && !opt_.two_level && !spec_.tma_store) {
       double out = 0;
       for (const auto& a : c_.outputs) out += elements(axes_of(a)) * bytes_of(storage_dtype(d_, a, opt_));
       c_.t_epilogue = out / hw_.hbm.bandwidth_bytes_per_s / mem_util;
       c_.t_hbm = std::max(0.0, c_.hbm_bytes - out) / hw_.hbm.bandwidth_bytes_per_s / mem_util;
     }
     c_.t_l2 = c_.l2_to_smem_bytes / l2_bw / mem_util;
-    c_.t_latency = row_latency(waves);
     c_.t_smem = c_.smem_read_bytes / hw_.smem.bandwidth_bytes_per_s / c_.wave_efficiency;
     c_.t_tensor = c_.flops_tensor / tc / c_.wave_efficiency;
     c_.t_fp32 = c_.flops_fp32 / hw_.fp32_flops_per_s / c_.wave_efficiency;
     c_.t_sfu = c_.sfu_ops / hw_.sfu_ops_per_s / c_.wave_efficiency;
     c_.t_launch = hw_.launch_overhead_s;
-    double memory = std::max({c_.t_hbm, c_.t_l2, c_.t_smem, c_.t_latency});
+    double memory = std::max({c_.t_hbm, c_.t_l2, c_.t_smem});
     double compute_t = c_.t_tensor + c_.t_fp32 + c_.t_sfu;
     bool pipelined = hw_.cp_async && opt_.pipeline_stages >= 2;
     // Overlap needs warps to switch between: with fewer than kWarpsToHide resident warps per SM,
@@ -404,8 +439,7 @@ class KernelModel {
                  c_.t_epilogue + c_.t_launch;
     std::vector<std::pair<double, const char*>> terms{{c_.t_hbm, "HBM bandwidth"},   {c_.t_l2, "L2->SMEM bandwidth"},
                                                       {c_.t_smem, "SMEM bandwidth"}, {c_.t_tensor, "tensor cores"},
-                                                      {c_.t_fp32, "FP32 units"},     {c_.t_sfu, "special-function units (exp)"},
-                                                      {c_.t_latency, "HBM latency (rows walked in series)"}};
+                                                      {c_.t_fp32, "FP32 units"},     {c_.t_sfu, "special-function units (exp)"}};
     c_.bound = std::max_element(terms.begin(), terms.end())->second;
     if (compute_t > memory && std::max({c_.t_tensor, c_.t_fp32, c_.t_sfu}) < 0.7 * compute_t) c_.bound = "compute (tensor + FP32 + SFU, not overlapped)";
   }
@@ -476,22 +510,6 @@ class KernelModel {
       n += it != w->roles.end() && it->second.role == AxisRole::normalised;
     }
     return n;
-  }
-
-  /** Rows of a normaliser that each warp walks one after another (the rows strategy: the tile's
-   *  rows over the warps), each two dependent HBM round trips (statistics, then the map), times
-   *  the waves; 0 for tensor-core kernels and when the hardware's HBM latency is not known. */
-  double row_latency(double waves) const {
-    if (hw_.hbm_latency_s <= 0 || c_.flops_tensor > 0) return 0;
-    for (const auto* w : stmts_)
-      for (const auto& [axis, r] : w->roles) {
-        if (r.role != AxisRole::normalised) continue;
-        double rows = 1;
-        for (const auto& a : w->statement->axes)
-          if (a != axis && c_.axes.count(a)) rows *= static_cast<double>(c_.axes.at(a).tile);
-        return waves * std::ceil(rows / std::max(1, c_.warps)) * 2 * hw_.hbm_latency_s;
-      }
-    return 0;
   }
 
   /** Re-reads served by L2 unless the per-step working set of the blocks in flight exceeds it. */

@@ -20,10 +20,13 @@
  *    memory = max(HBM, L2->SMEM, SMEM reads), compute = tensor + FP32 + SFU (one warp issues
  *    all three: no overlap is assumed between them), each divided by the wave efficiency of the
  *    grid; plus, for the persistent wgmma GEMM, its epilogue's output stores (not overlapped with
- *    the main loop: output bytes / HBM bandwidth, taken out of the HBM term); plus the launch
+ *    the main loop: output bytes / HBM bandwidth, taken out of the HBM term; overlapped where the
+ *    spec stores through SMEM by TMA); plus the launch
  *    overhead. The bound is the largest term.
- *  - Kernels lowered to SIMT are priced as emitted (perfmodel/simt_cost.hpp); the schedule's own
- *    claims (tiles that fit, clusters) are still checked.
+ *  - Kernels lowered to SIMT are priced as emitted (perfmodel/simt_cost.hpp), rows kernels as
+ *    lowering shapes them (perfmodel/rows_cost.hpp: registers and occupancy of the emitted launch
+ *    bounds, dependent rounds of loads by Little's law); the schedule's own claims (tiles that
+ *    fit, clusters) are still checked.
  */
 #pragma once
 #include <map>
@@ -75,8 +78,9 @@ struct KernelCost {
   /** Seconds of output stores not overlapped with the main loop (the persistent wgmma GEMM's
    *  epilogue: emit/cuda/gemm_wgmma.cpp), added to the total; 0 elsewhere. */
   double t_epilogue = 0;
-  /** Dependent HBM round trips in series (seconds): rows of a normaliser walked one after another
-   *  by a warp, two round trips each (statistics, then the map), times the waves. */
+  /** Dependent rounds of loads in series (seconds; rows kernels only, perfmodel/rows_cost.hpp):
+   *  the rows' rounds of both walks over the teams of warps resident at once, times the loaded
+   *  round-trip time. */
   double t_latency = 0;
   /** The tensor-core path: wgmma (Hopper: warps a multiple of 4, at most two consumer
    *  warpgroups, the warps' axis tiled by a multiple of 64 rows per consumer warpgroup (wgmma's

@@ -107,6 +107,7 @@ class WgmmaGemmRenderer {
     joint_ = joint_first_ >= 0;
     wg_fn_ = wgmma_function(*mma_, static_cast<int>(joint_ ? 2 * g_.TN : g_.TN), false, wg_name_);
     outer_ = !g_.k_outer.empty();
+    if (spec_.tma_store) out_ = kc_.cost.outputs.at(0);
   }
 
   KernelEmit render(const std::string& fallback_launch) {
@@ -156,9 +157,13 @@ class WgmmaGemmRenderer {
   code.line("constexpr int CONSUMERS = " + std::to_string(consumers) + ", THREADS = (CONSUMERS + 1) * 128, STAGES = " + std::to_string(stages) + ";");
   code.line("[[maybe_unused]] constexpr int CLUSTER = " + std::to_string(cluster) + ";  // blocks per cluster");
   code.line("constexpr int STAGE_BYTES = " + std::to_string(stage_bytes) + ";");
-  code.line("constexpr size_t SMEM_BYTES = size_t{STAGES} * STAGE_BYTES + 2 * STAGES * sizeof(uint64_t) + 1024;  // + barriers, + alignment");
+  if (spec_.tma_store)
+    code.line("constexpr int OUT_BYTES = T_M * 128;  // one staging buffer of the TMA store: T_M rows x 64 columns, 128-byte swizzle");
+  code.line(std::string("constexpr size_t SMEM_BYTES = size_t{STAGES} * STAGE_BYTES") + (spec_.tma_store ? " + 2 * OUT_BYTES" : "") +
+            " + 2 * STAGES * sizeof(uint64_t) + 1024;  // + barriers, + alignment");
   std::string params = "const Args a";
   for (const auto& L : lay) params += ", const __grid_constant__ CUtensorMap tm_" + L.t->array;
+  if (spec_.tma_store) params += ", const __grid_constant__ CUtensorMap tm_" + out_ + ", const bool tma_store";
   code.line(std::string("__global__ void __launch_bounds__(THREADS, 1) ") + (cluster > 1 ? "NAPKIN_CLUSTER_DIMS(CLUSTER) " : "") + "kernel(" + params + ") {");
   ++code.indent;
   code.line("#if defined(__CUDA_ARCH_FEAT_SM90_ALL)");
@@ -171,7 +176,9 @@ class WgmmaGemmRenderer {
   c.declare_sizes(code);
   code.line("extern __shared__ __align__(1024) unsigned char smem_raw[];");
   code.line("unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) / 1024 * 1024);");
-  code.line("uint64_t* full = reinterpret_cast<uint64_t*>(smem + STAGES * STAGE_BYTES);  // chunk landed in the stage");
+  if (spec_.tma_store) code.line("unsigned char* const out_stage = smem + STAGES * STAGE_BYTES;  // two staging buffers of the TMA store");
+  code.line(std::string("uint64_t* full = reinterpret_cast<uint64_t*>(smem + STAGES * STAGE_BYTES") + (spec_.tma_store ? " + 2 * OUT_BYTES" : "") +
+            ");  // chunk landed in the stage");
   code.line("uint64_t* empty = full + STAGES;                                           // stage consumed");
   // Several contracted axes: chunk kc is index kc / k_chunks of the outer axes (decomposed, last
   // fastest; each a TMA coordinate with a box of 1) and chunk kc % k_chunks of K.
@@ -280,6 +287,7 @@ class WgmmaGemmRenderer {
     auto contraction = [&](std::size_t i) { return "contract(" + g.gemms[i].a.array + ", " + g.gemms[i].b.array + "; " + join(g.gemms[i].node->axes) + ")"; };
     const std::size_t accs = accumulators();
     code.line("int64_t it = 0;  // chunks consumed by this block, over all its tiles");
+    if (spec_.tma_store) code.line("int sb = 0;  // staging buffers used by this warpgroup (alternating)");
     tile_loop();
     if (joint)
       code.line("float acc0[MS][T_N] = {};  // registers: " + contraction(joint_first) + " in columns [0, T_N), " + contraction(1 - joint_first) +
@@ -294,6 +302,7 @@ class WgmmaGemmRenderer {
     code.line("// epilogue: per m64 subtile, warp w holds rows 16w..16w+15 as m16n8 accumulator tiles");
     epilogue(r);
     code.close();
+    if (spec_.tma_store) code.line("if (t == 0) napkin::bulk_wait<0>();  // this warpgroup's TMA stores are complete");
   }
 
   /** One tile's chunk loop: wait for the stage, issue the wgmmas of its k16 steps, release the previous stage. */
@@ -369,6 +378,16 @@ class WgmmaGemmRenderer {
       code.close();
       code.close();
     };
+    if (spec_.tma_store) {  // interior tiles through SMEM by TMA; the rest as the mma.sync variant stores
+      code.open("if (tma_store && n_M == T_M && n_N == T_N)  // tma_store: napkin::tma_store_enabled() on the host");
+      tma_store_epilogue(acc);
+      code.close(" else {");
+      ++code.indent;
+      gemm_epilogue(code, c, kc, g, [&](const std::function<void()>& body) { fragment_loops(false, body); }, acc, r.stored);
+      --code.indent;
+      code.line("}");
+      return;
+    }
     // Interior tiles of 16-bit outputs: 16-byte stores (gemm_wide_store.hpp); the rest as the mma.sync variant stores.
     if (!wide.empty()) {
       code.open("if (" + wide + ")");
@@ -383,13 +402,53 @@ class WgmmaGemmRenderer {
   }
   }
 
+  /** The interior tile's epilogue through SMEM (lowering's tma_store, gemm_form.hpp): per block of
+   *  64 columns, each consumer warpgroup waits until the buffer it used two blocks ago has been
+   *  read by its TMA store, writes its rows (8 consecutive elements per lane after the quad
+   *  transpose, 128-byte swizzle: 16-byte chunk c of row r at chunk c ^ (r % 8)), makes them
+   *  visible to the async proxy, and one thread stores them by TMA, not waiting for the write. */
+  void tma_store_epilogue(const std::function<std::string(std::size_t)>& acc) {
+    Code& code = code_;
+    const GemmForm& g = g_;
+    const std::string batch = tma_batch_coords(c_, out_, g.M, g.N);
+    code.line("// interior tile: through SMEM, stored by TMA while the next tile's MMAs run (named barrier 1 + cw: this warpgroup)");
+    code.line("#pragma unroll");
+    code.open("for (int cb = 0; cb < T_N / 64; ++cb, ++sb)");
+    code.line("unsigned char* const ob = out_stage + (sb % 2) * OUT_BYTES;");
+    code.line("if (t == 0) napkin::bulk_wait_read<1>();  // the store from this buffer two blocks ago has read it");
+    code.line("napkin::named_sync(1 + cw, 128);");
+    code.line("#pragma unroll");
+    code.open("for (int ms = 0; ms < MS; ++ms)");
+    code.line("#pragma unroll");
+    code.open("for (int h = 0; h < 2; ++h)");
+    code.line("#pragma unroll");
+    code.open("for (int half = 0; half < 2; ++half)");
+    code.line("const int ng = cb * 2 + half, row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8;");
+    gemm_pack_group(code, c_, kc_, g, acc);
+    code.line("const int chunk = half * 4 + lane % 4;  // 16-byte chunk of the 128-byte row");
+    code.line("*reinterpret_cast<uint4*>(ob + row * 128 + ((chunk ^ (row % 8)) * 16)) = make_uint4(p_" + out_ + "[0], p_" + out_ + "[1], p_" + out_ +
+              "[2], p_" + out_ + "[3]);");
+    code.close();
+    code.close();
+    code.close();
+    code.line("napkin::fence_proxy_async();  // the writes, before the TMA store reads them");
+    code.line("napkin::named_sync(1 + cw, 128);");
+    code.open("if (t == 0)");
+    code.line("napkin::tma_store(&tm_" + out_ + ", ob + cw * WM * 128, static_cast<int>(o_" + g.N + ") + cb * 64, static_cast<int>(o_" + g.M + ") + cw * WM" +
+              batch + ");");
+    code.line("napkin::bulk_commit();");
+    code.close();
+    code.close();
+  }
+
   /** Host statements: the tensor maps and the persistent launch, falling back to `fallback_launch`. */
   std::string launch(const std::string& fallback_launch) const {
     std::vector<TmaOperand> ops;
     for (const auto& L : lay_) ops.push_back({L.t->array, L.t->cols, L.t->rows, L.box_inner, L.box_outer});
+    if (spec_.tma_store) ops.push_back({out_, g_.N, g_.M, 64, static_cast<std::uint32_t>(g_.TM / consumers_)});
     // Persistent grid: at most one block per SM (the SMEM ring fills the SM), whole clusters.
     const std::string grid = "napkin::persistent_grid(blocks, " + std::to_string(cluster_) + ")";
-    return tma_launch(c_, kernel_ns(kc_.plan.name), ops, g_.dtype, fallback_launch, "true", grid);
+    return tma_launch(c_, kernel_ns(kc_.plan.name), ops, g_.dtype, fallback_launch, "true", grid, spec_.tma_store ? ", napkin::tma_store_enabled()" : "");
   }
 
   Context& c_;
@@ -404,6 +463,7 @@ class WgmmaGemmRenderer {
   int joint_first_ = -1;
   bool joint_ = false, outer_ = false;
   std::string wg_name_, wg_fn_;
+  std::string out_;  ///< the output stored by TMA (spec_.tma_store)
   Code code_;
 };
 

@@ -13,33 +13,36 @@ std::string wide_store_condition(Context& c, const KernelChoice& kc, const GemmF
   return cond;
 }
 
+void gemm_pack_group(Code& code, Context& c, const KernelChoice& kc, const GemmForm& g, const std::function<std::string(std::size_t)>& acc) {
+  const Diagram& d = c.diagram();
+  const NodeOverride over = gemm_accumulators(g, acc);
+  code.line("const int64_t i_" + g.M + " = o_" + g.M + " + row;");
+  for (const auto& o : kc.cost.outputs) code.line("uint32_t p_" + o + "[4];  // packed pairs of " + o);
+  code.line("#pragma unroll");
+  code.open("for (int j = 0; j < 4; ++j)");
+  code.line("const int nt = ng * 4 + j, col = nt * 8 + (lane % 4) * 2;");
+  for (const auto& o : kc.cost.outputs) code.line("float v_" + o + "[2];");
+  code.line("#pragma unroll");
+  code.open("for (int q = 0; q < 2; ++q)");
+  code.line("[[maybe_unused]] const int64_t i_" + g.N + " = o_" + g.N + " + col + q;");
+  for (const auto& o : kc.cost.outputs)
+    code.line("v_" + o + "[q] = " + c.value(*d.find_statement(o)->expr, over, kc.cost.internal) + ";");
+  code.close();
+  for (const auto& o : kc.cost.outputs) code.line("p_" + o + "[j] = napkin::pack2<" + c.ctype_of(o) + ">(v_" + o + "[0], v_" + o + "[1]);");
+  code.close();
+  for (const auto& o : kc.cost.outputs) code.line("napkin::quad_transpose(p_" + o + ", lane);");
+}
+
 void gemm_wide_store_epilogue(Code& code, Context& c, const KernelChoice& kc, const GemmForm& g,
                               const std::function<void(const std::function<void()>&)>& loops,
                               const std::function<std::string(std::size_t)>& acc, std::set<std::string>& stored) {
-  const Diagram& d = c.diagram();
-  const NodeOverride over = gemm_accumulators(g, acc);
   code.line("// interior tile, 16-bit outputs with " + g.N + " innermost: each quad exchanges its pairs so that a lane stores 8 consecutive");
   code.line("// elements as one 16-byte vector (whole 32-byte sectors)");
   loops([&] {
-    code.line("const int64_t i_" + g.M + " = o_" + g.M + " + row;");
-    for (const auto& o : kc.cost.outputs) code.line("uint32_t p_" + o + "[4];  // packed pairs of " + o);
-    code.line("#pragma unroll");
-    code.open("for (int j = 0; j < 4; ++j)");
-    code.line("const int nt = ng * 4 + j, col = nt * 8 + (lane % 4) * 2;");
-    for (const auto& o : kc.cost.outputs) code.line("float v_" + o + "[2];");
-    code.line("#pragma unroll");
-    code.open("for (int q = 0; q < 2; ++q)");
-    code.line("[[maybe_unused]] const int64_t i_" + g.N + " = o_" + g.N + " + col + q;");
-    for (const auto& o : kc.cost.outputs)
-      code.line("v_" + o + "[q] = " + c.value(*d.find_statement(o)->expr, over, kc.cost.internal) + ";");
-    code.close();
-    for (const auto& o : kc.cost.outputs) code.line("p_" + o + "[j] = napkin::pack2<" + c.ctype_of(o) + ">(v_" + o + "[0], v_" + o + "[1]);");
-    code.close();
+    gemm_pack_group(code, c, kc, g, acc);
     code.line("const int64_t i_" + g.N + " = o_" + g.N + " + ng * 32 + (lane % 4) * 8;");
-    for (const auto& o : kc.cost.outputs) {
-      code.line("napkin::quad_transpose(p_" + o + ", lane);");
+    for (const auto& o : kc.cost.outputs)
       code.line("*reinterpret_cast<uint4*>(a." + o + " + " + c.index(o) + ") = make_uint4(p_" + o + "[0], p_" + o + "[1], p_" + o + "[2], p_" + o + "[3]);");
-    }
   });
   stored.insert(kc.cost.outputs.begin(), kc.cost.outputs.end());
 }

@@ -22,6 +22,13 @@ namespace napkin::cuda {
  *  tile whole, N_<N> a multiple of 8, every output array 16-byte aligned. */
 std::string wide_store_condition(Context& c, const KernelChoice& kc, const GemmForm& g);
 
+/** Emits, for one 32-column group `ng` of a fragment row `row` (both defined by the caller, with
+ *  `lane` and the tile origin o_<M>, o_<N>), every output's 8 consecutive 16-bit values of this
+ *  lane as `uint32_t p_<o>[4]`: computed from `acc(i)` through the epilogue expressions in pairs,
+ *  packed, then exchanged across the quad (napkin::quad_transpose): lane l holds columns
+ *  ng * 32 + (l % 4) * 8 .. + 7. Defines i_<M>. */
+void gemm_pack_group(Code& code, Context& c, const KernelChoice& kc, const GemmForm& g, const std::function<std::string(std::size_t)>& acc);
+
 /** Emits the interior epilogue with 16-byte stores (to be placed under wide_store_condition).
  *  `loops(body)` opens the variant's loops over (m subtile, row half) defining `row` (tile-relative)
  *  and calls `body` once per 32-column group `ng`; inside it the emitted code loops j = 0..3 over

@@ -31,7 +31,7 @@ void rows_launch(Code& l, const AxisList& rows, std::int64_t rows_per_block, con
 }
 
 std::string tma_launch(const Context& c, const std::string& ns, const std::vector<TmaOperand>& ops, DType dtype, const std::string& fallback,
-                       const std::string& condition, const std::string& grid) {
+                       const std::string& condition, const std::string& grid, const std::string& extra_args) {
   const std::string dtype_enum = dtype == DType::bf16 ? "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16" : "CU_TENSOR_MAP_DATA_TYPE_FLOAT16";
   Code l;
   l.line("static const int wgmma_built = napkin::hopper_kernel(reinterpret_cast<const void*>(" + ns + "::wg::kernel)) ? 1 : 0;");
@@ -67,7 +67,7 @@ std::string tma_launch(const Context& c, const std::string& ns, const std::vecto
   }
   l.open("if (use_wgmma)");
   l.line("NAPKIN_CUDA(cudaFuncSetAttribute(" + ns + "::wg::kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(" + ns + "::wg::SMEM_BYTES)));");
-  l.line(ns + "::wg::kernel<<<static_cast<unsigned>(" + grid + "), " + ns + "::wg::THREADS, " + ns + "::wg::SMEM_BYTES, stream>>>(a" + maps + ");");
+  l.line(ns + "::wg::kernel<<<static_cast<unsigned>(" + grid + "), " + ns + "::wg::THREADS, " + ns + "::wg::SMEM_BYTES, stream>>>(a" + maps + extra_args + ");");
   l.line("napkin_variant = \"wgmma\";");
   l.close(" else {");
   ++l.indent;

@@ -135,16 +135,16 @@ void row_body(RowsKernel& r) {
 
 KernelEmit emit_rows(Context& c, const KernelChoice& kc) {
   const Diagram& d = c.diagram();
-  const KernelCost& cost = kc.cost;
-  const Statement& st = *d.find_statement(cost.statements[0]);  // lowering's rows form: one normaliser of element-wise arguments
+  const KernelSpec& spec = *kc.cost.spec;
+  NAPKIN_ASSERT(spec.rows.has_value()) << "rows kernel " << kc.plan.name << " has no rows form";
+  const RowsForm& form = *spec.rows;  // lowering's launch shape (lower/rows_form.hpp): rows per block, teams, unroll, occupancy
+  const Statement& st = *d.find_statement(form.statement);
   const Expr& e = *st.expr;
-  const std::string ax = e.axes[0];
-  AxisList rows;
-  std::int64_t R = 1;
-  for (const auto& a : st.axes)
-    if (a != ax) rows.push_back(a), R *= kc.plan.group(a).value_or(1);
-  const int warps = kc.plan.warps();
-  const int team = R >= warps ? 1 : (warps % R == 0 ? warps / static_cast<int>(R) : 1);
+  const std::string& ax = form.axis;
+  const AxisList& rows = form.rows;
+  const std::int64_t R = form.rows_per_block;
+  const int warps = form.warps;
+  const int team = form.team_warps;
   const std::string ns = kernel_ns(kc.plan.name);
   Code k;
   k.line(describe_plan(kc.plan));
@@ -152,9 +152,11 @@ KernelEmit emit_rows(Context& c, const KernelChoice& kc) {
          " warp(s) per row; pass 1 statistics, pass 2 the map (the second read of the row is served by L1/L2)");
   k.open("namespace " + ns);
   k.line("constexpr int WARPS = " + std::to_string(warps) + ", THREADS = WARPS * 32, ROWS = " + std::to_string(R) + ", TEAM_WARPS = " + std::to_string(team) +
-         ", TEAM = TEAM_WARPS * 32, U = 4;");
+         ", TEAM = TEAM_WARPS * 32, U = " + std::to_string(form.unroll) + ";");
+  k.line("// at most " + std::to_string(form.registers) + " registers per thread: " + std::to_string(form.blocks_per_sm) +
+         " blocks per SM resident, as the model prices it (lower/rows_form.hpp)");
   k.line("");
-  k.line("__global__ void __launch_bounds__(THREADS) kernel(const Args a) {");
+  k.line("__global__ void __launch_bounds__(THREADS, " + std::to_string(form.blocks_per_sm) + ") kernel(const Args a) {");
   ++k.indent;
   c.declare_sizes(k);
   k.line("__shared__ float red[WARPS][3];");

@@ -94,8 +94,8 @@ std::string tma_batch_coords(const Context& c, const std::string& array, const s
  *  (axes innermost first: cols, rows, then the other axes) and launch `ns`::wg::kernel(a, maps...)
  *  on `grid` blocks (a host expression) when napkin::hopper_kernel says the sm_90a code can run,
  *  `condition` (a host expression) holds and every map encodes; `fallback` (the mma.sync launch)
- *  otherwise. */
+ *  otherwise. `extra_args` (", expr...") follow the maps in the kernel's arguments. */
 std::string tma_launch(const Context& c, const std::string& ns, const std::vector<TmaOperand>& ops, DType dtype, const std::string& fallback,
-                       const std::string& condition = "true", const std::string& grid = "blocks");
+                       const std::string& condition = "true", const std::string& grid = "blocks", const std::string& extra_args = "");
 
 }  // namespace napkin::cuda

@@ -49,6 +49,15 @@ int check_invariant(const Derivation& dv, const std::string& text) {
     // The model: tensor-core FLOPs only for tensor-core strategies, wgmma only where emitted.
     if (!spec.tensor_cores()) CHECK(kc.cost.flops_tensor == 0);
     CHECK((kc.cost.warpgroup_mma && !spec.wgmma) == false);
+    if (spec.strategy == Strategy::rows) {  // the launch shape the model prices (lower/rows_form.hpp)
+      const RowsForm& f = *spec.rows;
+      CHECK(constant(sec, "ROWS") == f.rows_per_block);
+      CHECK(constant(sec, "TEAM_WARPS") == f.team_warps);
+      CHECK(constant(sec, "U") == f.unroll);
+      CHECK(sec.find("__launch_bounds__(THREADS, " + std::to_string(f.blocks_per_sm) + ")") != std::string::npos);
+      CHECK(kc.cost.blocks_per_sm == f.blocks_per_sm);
+      CHECK(kc.cost.registers_per_thread == f.registers);
+    }
     if (!spec.tensor_cores()) {
       CHECK(sec.find("napkin::mma_") == std::string::npos);
       CHECK(sec.find("wgmma_m64n") == std::string::npos);
@@ -72,7 +81,12 @@ int check_invariant(const Derivation& dv, const std::string& text) {
     if (spec.wgmma) {
       const std::string wg = sec.substr(sec.find("namespace wg"));
       CHECK(wg.find("wgmma_m64n") != std::string::npos);
-      if (spec.strategy == Strategy::gemm) CHECK(constant(wg, "STAGES") == spec.wgmma_stages);
+      if (spec.strategy == Strategy::gemm) {
+        CHECK(constant(wg, "STAGES") == spec.wgmma_stages);
+        // The TMA store epilogue exactly where the spec has it, its staging in the spec's SMEM.
+        CHECK((wg.find("napkin::tma_store(") != std::string::npos) == spec.tma_store);
+        CHECK(constant(wg, "STAGE_BYTES") * spec.wgmma_stages + (spec.tma_store ? gemm_tma_store_bytes(*spec.gemm) : 0) == spec.wgmma_smem_bytes);
+      }
       CHECK((spec.cluster > 1) == (wg.find("NAPKIN_CLUSTER_DIMS(CLUSTER)") != std::string::npos));
     } else {
       CHECK(sec.find("// no wgmma variant: " + spec.why_no_wgmma) != std::string::npos);

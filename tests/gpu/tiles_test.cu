@@ -531,6 +531,50 @@ void check_tma() {
   }
 }
 
+// ---- sm_90a: TMA store of a swizzled SMEM box, clipped at the array's edge --------------------
+
+/** Fills a 32 x 64 box in SMEM (Swizzled128Tile layout: the tensor map's 128-byte swizzle) with
+ *  value(r, c) = r * 64 + c, and stores it by TMA at (c0, c1): elements past the array are not written. */
+__global__ void tma_store_kernel(const __grid_constant__ CUtensorMap map, int c0, int c1) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ unsigned char raw[];
+  const napkin::Swizzled128Tile<bf16, BOX_ROWS> t{reinterpret_cast<bf16*>(smem_aligned_1024(raw))};
+  for (int i = threadIdx.x; i < BOX_ROWS * BOX_COLS; i += blockDim.x) t.at(i / BOX_COLS, i % BOX_COLS) = __float2bfloat16(static_cast<float>(i % 256));
+  napkin::fence_proxy_async();  // the generic-proxy writes before TMA reads them
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    napkin::tma_store(&map, t.p, c0, c1);
+    napkin::bulk_commit();
+    napkin::bulk_wait<0>();
+  }
+#endif
+}
+
+void check_tma_store() {
+  const int R = 100, C = 72;
+  const auto h = random_values<bf16>(R * C);
+  for (const auto& [c0, c1] : {std::pair{0, 0}, std::pair{8, 68}, std::pair{40, 80}}) {
+    bf16* g = to_device(h);
+    CUtensorMap map;
+    if (!bf16_tmap(&map, g, R, C, BOX_ROWS)) {
+      report(false, "TMA store: make_tmap of a 100 x 72 bf16 array", "cuTensorMapEncodeTiled refused it");
+      return;
+    }
+    tma_store_kernel<<<1, 128, BOX_ROWS * BOX_COLS * 2 + 1024>>>(map, c0, c1);
+    const std::string name = "TMA store of a 32x64 swizzled SMEM box into a 100 x 72 bf16 array at (row " + std::to_string(c1) + ", col " +
+                             std::to_string(c0) + "), clipped at the edge";
+    finish(name);
+    std::vector<bf16> want = h;
+    for (int r = 0; r < BOX_ROWS; ++r)
+      for (int k = 0; k < BOX_COLS; ++k) {
+        const int gr = c1 + r, gc = c0 + k;
+        if (gr < R && gc < C) want[gr * C + gc] = __float2bfloat16(static_cast<float>((r * BOX_COLS + k) % 256));
+      }
+    const std::string d = compare_exact(from_device(g, want.size()), want, C);
+    report(d.empty(), name, d);
+  }
+}
+
 // ---- sm_90a: the mbarrier pipeline (full/empty barriers, StageRing phases, TMA producer) -------
 
 constexpr int PIPE_STAGES = 3, PIPE_ROWS = 16, PIPE_CONSUMER_WARPS = 2, PIPE_STAGE_BYTES = PIPE_ROWS * 128;
@@ -687,10 +731,11 @@ int main(int argc, char** argv) {
     check_wgmma<bf16, 1>("bf16, A and B MN-major in SMEM");
     check_wgmma<bf16, 2>("bf16, A in registers, B K-major in SMEM");
     check_tma();
+    check_tma_store();
     check_pipeline();
     check_multicast();
   } else {
-    std::printf("tiles_test: the sm_90a checks (wgmma, TMA, mbarrier pipeline, cluster multicast) did not run: "
+    std::printf("tiles_test: the sm_90a checks (wgmma, TMA loads and stores, mbarrier pipeline, cluster multicast) did not run: "
                 "needs a binary built for sm_90a on a Hopper GPU "
                 "(and NAPKIN_NO_WGMMA unset)\n");
   }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs napkin bench on a lent GPU machine (see docs/benchmarks.md). The machine lacks napkin's
 # Debian libraries, so the call carries build/cli/napkin and .devlibs/ (tools/device/pack.sh).
-# Usage: tools/device/bench.sh quick|bundled|gemm|variants|attention|perf|torch|issue12|torch-eval|regress|sweep|tiles|ncu|calibrate [MODE...]   (outputs under $OUT when set)
+# Usage: tools/device/bench.sh quick|bundled|gemm|variants|attention|perf|torch|issue12|torch-eval|regress|sweep|tiles|initcheck-probe|ncu|calibrate [MODE...]   (outputs under $OUT when set)
 set -u
 modes=${*:-quick}
 out=/tmp/napkin-bench-out  # everything lands here; $OUT gets one results.tgz of it
@@ -162,6 +162,14 @@ case $mode in
       [ "${PIPESTATUS[0]}" -eq 0 ] || fails=$((fails + 1))
     else
       cat "$out/tiles.txt"; fails=$((fails + 1))
+    fi
+    ;;
+  initcheck-probe)  # does compute-sanitizer's initcheck track TMA stores? (tests/gpu/initcheck_probe.cu)
+    echo "=== initcheck-probe: nvcc -arch=sm_90a tests/gpu/initcheck_probe.cu, run under compute-sanitizer --tool initcheck"
+    if nvcc -std=c++17 -O2 -arch=sm_90a -I"$PWD" -o /tmp/initcheck_probe tests/gpu/initcheck_probe.cu > "$out/initcheck-probe.txt" 2>&1; then
+      compute-sanitizer --tool initcheck /tmp/initcheck_probe 2>&1 | grep -E "initcheck_probe|Uninitialized|ERROR SUMMARY|at .*(reader|writer)" | sort | uniq -c | tee -a "$out/initcheck-probe.txt"
+    else
+      cat "$out/initcheck-probe.txt"; fails=$((fails + 1))
     fi
     ;;
   calibrate)  # the model's ceilings: kernels/calibrate/microbench.cu (mma.sync, wgmma, bandwidths, exp, FP32)

@@ -22,6 +22,14 @@ static bool hopper_kernel(const void* kernel) {
   }
   return major == 9 && fa.binaryVersion == 90;
 }
+/** Whether GEMM epilogues may store through SMEM by TMA: true unless NAPKIN_NO_TMA_STORE is set
+ *  and not 0. compute-sanitizer's initcheck does not count TMA stores as initialising global
+ *  memory (tests/gpu/initcheck_probe.cu: every TMA-written element read afterwards is reported,
+ *  the values being right), so its runs take the direct-store epilogue. */
+[[maybe_unused]] static bool tma_store_enabled() {
+  const char* e = std::getenv("NAPKIN_NO_TMA_STORE");
+  return !(e && *e && *e != '0');
+}
 /** Blocks of a persistent kernel that holds one block per SM: min(`blocks` rounded up to whole
  *  clusters, the SMs rounded down to whole clusters of `cluster`). */
 [[maybe_unused]] static int64_t persistent_grid(int64_t blocks, int cluster) {

@@ -1,7 +1,7 @@
 /** \file tma.cuh
  *  Hopper (sm_90a) bulk tensor copies (TMA): boxes of a tensor map into SMEM, completing bytes on
  *  an mbarrier (sync.cuh), out-of-bounds elements zero-filled; the multicast form for clusters;
- *  and the host's tensor-map builder (128-byte swizzle, the layout of Swizzled128Tile, tiles.cuh).
+ *  boxes of SMEM back to global memory (stores, in bulk groups); and the host's tensor-map builder (128-byte swizzle, the layout of Swizzled128Tile, tiles.cuh).
  */
 #pragma once
 #include <cuda.h>
@@ -47,6 +47,28 @@ __device__ __forceinline__ void tma_load_multicast(void* dst, const CUtensorMap*
   asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, %3, %4, %5, %6}], [%7], %8;\n"
                ::"r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(smem_u32(bar)), "h"(mask) : "memory");
 }
+// TMA stores (PTX ISA 9.7.9.25.5.2, cp.async.bulk.tensor .global.shared::cta .bulk_group): one box
+// of SMEM (the tensor map's layout, 128-byte swizzle) to the tensor's coordinates, innermost first;
+// elements outside the tensor are not written. Completion is tracked per issuing thread in bulk
+// groups: commit, then wait until at most N groups still read SMEM (`.read`) or still write.
+__device__ __forceinline__ void tma_store(const CUtensorMap* map, const void* src, int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(map), "r"(c0), "r"(c1), "r"(smem_u32(src)) : "memory");
+}
+__device__ __forceinline__ void tma_store(const CUtensorMap* map, const void* src, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];\n" ::"l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(smem_u32(src))
+               : "memory");
+}
+__device__ __forceinline__ void tma_store(const CUtensorMap* map, const void* src, int c0, int c1, int c2, int c3) {
+  asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%1, %2, %3, %4}], [%5];\n" ::"l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3),
+               "r"(smem_u32(src)) : "memory");
+}
+__device__ __forceinline__ void tma_store(const CUtensorMap* map, const void* src, int c0, int c1, int c2, int c3, int c4) {
+  asm volatile("cp.async.bulk.tensor.5d.global.shared::cta.bulk_group [%0, {%1, %2, %3, %4, %5}], [%6];\n" ::"l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3),
+               "r"(c4), "r"(smem_u32(src)) : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory"); }
+template <int N> __device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory"); }
 #endif
 
 /** Tensor map (CUDA driver API, cuTensorMapEncodeTiled) of a 16-bit array seen as `rank` axes,

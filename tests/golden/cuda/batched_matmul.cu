@@ -340,7 +340,7 @@ template <int R> __device__ __forceinline__ void setmaxnreg_inc() { asm volatile
 /** \file tma.cuh
  *  Hopper (sm_90a) bulk tensor copies (TMA): boxes of a tensor map into SMEM, completing bytes on
  *  an mbarrier (sync.cuh), out-of-bounds elements zero-filled; the multicast form for clusters;
- *  and the host's tensor-map builder (128-byte swizzle, the layout of Swizzled128Tile, tiles.cuh).
+ *  boxes of SMEM back to global memory (stores, in bulk groups); and the host's tensor-map builder (128-byte swizzle, the layout of Swizzled128Tile, tiles.cuh).
  */
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -384,6 +384,28 @@ __device__ __forceinline__ void tma_load_multicast(void* dst, const CUtensorMap*
   asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, %3, %4, %5, %6}], [%7], %8;\n"
                ::"r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(smem_u32(bar)), "h"(mask) : "memory");
 }
+// TMA stores (PTX ISA 9.7.9.25.5.2, cp.async.bulk.tensor .global.shared::cta .bulk_group): one box
+// of SMEM (the tensor map's layout, 128-byte swizzle) to the tensor's coordinates, innermost first;
+// elements outside the tensor are not written. Completion is tracked per issuing thread in bulk
+// groups: commit, then wait until at most N groups still read SMEM (`.read`) or still write.
+__device__ __forceinline__ void tma_store(const CUtensorMap* map, const void* src, int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(map), "r"(c0), "r"(c1), "r"(smem_u32(src)) : "memory");
+}
+__device__ __forceinline__ void tma_store(const CUtensorMap* map, const void* src, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];\n" ::"l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(smem_u32(src))
+               : "memory");
+}
+__device__ __forceinline__ void tma_store(const CUtensorMap* map, const void* src, int c0, int c1, int c2, int c3) {
+  asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%1, %2, %3, %4}], [%5];\n" ::"l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3),
+               "r"(smem_u32(src)) : "memory");
+}
+__device__ __forceinline__ void tma_store(const CUtensorMap* map, const void* src, int c0, int c1, int c2, int c3, int c4) {
+  asm volatile("cp.async.bulk.tensor.5d.global.shared::cta.bulk_group [%0, {%1, %2, %3, %4, %5}], [%6];\n" ::"l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3),
+               "r"(c4), "r"(smem_u32(src)) : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory"); }
+template <int N> __device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory"); }
 #endif
 
 /** Tensor map (CUDA driver API, cuTensorMapEncodeTiled) of a 16-bit array seen as `rank` axes,
@@ -464,6 +486,14 @@ static bool hopper_kernel(const void* kernel) {
     return false;
   }
   return major == 9 && fa.binaryVersion == 90;
+}
+/** Whether GEMM epilogues may store through SMEM by TMA: true unless NAPKIN_NO_TMA_STORE is set
+ *  and not 0. compute-sanitizer's initcheck does not count TMA stores as initialising global
+ *  memory (tests/gpu/initcheck_probe.cu: every TMA-written element read afterwards is reported,
+ *  the values being right), so its runs take the direct-store epilogue. */
+[[maybe_unused]] static bool tma_store_enabled() {
+  const char* e = std::getenv("NAPKIN_NO_TMA_STORE");
+  return !(e && *e && *e != '0');
 }
 /** Blocks of a persistent kernel that holds one block per SM: min(`blocks` rounded up to whole
  *  clusters, the SMs rounded down to whole clusters of `cluster`). */
@@ -653,8 +683,9 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
   constexpr int CONSUMERS = 2, THREADS = (CONSUMERS + 1) * 128, STAGES = 4;
   [[maybe_unused]] constexpr int CLUSTER = 2;  // blocks per cluster
   constexpr int STAGE_BYTES = 49152;
-  constexpr size_t SMEM_BYTES = size_t{STAGES} * STAGE_BYTES + 2 * STAGES * sizeof(uint64_t) + 1024;  // + barriers, + alignment
-  __global__ void __launch_bounds__(THREADS, 1) NAPKIN_CLUSTER_DIMS(CLUSTER) kernel(const Args a, const __grid_constant__ CUtensorMap tm_A, const __grid_constant__ CUtensorMap tm_B) {
+  constexpr int OUT_BYTES = T_M * 128;  // one staging buffer of the TMA store: T_M rows x 64 columns, 128-byte swizzle
+  constexpr size_t SMEM_BYTES = size_t{STAGES} * STAGE_BYTES + 2 * OUT_BYTES + 2 * STAGES * sizeof(uint64_t) + 1024;  // + barriers, + alignment
+  __global__ void __launch_bounds__(THREADS, 1) NAPKIN_CLUSTER_DIMS(CLUSTER) kernel(const Args a, const __grid_constant__ CUtensorMap tm_A, const __grid_constant__ CUtensorMap tm_B, const __grid_constant__ CUtensorMap tm_C, const bool tma_store) {
     #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int WM = T_M / CONSUMERS, MS = WM / 64;  // rows per consumer warpgroup; m64 subtiles each
     constexpr int OFF_A = 0;  // SMEM bytes: A [1 blocks of 64 b][a 128][64], 128-byte swizzle
@@ -662,7 +693,8 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
     [[maybe_unused]] const int64_t N_n = a.N_n, N_a = a.N_a, N_b = a.N_b, N_c = a.N_c;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) / 1024 * 1024);
-    uint64_t* full = reinterpret_cast<uint64_t*>(smem + STAGES * STAGE_BYTES);  // chunk landed in the stage
+    unsigned char* const out_stage = smem + STAGES * STAGE_BYTES;  // two staging buffers of the TMA store
+    uint64_t* full = reinterpret_cast<uint64_t*>(smem + STAGES * STAGE_BYTES + 2 * OUT_BYTES);  // chunk landed in the stage
     uint64_t* empty = full + STAGES;                                           // stage consumed
     const int64_t chunks = (N_b + T_K - 1) / T_K;
     const int64_t tile_blocks = (((N_a + T_M - 1) / T_M + CLUSTER - 1) / CLUSTER * CLUSTER) * ((N_c + T_N - 1) / T_N) * N_n;  // the non-persistent grid: one block per output tile
@@ -716,6 +748,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
       napkin::setmaxnreg_inc<232>();
       const int cw = threadIdx.x / 128 - 1, t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
       int64_t it = 0;  // chunks consumed by this block, over all its tiles
+      int sb = 0;  // staging buffers used by this warpgroup (alternating)
       for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x) {
         // grid: clusters of 2 blocks over 2 tiles of a and one of c; cluster rows of a x tiles of c, in groups of 8 a tiles; then batch axes n
         const int64_t tiles_m = (N_a + T_M - 1) / T_M, tiles_n = (N_c + T_N - 1) / T_N;
@@ -765,33 +798,44 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
         if (chunks > 0 && lane == 0)  // the tile's last chunk: the producer refills it while this block stores
           for (unsigned r = 0; r < CLUSTER; ++r) napkin::mbar_arrive_cluster(&empty[(it - 1) % STAGES], r);
         // epilogue: per m64 subtile, warp w holds rows 16w..16w+15 as m16n8 accumulator tiles
-        if (n_M == T_M && n_N == T_N && N_c % 8 == 0 && reinterpret_cast<uintptr_t>(a.C) % 16 == 0) {
-          // interior tile, 16-bit outputs with c innermost: each quad exchanges its pairs so that a lane stores 8 consecutive
-          // elements as one 16-byte vector (whole 32-byte sectors)
+        if (tma_store && n_M == T_M && n_N == T_N)  // tma_store: napkin::tma_store_enabled() on the host {
+          // interior tile: through SMEM, stored by TMA while the next tile's MMAs run (named barrier 1 + cw: this warpgroup)
           #pragma unroll
-          for (int ms = 0; ms < MS; ++ms) {
+          for (int cb = 0; cb < T_N / 64; ++cb, ++sb) {
+            unsigned char* const ob = out_stage + (sb % 2) * OUT_BYTES;
+            if (t == 0) napkin::bulk_wait_read<1>();  // the store from this buffer two blocks ago has read it
+            napkin::named_sync(1 + cw, 128);
             #pragma unroll
-            for (int ng = 0; ng < T_N / 32; ++ng) {
+            for (int ms = 0; ms < MS; ++ms) {
               #pragma unroll
               for (int h = 0; h < 2; ++h) {
-                const int row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8;
-                const int64_t i_a = o_a + row;
-                uint32_t p_C[4];  // packed pairs of C
                 #pragma unroll
-                for (int j = 0; j < 4; ++j) {
-                  const int nt = ng * 4 + j, col = nt * 8 + (lane % 4) * 2;
-                  float v_C[2];
+                for (int half = 0; half < 2; ++half) {
+                  const int ng = cb * 2 + half, row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8;
+                  const int64_t i_a = o_a + row;
+                  uint32_t p_C[4];  // packed pairs of C
                   #pragma unroll
-                  for (int q = 0; q < 2; ++q) {
-                    [[maybe_unused]] const int64_t i_c = o_c + col + q;
-                    v_C[q] = acc0[ms][nt * 4 + h * 2 + q];
+                  for (int j = 0; j < 4; ++j) {
+                    const int nt = ng * 4 + j, col = nt * 8 + (lane % 4) * 2;
+                    float v_C[2];
+                    #pragma unroll
+                    for (int q = 0; q < 2; ++q) {
+                      [[maybe_unused]] const int64_t i_c = o_c + col + q;
+                      v_C[q] = acc0[ms][nt * 4 + h * 2 + q];
+                    }
+                    p_C[j] = napkin::pack2<__nv_bfloat16>(v_C[0], v_C[1]);
                   }
-                  p_C[j] = napkin::pack2<__nv_bfloat16>(v_C[0], v_C[1]);
+                  napkin::quad_transpose(p_C, lane);
+                  const int chunk = half * 4 + lane % 4;  // 16-byte chunk of the 128-byte row
+                  *reinterpret_cast<uint4*>(ob + row * 128 + ((chunk ^ (row % 8)) * 16)) = make_uint4(p_C[0], p_C[1], p_C[2], p_C[3]);
                 }
-                const int64_t i_c = o_c + ng * 32 + (lane % 4) * 8;
-                napkin::quad_transpose(p_C, lane);
-                *reinterpret_cast<uint4*>(a.C + ((i_n) * N_a + i_a) * N_c + i_c) = make_uint4(p_C[0], p_C[1], p_C[2], p_C[3]);
               }
+            }
+            napkin::fence_proxy_async();  // the writes, before the TMA store reads them
+            napkin::named_sync(1 + cw, 128);
+            if (t == 0) {
+              napkin::tma_store(&tm_C, ob + cw * WM * 128, static_cast<int>(o_c) + cb * 64, static_cast<int>(o_a) + cw * WM, static_cast<int>(i_n));
+              napkin::bulk_commit();
             }
           }
         } else {
@@ -841,6 +885,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
           }
         }
       }
+      if (t == 0) napkin::bulk_wait<0>();  // this warpgroup's TMA stores are complete
     }
     napkin::cluster_sync();  // neither block leaves while the other may still signal its barriers
     #endif
@@ -894,9 +939,15 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
           const uint32_t box[] = {64, 32, 1};
           use_wgmma = napkin::make_tmap(&tm_B, a.B, 3, dims, strides, box, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
         }
+        CUtensorMap tm_C{};
+        if (use_wgmma) {
+          const uint64_t dims[] = {static_cast<uint64_t>(a.N_c), static_cast<uint64_t>(a.N_a), static_cast<uint64_t>(a.N_n)}, strides[] = {uint64_t{2} * static_cast<uint64_t>(a.N_c), uint64_t{2} * static_cast<uint64_t>(a.N_a) * static_cast<uint64_t>(a.N_c)};
+          const uint32_t box[] = {64, 64, 1};
+          use_wgmma = napkin::make_tmap(&tm_C, a.C, 3, dims, strides, box, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
+        }
         if (use_wgmma) {
           NAPKIN_CUDA(cudaFuncSetAttribute(k_C::wg::kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(k_C::wg::SMEM_BYTES)));
-          k_C::wg::kernel<<<static_cast<unsigned>(napkin::persistent_grid(blocks, 2)), k_C::wg::THREADS, k_C::wg::SMEM_BYTES, stream>>>(a, tm_A, tm_B);
+          k_C::wg::kernel<<<static_cast<unsigned>(napkin::persistent_grid(blocks, 2)), k_C::wg::THREADS, k_C::wg::SMEM_BYTES, stream>>>(a, tm_A, tm_B, tm_C, napkin::tma_store_enabled());
           napkin_variant = "wgmma";
         } else {
           NAPKIN_CUDA(cudaFuncSetAttribute(k_C::kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(k_C::SMEM_BYTES)));

@@ -340,7 +340,7 @@ template <int R> __device__ __forceinline__ void setmaxnreg_inc() { asm volatile
 /** \file tma.cuh
  *  Hopper (sm_90a) bulk tensor copies (TMA): boxes of a tensor map into SMEM, completing bytes on
  *  an mbarrier (sync.cuh), out-of-bounds elements zero-filled; the multicast form for clusters;
- *  and the host's tensor-map builder (128-byte swizzle, the layout of Swizzled128Tile, tiles.cuh).
+ *  boxes of SMEM back to global memory (stores, in bulk groups); and the host's tensor-map builder (128-byte swizzle, the layout of Swizzled128Tile, tiles.cuh).
  */
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -384,6 +384,28 @@ __device__ __forceinline__ void tma_load_multicast(void* dst, const CUtensorMap*
   asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, %3, %4, %5, %6}], [%7], %8;\n"
                ::"r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(smem_u32(bar)), "h"(mask) : "memory");
 }
+// TMA stores (PTX ISA 9.7.9.25.5.2, cp.async.bulk.tensor .global.shared::cta .bulk_group): one box
+// of SMEM (the tensor map's layout, 128-byte swizzle) to the tensor's coordinates, innermost first;
+// elements outside the tensor are not written. Completion is tracked per issuing thread in bulk
+// groups: commit, then wait until at most N groups still read SMEM (`.read`) or still write.
+__device__ __forceinline__ void tma_store(const CUtensorMap* map, const void* src, int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(map), "r"(c0), "r"(c1), "r"(smem_u32(src)) : "memory");
+}
+__device__ __forceinline__ void tma_store(const CUtensorMap* map, const void* src, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];\n" ::"l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(smem_u32(src))
+               : "memory");
+}
+__device__ __forceinline__ void tma_store(const CUtensorMap* map, const void* src, int c0, int c1, int c2, int c3) {
+  asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%1, %2, %3, %4}], [%5];\n" ::"l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3),
+               "r"(smem_u32(src)) : "memory");
+}
+__device__ __forceinline__ void tma_store(const CUtensorMap* map, const void* src, int c0, int c1, int c2, int c3, int c4) {
+  asm volatile("cp.async.bulk.tensor.5d.global.shared::cta.bulk_group [%0, {%1, %2, %3, %4, %5}], [%6];\n" ::"l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3),
+               "r"(c4), "r"(smem_u32(src)) : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory"); }
+template <int N> __device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory"); }
 #endif
 
 /** Tensor map (CUDA driver API, cuTensorMapEncodeTiled) of a 16-bit array seen as `rank` axes,
@@ -464,6 +486,14 @@ static bool hopper_kernel(const void* kernel) {
     return false;
   }
   return major == 9 && fa.binaryVersion == 90;
+}
+/** Whether GEMM epilogues may store through SMEM by TMA: true unless NAPKIN_NO_TMA_STORE is set
+ *  and not 0. compute-sanitizer's initcheck does not count TMA stores as initialising global
+ *  memory (tests/gpu/initcheck_probe.cu: every TMA-written element read afterwards is reported,
+ *  the values being right), so its runs take the direct-store epilogue. */
+[[maybe_unused]] static bool tma_store_enabled() {
+  const char* e = std::getenv("NAPKIN_NO_TMA_STORE");
+  return !(e && *e && *e != '0');
 }
 /** Blocks of a persistent kernel that holds one block per SM: min(`blocks` rounded up to whole
  *  clusters, the SMs rounded down to whole clusters of `cluster`). */

@@ -341,7 +341,7 @@ template <int R> __device__ __forceinline__ void setmaxnreg_inc() { asm volatile
 /** \file tma.cuh
  *  Hopper (sm_90a) bulk tensor copies (TMA): boxes of a tensor map into SMEM, completing bytes on
  *  an mbarrier (sync.cuh), out-of-bounds elements zero-filled; the multicast form for clusters;
- *  and the host's tensor-map builder (128-byte swizzle, the layout of Swizzled128Tile, tiles.cuh).
+ *  boxes of SMEM back to global memory (stores, in bulk groups); and the host's tensor-map builder (128-byte swizzle, the layout of Swizzled128Tile, tiles.cuh).
  */
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -385,6 +385,28 @@ __device__ __forceinline__ void tma_load_multicast(void* dst, const CUtensorMap*
   asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, %3, %4, %5, %6}], [%7], %8;\n"
                ::"r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(smem_u32(bar)), "h"(mask) : "memory");
 }
+// TMA stores (PTX ISA 9.7.9.25.5.2, cp.async.bulk.tensor .global.shared::cta .bulk_group): one box
+// of SMEM (the tensor map's layout, 128-byte swizzle) to the tensor's coordinates, innermost first;
+// elements outside the tensor are not written. Completion is tracked per issuing thread in bulk
+// groups: commit, then wait until at most N groups still read SMEM (`.read`) or still write.
+__device__ __forceinline__ void tma_store(const CUtensorMap* map, const void* src, int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(map), "r"(c0), "r"(c1), "r"(smem_u32(src)) : "memory");
+}
+__device__ __forceinline__ void tma_store(const CUtensorMap* map, const void* src, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];\n" ::"l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(smem_u32(src))
+               : "memory");
+}
+__device__ __forceinline__ void tma_store(const CUtensorMap* map, const void* src, int c0, int c1, int c2, int c3) {
+  asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%1, %2, %3, %4}], [%5];\n" ::"l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3),
+               "r"(smem_u32(src)) : "memory");
+}
+__device__ __forceinline__ void tma_store(const CUtensorMap* map, const void* src, int c0, int c1, int c2, int c3, int c4) {
+  asm volatile("cp.async.bulk.tensor.5d.global.shared::cta.bulk_group [%0, {%1, %2, %3, %4, %5}], [%6];\n" ::"l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3),
+               "r"(c4), "r"(smem_u32(src)) : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory"); }
+template <int N> __device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory"); }
 #endif
 
 /** Tensor map (CUDA driver API, cuTensorMapEncodeTiled) of a 16-bit array seen as `rank` axes,
@@ -465,6 +487,14 @@ static bool hopper_kernel(const void* kernel) {
     return false;
   }
   return major == 9 && fa.binaryVersion == 90;
+}
+/** Whether GEMM epilogues may store through SMEM by TMA: true unless NAPKIN_NO_TMA_STORE is set
+ *  and not 0. compute-sanitizer's initcheck does not count TMA stores as initialising global
+ *  memory (tests/gpu/initcheck_probe.cu: every TMA-written element read afterwards is reported,
+ *  the values being right), so its runs take the direct-store epilogue. */
+[[maybe_unused]] static bool tma_store_enabled() {
+  const char* e = std::getenv("NAPKIN_NO_TMA_STORE");
+  return !(e && *e && *e != '0');
 }
 /** Blocks of a persistent kernel that holds one block per SM: min(`blocks` rounded up to whole
  *  clusters, the SMs rounded down to whole clusters of `cluster`). */
@@ -665,8 +695,9 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
   constexpr int CONSUMERS = 2, THREADS = (CONSUMERS + 1) * 128, STAGES = 4;
   [[maybe_unused]] constexpr int CLUSTER = 2;  // blocks per cluster
   constexpr int STAGE_BYTES = 49152;
-  constexpr size_t SMEM_BYTES = size_t{STAGES} * STAGE_BYTES + 2 * STAGES * sizeof(uint64_t) + 1024;  // + barriers, + alignment
-  __global__ void __launch_bounds__(THREADS, 1) NAPKIN_CLUSTER_DIMS(CLUSTER) kernel(const Args a, const __grid_constant__ CUtensorMap tm_X, const __grid_constant__ CUtensorMap tm_W3, const __grid_constant__ CUtensorMap tm_W1) {
+  constexpr int OUT_BYTES = T_M * 128;  // one staging buffer of the TMA store: T_M rows x 64 columns, 128-byte swizzle
+  constexpr size_t SMEM_BYTES = size_t{STAGES} * STAGE_BYTES + 2 * OUT_BYTES + 2 * STAGES * sizeof(uint64_t) + 1024;  // + barriers, + alignment
+  __global__ void __launch_bounds__(THREADS, 1) NAPKIN_CLUSTER_DIMS(CLUSTER) kernel(const Args a, const __grid_constant__ CUtensorMap tm_X, const __grid_constant__ CUtensorMap tm_W3, const __grid_constant__ CUtensorMap tm_W1, const __grid_constant__ CUtensorMap tm_H, const bool tma_store) {
     #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int WM = T_M / CONSUMERS, MS = WM / 64;  // rows per consumer warpgroup; m64 subtiles each
     constexpr int OFF_X = 0;  // SMEM bytes: X [1 blocks of 64 m][t 128][64], 128-byte swizzle
@@ -675,7 +706,8 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
     [[maybe_unused]] const int64_t N_t = a.N_t, N_m = a.N_m, N_f = a.N_f;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) / 1024 * 1024);
-    uint64_t* full = reinterpret_cast<uint64_t*>(smem + STAGES * STAGE_BYTES);  // chunk landed in the stage
+    unsigned char* const out_stage = smem + STAGES * STAGE_BYTES;  // two staging buffers of the TMA store
+    uint64_t* full = reinterpret_cast<uint64_t*>(smem + STAGES * STAGE_BYTES + 2 * OUT_BYTES);  // chunk landed in the stage
     uint64_t* empty = full + STAGES;                                           // stage consumed
     const int64_t chunks = (N_m + T_K - 1) / T_K;
     const int64_t tile_blocks = (((N_t + T_M - 1) / T_M + CLUSTER - 1) / CLUSTER * CLUSTER) * ((N_f + T_N - 1) / T_N);  // the non-persistent grid: one block per output tile
@@ -727,6 +759,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
       napkin::setmaxnreg_inc<232>();
       const int cw = threadIdx.x / 128 - 1, t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
       int64_t it = 0;  // chunks consumed by this block, over all its tiles
+      int sb = 0;  // staging buffers used by this warpgroup (alternating)
       for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x) {
         // grid: clusters of 2 blocks over 2 tiles of t and one of f; cluster rows of t x tiles of f, in groups of 8 t tiles; then no batch axes
         const int64_t tiles_m = (N_t + T_M - 1) / T_M, tiles_n = (N_f + T_N - 1) / T_N;
@@ -774,33 +807,44 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
         if (chunks > 0 && lane == 0)  // the tile's last chunk: the producer refills it while this block stores
           for (unsigned r = 0; r < CLUSTER; ++r) napkin::mbar_arrive_cluster(&empty[(it - 1) % STAGES], r);
         // epilogue: per m64 subtile, warp w holds rows 16w..16w+15 as m16n8 accumulator tiles
-        if (n_M == T_M && n_N == T_N && N_f % 8 == 0 && reinterpret_cast<uintptr_t>(a.H) % 16 == 0) {
-          // interior tile, 16-bit outputs with f innermost: each quad exchanges its pairs so that a lane stores 8 consecutive
-          // elements as one 16-byte vector (whole 32-byte sectors)
+        if (tma_store && n_M == T_M && n_N == T_N)  // tma_store: napkin::tma_store_enabled() on the host {
+          // interior tile: through SMEM, stored by TMA while the next tile's MMAs run (named barrier 1 + cw: this warpgroup)
           #pragma unroll
-          for (int ms = 0; ms < MS; ++ms) {
+          for (int cb = 0; cb < T_N / 64; ++cb, ++sb) {
+            unsigned char* const ob = out_stage + (sb % 2) * OUT_BYTES;
+            if (t == 0) napkin::bulk_wait_read<1>();  // the store from this buffer two blocks ago has read it
+            napkin::named_sync(1 + cw, 128);
             #pragma unroll
-            for (int ng = 0; ng < T_N / 32; ++ng) {
+            for (int ms = 0; ms < MS; ++ms) {
               #pragma unroll
               for (int h = 0; h < 2; ++h) {
-                const int row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8;
-                const int64_t i_t = o_t + row;
-                uint32_t p_H[4];  // packed pairs of H
                 #pragma unroll
-                for (int j = 0; j < 4; ++j) {
-                  const int nt = ng * 4 + j, col = nt * 8 + (lane % 4) * 2;
-                  float v_H[2];
+                for (int half = 0; half < 2; ++half) {
+                  const int ng = cb * 2 + half, row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8;
+                  const int64_t i_t = o_t + row;
+                  uint32_t p_H[4];  // packed pairs of H
                   #pragma unroll
-                  for (int q = 0; q < 2; ++q) {
-                    [[maybe_unused]] const int64_t i_f = o_f + col + q;
-                    v_H[q] = (napkin::silu(acc0[ms][T_N / 2 + nt * 4 + h * 2 + q]) * acc0[ms][nt * 4 + h * 2 + q]);
+                  for (int j = 0; j < 4; ++j) {
+                    const int nt = ng * 4 + j, col = nt * 8 + (lane % 4) * 2;
+                    float v_H[2];
+                    #pragma unroll
+                    for (int q = 0; q < 2; ++q) {
+                      [[maybe_unused]] const int64_t i_f = o_f + col + q;
+                      v_H[q] = (napkin::silu(acc0[ms][T_N / 2 + nt * 4 + h * 2 + q]) * acc0[ms][nt * 4 + h * 2 + q]);
+                    }
+                    p_H[j] = napkin::pack2<__nv_bfloat16>(v_H[0], v_H[1]);
                   }
-                  p_H[j] = napkin::pack2<__nv_bfloat16>(v_H[0], v_H[1]);
+                  napkin::quad_transpose(p_H, lane);
+                  const int chunk = half * 4 + lane % 4;  // 16-byte chunk of the 128-byte row
+                  *reinterpret_cast<uint4*>(ob + row * 128 + ((chunk ^ (row % 8)) * 16)) = make_uint4(p_H[0], p_H[1], p_H[2], p_H[3]);
                 }
-                const int64_t i_f = o_f + ng * 32 + (lane % 4) * 8;
-                napkin::quad_transpose(p_H, lane);
-                *reinterpret_cast<uint4*>(a.H + (i_t) * N_f + i_f) = make_uint4(p_H[0], p_H[1], p_H[2], p_H[3]);
               }
+            }
+            napkin::fence_proxy_async();  // the writes, before the TMA store reads them
+            napkin::named_sync(1 + cw, 128);
+            if (t == 0) {
+              napkin::tma_store(&tm_H, ob + cw * WM * 128, static_cast<int>(o_f) + cb * 64, static_cast<int>(o_t) + cw * WM);
+              napkin::bulk_commit();
             }
           }
         } else {
@@ -850,6 +894,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
           }
         }
       }
+      if (t == 0) napkin::bulk_wait<0>();  // this warpgroup's TMA stores are complete
     }
     napkin::cluster_sync();  // neither block leaves while the other may still signal its barriers
     #endif
@@ -991,8 +1036,9 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
   constexpr int CONSUMERS = 2, THREADS = (CONSUMERS + 1) * 128, STAGES = 4;
   [[maybe_unused]] constexpr int CLUSTER = 2;  // blocks per cluster
   constexpr int STAGE_BYTES = 49152;
-  constexpr size_t SMEM_BYTES = size_t{STAGES} * STAGE_BYTES + 2 * STAGES * sizeof(uint64_t) + 1024;  // + barriers, + alignment
-  __global__ void __launch_bounds__(THREADS, 1) NAPKIN_CLUSTER_DIMS(CLUSTER) kernel(const Args a, const __grid_constant__ CUtensorMap tm_H, const __grid_constant__ CUtensorMap tm_W2) {
+  constexpr int OUT_BYTES = T_M * 128;  // one staging buffer of the TMA store: T_M rows x 64 columns, 128-byte swizzle
+  constexpr size_t SMEM_BYTES = size_t{STAGES} * STAGE_BYTES + 2 * OUT_BYTES + 2 * STAGES * sizeof(uint64_t) + 1024;  // + barriers, + alignment
+  __global__ void __launch_bounds__(THREADS, 1) NAPKIN_CLUSTER_DIMS(CLUSTER) kernel(const Args a, const __grid_constant__ CUtensorMap tm_H, const __grid_constant__ CUtensorMap tm_W2, const __grid_constant__ CUtensorMap tm_Y, const bool tma_store) {
     #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int WM = T_M / CONSUMERS, MS = WM / 64;  // rows per consumer warpgroup; m64 subtiles each
     constexpr int OFF_H = 0;  // SMEM bytes: H [1 blocks of 64 f][t 128][64], 128-byte swizzle
@@ -1000,7 +1046,8 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
     [[maybe_unused]] const int64_t N_t = a.N_t, N_m = a.N_m, N_f = a.N_f;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) / 1024 * 1024);
-    uint64_t* full = reinterpret_cast<uint64_t*>(smem + STAGES * STAGE_BYTES);  // chunk landed in the stage
+    unsigned char* const out_stage = smem + STAGES * STAGE_BYTES;  // two staging buffers of the TMA store
+    uint64_t* full = reinterpret_cast<uint64_t*>(smem + STAGES * STAGE_BYTES + 2 * OUT_BYTES);  // chunk landed in the stage
     uint64_t* empty = full + STAGES;                                           // stage consumed
     const int64_t chunks = (N_f + T_K - 1) / T_K;
     const int64_t tile_blocks = (((N_t + T_M - 1) / T_M + CLUSTER - 1) / CLUSTER * CLUSTER) * ((N_m + T_N - 1) / T_N);  // the non-persistent grid: one block per output tile
@@ -1052,6 +1099,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
       napkin::setmaxnreg_inc<232>();
       const int cw = threadIdx.x / 128 - 1, t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
       int64_t it = 0;  // chunks consumed by this block, over all its tiles
+      int sb = 0;  // staging buffers used by this warpgroup (alternating)
       for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x) {
         // grid: clusters of 2 blocks over 2 tiles of t and one of m; cluster rows of t x tiles of m, in groups of 8 t tiles; then no batch axes
         const int64_t tiles_m = (N_t + T_M - 1) / T_M, tiles_n = (N_m + T_N - 1) / T_N;
@@ -1099,33 +1147,44 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
         if (chunks > 0 && lane == 0)  // the tile's last chunk: the producer refills it while this block stores
           for (unsigned r = 0; r < CLUSTER; ++r) napkin::mbar_arrive_cluster(&empty[(it - 1) % STAGES], r);
         // epilogue: per m64 subtile, warp w holds rows 16w..16w+15 as m16n8 accumulator tiles
-        if (n_M == T_M && n_N == T_N && N_m % 8 == 0 && reinterpret_cast<uintptr_t>(a.Y) % 16 == 0) {
-          // interior tile, 16-bit outputs with m innermost: each quad exchanges its pairs so that a lane stores 8 consecutive
-          // elements as one 16-byte vector (whole 32-byte sectors)
+        if (tma_store && n_M == T_M && n_N == T_N)  // tma_store: napkin::tma_store_enabled() on the host {
+          // interior tile: through SMEM, stored by TMA while the next tile's MMAs run (named barrier 1 + cw: this warpgroup)
           #pragma unroll
-          for (int ms = 0; ms < MS; ++ms) {
+          for (int cb = 0; cb < T_N / 64; ++cb, ++sb) {
+            unsigned char* const ob = out_stage + (sb % 2) * OUT_BYTES;
+            if (t == 0) napkin::bulk_wait_read<1>();  // the store from this buffer two blocks ago has read it
+            napkin::named_sync(1 + cw, 128);
             #pragma unroll
-            for (int ng = 0; ng < T_N / 32; ++ng) {
+            for (int ms = 0; ms < MS; ++ms) {
               #pragma unroll
               for (int h = 0; h < 2; ++h) {
-                const int row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8;
-                const int64_t i_t = o_t + row;
-                uint32_t p_Y[4];  // packed pairs of Y
                 #pragma unroll
-                for (int j = 0; j < 4; ++j) {
-                  const int nt = ng * 4 + j, col = nt * 8 + (lane % 4) * 2;
-                  float v_Y[2];
+                for (int half = 0; half < 2; ++half) {
+                  const int ng = cb * 2 + half, row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8;
+                  const int64_t i_t = o_t + row;
+                  uint32_t p_Y[4];  // packed pairs of Y
                   #pragma unroll
-                  for (int q = 0; q < 2; ++q) {
-                    [[maybe_unused]] const int64_t i_m = o_m + col + q;
-                    v_Y[q] = acc0[ms][nt * 4 + h * 2 + q];
+                  for (int j = 0; j < 4; ++j) {
+                    const int nt = ng * 4 + j, col = nt * 8 + (lane % 4) * 2;
+                    float v_Y[2];
+                    #pragma unroll
+                    for (int q = 0; q < 2; ++q) {
+                      [[maybe_unused]] const int64_t i_m = o_m + col + q;
+                      v_Y[q] = acc0[ms][nt * 4 + h * 2 + q];
+                    }
+                    p_Y[j] = napkin::pack2<__nv_bfloat16>(v_Y[0], v_Y[1]);
                   }
-                  p_Y[j] = napkin::pack2<__nv_bfloat16>(v_Y[0], v_Y[1]);
+                  napkin::quad_transpose(p_Y, lane);
+                  const int chunk = half * 4 + lane % 4;  // 16-byte chunk of the 128-byte row
+                  *reinterpret_cast<uint4*>(ob + row * 128 + ((chunk ^ (row % 8)) * 16)) = make_uint4(p_Y[0], p_Y[1], p_Y[2], p_Y[3]);
                 }
-                const int64_t i_m = o_m + ng * 32 + (lane % 4) * 8;
-                napkin::quad_transpose(p_Y, lane);
-                *reinterpret_cast<uint4*>(a.Y + (i_t) * N_m + i_m) = make_uint4(p_Y[0], p_Y[1], p_Y[2], p_Y[3]);
               }
+            }
+            napkin::fence_proxy_async();  // the writes, before the TMA store reads them
+            napkin::named_sync(1 + cw, 128);
+            if (t == 0) {
+              napkin::tma_store(&tm_Y, ob + cw * WM * 128, static_cast<int>(o_m) + cb * 64, static_cast<int>(o_t) + cw * WM);
+              napkin::bulk_commit();
             }
           }
         } else {
@@ -1175,6 +1234,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
           }
         }
       }
+      if (t == 0) napkin::bulk_wait<0>();  // this warpgroup's TMA stores are complete
     }
     napkin::cluster_sync();  // neither block leaves while the other may still signal its barriers
     #endif
@@ -1239,9 +1299,15 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
           const uint32_t box[] = {64, 32};
           use_wgmma = napkin::make_tmap(&tm_W1, a.W1, 2, dims, strides, box, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
         }
+        CUtensorMap tm_H{};
+        if (use_wgmma) {
+          const uint64_t dims[] = {static_cast<uint64_t>(a.N_f), static_cast<uint64_t>(a.N_t)}, strides[] = {uint64_t{2} * static_cast<uint64_t>(a.N_f)};
+          const uint32_t box[] = {64, 64};
+          use_wgmma = napkin::make_tmap(&tm_H, a.H, 2, dims, strides, box, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
+        }
         if (use_wgmma) {
           NAPKIN_CUDA(cudaFuncSetAttribute(k_G_to_H::wg::kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(k_G_to_H::wg::SMEM_BYTES)));
-          k_G_to_H::wg::kernel<<<static_cast<unsigned>(napkin::persistent_grid(blocks, 2)), k_G_to_H::wg::THREADS, k_G_to_H::wg::SMEM_BYTES, stream>>>(a, tm_X, tm_W3, tm_W1);
+          k_G_to_H::wg::kernel<<<static_cast<unsigned>(napkin::persistent_grid(blocks, 2)), k_G_to_H::wg::THREADS, k_G_to_H::wg::SMEM_BYTES, stream>>>(a, tm_X, tm_W3, tm_W1, tm_H, napkin::tma_store_enabled());
           napkin_variant = "wgmma";
         } else {
           NAPKIN_CUDA(cudaFuncSetAttribute(k_G_to_H::kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(k_G_to_H::SMEM_BYTES)));
@@ -1270,9 +1336,15 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
           const uint32_t box[] = {64, 32};
           use_wgmma = napkin::make_tmap(&tm_W2, a.W2, 2, dims, strides, box, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
         }
+        CUtensorMap tm_Y{};
+        if (use_wgmma) {
+          const uint64_t dims[] = {static_cast<uint64_t>(a.N_m), static_cast<uint64_t>(a.N_t)}, strides[] = {uint64_t{2} * static_cast<uint64_t>(a.N_m)};
+          const uint32_t box[] = {64, 64};
+          use_wgmma = napkin::make_tmap(&tm_Y, a.Y, 2, dims, strides, box, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
+        }
         if (use_wgmma) {
           NAPKIN_CUDA(cudaFuncSetAttribute(k_Y::wg::kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(k_Y::wg::SMEM_BYTES)));
-          k_Y::wg::kernel<<<static_cast<unsigned>(napkin::persistent_grid(blocks, 2)), k_Y::wg::THREADS, k_Y::wg::SMEM_BYTES, stream>>>(a, tm_H, tm_W2);
+          k_Y::wg::kernel<<<static_cast<unsigned>(napkin::persistent_grid(blocks, 2)), k_Y::wg::THREADS, k_Y::wg::SMEM_BYTES, stream>>>(a, tm_H, tm_W2, tm_Y, napkin::tma_store_enabled());
           napkin_variant = "wgmma";
         } else {
           NAPKIN_CUDA(cudaFuncSetAttribute(k_Y::kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(k_Y::SMEM_BYTES)));

@@ -1,0 +1,75 @@
+// The rows form and its launch shape (contract in rows_form.hpp).
+#include "lower/rows_form.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include "diagrams/graph_view.hpp"
+
+namespace napkin {
+
+bool elementwise_tree(const Expr& e) {
+  if (e.kind == Expr::Kind::apply && !is_elementwise(e.op) && e.op != Op::causal) return false;
+  for (const auto& a : e.args)
+    if (!elementwise_tree(*a)) return false;
+  return true;
+}
+
+namespace {
+
+/** The arrays `roots` read that carry `axis`, split as the emitter reads them (emit/cuda/rows.cpp
+ *  vector_path): 16-bit arrays with `axis` innermost by 16-byte vectors, the rest one element at a time. */
+RowsWalk walk_of(const Diagram& d, const std::vector<const Expr*>& roots, const std::string& axis, const ModelOptions& opt) {
+  std::set<std::string> vec, scalar;
+  for (const auto* root : roots)
+    walk(*root, [&](const Expr& n) {
+      if (n.kind != Expr::Kind::ref) return;
+      const AxisList* ax = d.array_axes(n.name);
+      if (!ax || std::find(ax->begin(), ax->end(), axis) == ax->end()) return;
+      const bool is16 = dtype_bits(storage_dtype(d, n.name, opt)) == 16;
+      (is16 && ax->back() == axis ? vec : scalar).insert(n.name);
+    });
+  return RowsWalk{{vec.begin(), vec.end()}, {scalar.begin(), scalar.end()}, false};
+}
+
+}  // namespace
+
+std::optional<RowsForm> analyse_rows(const Diagram& d, const KernelShape& k, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt,
+                                     std::string& why) {
+  if (k.statements.size() != 1) return why = "more than one statement", std::nullopt;
+  const Statement& st = *d.find_statement(k.statements[0]);
+  const Expr& e = *st.expr;
+  if (e.kind != Expr::Kind::apply || (e.op != Op::softmax && e.op != Op::layernorm && e.op != Op::rmsnorm)) return why = "not a normaliser", std::nullopt;
+  for (const auto& a : e.args)
+    if (!elementwise_tree(*a)) return why = "the normaliser's arguments are not element-wise", std::nullopt;
+  RowsForm r;
+  r.statement = st.name;
+  r.axis = e.axes[0];
+  r.extent = sizes.at(r.axis);
+  r.rows_total = 1;
+  for (const auto& a : st.axes)
+    if (a != r.axis) {
+      r.rows.push_back(a);
+      r.rows_total *= sizes.at(a);
+      r.rows_per_block *= k.plan.group(a).value_or(1);
+    }
+  r.warps = k.plan.warps();
+  r.team_warps = r.rows_per_block >= r.warps ? 1 : (r.warps % r.rows_per_block == 0 ? r.warps / static_cast<int>(r.rows_per_block) : 1);
+  r.blocks = (r.rows_total + r.rows_per_block - 1) / r.rows_per_block;
+  r.statistics = walk_of(d, {&*e.args[0]}, r.axis, opt);
+  std::vector<const Expr*> all;
+  for (const auto& a : e.args) all.push_back(&*a);
+  r.map = walk_of(d, all, r.axis, opt);
+  r.map.stores = true;
+  const bool out16 = dtype_bits(storage_dtype(d, st.name, opt)) == 16 && st.axes.back() == r.axis;
+  r.vector = r.extent % 8 == 0 && (!r.map.vector_arrays.empty() || out16);
+  r.registers = 32 + (r.vector ? 4 * r.unroll : 0);
+  r.smem_bytes = std::int64_t{r.warps} * 3 * 4;
+  const std::int64_t regs_per_block = std::int64_t{(r.registers + 7) / 8 * 8} * r.threads();
+  r.blocks_per_sm = static_cast<int>(std::max<std::int64_t>(
+      1, std::min<std::int64_t>({hw.max_blocks_per_sm, hw.max_warps_per_sm / std::max(1, r.warps), hw.registers_per_sm / regs_per_block,
+                                 static_cast<std::int64_t>(hw.smem.capacity_bytes) / (r.smem_bytes + 1024)})));
+  return r;
+}
+
+}  // namespace napkin

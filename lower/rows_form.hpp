@@ -1,0 +1,68 @@
+/** \file rows_form.hpp
+ *  The rows form of a kernel and the launch shape lowering gives it: one statement
+ *  `Y = norm(args; a)` (softmax, layernorm, rmsnorm) of element-wise arguments. Every other axis
+ *  of Y is a row; a thread block takes `rows_per_block` rows and its warps form teams of
+ *  `team_warps` warps, each team walking one row at a time with coalesced accesses: a first walk
+ *  gathers the lemma's statistics, a second applies the map and stores Y. On the vector path (the
+ *  normalised axis innermost in a 16-bit array, its extent a multiple of 8) each lane moves 8
+ *  elements per 16-byte access with `unroll` accesses in flight; otherwise one element per step.
+ *  Read by the model (perfmodel/rows_cost.hpp) and rendered by emit/cuda/rows.cpp: what one
+ *  prices, the other writes (the team, the unroll and the registers through __launch_bounds__).
+ */
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "diagrams/ir.hpp"
+#include "hardware/hardware.hpp"
+#include "lower/kernel_shape.hpp"
+#include "lower/options.hpp"
+
+namespace napkin {
+
+/** One walk of a team over a row: the arrays it loads along the normalised axis. */
+struct RowsWalk {
+  std::vector<std::string> vector_arrays;  ///< 16-bit arrays read 8 elements per 16-byte access
+  std::vector<std::string> scalar_arrays;  ///< other arrays carrying the axis: one element per access
+  bool stores = false;                     ///< the walk stores Y
+};
+
+struct RowsForm {
+  std::string statement, axis;     ///< the normaliser's statement and its normalised axis
+  AxisList rows;                   ///< the statement's other axes (each index a row)
+  std::int64_t extent = 0;         ///< elements along `axis`
+  std::int64_t rows_total = 0;     ///< product of the row axes' sizes
+  std::int64_t rows_per_block = 1; ///< the schedule's group sizes over the row axes
+  std::int64_t blocks = 0;         ///< ceil(rows_total / rows_per_block)
+  int warps = 4;                   ///< per thread block (the schedule's)
+  int team_warps = 1;              ///< warps walking one row together: warps / rows_per_block when that divides, else 1
+  int unroll = 4;                  ///< 16-byte accesses in flight per lane on the vector path
+  bool vector = false;             ///< the vector path at these sizes (pointers' 16-byte alignment is checked at run time)
+  RowsWalk statistics, map;        ///< the two walks
+  /** Registers per thread the kernel is compiled to at most (__launch_bounds__'s minimum blocks
+   *  make ptxas keep to registers_per_sm / (blocks_per_sm x threads)): 32 for indices and
+   *  statistics, plus 4 per 16-byte access in flight on the vector path (ptxas: 48 on sm_90a for
+   *  rmsnorm of bf16 rows, every team shape). */
+  int registers = 32;
+  int blocks_per_sm = 1;           ///< resident blocks per SM: the launch bounds' minimum
+  std::int64_t smem_bytes = 0;     ///< the cross-warp merge: WARPS x 3 floats
+
+  int threads() const { return warps * 32; }
+  int teams_per_block() const { return warps / team_warps; }
+  /** Elements a team moves per round of one walk (one access per lane in flight, or `unroll`). */
+  std::int64_t elements_per_round() const { return std::int64_t{team_warps} * 32 * (vector ? 8 * unroll : 1); }
+  /** Dependent rounds of loads a team needs for one walk over a row. */
+  std::int64_t rounds_per_walk() const { return (extent + elements_per_round() - 1) / elements_per_round(); }
+};
+
+/** The rows form of `k` (one statement of `d`, a normaliser of element-wise arguments) at `sizes`
+ *  on `hw`, or nullopt with the reason in `why`. Raises nothing. */
+std::optional<RowsForm> analyse_rows(const Diagram& d, const KernelShape& k, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt,
+                                     std::string& why);
+
+/** Whether `e` is built only of element-wise operations, array references, numbers and masks. */
+bool elementwise_tree(const Expr& e);
+
+}  // namespace napkin
