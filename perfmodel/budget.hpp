@@ -88,7 +88,7 @@ struct SavedActivations {
 SavedActivations saved_activations(const std::vector<DerivedDiagram>& diagrams, const InputSplit& split,
                                    const ModelOptions& opt);
 
-/** Activation bytes per GPU for L layers (Korthikanti et al. 2022, §4): none keeps every array
+/** Activation bytes per GPU for L layers (Korthikanti et al. 2022): none keeps every array
  *  the backward reads, L * all; selective keeps what the derived kernels store and recomputes the
  *  fused-away arrays (attention's N^2 scores), L * stored; full keeps each layer's input and
  *  recomputes one layer at a time, L * inputs + stored. */
@@ -128,8 +128,8 @@ struct Budget {
 };
 
 /** Joins the block's figures to the model: see Budget's fields. Backward = 2 x forward (Kaplan et
- *  al. 2020; Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU Clusters",
- *  eq. 3); full recomputation runs the forward once more (4 x forward; Chen et al. 2016). Raises
+ *  al. 2020; Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU Clusters");
+ *  full recomputation runs the forward once more (4 x forward; Chen et al. 2016). Raises
  *  UserError when P is 0 (nothing to train). */
 Budget compute_budget(const BudgetInput& in, const BlockFigures& block);
 
