@@ -3,6 +3,7 @@
 // perfmodel/budget.hpp and docs/budget.md.
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -92,6 +93,21 @@ void derive_head(const BudgetInput& in, std::int64_t tokens, const Hardware& hw,
   f.head_seconds = dv.chosen.cost.t_total;
   f.head_flops = dv.chosen.cost.flops;
   f.head_saved = static_cast<double>(tokens * in.width) * dtype_bits(storage_dtype(d, "H", opt)) / 8.0;
+}
+
+/** The embedding width must be the block's width: the elements per token of its first output
+ *  (its axes other than the token axes). Raises UserError naming both. */
+void check_embedding_width(const Diagram& d, const SizeMap& sizes, const InputSplit& split, std::int64_t width) {
+  const auto outs = d.outputs();
+  const auto* axes = outs.empty() ? nullptr : d.array_axes(outs.front()->name);
+  if (!axes) return;
+  std::vector<std::string> features;
+  for (const auto& a : *axes)
+    if (std::find(split.token_axes.begin(), split.token_axes.end(), a) == split.token_axes.end()) features.push_back(a);
+  const std::int64_t per_token = product(sizes, features);
+  if (per_token != width)
+    throw UserError(fmt::format("--embedding width {} is not the block's: its output {} has {} elements per token", width,
+                                outs.front()->name, per_token));
 }
 
 std::string json_report(const Budget& b) {
@@ -187,6 +203,7 @@ Runner setup_budget(CLI::App& sub) {
     std::vector<DerivedDiagram> diagrams;
     collect(dv, d, l->sizes, false, diagrams);
     f.saved = saved_activations(diagrams, f.split, opt);
+    if (in.vocab > 0) check_embedding_width(d, l->sizes, f.split, in.width);
     if (in.vocab > 0) derive_head(in, f.split.tokens, hw, opt, f);
     Budget b = compute_budget(in, f);
     if (a->format == "json")

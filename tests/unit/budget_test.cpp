@@ -106,6 +106,8 @@ TEST_CASE("budget: checkpointing changes the activations (and full recomputation
   const double a_full = full["memory_bytes"]["activations"].get<double>();
   CHECK(a_sel < a_none);   // the fused attention never stores its scores
   CHECK(a_full < a_sel);   // one input per layer and one layer's working set
+  const double x_bytes = 1024.0 * 4096 * 2;  // the checkpoint of a layer: its input X[b,s,m], bf16
+  CHECK(a_full == Approx(32 * x_bytes + a_sel / 32).epsilon(1e-12));
   CHECK(sel["seconds"] == none["seconds"]);
   CHECK(full["seconds"].get<double>() == Approx(none["seconds"].get<double>() * 4 / 3).epsilon(1e-12));
   // Without checkpointing, each layer keeps at least its input X (1024 x 4096 bf16) and the
@@ -137,6 +139,7 @@ TEST_CASE("budget: bad options and ambiguous weights exit 1 with a clear error",
       {block + "--layers 2 --tokens inf", "--tokens expects a whole number"},
       {block + "--layers 2 --tokens 1e9 --embedding 5", "--embedding expects VOCAB,WIDTH"},
       {block + "--layers 2 --tokens 1e9 --embedding 5,-1", "--embedding expects VOCAB,WIDTH"},
+      {block + "--layers 2 --tokens 1e9 --embedding 32000,5120", "--embedding width 5120 is not the block's: its output Y has 4096"},
       {block + "--layers 2 --tokens 1e9 --precision int4", "--precision"},
       {block + "--layers 2 --tokens 1e9 --optimizer lion", "--optimizer"},
       {block + "--layers 2 --tokens 1e9 --tie-embeddings", "--tie-embeddings needs --embedding"},
