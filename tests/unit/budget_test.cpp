@@ -69,6 +69,15 @@ TEST_CASE("budget: flops_6pd is 6PD exactly, the exact count is 3 x the derived 
   CHECK(g8["mfu"].get<double>() == Approx(j["mfu"].get<double>()).epsilon(1e-12));
 }
 
+TEST_CASE("budget: a block of weight matmuls only costs 6PD, its elementwise FLOPs aside", "[budget]") {
+  auto r = run_napkin("budget " + lib("mlp_swiglu.napkin") + " --layers 2 --tokens 1e9 --format json");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  auto j = nlohmann::json::parse(r.output);
+  CHECK(j["flops_exact"].get<double>() >= j["flops_6pd"].get<double>());
+  CHECK(j["flops_exact"].get<double>() == Approx(j["flops_6pd"].get<double>()).epsilon(1e-3));
+}
+
 TEST_CASE("budget: memory per parameter by precision and optimizer", "[budget]") {
   struct Case {
     const char* options;
