@@ -27,6 +27,7 @@ Runner setup_derive(CLI::App& sub);
 Runner setup_passes(CLI::App& sub);
 Runner setup_emit(CLI::App& sub);
 Runner setup_compare(CLI::App& sub);
+Runner setup_budget(CLI::App& sub);
 Runner setup_calibrate(CLI::App& sub);
 Runner setup_bench(CLI::App& sub);
 

@@ -19,6 +19,7 @@ const std::vector<Command>& commands() {
       {"derive", "Derive the best schedule by relabelling, with its cost per kernel and level", setup_derive},
       {"emit", "Emit the derived schedule as pseudocode, a CPU loop nest or CUDA, or the diagram as a PyTorch module", setup_emit},
       {"compare", "Compare the best schedules across hardware and dtypes (table, CSV, SVG chart)", setup_compare},
+      {"budget", "The training budget of a model made of the diagram's block: parameters, FLOPs, time, memory per GPU, MFU", setup_budget},
       {"bench", "Build, check and time the derived kernels on this GPU against the unfused schedule and cuBLAS", setup_bench},
       {"calibrate", "Measure the model's ceilings on a GPU and write a hardware description", setup_calibrate},
       {"passes", "List the relabelling passes and the lemma library", setup_passes},
