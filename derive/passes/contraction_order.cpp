@@ -38,7 +38,7 @@ struct Site {
   std::vector<std::string> labels;   ///< per operand, as written
   AxisList reduced;
   std::vector<Order> orders;         ///< cheapest FLOPs first
-  std::vector<double> seconds;       ///< per order: the model's objective, NaN where not priced
+  std::vector<double> seconds;       ///< per order: the search's objective (seconds, or bytes), NaN where not priced
 };
 
 double size_of(const SizeMap& sizes, const std::string& axis) { return static_cast<double>(sizes.at(axis)); }
@@ -265,11 +265,12 @@ std::string flop_text(double f) {
   return buf;
 }
 
-std::string time_text(double s, const SearchOptions& so) {
-  if (!std::isfinite(s)) return "nothing fits";
+/** The search's objective as a reader wants it: microseconds, or bytes into SMEM. */
+std::string objective_text(double v, const SearchOptions& so) {
+  if (!std::isfinite(v)) return "nothing fits";
+  if (so.objective != SearchOptions::Objective::time) return human_bytes(v) + " into SMEM";
   char buf[48];
-  if (so.objective == SearchOptions::Objective::time) std::snprintf(buf, sizeof buf, "%.1f us", s * 1e6);
-  else return human_bytes(s) + " into SMEM";
+  std::snprintf(buf, sizeof buf, "%.1f us", v * 1e6);
   return buf;
 }
 
@@ -277,13 +278,13 @@ std::string time_text(double s, const SearchOptions& so) {
 Step step_of(const Site& s, std::size_t chosen, const SearchOptions& so) {
   const Order& o = s.orders[chosen];
   std::string detail = flop_text(o.flops);
-  if (!std::isnan(s.seconds[chosen])) detail += ", predicted " + time_text(s.seconds[chosen], so);
+  if (!std::isnan(s.seconds[chosen])) detail += ", predicted " + objective_text(s.seconds[chosen], so);
   std::string against;
   const std::size_t shown = std::min<std::size_t>(s.orders.size(), kModelled + 1);
   for (std::size_t i = 0; i < shown; ++i) {
     if (i == chosen) continue;
     against += (against.empty() ? "" : "; ") + flop_text(s.orders[i].flops) +
-               (std::isnan(s.seconds[i]) ? "" : ", predicted " + time_text(s.seconds[i], so)) + " for " + describe(s, s.orders[i]);
+               (std::isnan(s.seconds[i]) ? "" : ", predicted " + objective_text(s.seconds[i], so)) + " for " + describe(s, s.orders[i]);
   }
   if (!against.empty()) detail += " against " + against;
   detail += " (" + std::to_string(s.orders.size()) + (s.axes.size() <= kExhaustiveOperands ? " orders weighed)" : " greedy order)");

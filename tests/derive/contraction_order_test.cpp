@@ -1,6 +1,9 @@
 // derive-contraction-order: contractions of three or more operands split into pairwise ones.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
 
 #include "derive/derivation.hpp"
 #include "derive/passes/contraction_order.hpp"
@@ -144,4 +147,26 @@ TEST_CASE("a diagram without contractions of three operands comes back as it was
     CHECK(r.steps.empty());
     CHECK(r.diagram == *l.diagram);
   }
+}
+
+TEST_CASE("derive, emit and render work on the split diagram from the command line", "[derive][contraction-order][cli]") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("napkin-contraction-order-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const std::string file = (dir / "chain3.napkin").string();
+  std::ofstream(file) << "diagram chain3\n" << kChainAxes << "D[i,l] = contract(A, B, C; j, k)\nout D : bf16\n";
+  const std::string sizes = " --set i=256 --set j=128 --set k=64 --set l=32";
+  RunResult derived = run_napkin("derive " + file + sizes);
+  CHECK(derived.status == 0);
+  CHECK(derived.output.find("[derive-contraction-order] D: contract(A, B, C; j, k) split as") != std::string::npos);
+  for (const char* target : {"cpu", "cuda", "pseudo"}) {
+    INFO(target);
+    RunResult emitted = run_napkin("emit " + file + sizes + " --target " + target);
+    CHECK(emitted.status == 0);
+    CHECK(emitted.output.find("D_c1") != std::string::npos);
+  }
+  RunResult drawn = run_napkin("render " + file + sizes + " --derive --format dot");
+  CHECK(drawn.status == 0);
+  CHECK(drawn.output.find("D_c1") != std::string::npos);
+  fs::remove_all(dir);
 }

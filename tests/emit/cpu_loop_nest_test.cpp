@@ -288,6 +288,10 @@ TEST_CASE("derived CPU loop nests equal the fp64 evaluator: bundled and 200 rand
       "D[i,l] = contract(A, B, C; j, k)\nout D : fp32\n",
       "diagram o2\naxis b = 2\naxis i = 5\naxis j = 4\naxis k = 6\naxis l = 3\nin A[b,i,j] : bf16\nin B[b,j,k] : fp32\n"
       "in C[k,l] : fp32\nin E[l,j] : fp32\nY[b,i] = contract(exp(A), B, C, E; j, k, l) * 2 + 1\nout Y : fp32\n",
+      // In a callee, lifted over b: the call runs the callee as its derivation split it.
+      "diagram o3\naxis i = 4\naxis j = 3\naxis k = 5\naxis l = 2\nin A[i,j] : fp32\nin B[j,k] : fp32\nin C[k,l] : fp32\n"
+      "D[i,l] = contract(A, B, C; j, k)\nout D : fp32\ndiagram o3_caller\naxis b = 2\naxis i = 4\naxis j = 3\naxis k = 5\n"
+      "axis l = 2\nin A[b,i,j] : fp32\nin B[j,k] : fp32\nin C[k,l] : fp32\nY[b,i,l] = o3(A, B, C)\nout Y : fp32\n",
   };
   std::vector<std::pair<const char*, bool>> derived_texts;  // text, must stream
   for (const char* text : contraction_orders) derived_texts.emplace_back(text, false);
