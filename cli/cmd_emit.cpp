@@ -45,9 +45,10 @@ Runner setup_emit(CLI::App& sub) {
     std::optional<SearchResult> given;
     if (!schedule->empty() && !(given = load_schedule(*schedule, *l, h))) return 1;
     Derivation dv = given ? derive_given(*l->program, *l->diagram, l->sizes, h, std::move(*given)) : derive(*l->program, *l->diagram, l->sizes, h);
-    std::string text = *target == "cpu"    ? emit_cpu(*l->program, *l->diagram, dv)
-                       : *target == "cuda" ? emit_cuda(*l->program, *l->diagram, dv, h)
-                                           : emit_pseudo(*l->program, *l->diagram, dv, h);
+    const Diagram& d = dv.diagram(*l->diagram);  // as derive rewrote it (contraction order)
+    std::string text = *target == "cpu"    ? emit_cpu(*l->program, d, dv)
+                       : *target == "cuda" ? emit_cuda(*l->program, d, dv, h)
+                                           : emit_pseudo(*l->program, d, dv, h);
     write_output(*out, text);
     return 0;
   };

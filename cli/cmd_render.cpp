@@ -29,11 +29,14 @@ Runner setup_render(CLI::App& sub) {
     auto l = load_checked(*args);
     if (!l) return 1;
     std::optional<DotRelabelling> labels;
+    std::shared_ptr<const Diagram> drawn;
     if (*derived || !schedule->empty()) {
       Hardware h = load_hardware(*hw);
       SearchResult r;
       if (*derived) {
-        r = derive(*l->program, *l->diagram, l->sizes, h).chosen;
+        Derivation dv = derive(*l->program, *l->diagram, l->sizes, h);
+        if (dv.rewritten) drawn = dv.rewritten;  // the diagram the schedule is of (contraction order)
+        r = dv.chosen;
       } else {
         auto checked = load_schedule(*schedule, *l, h);
         if (!checked) return 1;
@@ -41,7 +44,7 @@ Runner setup_render(CLI::App& sub) {
       }
       labels = relabelling_of(r);
     }
-    std::string dot = diagram_to_dot(*l->program, *l->diagram, l->sizes, labels ? &*labels : nullptr);
+    std::string dot = diagram_to_dot(*l->program, drawn ? *drawn : *l->diagram, l->sizes, labels ? &*labels : nullptr);
     write_output(*out, *format == "dot" ? dot : render_svg(dot));
     if (!out->empty() && *out != "-") fmt::print(stderr, "wrote {} ({})\n", *out, *format);
     return 0;

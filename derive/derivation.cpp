@@ -5,6 +5,7 @@
 #include <map>
 #include <tuple>
 
+#include "derive/passes/contraction_order.hpp"
 #include "derive/registry.hpp"
 #include "diagrams/graph_view.hpp"
 #include "diagrams/printer.hpp"
@@ -83,7 +84,7 @@ void add_callees(const Program& p, const Diagram& d, const SizeMap& sizes, const
       std::vector<AxisList> args;
       for (const auto& a : call->args) args.push_back(*typer.axes_of(*a));
       CallShape shape = *typer.call_shape(*call, args);
-      auto lifted = std::make_shared<const LiftedCallee>(lift_call(p, *call, shape, args, sizes, s->name));
+      std::shared_ptr<const LiftedCallee> lifted = std::make_shared<const LiftedCallee>(lift_call(p, *call, shape, args, sizes, s->name));
       SizeMap bound;
       for (const auto& [axis, caller] : lifted->caller_axis) bound[axis] = sizes.at(caller);
       DiagnosticEngine diags;
@@ -93,7 +94,13 @@ void add_callees(const Program& p, const Diagram& d, const SizeMap& sizes, const
       auto& sub = cache[{print_file(text), inner}];
       if (!sub) {
         sub = std::make_shared<Derivation>(derive(p, lifted->diagram, inner, hw, opt, so));
-        sub->lifted = lifted;  // keeps the diagram the derivation points into
+        // Keeps the diagram the derivation points into: the lift, as its own derivation rewrote it.
+        if (sub->rewritten) {
+          LiftedCallee as_derived = *lifted;
+          as_derived.diagram = *sub->rewritten;
+          lifted = std::make_shared<const LiftedCallee>(std::move(as_derived));
+        }
+        sub->lifted = lifted;
       }
       kc.cost.t_total = sub->chosen.cost.t_total;
       kc.cost.hbm_bytes = sub->chosen.cost.hbm_bytes;
@@ -155,8 +162,12 @@ Derivation complete(const Program& p, const Diagram& d, const SizeMap& sizes, co
 Derivation derive(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt,
                   const SearchOptions& so) {
   Derivation out;
-  std::tie(out.chosen, out.unfused) = search_with_unfused(p, d, sizes, hw, opt, so);
-  return complete(p, d, sizes, hw, opt, so, std::move(out));
+  ContractionOrderResult ordered = order_contractions(p, d, sizes, hw, opt, so);
+  if (ordered.changed) out.rewritten = std::make_shared<const Diagram>(std::move(ordered.diagram));
+  const Diagram& searched = out.diagram(d);  // owned by `out.rewritten` or the caller: stable across the move below
+  std::tie(out.chosen, out.unfused) = search_with_unfused(p, searched, sizes, hw, opt, so);
+  out.steps = std::move(ordered.steps);
+  return complete(p, searched, sizes, hw, opt, so, std::move(out));
 }
 
 Derivation derive_given(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw, SearchResult given,

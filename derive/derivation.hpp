@@ -23,9 +23,16 @@ struct Derivation {
   /** Set in a callee's derivation: the callee lifted over the call's woven axes (diagrams/lift.hpp),
    *  the diagram this derivation is of; its kernels run over the woven axes as batch axes. */
   std::shared_ptr<const LiftedCallee> lifted;
+  /** The diagram the schedule is of when a rewrite before the search changed the one given
+   *  (derive-contraction-order: new statements for pairwise contractions); null when unchanged. */
+  std::shared_ptr<const Diagram> rewritten;
+  /** The diagram `chosen` and `unfused` schedule: `rewritten`, or `original` (the one derived). */
+  const Diagram& diagram(const Diagram& original) const { return rewritten ? *rewritten : original; }
 };
 
-/** Derives `d` at `sizes` on `hw`. Each call of another diagram is derived recursively: its callee
+/** Derives `d` at `sizes` on `hw`. First every contraction of three or more operands is split
+ *  into pairwise ones (order_contractions: the new diagram is `rewritten`, its steps lead the
+ *  log). Each call of another diagram is derived recursively: its callee
  *  lifted over the call's woven axes (lift_call), at the sizes the call binds; the call kernel
  *  costs what that derivation costs (one run covers every woven index). Raises UserError when
  *  nothing fits or a call cannot be lifted. */

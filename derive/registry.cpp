@@ -1,9 +1,12 @@
 #include "derive/registry.hpp"
 
+#include "derive/passes/contraction_order.hpp"
+
 namespace napkin {
 
 const std::vector<PassInfo>& pass_registry() {
   static const std::vector<PassInfo> table{
+      {"derive-contraction-order", "split contractions of 3+ operands into pairwise ones, in the order the model prices cheapest (before the search)", "einsum associativity: a sum over an axis moves inside the product of the operands that carry it", contraction_order_pass, false},
       {"derive-weave-analysis", "which axes each operation is woven over, reduces or normalises",
        "NCD weaving (paper §2.1)", weave_analysis_pass, false},
       {"derive-fusion", "fuse statements into one kernel so intermediates never leave the SM",

@@ -144,8 +144,10 @@ void run_step(const std::string& what, const std::vector<std::string>& argv, con
 }
 
 /** run_bench's steps in the work folder `dir`. */
-int bench_in(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const BenchOptions& opt, const std::string& dir) {
-  Derivation dv = opt.schedule ? derive_given(p, d, sizes, hw, *opt.schedule) : derive(p, d, sizes, hw);
+int bench_in(const Program& p, const Diagram& given, const SizeMap& sizes, const Hardware& hw, const BenchOptions& opt,
+             const std::string& dir) {
+  Derivation dv = opt.schedule ? derive_given(p, given, sizes, hw, *opt.schedule) : derive(p, given, sizes, hw);
+  const Diagram& d = dv.diagram(given);  // as derive rewrote it (contraction order): what the schedules are of
   Derivation unf = dv;
   unf.chosen = dv.unfused;
   cuda::EmitOptions o_main, o_unf, o_ref;
@@ -199,7 +201,7 @@ int bench_in(const Program& p, const Diagram& d, const SizeMap& sizes, const Har
       t.data = a.data;
       inputs[in->name] = t;
     }
-    auto want = evaluate(p, d, sizes, inputs);
+    auto want = evaluate(p, given, sizes, inputs);  // the diagram as written: the rewrite is checked too
     nlohmann::json checks = nlohmann::json::array();
     for (const auto* o : d.outputs()) {
       NpyArray got = decode_npy(read_all(dir + "/" + o->name + ".npy"), o->name + ".npy");

@@ -101,7 +101,8 @@ void write_doubles(std::ofstream& out, const std::vector<double>& v) {
 /** Prepares a case: derives, emits the loop nest to dir/case<i>.cpp, writes inputs, evaluates. */
 void prepare(Case& c, std::size_t i, const fs::path& dir, const Derivation& dv) {
   std::string prefix = "napkin_c" + std::to_string(i) + "_";
-  std::ofstream(dir / ("case" + std::to_string(i) + ".cpp")) << emit_cpu(*c.program, *c.diagram, dv, prefix);
+  // The diagram derive scheduled (contractions of 3+ operands split), against the one written.
+  std::ofstream(dir / ("case" + std::to_string(i) + ".cpp")) << emit_cpu(*c.program, dv.diagram(*c.diagram), dv, prefix);
   for (const auto* in : c.diagram->inputs()) c.inputs[in->name] = random_input(*in, c.sizes, 1000 + i);
   c.expected = evaluate(*c.program, *c.diagram, c.sizes, c.inputs);
   std::ofstream bin(dir / ("in" + std::to_string(i) + ".bin"), std::ios::binary);
@@ -280,7 +281,20 @@ TEST_CASE("derived CPU loop nests equal the fp64 evaluator: bundled and 200 rand
       "diagram s670\naxis a = 9\naxis b = 8\naxis c = 9\nin X0[c,b,a] : fp32\nin X1[c] : fp32\n"
       "T0[a,b,c] = layernorm(X0; a, eps=1e-5)\nT3[c] = contract(T0, X1; a, b)\nout T3 : fp32\n",
   };
+  // Contractions of three and more operands, split into pairwise ones before the search
+  // (derive-contraction-order): the loop nest of the split diagram against the evaluator of the written one.
+  const char* contraction_orders[] = {
+      "diagram o1\naxis i = 9\naxis j = 7\naxis k = 5\naxis l = 3\nin A[i,j] : fp32\nin B[j,k] : fp32\nin C[k,l] : fp32\n"
+      "D[i,l] = contract(A, B, C; j, k)\nout D : fp32\n",
+      "diagram o2\naxis b = 2\naxis i = 5\naxis j = 4\naxis k = 6\naxis l = 3\nin A[b,i,j] : bf16\nin B[b,j,k] : fp32\n"
+      "in C[k,l] : fp32\nin E[l,j] : fp32\nY[b,i] = contract(exp(A), B, C, E; j, k, l) * 2 + 1\nout Y : fp32\n",
+      // In a callee, lifted over b: the call runs the callee as its derivation split it.
+      "diagram o3\naxis i = 4\naxis j = 3\naxis k = 5\naxis l = 2\nin A[i,j] : fp32\nin B[j,k] : fp32\nin C[k,l] : fp32\n"
+      "D[i,l] = contract(A, B, C; j, k)\nout D : fp32\ndiagram o3_caller\naxis b = 2\naxis i = 4\naxis j = 3\naxis k = 5\n"
+      "axis l = 2\nin A[b,i,j] : fp32\nin B[j,k] : fp32\nin C[k,l] : fp32\nY[b,i,l] = o3(A, B, C)\nout Y : fp32\n",
+  };
   std::vector<std::pair<const char*, bool>> derived_texts;  // text, must stream
+  for (const char* text : contraction_orders) derived_texts.emplace_back(text, false);
   for (const char* text : derived_streams) derived_texts.emplace_back(text, true);
   for (const char* text : derived_regressions) derived_texts.emplace_back(text, false);
   std::size_t derived_streamed = 0;

@@ -48,10 +48,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (d.statements().size() <= 6 && estimate_work(*p, d, *sizes) < 1e10) {
       static const Hardware hw = load_hardware("h100");
       Derivation dv = derive(*p, d, *sizes, hw);
-      (void)emit_cpu(*p, d, dv);
-      (void)emit_pseudo(*p, d, dv, hw);
+      const Diagram& scheduled = dv.diagram(d);  // contractions of 3+ operands split
+      (void)emit_cpu(*p, scheduled, dv);
+      (void)emit_pseudo(*p, scheduled, dv, hw);
       DotRelabelling labels = relabelling_of(dv.chosen);
-      (void)diagram_to_dot(*p, d, *sizes, &labels);
+      (void)diagram_to_dot(*p, scheduled, *sizes, &labels);
     }
   } catch (const UserError&) {
     // a user error raised as an exception (limits, sizes): fine
