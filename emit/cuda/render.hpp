@@ -1,13 +1,16 @@
 /** \file render.hpp
  *  The steps the CUDA renderers of a kernel spec (emit/cuda/gemm.cpp, gemm_wgmma.cpp, flash.cpp,
- *  flash_wgmma.cpp, rows.cpp) share, one file per concern, each written once for every strategy
- *  and variant that needs it:
+ *  rows.cpp) share, one file per concern, each written once for every strategy and path (atom and
+ *  mover: KernelSpec::path) that needs it:
  *  - render_grid.cpp: the grid decode (block index -> tile origins, batch indices, valid extents)
  *    and the chunks of the streamed axis a block walks;
  *  - render_lemma.cpp: each normaliser lemma's state, init, update and finalise arithmetic (the
  *    flash form's online softmax in either fragment layout, the rows kernels' statistics);
  *  - render_score.cpp: the flash form's score chain (S's contraction through the element-wise
- *    score maps to P's argument) as values at one element of the score tile;
+ *    score maps to P's argument) as values at one element of the score tile, and the loops over
+ *    the score tile in each atom's fragment layout with the lemma's update;
+ *  - render_mma.cpp: the MMA atoms of the flash renderer (mma.sync: fragments by ldmatrix, P
+ *    repacked from S; wgmma: operands in SMEM by descriptor, P from registers, pipelined issue);
  *  - render_staging.cpp: operand tiles from global memory into SMEM (tile origins, cp.async
  *    loaders into a ring of stages, the TMA producer warpgroup and its mbarriers);
  *  - render_epilogue.cpp: the output tile from the accumulators (the lemma's finalise, the stored
@@ -24,6 +27,7 @@
 #include "emit/cuda/strategies.hpp"
 #include "lower/flash_form.hpp"
 #include "lower/gemm_form.hpp"
+#include "lower/lower.hpp"
 
 namespace napkin::cuda {
 
@@ -121,6 +125,11 @@ struct RowsLemma {
   const Expr& e_;
 };
 
+/** The flash lemma in the fragment layout of path `p`'s atom (render_mma.cpp): mma.sync, the
+ *  state per m16 tile of the warp and O (`o[MT][D_V / 8][4]`) rescaled with l; wgmma, the state
+ *  once per warp and O (`o[D_V / 2]`) rescaled after its wgmma (deferred). */
+FlashLemma flash_lemma(const FlashForm& f, const KernelPath& p);
+
 // ---- the flash form's score chain (render_score.cpp) ----
 
 /** The score map of a flash form (f.score, with the chain's statements f.inlined expanded in
@@ -142,6 +151,64 @@ ScoreChain score_chain(Context& c, const FlashForm& f, const NodeOverride& over,
  *  under a softmax, P itself (P = 0 past N_x) without a normaliser. */
 void score_comment(Code& k, const FlashForm& f);
 
+/** Emits, per chunk kc after S = Q K^T in mma.sync fragments (`s[MT][T_X / 8][4]`): per m16 tile
+ *  of the warp, the score chain element by element (the arrays it reads bounded at the tile's
+ *  edge, unbounded in an interior chunk of a full tile), keys past N_x given the lemma's fill,
+ *  then the lemma's update. */
+void flash_scores_fragments(Code& k, Context& c, const FlashForm& f, const FlashLemma& lemma);
+
+/** The scores of a consumer warpgroup on wgmma (S in `sacc[T_X / 2]`, m16n8 tiles per warp), with
+ *  32-bit offsets inside the tile: c_rel (column of the chunk) and r_rel (row of the warpgroup's
+ *  64). A causal(M, x) mask is x <= M, that is c_rel - r_rel <= diag with diag = o_M + cw * 64 -
+ *  kc * T_X (clamped per chunk); in an interior chunk (every key valid, every column at or left of
+ *  every row's diagonal) the mask is dropped. Arrays the score map reads (masks, biases) are read
+ *  against their extents at the edge, unbounded in an interior chunk whose warpgroup rows and keys
+ *  are all in range. */
+class WarpgroupScores {
+ public:
+  /** The score chain of `f` in the three forms (computed once, rendered per chunk). */
+  WarpgroupScores(Context& c, const FlashForm& f);
+  /** Emits one chunk's scores (an interior chunk without bounds or mask where the map has any),
+   *  each folded into the lemma's chunk max, then the lemma's update. Needs kc, cw, warp, lane. */
+  void render(Code& k, const FlashLemma& lemma) const;
+
+ private:
+  /** The loops over the thread's elements of S: `value`, keys past the chunk's end (`masked`) set
+   *  to the lemma's fill. */
+  void elements(Code& k, const FlashLemma& lemma, const std::string& value, bool masked) const;
+  const FlashForm& f_;
+  ScoreChain chain_;
+  bool causal_ = false;
+};
+
+// ---- MMA atoms of the flash renderer (render_mma.cpp) ----
+
+/** Emits `qf[MT][D_K / 16][4]`: this warp's rows of Q's tile (SMEM, pitch P_Q) as mma.sync A
+ *  fragments, loaded once by ldmatrix. */
+void mma_sync_q_fragments(Code& k);
+/** Emits `s[MT][T_X / 8][4]` = Q K^T for chunk kc on atom `mma` (warp scope), K's fragments from
+ *  `sK` (pitch P_K). */
+void mma_sync_scores(Code& k, const MmaShape& mma);
+/** Emits O += P V on atom `mma`: P's accumulator layout (in `s`) is the A fragment layout of the
+ *  next mma (FlashAttention-2), packed to 16 bits; V's fragments from `sV`, transposed by ldmatrix. */
+void mma_sync_pv(Code& k, const MmaShape& mma);
+
+/** The wgmma atoms of a consumer warpgroup (warpgroup scope): S = Q K^T (m64n<T_X>k16, Q and K in
+ *  SMEM, 128-byte swizzled) and O += P V (m64n<D_V>k16, P from registers `pa`, V N-major in SMEM). */
+struct WgmmaAtoms {
+  WgmmaAtoms(const MmaShape& mma, const FlashForm& f);
+  std::string functions;       ///< the two wrappers' source, emitted in namespace wg
+  std::string s_name, o_name;  ///< their names
+  /** Emits the chunk's issue: wait for K's stage (and, after the first chunk, the previous V's),
+   *  S = Q K^T and the previous chunk's O += P V in this warpgroup's turn, wait for S and free
+   *  K's stage. Declares `s`, `sp` (stages) and `sacc`. */
+  void issue(Code& k, bool first) const;
+  /** Emits O += P V from ring stage `stage` (a device expression) and commits the group. */
+  void pv(Code& k, const std::string& stage) const;
+  /** Emits P (`sacc`) packed to 16 bits into `pa`, the next O += P V's A operand. */
+  void pack_p(Code& k) const;
+};
+
 // ---- operand staging (render_staging.cpp) ----
 
 /** Emits, per operand tile of the gemm form, `g_<A>` (the tile's origin: o_<M>, o_<N>, the batch
@@ -160,6 +227,15 @@ void flash_cp_async_operands(Code& k, Context& c, const FlashForm& f);
 /** Emits `load_k(kc)` and `load_v(kc)`: chunk kc of K and V into its half of the double buffer
  *  (rows past N_x zero-filled). Needs flash_cp_async_operands. */
 void flash_cp_async_loaders(Code& k, const FlashForm& f);
+/** Emits the cp.async prologue: Q's tile and the first K chunk (one cp.async group), the first V
+ *  chunk (another), waited for Q and K. Needs flash_cp_async_loaders. */
+void flash_cp_async_prologue(Code& k);
+/** Emits, at the top of chunk kc: wait for K's buffer, start the next K into the other one, `sK`. */
+void flash_cp_async_k_stage(Code& k);
+/** Emits, after the scores of chunk kc: wait for V's buffer, `sV`. */
+void flash_cp_async_v_stage(Code& k);
+/** Emits, at the end of chunk kc: start the next V into the other buffer. */
+void flash_cp_async_next_v(Code& k);
 /** Emits the wgmma flash variant's staging: thread 0 initialises the mbarriers (q_full; k_full,
  *  v_full, k_empty, v_empty per stage of the 2-stage rings), then warpgroup 0 (the producer) gives
  *  up registers and one thread loads Q's tile once and K and V chunk by chunk by TMA, each stage

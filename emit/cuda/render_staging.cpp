@@ -76,6 +76,36 @@ void flash_cp_async_loaders(Code& k, const FlashForm& f) {
   k.close(";");
 }
 
+void flash_cp_async_prologue(Code& k) {
+  k.line("// prologue: Q and the first K chunk (one cp.async group), the first V chunk (another)");
+  k.line("napkin::load_tile<T_Q, D_K, P_Q, THREADS>(smem, g_Q, rs_Q, n_q, D_K, vec);");
+  k.line("if (chunks > 0) load_k(0);");
+  k.line("napkin::cp_async_commit();");
+  k.line("if (chunks > 0) load_v(0);");
+  k.line("napkin::cp_async_commit();");
+  k.line("napkin::cp_async_wait<1>();");
+  k.line("__syncthreads();");
+}
+
+void flash_cp_async_k_stage(Code& k) {
+  k.line("napkin::cp_async_wait<1>();  // K of chunk kc has landed");
+  k.line("__syncthreads();");
+  k.line("if (kc + 1 < chunks) load_k(kc + 1);  // next K into the other buffer, during this chunk");
+  k.line("napkin::cp_async_commit();");
+  k.line("const T* sK = smem + OFF_K + (kc % 2) * T_X * P_K;");
+}
+
+void flash_cp_async_v_stage(Code& k) {
+  k.line("napkin::cp_async_wait<1>();  // V of chunk kc has landed");
+  k.line("__syncthreads();");
+  k.line("const T* sV = smem + OFF_V + (kc % 2) * T_X * P_V;");
+}
+
+void flash_cp_async_next_v(Code& k) {
+  k.line("if (kc + 1 < chunks) load_v(kc + 1);  // next V into the other buffer, during the next S");
+  k.line("napkin::cp_async_commit();");
+}
+
 void flash_tma_ring(Code& k, Context& c, const FlashForm& f) {
   const std::string &M = f.M, &x = f.x;
   k.open("if (threadIdx.x == 0)");
