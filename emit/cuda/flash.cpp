@@ -104,16 +104,16 @@ void prologue(const FlashKernel& fk) {
   if (fk.path.mover == Mover::cp_async) {
     flash_cp_async_prologue(k);
     mma_sync_q_fragments(k);
-    k.line("float o[MT][D_V / 8][4] = {};  // registers: O accumulator (unnormalised)");
+    k.line("float O_reg[MT][D_V / 8][4] = {};  // registers: O accumulator (unnormalised)");
     fk.lemma.init(k);
     return;
   }
   k.line("// consumer warpgroups: rows cw * 64 .. cw * 64 + 63 of the q tile");
   k.line("napkin::setmaxnreg_inc<240>();");
   k.line("const int cw = threadIdx.x / 128 - 1, warp = threadIdx.x % 128 / 32, lane = threadIdx.x % 32;");
-  k.line("float o[D_V / 2] = {};           // registers: O accumulator (unnormalised), m16n8 tiles");
+  k.line("float O_reg[D_V / 2] = {};  // registers: O accumulator (unnormalised), m16n8 tiles");
   fk.lemma.init(k);
-  k.line("uint32_t pa[T_X / 16][4];       // registers: P of the previous chunk in 16 bits, wgmma A fragments");
+  k.line("uint32_t P_reg[T_X / 16][4];  // registers: P of the previous chunk in 16 bits, wgmma A fragments");
   k.line("napkin::mbar_wait(q_full, 0);");
 }
 
@@ -140,8 +140,8 @@ void consumer_chunk(const FlashKernel& fk, const WgmmaAtoms& atoms, const Warpgr
   atoms.issue(k, first);
   scores.render(k, fk.lemma);
   if (!first) {
-    k.line("napkin::wgmma_wait<0>();  // O += P_{kc-1} V_{kc-1} is done: V's stage is free, O and pa may change");
-    k.line("napkin::fence_regs(o);");
+    k.line("napkin::wgmma_wait<0>();  // O += P_{kc-1} V_{kc-1} is done: V's stage is free, O and P_reg may change");
+    k.line("napkin::fence_regs(O_reg);");
     k.line("napkin::mbar_arrive(&v_empty[sp]);");
     fk.lemma.rescale_o(k);
   }
@@ -170,11 +170,11 @@ void stream_warp_specialised(const FlashKernel& fk, const WgmmaAtoms& atoms) {
   k.line("// the last chunk's O += P V");
   k.line("const int sp = static_cast<int>((chunks - 1) % 2);");
   k.line("napkin::mbar_wait(&v_full[sp], static_cast<unsigned>(((chunks - 1) / 2) & 1));");
-  k.line("napkin::fence_regs(o);");
+  k.line("napkin::fence_regs(O_reg);");
   k.line("napkin::wgmma_fence();");
   atoms.pv(k, "sp");
   k.line("napkin::wgmma_wait<0>();");
-  k.line("napkin::fence_regs(o);");
+  k.line("napkin::fence_regs(O_reg);");
   k.line("napkin::mbar_arrive(&v_empty[sp]);");
   k.close();
   k.line("if (CONSUMERS == 2 && cw == 0) napkin::named_sync(1, 256);  // matches warpgroup 1's last turn");

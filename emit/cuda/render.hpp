@@ -63,9 +63,9 @@ void flash_chunks(Code& k, const FlashForm& f);
  *  score, O a plain sum over x, and every step below emits nothing). A thread holds two rows of
  *  each m16 tile of S: h = 0, 1, rows lane/4 and lane/4 + 8; the chunk's row maxima are `mx[2]`. */
 struct FlashLemma {
-  /** `per_tile`: the state is kept per m16 tile of the warp (`m_run[mt]`, mma.sync: MT tiles per
-   *  warp) rather than once (`m_run`, a wgmma consumer's warp holds one). `s`: the score element
-   *  at (nt, e), e.g. "s[mt][nt][e]". `o_rescale`: the statement rescaling O's elements by the
+  /** `per_tile`: the state is kept per m16 tile of the warp (`m_reg[mt]`, mma.sync: MT tiles per
+   *  warp) rather than once (`m_reg`, a wgmma consumer's warp holds one). `s`: the score element
+   *  at (nt, e), e.g. "S_reg[mt][nt][e]". `o_rescale`: the statement rescaling O's elements by the
    *  correction; with `defer_o`, update() leaves `corr[2]` (per h) for rescale_o(), which the
    *  caller emits once O may change (after its wgmma), else update() rescales row h of O by the
    *  scalar `corr` itself. */
@@ -101,7 +101,7 @@ struct FlashLemma {
 };
 
 /** A rows kernel's normaliser lemma: the statistics each thread keeps over its elements of a row
- *  and their merge across the warp (shuffles) and the team (SMEM `red[WARPS][3]`). softmax: the
+ *  and their merge across the warp (shuffles) and the team (SMEM `stats_smem[WARPS][3]`). softmax: the
  *  online max and sum (paper §4, one pass); layernorm: count, sum and sum of squares of v - shift,
  *  shifted by the row's first element (shifted-data variance: no division per element, no
  *  cancellation when the mean is large); rmsnorm: count and sum of squares. Merged by plain
@@ -126,8 +126,8 @@ struct RowsLemma {
 };
 
 /** The flash lemma in the fragment layout of path `p`'s atom (render_mma.cpp): mma.sync, the
- *  state per m16 tile of the warp and O (`o[MT][D_V / 8][4]`) rescaled with l; wgmma, the state
- *  once per warp and O (`o[D_V / 2]`) rescaled after its wgmma (deferred). */
+ *  state per m16 tile of the warp and O (`O_reg[MT][D_V / 8][4]`) rescaled with l; wgmma, the state
+ *  once per warp and O (`O_reg[D_V / 2]`) rescaled after its wgmma (deferred). */
 FlashLemma flash_lemma(const FlashForm& f, const KernelPath& p);
 
 // ---- the flash form's score chain (render_score.cpp) ----
@@ -151,13 +151,13 @@ ScoreChain score_chain(Context& c, const FlashForm& f, const NodeOverride& over,
  *  under a softmax, P itself (P = 0 past N_x) without a normaliser. */
 void score_comment(Code& k, const FlashForm& f);
 
-/** Emits, per chunk kc after S = Q K^T in mma.sync fragments (`s[MT][T_X / 8][4]`): per m16 tile
+/** Emits, per chunk kc after S = Q K^T in mma.sync fragments (`S_reg[MT][T_X / 8][4]`): per m16 tile
  *  of the warp, the score chain element by element (the arrays it reads bounded at the tile's
  *  edge, unbounded in an interior chunk of a full tile), keys past N_x given the lemma's fill,
  *  then the lemma's update. */
 void flash_scores_fragments(Code& k, Context& c, const FlashForm& f, const FlashLemma& lemma);
 
-/** The scores of a consumer warpgroup on wgmma (S in `sacc[T_X / 2]`, m16n8 tiles per warp), with
+/** The scores of a consumer warpgroup on wgmma (S in `S_reg[T_X / 2]`, m16n8 tiles per warp), with
  *  32-bit offsets inside the tile: c_rel (column of the chunk) and r_rel (row of the warpgroup's
  *  64). A causal(M, x) mask is x <= M, that is c_rel - r_rel <= diag with diag = o_M + cw * 64 -
  *  kc * T_X (clamped per chunk); in an interior chunk (every key valid, every column at or left of
@@ -183,29 +183,29 @@ class WarpgroupScores {
 
 // ---- MMA atoms of the flash renderer (render_mma.cpp) ----
 
-/** Emits `qf[MT][D_K / 16][4]`: this warp's rows of Q's tile (SMEM, pitch P_Q) as mma.sync A
+/** Emits `Q_reg[MT][D_K / 16][4]`: this warp's rows of Q's tile (SMEM, pitch P_Q) as mma.sync A
  *  fragments, loaded once by ldmatrix. */
 void mma_sync_q_fragments(Code& k);
-/** Emits `s[MT][T_X / 8][4]` = Q K^T for chunk kc on atom `mma` (warp scope), K's fragments from
- *  `sK` (pitch P_K). */
+/** Emits `S_reg[MT][T_X / 8][4]` = Q K^T for chunk kc on atom `mma` (warp scope), K's fragments from
+ *  `K_smem` (pitch P_K). */
 void mma_sync_scores(Code& k, const MmaShape& mma);
 /** Emits O += P V on atom `mma`: P's accumulator layout (in `s`) is the A fragment layout of the
- *  next mma (FlashAttention-2), packed to 16 bits; V's fragments from `sV`, transposed by ldmatrix. */
+ *  next mma (FlashAttention-2), packed to 16 bits; V's fragments from `V_smem`, transposed by ldmatrix. */
 void mma_sync_pv(Code& k, const MmaShape& mma);
 
 /** The wgmma atoms of a consumer warpgroup (warpgroup scope): S = Q K^T (m64n<T_X>k16, Q and K in
- *  SMEM, 128-byte swizzled) and O += P V (m64n<D_V>k16, P from registers `pa`, V N-major in SMEM). */
+ *  SMEM, 128-byte swizzled) and O += P V (m64n<D_V>k16, P from registers `P_reg`, V N-major in SMEM). */
 struct WgmmaAtoms {
   WgmmaAtoms(const MmaShape& mma, const FlashForm& f);
   std::string functions;       ///< the two wrappers' source, emitted in namespace wg
   std::string s_name, o_name;  ///< their names
   /** Emits the chunk's issue: wait for K's stage (and, after the first chunk, the previous V's),
    *  S = Q K^T and the previous chunk's O += P V in this warpgroup's turn, wait for S and free
-   *  K's stage. Declares `s`, `sp` (stages) and `sacc`. */
+   *  K's stage. Declares `s`, `sp` (stages) and `S_reg`. */
   void issue(Code& k, bool first) const;
   /** Emits O += P V from ring stage `stage` (a device expression) and commits the group. */
   void pv(Code& k, const std::string& stage) const;
-  /** Emits P (`sacc`) packed to 16 bits into `pa`, the next O += P V's A operand. */
+  /** Emits P (`S_reg`) packed to 16 bits into `P_reg`, the next O += P V's A operand. */
   void pack_p(Code& k) const;
 };
 
@@ -220,7 +220,7 @@ void gemm_operand_origins(Code& code, Context& c, const GemmForm& g);
  *  issues the cp.async of every operand's chunk into SMEM stage `stage`, bounded by n_M, n_N and
  *  n_K. Needs the tile constants (T_*, P_*, OFF_*, STAGE_ELEMS) and gemm_operand_origins. */
 void gemm_chunk_loader(Code& code, Context& c, const GemmForm& g);
-/** Emits the flash form's cp.async operands: `g_Q` (the q tile's origin), `g_K`, `g_V` (x = 0),
+/** Emits the flash form's cp.async operands: `Q_gmem` (the q tile's origin), `K_gmem`, `V_gmem` (x = 0),
  *  their row strides rs_Q, rs_K, rs_V and `vec` (whether every row and pointer allows 16-byte
  *  copies). */
 void flash_cp_async_operands(Code& k, Context& c, const FlashForm& f);
@@ -230,9 +230,9 @@ void flash_cp_async_loaders(Code& k, const FlashForm& f);
 /** Emits the cp.async prologue: Q's tile and the first K chunk (one cp.async group), the first V
  *  chunk (another), waited for Q and K. Needs flash_cp_async_loaders. */
 void flash_cp_async_prologue(Code& k);
-/** Emits, at the top of chunk kc: wait for K's buffer, start the next K into the other one, `sK`. */
+/** Emits, at the top of chunk kc: wait for K's buffer, start the next K into the other one, `K_smem`. */
 void flash_cp_async_k_stage(Code& k);
-/** Emits, after the scores of chunk kc: wait for V's buffer, `sV`. */
+/** Emits, after the scores of chunk kc: wait for V's buffer, `V_smem`. */
 void flash_cp_async_v_stage(Code& k);
 /** Emits, at the end of chunk kc: start the next V into the other buffer. */
 void flash_cp_async_next_v(Code& k);

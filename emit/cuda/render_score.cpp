@@ -28,7 +28,7 @@ void flash_scores_fragments(Code& k, Context& c, const FlashForm& f, const Flash
   // arrays it reads (masks, biases: not staged in tiles) are read against their extents (rows past
   // N_M, keys past N_x), except in an interior chunk of a full tile, where every index is in range.
   NodeOverride over_s = [&](const Expr& e) -> std::optional<std::string> {
-    if (&e == cs) return std::string("s[mt][nt][e]");
+    if (&e == cs) return std::string("S_reg[mt][nt][e]");
     return std::nullopt;
   };
   const bool softmax = lemma.softmax();
@@ -49,7 +49,7 @@ void flash_scores_fragments(Code& k, Context& c, const FlashForm& f, const Flash
     k.line("const int64_t i_" + x + " = kc * T_X + nt * 8 + (lane % 4) * 2 + e % 2;");
     k.line("(void)i_" + M + ";");
     k.line("const float v = " + value + ";");
-    k.line("s[mt][nt][e] = i_" + x + " < N_" + x + " ? v : " + lemma.fill() + (softmax ? ";" : ";  // P, no normaliser"));
+    k.line("S_reg[mt][nt][e] = i_" + x + " < N_" + x + " ? v : " + lemma.fill() + (softmax ? ";" : ";  // P, no normaliser"));
     lemma.element(k);
     k.close();
     k.close();
@@ -75,14 +75,14 @@ WarpgroupScores::WarpgroupScores(Context& c, const FlashForm& f) : f_(f) {
            e.args[1]->axes == AxisList{M, x};
   };
   NodeOverride over_causal = [&](const Expr& e) -> std::optional<std::string> {
-    if (&e == f.cs) return std::string("sacc[nt * 4 + e]");
+    if (&e == f.cs) return std::string("S_reg[nt * 4 + e]");
     if (e.kind != Expr::Kind::apply || e.op != Op::causal || e.axes != AxisList{M, x}) return std::nullopt;
     causal_ = true;
     return std::string("(c_rel - r_rel <= diag ? 1.0f : 0.0f)");
   };
   NodeOverride over_interior;
   over_interior = [&](const Expr& e) -> std::optional<std::string> {
-    if (&e == f.cs) return std::string("sacc[nt * 4 + e]");
+    if (&e == f.cs) return std::string("S_reg[nt * 4 + e]");
     if (is_causal_mask(e)) return c.value(*e.args[0], over_interior, f.inlined);
     return std::nullopt;
   };
@@ -99,7 +99,7 @@ void WarpgroupScores::elements(Code& k, const FlashLemma& lemma, const std::stri
   k.line("const int64_t i_" + M + " = o_" + M + " + cw * 64 + r_rel, i_" + x + " = kc * T_X + c_rel;");
   k.line("(void)i_" + M + ", (void)i_" + x + ", (void)r_rel;");
   k.line("const float v = " + value + ";");
-  k.line(masked ? "sacc[nt * 4 + e] = c_rel < x_left ? v : " + lemma.fill() + ";" : "sacc[nt * 4 + e] = v;");
+  k.line(masked ? "S_reg[nt * 4 + e] = c_rel < x_left ? v : " + lemma.fill() + ";" : "S_reg[nt * 4 + e] = v;");
   lemma.element(k);
   k.close();
   k.close();
