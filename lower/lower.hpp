@@ -37,6 +37,22 @@ enum class Strategy { call, gemm, flash, rows, simt };
 /** "call", "gemm", "flash", "rows", "simt": the names the emitted CUDA's kernel_strategy() returns. */
 std::string_view strategy_name(Strategy s);
 
+/** How a path of a tensor-core kernel moves operand tiles from global memory into SMEM: cp.async
+ *  issued by every thread of the block into a ring of stages, or TMA issued by one thread of a
+ *  producer warpgroup behind full/empty mbarriers (the other warpgroups are the consumers). */
+enum class Mover { cp_async, tma };
+
+/** One path of a tensor-core kernel (KernelSpec::path): its MMA atom (a row of the hardware's
+ *  [[mma]] table: scope "warp" is mma.sync, "warpgroup" wgmma), its mover, its pipeline stages and
+ *  its SMEM bytes per thread block. The renderers read these fields, not a variant name. */
+struct KernelPath {
+  const MmaShape* atom = nullptr;
+  Mover mover = Mover::cp_async;
+  int stages = 0;
+  std::int64_t smem_bytes = 0;
+  bool wgmma() const { return atom->scope == "warpgroup"; }
+};
+
 /** One kernel as it will run. */
 struct KernelSpec {
   KernelShape shape;
@@ -68,6 +84,13 @@ struct KernelSpec {
    *  only to a gemm kernel on the wgmma path of hardware with clusters. */
   int cluster = 1;
   std::string cluster_axis;
+
+  /** The mma.sync path on cp.async (every gemm and flash kernel), or with `hopper` the wgmma path
+   *  on TMA (only where `wgmma`). Points into this spec. */
+  KernelPath path(bool hopper) const {
+    if (hopper) return {&*wgmma_mma, Mover::tma, wgmma_stages, wgmma_smem_bytes};
+    return {&*mma_sync, Mover::cp_async, stages, smem_bytes};
+  }
 
   /** Whether the kernel's contractions run on tensor cores (gemm, flash). */
   bool tensor_cores() const { return strategy == Strategy::gemm || strategy == Strategy::flash; }

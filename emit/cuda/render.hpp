@@ -1,13 +1,16 @@
 /** \file render.hpp
  *  The steps the CUDA renderers of a kernel spec (emit/cuda/gemm.cpp, gemm_wgmma.cpp, flash.cpp,
- *  flash_wgmma.cpp, rows.cpp) share, one file per concern, each written once for every strategy
- *  and variant that needs it:
+ *  rows.cpp) share, one file per concern, each written once for every strategy and path (atom and
+ *  mover: KernelSpec::path) that needs it:
  *  - render_grid.cpp: the grid decode (block index -> tile origins, batch indices, valid extents)
  *    and the chunks of the streamed axis a block walks;
  *  - render_lemma.cpp: each normaliser lemma's state, init, update and finalise arithmetic (the
  *    flash form's online softmax in either fragment layout, the rows kernels' statistics);
  *  - render_score.cpp: the flash form's score chain (S's contraction through the element-wise
- *    score maps to P's argument) as values at one element of the score tile;
+ *    score maps to P's argument) as values at one element of the score tile, and the loops over
+ *    the score tile in each atom's fragment layout with the lemma's update;
+ *  - render_mma.cpp: the MMA atoms of the flash renderer (mma.sync: fragments by ldmatrix, P
+ *    repacked from S; wgmma: operands in SMEM by descriptor, P from registers, pipelined issue);
  *  - render_staging.cpp: operand tiles from global memory into SMEM (tile origins, cp.async
  *    loaders into a ring of stages, the TMA producer warpgroup and its mbarriers);
  *  - render_epilogue.cpp: the output tile from the accumulators (the lemma's finalise, the stored
@@ -24,6 +27,7 @@
 #include "emit/cuda/strategies.hpp"
 #include "lower/flash_form.hpp"
 #include "lower/gemm_form.hpp"
+#include "lower/lower.hpp"
 
 namespace napkin::cuda {
 
@@ -59,9 +63,9 @@ void flash_chunks(Code& k, const FlashForm& f);
  *  score, O a plain sum over x, and every step below emits nothing). A thread holds two rows of
  *  each m16 tile of S: h = 0, 1, rows lane/4 and lane/4 + 8; the chunk's row maxima are `mx[2]`. */
 struct FlashLemma {
-  /** `per_tile`: the state is kept per m16 tile of the warp (`m_run[mt]`, mma.sync: MT tiles per
-   *  warp) rather than once (`m_run`, a wgmma consumer's warp holds one). `s`: the score element
-   *  at (nt, e), e.g. "s[mt][nt][e]". `o_rescale`: the statement rescaling O's elements by the
+  /** `per_tile`: the state is kept per m16 tile of the warp (`m_reg[mt]`, mma.sync: MT tiles per
+   *  warp) rather than once (`m_reg`, a wgmma consumer's warp holds one). `s`: the score element
+   *  at (nt, e), e.g. "S_reg[mt][nt][e]". `o_rescale`: the statement rescaling O's elements by the
    *  correction; with `defer_o`, update() leaves `corr[2]` (per h) for rescale_o(), which the
    *  caller emits once O may change (after its wgmma), else update() rescales row h of O by the
    *  scalar `corr` itself. */
@@ -97,7 +101,7 @@ struct FlashLemma {
 };
 
 /** A rows kernel's normaliser lemma: the statistics each thread keeps over its elements of a row
- *  and their merge across the warp (shuffles) and the team (SMEM `red[WARPS][3]`). softmax: the
+ *  and their merge across the warp (shuffles) and the team (SMEM `stats_smem[WARPS][3]`). softmax: the
  *  online max and sum (paper §4, one pass); layernorm: count, sum and sum of squares of v - shift,
  *  shifted by the row's first element (shifted-data variance: no division per element, no
  *  cancellation when the mean is large); rmsnorm: count and sum of squares. Merged by plain
@@ -121,6 +125,11 @@ struct RowsLemma {
   const Expr& e_;
 };
 
+/** The flash lemma in the fragment layout of path `p`'s atom (render_mma.cpp): mma.sync, the
+ *  state per m16 tile of the warp and O (`O_reg[MT][D_V / 8][4]`) rescaled with l; wgmma, the state
+ *  once per warp and O (`O_reg[D_V / 2]`) rescaled after its wgmma (deferred). */
+FlashLemma flash_lemma(const FlashForm& f, const KernelPath& p);
+
 // ---- the flash form's score chain (render_score.cpp) ----
 
 /** The score map of a flash form (f.score, with the chain's statements f.inlined expanded in
@@ -142,6 +151,64 @@ ScoreChain score_chain(Context& c, const FlashForm& f, const NodeOverride& over,
  *  under a softmax, P itself (P = 0 past N_x) without a normaliser. */
 void score_comment(Code& k, const FlashForm& f);
 
+/** Emits, per chunk kc after S = Q K^T in mma.sync fragments (`S_reg[MT][T_X / 8][4]`): per m16 tile
+ *  of the warp, the score chain element by element (the arrays it reads bounded at the tile's
+ *  edge, unbounded in an interior chunk of a full tile), keys past N_x given the lemma's fill,
+ *  then the lemma's update. */
+void flash_scores_fragments(Code& k, Context& c, const FlashForm& f, const FlashLemma& lemma);
+
+/** The scores of a consumer warpgroup on wgmma (S in `S_reg[T_X / 2]`, m16n8 tiles per warp), with
+ *  32-bit offsets inside the tile: c_rel (column of the chunk) and r_rel (row of the warpgroup's
+ *  64). A causal(M, x) mask is x <= M, that is c_rel - r_rel <= diag with diag = o_M + cw * 64 -
+ *  kc * T_X (clamped per chunk); in an interior chunk (every key valid, every column at or left of
+ *  every row's diagonal) the mask is dropped. Arrays the score map reads (masks, biases) are read
+ *  against their extents at the edge, unbounded in an interior chunk whose warpgroup rows and keys
+ *  are all in range. */
+class WarpgroupScores {
+ public:
+  /** The score chain of `f` in the three forms (computed once, rendered per chunk). */
+  WarpgroupScores(Context& c, const FlashForm& f);
+  /** Emits one chunk's scores (an interior chunk without bounds or mask where the map has any),
+   *  each folded into the lemma's chunk max, then the lemma's update. Needs kc, cw, warp, lane. */
+  void render(Code& k, const FlashLemma& lemma) const;
+
+ private:
+  /** The loops over the thread's elements of S: `value`, keys past the chunk's end (`masked`) set
+   *  to the lemma's fill. */
+  void elements(Code& k, const FlashLemma& lemma, const std::string& value, bool masked) const;
+  const FlashForm& f_;
+  ScoreChain chain_;
+  bool causal_ = false;
+};
+
+// ---- MMA atoms of the flash renderer (render_mma.cpp) ----
+
+/** Emits `Q_reg[MT][D_K / 16][4]`: this warp's rows of Q's tile (SMEM, pitch P_Q) as mma.sync A
+ *  fragments, loaded once by ldmatrix. */
+void mma_sync_q_fragments(Code& k);
+/** Emits `S_reg[MT][T_X / 8][4]` = Q K^T for chunk kc on atom `mma` (warp scope), K's fragments from
+ *  `K_smem` (pitch P_K). */
+void mma_sync_scores(Code& k, const MmaShape& mma);
+/** Emits O += P V on atom `mma`: P's accumulator layout (in `s`) is the A fragment layout of the
+ *  next mma (FlashAttention-2), packed to 16 bits; V's fragments from `V_smem`, transposed by ldmatrix. */
+void mma_sync_pv(Code& k, const MmaShape& mma);
+
+/** The wgmma atoms of a consumer warpgroup (warpgroup scope): S = Q K^T (m64n<T_X>k16, Q and K in
+ *  SMEM, 128-byte swizzled) and O += P V (m64n<D_V>k16, P from registers `P_reg`, V N-major in SMEM). */
+struct WgmmaAtoms {
+  WgmmaAtoms(const MmaShape& mma, const FlashForm& f);
+  std::string functions;       ///< the two wrappers' source, emitted in namespace wg
+  std::string s_name, o_name;  ///< their names
+  /** Emits the chunk's issue: wait for K's stage (and, after the first chunk, the previous V's),
+   *  S = Q K^T and the previous chunk's O += P V in this warpgroup's turn, wait for S and free
+   *  K's stage. Declares `s`, `sp` (stages) and `S_reg`. */
+  void issue(Code& k, bool first) const;
+  /** Emits O += P V from ring stage `stage` (a device expression) and commits the group. */
+  void pv(Code& k, const std::string& stage) const;
+  /** Emits P (`S_reg`) packed to 16 bits into `P_reg`, the next O += P V's A operand. */
+  void pack_p(Code& k) const;
+};
+
 // ---- operand staging (render_staging.cpp) ----
 
 /** Emits, per operand tile of the gemm form, `g_<A>` (the tile's origin: o_<M>, o_<N>, the batch
@@ -153,13 +220,22 @@ void gemm_operand_origins(Code& code, Context& c, const GemmForm& g);
  *  issues the cp.async of every operand's chunk into SMEM stage `stage`, bounded by n_M, n_N and
  *  n_K. Needs the tile constants (T_*, P_*, OFF_*, STAGE_ELEMS) and gemm_operand_origins. */
 void gemm_chunk_loader(Code& code, Context& c, const GemmForm& g);
-/** Emits the flash form's cp.async operands: `g_Q` (the q tile's origin), `g_K`, `g_V` (x = 0),
+/** Emits the flash form's cp.async operands: `Q_gmem` (the q tile's origin), `K_gmem`, `V_gmem` (x = 0),
  *  their row strides rs_Q, rs_K, rs_V and `vec` (whether every row and pointer allows 16-byte
  *  copies). */
 void flash_cp_async_operands(Code& k, Context& c, const FlashForm& f);
 /** Emits `load_k(kc)` and `load_v(kc)`: chunk kc of K and V into its half of the double buffer
  *  (rows past N_x zero-filled). Needs flash_cp_async_operands. */
 void flash_cp_async_loaders(Code& k, const FlashForm& f);
+/** Emits the cp.async prologue: Q's tile and the first K chunk (one cp.async group), the first V
+ *  chunk (another), waited for Q and K. Needs flash_cp_async_loaders. */
+void flash_cp_async_prologue(Code& k);
+/** Emits, at the top of chunk kc: wait for K's buffer, start the next K into the other one, `K_smem`. */
+void flash_cp_async_k_stage(Code& k);
+/** Emits, after the scores of chunk kc: wait for V's buffer, `V_smem`. */
+void flash_cp_async_v_stage(Code& k);
+/** Emits, at the end of chunk kc: start the next V into the other buffer. */
+void flash_cp_async_next_v(Code& k);
 /** Emits the wgmma flash variant's staging: thread 0 initialises the mbarriers (q_full; k_full,
  *  v_full, k_empty, v_empty per stage of the 2-stage rings), then warpgroup 0 (the producer) gives
  *  up registers and one thread loads Q's tile once and K and V chunk by chunk by TMA, each stage

@@ -89,7 +89,7 @@ void flash_epilogue_fragments(Code& k, Context& c, const FlashForm& f, const Fla
   k.line("if (row >= n_q) continue;");
   k.line("const int64_t i_" + M + " = o_" + M + " + row, i_" + dv + " = nt * 8 + (lane % 4) * 2 + e % 2;");
   NodeOverride over_o = [&](const Expr& e) -> std::optional<std::string> {
-    if (&e == co) return lemma.result("o[mt][nt][e]", "e / 2");
+    if (&e == co) return lemma.result("O_reg[mt][nt][e]", "e / 2");
     return std::nullopt;
   };
   k.line("a." + O->name + "[" + c.index(O->name) + "] = napkin::from_f<" + c.ctype_of(O->name) + ">(" + c.value(*O->expr, over_o) + ");");
@@ -115,7 +115,7 @@ void flash_epilogue_pairs(Code& k, Context& c, const FlashForm& f, const FlashLe
   k.open("for (int q = 0; q < 2; ++q)");
   k.line("const int64_t i_" + f.dv + " = nt * 8 + (lane % 4) * 2 + q;");
   NodeOverride over_o = [&](const Expr& e) -> std::optional<std::string> {
-    if (&e == f.co) return lemma.result("o[nt * 4 + h * 2 + q]", "h");
+    if (&e == f.co) return lemma.result("O_reg[nt * 4 + h * 2 + q]", "h");
     return std::nullopt;
   };
   k.line("at[q] = " + c.index(f.O->name) + ";");

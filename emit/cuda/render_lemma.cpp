@@ -10,8 +10,8 @@ FlashLemma::FlashLemma(const FlashForm& f, bool per_tile, std::string s, std::st
     : softmax_(!f.normaliser_lemma.empty()),
       defer_o_(defer_o),
       x_(f.x),
-      m_(per_tile ? "m_run[mt]" : "m_run"),
-      l_(per_tile ? "l_run[mt]" : "l_run"),
+      m_(per_tile ? "m_reg[mt]" : "m_reg"),
+      l_(per_tile ? "l_reg[mt]" : "l_reg"),
       s_(std::move(s)),
       o_rescale_(std::move(o_rescale)) {}
 
@@ -21,13 +21,13 @@ void FlashLemma::constants(Code& k) const {
 
 void FlashLemma::init(Code& k) const {
   if (!softmax_) return;
-  if (m_ == "m_run") {
-    k.line("float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};  // rows lane/4 and lane/4 + 8 of the warp's 16");
+  if (m_ == "m_reg") {
+    k.line("float m_reg[2] = {-INFINITY, -INFINITY}, l_reg[2] = {0.0f, 0.0f};  // rows lane/4 and lane/4 + 8 of the warp's 16");
     return;
   }
-  k.line("float m_run[MT][2], l_run[MT][2];  // registers: running max and this thread's partial sum, rows lane/4 and lane/4 + 8");
+  k.line("float m_reg[MT][2], l_reg[MT][2];  // registers: running max and this thread's partial sum, rows lane/4 and lane/4 + 8");
   k.line("#pragma unroll");
-  k.line("for (int mt = 0; mt < MT; ++mt) m_run[mt][0] = m_run[mt][1] = -INFINITY, l_run[mt][0] = l_run[mt][1] = 0.0f;");
+  k.line("for (int mt = 0; mt < MT; ++mt) m_reg[mt][0] = m_reg[mt][1] = -INFINITY, l_reg[mt][0] = l_reg[mt][1] = 0.0f;");
 }
 
 void FlashLemma::chunk_begin(Code& k) const {
@@ -128,19 +128,19 @@ void RowsLemma::merge(Code& k) const {
   k.close();
   k.open("if (TEAM_WARPS > 1)");
   if (softmax) {
-    k.line("if (lane == 0) red[warp][0] = m, red[warp][1] = l;");
+    k.line("if (lane == 0) stats_smem[warp][0] = m, stats_smem[warp][1] = l;");
     k.line("__syncthreads();");
     k.line("const int first = warp / TEAM_WARPS * TEAM_WARPS;");
     k.line("m = -INFINITY;");
-    k.line("for (int w = 0; w < TEAM_WARPS; ++w) m = fmaxf(m, red[first + w][0]);");
+    k.line("for (int w = 0; w < TEAM_WARPS; ++w) m = fmaxf(m, stats_smem[first + w][0]);");
     k.line("l = 0.0f;");
-    k.line("for (int w = 0; w < TEAM_WARPS; ++w) l += red[first + w][0] == -INFINITY ? 0.0f : red[first + w][1] * __expf(red[first + w][0] - m);");
+    k.line("for (int w = 0; w < TEAM_WARPS; ++w) l += stats_smem[first + w][0] == -INFINITY ? 0.0f : stats_smem[first + w][1] * __expf(stats_smem[first + w][0] - m);");
   } else {
-    k.line("if (lane == 0) red[warp][0] = n, red[warp][1] = s1, red[warp][2] = s2;");
+    k.line("if (lane == 0) stats_smem[warp][0] = n, stats_smem[warp][1] = s1, stats_smem[warp][2] = s2;");
     k.line("__syncthreads();");
     k.line("const int first = warp / TEAM_WARPS * TEAM_WARPS;");
     k.line("n = 0.0f, s1 = 0.0f, s2 = 0.0f;");
-    k.line("for (int w = 0; w < TEAM_WARPS; ++w) n += red[first + w][0], s1 += red[first + w][1], s2 += red[first + w][2];");
+    k.line("for (int w = 0; w < TEAM_WARPS; ++w) n += stats_smem[first + w][0], s1 += stats_smem[first + w][1], s2 += stats_smem[first + w][2];");
   }
   k.line("__syncthreads();");
   k.close();

@@ -1,6 +1,8 @@
 // The flash form's score chain (contract: render.hpp): S's contraction, the element-wise score
 // maps and P's argument as one fp32 expression per element of the score tile, with the arrays
-// the maps read bounded at the tile's edge, for both flash variants.
+// the maps read bounded at the tile's edge; and the loops over the score tile in each MMA atom's
+// fragment layout (mma.sync: m16n8 tiles per warp; wgmma: a consumer warpgroup's 64 rows), each
+// element folded into the lemma's chunk state, then the lemma's update.
 #include "emit/cuda/render.hpp"
 
 namespace napkin::cuda {
@@ -17,6 +19,116 @@ ScoreChain score_chain(Context& c, const FlashForm& f, const NodeOverride& over,
 void score_comment(Code& k, const FlashForm& f) {
   k.line("// " + f.S->name + " and " + f.P->name +
          (f.normaliser_lemma.empty() ? " element by element; keys past N_" + f.x + " give P = 0" : "'s argument element by element; keys past N_" + f.x + " are masked"));
+}
+
+void flash_scores_fragments(Code& k, Context& c, const FlashForm& f, const FlashLemma& lemma) {
+  const std::string &x = f.x, &M = f.M;
+  const Expr* cs = f.cs;
+  // Score values: P's argument with S inlined, the contraction overridden by the accumulator. The
+  // arrays it reads (masks, biases: not staged in tiles) are read against their extents (rows past
+  // N_M, keys past N_x), except in an interior chunk of a full tile, where every index is in range.
+  NodeOverride over_s = [&](const Expr& e) -> std::optional<std::string> {
+    if (&e == cs) return std::string("S_reg[mt][nt][e]");
+    return std::nullopt;
+  };
+  const bool softmax = lemma.softmax();
+  const ScoreChain chain = score_chain(c, f, over_s);
+  const std::string &score = chain.value, &score_bounded = chain.bounded;
+  score_comment(k, f);
+  if (score_bounded != score)
+    k.line("const bool interior = " + std::string(chain.reads_rows ? "n_q == T_Q && " : "") + "(kc + 1) * T_X <= N_" + x + ";  // every index the score map reads in range");
+  k.line("#pragma unroll");
+  k.open("for (int mt = 0; mt < MT; ++mt)");
+  lemma.chunk_begin(k);
+  auto elements = [&](const std::string& value) {
+    k.line("#pragma unroll");
+    k.open("for (int nt = 0; nt < T_X / 8; ++nt)");
+    k.line("#pragma unroll");
+    k.open("for (int e = 0; e < 4; ++e)");
+    k.line("const int64_t i_" + M + " = o_" + M + " + warp * (T_Q / WARPS) + mt * 16 + lane / 4 + (e / 2) * 8;");
+    k.line("const int64_t i_" + x + " = kc * T_X + nt * 8 + (lane % 4) * 2 + e % 2;");
+    k.line("(void)i_" + M + ";");
+    k.line("const float v = " + value + ";");
+    k.line("S_reg[mt][nt][e] = i_" + x + " < N_" + x + " ? v : " + lemma.fill() + (softmax ? ";" : ";  // P, no normaliser"));
+    lemma.element(k);
+    k.close();
+    k.close();
+  };
+  if (score_bounded == score) {
+    elements(score);
+  } else {
+    k.open("if (interior)");
+    elements(score);
+    k.close(" else {");
+    ++k.indent;
+    elements(score_bounded);
+    k.close();
+  }
+  lemma.update(k, f.P->name);
+  k.close();
+}
+
+WarpgroupScores::WarpgroupScores(Context& c, const FlashForm& f) : f_(f) {
+  const std::string &M = f.M, &x = f.x;
+  auto is_causal_mask = [&](const Expr& e) {
+    return e.kind == Expr::Kind::apply && e.op == Op::mask && e.args[1]->kind == Expr::Kind::apply && e.args[1]->op == Op::causal &&
+           e.args[1]->axes == AxisList{M, x};
+  };
+  NodeOverride over_causal = [&](const Expr& e) -> std::optional<std::string> {
+    if (&e == f.cs) return std::string("S_reg[nt * 4 + e]");
+    if (e.kind != Expr::Kind::apply || e.op != Op::causal || e.axes != AxisList{M, x}) return std::nullopt;
+    causal_ = true;
+    return std::string("(c_rel - r_rel <= diag ? 1.0f : 0.0f)");
+  };
+  NodeOverride over_interior;
+  over_interior = [&](const Expr& e) -> std::optional<std::string> {
+    if (&e == f.cs) return std::string("S_reg[nt * 4 + e]");
+    if (is_causal_mask(e)) return c.value(*e.args[0], over_interior, f.inlined);
+    return std::nullopt;
+  };
+  chain_ = score_chain(c, f, over_causal, over_interior);
+}
+
+void WarpgroupScores::elements(Code& k, const FlashLemma& lemma, const std::string& value, bool masked) const {
+  const std::string &M = f_.M, &x = f_.x;
+  k.line("#pragma unroll");
+  k.open("for (int nt = 0; nt < T_X / 8; ++nt)");
+  k.line("#pragma unroll");
+  k.open("for (int e = 0; e < 4; ++e)");
+  k.line("const int c_rel = nt * 8 + (lane % 4) * 2 + e % 2, r_rel = warp * 16 + lane / 4 + (e / 2) * 8;");
+  k.line("const int64_t i_" + M + " = o_" + M + " + cw * 64 + r_rel, i_" + x + " = kc * T_X + c_rel;");
+  k.line("(void)i_" + M + ", (void)i_" + x + ", (void)r_rel;");
+  k.line("const float v = " + value + ";");
+  k.line(masked ? "S_reg[nt * 4 + e] = c_rel < x_left ? v : " + lemma.fill() + ";" : "S_reg[nt * 4 + e] = v;");
+  lemma.element(k);
+  k.close();
+  k.close();
+}
+
+void WarpgroupScores::render(Code& k, const FlashLemma& lemma) const {
+  const std::string &score = chain_.bounded, &score_interior = chain_.interior;
+  score_comment(k, f_);
+  lemma.chunk_begin(k);
+  k.line("const int x_left = static_cast<int>(min(int64_t{T_X}, N_" + f_.x + " - kc * T_X));  // valid keys in the chunk");
+  if (score_interior == score) {
+    elements(k, lemma, score, true);
+  } else {
+    std::string interior = "x_left == T_X";
+    if (causal_) {
+      k.line("const int diag = static_cast<int>(max(int64_t{-64}, min(int64_t{T_X}, o_" + f_.M + " + cw * 64 - kc * T_X)));");
+      interior += " && diag >= T_X - 1";
+    }
+    if (chain_.reads_rows) interior += " && n_q >= (cw + 1) * 64";
+    k.open("if (" + interior + ")");
+    k.line(std::string("// interior chunk: no key past the end") + (causal_ ? ", every key at or before every row's diagonal" : "") +
+           (chain_.reads_rows ? ", every row of the warpgroup in range" : ""));
+    elements(k, lemma, score_interior, false);
+    k.close(" else {");
+    ++k.indent;
+    elements(k, lemma, score, true);
+    k.close();
+  }
+  lemma.update(k, f_.P->name);
 }
 
 }  // namespace napkin::cuda

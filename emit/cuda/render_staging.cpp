@@ -56,24 +56,54 @@ void flash_cp_async_operands(Code& k, Context& c, const FlashForm& f) {
   auto origin = [&](const std::string& arr, const std::string& row_axis, const std::string& row0) {
     return "a." + arr + " + " + offset(c, arr, [&](const std::string& ax) { return ax == row_axis ? row0 : (contains(batch, ax) ? "i_" + ax : "0"); });
   };
-  k.line("const T* g_Q = " + origin(Qn, M, "o_" + M) + ";  // " + Qn + " tile [" + M + "][" + dk + "]");
-  k.line("const T* g_K = " + origin(Kn, x, "0") + ";  // " + Kn + " [" + x + "][" + dk + "]");
-  k.line("const T* g_V = " + origin(Vn, x, "0") + ";  // " + Vn + " [" + x + "][" + dv + "]");
+  k.line("const T* Q_gmem = " + origin(Qn, M, "o_" + M) + ";  // " + Qn + " tile [" + M + "][" + dk + "]");
+  k.line("const T* K_gmem = " + origin(Kn, x, "0") + ";  // " + Kn + " [" + x + "][" + dk + "]");
+  k.line("const T* V_gmem = " + origin(Vn, x, "0") + ";  // " + Vn + " [" + x + "][" + dv + "]");
   k.line("const int64_t rs_Q = " + stride(c, Qn, M) + ", rs_K = " + stride(c, Kn, x) + ", rs_V = " + stride(c, Vn, x) + ";");
-  k.line("const bool vec = rs_Q % 8 == 0 && rs_K % 8 == 0 && rs_V % 8 == 0 && ((reinterpret_cast<uintptr_t>(g_Q) | reinterpret_cast<uintptr_t>(g_K) | "
-         "reinterpret_cast<uintptr_t>(g_V)) % 16) == 0;");
+  k.line("const bool vec = rs_Q % 8 == 0 && rs_K % 8 == 0 && rs_V % 8 == 0 && ((reinterpret_cast<uintptr_t>(Q_gmem) | reinterpret_cast<uintptr_t>(K_gmem) | "
+         "reinterpret_cast<uintptr_t>(V_gmem)) % 16) == 0;");
 }
 
 void flash_cp_async_loaders(Code& k, const FlashForm& f) {
   const std::string& x = f.x;
   k.open("auto load_k = [&](int64_t kc)");
-  k.line("napkin::load_tile<T_X, D_K, P_K, THREADS>(smem + OFF_K + (kc % 2) * T_X * P_K, g_K + kc * T_X * rs_K, rs_K, static_cast<int>(min(int64_t{T_X}, N_" +
+  k.line("napkin::load_tile<T_X, D_K, P_K, THREADS>(smem + OFF_K + (kc % 2) * T_X * P_K, K_gmem + kc * T_X * rs_K, rs_K, static_cast<int>(min(int64_t{T_X}, N_" +
          x + " - kc * T_X)), D_K, vec);");
   k.close(";");
   k.open("auto load_v = [&](int64_t kc)");
-  k.line("napkin::load_tile<T_X, D_V, P_V, THREADS>(smem + OFF_V + (kc % 2) * T_X * P_V, g_V + kc * T_X * rs_V, rs_V, static_cast<int>(min(int64_t{T_X}, N_" +
+  k.line("napkin::load_tile<T_X, D_V, P_V, THREADS>(smem + OFF_V + (kc % 2) * T_X * P_V, V_gmem + kc * T_X * rs_V, rs_V, static_cast<int>(min(int64_t{T_X}, N_" +
          x + " - kc * T_X)), D_V, vec);");
   k.close(";");
+}
+
+void flash_cp_async_prologue(Code& k) {
+  k.line("// prologue: Q and the first K chunk (one cp.async group), the first V chunk (another)");
+  k.line("napkin::load_tile<T_Q, D_K, P_Q, THREADS>(smem, Q_gmem, rs_Q, n_q, D_K, vec);");
+  k.line("if (chunks > 0) load_k(0);");
+  k.line("napkin::cp_async_commit();");
+  k.line("if (chunks > 0) load_v(0);");
+  k.line("napkin::cp_async_commit();");
+  k.line("napkin::cp_async_wait<1>();");
+  k.line("__syncthreads();");
+}
+
+void flash_cp_async_k_stage(Code& k) {
+  k.line("napkin::cp_async_wait<1>();  // K of chunk kc has landed");
+  k.line("__syncthreads();");
+  k.line("if (kc + 1 < chunks) load_k(kc + 1);  // next K into the other buffer, during this chunk");
+  k.line("napkin::cp_async_commit();");
+  k.line("const T* K_smem = smem + OFF_K + (kc % 2) * T_X * P_K;");
+}
+
+void flash_cp_async_v_stage(Code& k) {
+  k.line("napkin::cp_async_wait<1>();  // V of chunk kc has landed");
+  k.line("__syncthreads();");
+  k.line("const T* V_smem = smem + OFF_V + (kc % 2) * T_X * P_V;");
+}
+
+void flash_cp_async_next_v(Code& k) {
+  k.line("if (kc + 1 < chunks) load_v(kc + 1);  // next V into the other buffer, during the next S");
+  k.line("napkin::cp_async_commit();");
 }
 
 void flash_tma_ring(Code& k, Context& c, const FlashForm& f) {

@@ -68,37 +68,37 @@ void walk_row(RowsKernel& r, const std::vector<const Expr*>& roots, const std::f
   if (!r.has_vec) return scalar();
   const NodeOverride over_vec = [&](const Expr& n) -> std::optional<std::string> {
     if (n.kind == Expr::Kind::ref && r.vec_arrays.count(n.name))
-      return "napkin::to_f(reinterpret_cast<const " + r.c.ctype_of(n.name) + "*>(&r_" + n.name + "[u])[j])";
+      return "napkin::to_f(reinterpret_cast<const " + r.c.ctype_of(n.name) + "*>(&" + n.name + "_reg[u])[j])";
     return std::nullopt;
   };
   k.open("if (vec)");
   k.open("for (int64_t b0 = int64_t{t} * 8; b0 < N_" + ax + "; b0 += int64_t{TEAM} * 8 * U)");
-  for (const auto& arr : used) k.line("uint4 r_" + arr + "[U] = {};");
+  for (const auto& arr : used) k.line("uint4 " + arr + "_reg[U] = {};  // registers: U 16-byte vectors of " + arr);
   k.line("#pragma unroll");
   k.open("for (int u = 0; u < U; ++u)");
   k.line("const int64_t i_" + ax + " = b0 + int64_t{u} * TEAM * 8;");
   k.line("if (i_" + ax + " >= N_" + ax + ") break;");
-  for (const auto& arr : used) k.line("r_" + arr + "[u] = *reinterpret_cast<const uint4*>(a." + arr + " + " + r.c.index(arr) + ");");
+  for (const auto& arr : used) k.line(arr + "_reg[u] = *reinterpret_cast<const uint4*>(a." + arr + " + " + r.c.index(arr) + ");");
   k.close();
   k.line("#pragma unroll");
   k.open("for (int u = 0; u < U; ++u)");
   k.line("if (b0 + int64_t{u} * TEAM * 8 >= N_" + ax + ") break;");
-  if (!store.empty()) k.line("float ys[8];");
+  if (!store.empty()) k.line("float " + out + "_reg[8];");
   k.line("#pragma unroll");
   k.open("for (int j = 0; j < 8; ++j)");
   k.line("const int64_t i_" + ax + " = b0 + int64_t{u} * TEAM * 8 + j;");
   k.line("(void)i_" + ax + ";");
   body(over_vec);
   if (!store.empty()) {
-    if (r.vec_out) k.line("ys[j] = " + store + ";");
+    if (r.vec_out) k.line(out + "_reg[j] = " + store + ";");
     else k.line("a." + out + "[" + r.c.index(out) + "] = napkin::from_f<" + r.c.ctype_of(out) + ">(" + store + ");");
   }
   k.close();
   if (!store.empty() && r.vec_out) {
     const std::string T = r.c.ctype_of(out);
     k.line("const int64_t i_" + ax + " = b0 + int64_t{u} * TEAM * 8;");
-    k.line("*reinterpret_cast<uint4*>(a." + out + " + " + r.c.index(out) + ") = make_uint4(napkin::pack2<" + T + ">(ys[0], ys[1]), napkin::pack2<" + T +
-           ">(ys[2], ys[3]), napkin::pack2<" + T + ">(ys[4], ys[5]), napkin::pack2<" + T + ">(ys[6], ys[7]));");
+    k.line("*reinterpret_cast<uint4*>(a." + out + " + " + r.c.index(out) + ") = make_uint4(napkin::pack2<" + T + ">(" + out + "_reg[0], " + out + "_reg[1]), napkin::pack2<" + T + ">(" + out + "_reg[2], " + out + "_reg[3]), napkin::pack2<" + T + ">(" + out +
+           "_reg[4], " + out + "_reg[5]), napkin::pack2<" + T + ">(" + out + "_reg[6], " + out + "_reg[7]));");
   }
   k.close();
   k.close();
@@ -159,7 +159,7 @@ KernelEmit emit_rows(Context& c, const KernelChoice& kc) {
   k.line("__global__ void __launch_bounds__(THREADS, " + std::to_string(form.blocks_per_sm) + ") kernel(const Args a) {");
   ++k.indent;
   c.declare_sizes(k);
-  k.line("__shared__ float red[WARPS][3];");
+  k.line("__shared__ float stats_smem[WARPS][3];  // SMEM: each warp's statistics, merged across a team");
   k.line("const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, t = (warp % TEAM_WARPS) * 32 + lane;");
   std::string total = "int64_t{1}";
   for (const auto& r : rows) total += " * N_" + r;

@@ -69,6 +69,11 @@ int check_invariant(const Derivation& dv, const std::string& text) {
     const std::string sm80 = sec.substr(0, sec.find("namespace wg"));
     CHECK(sm80.find(spec.mma_sync->ptx) != std::string::npos);
     CHECK(sm80.find("napkin::mma_") != std::string::npos);
+    // Each path's atom and mover (KernelSpec::path, what the renderers read) are what its kernel issues.
+    const KernelPath p80 = spec.path(false);
+    CHECK((!p80.wgmma() && p80.mover == Mover::cp_async && p80.stages == spec.stages && p80.smem_bytes == spec.smem_bytes));
+    CHECK(sm80.find("napkin::load_tile<") != std::string::npos);
+    CHECK(sm80.find("napkin::tma_load") == std::string::npos);
     if (spec.strategy == Strategy::gemm) {
       CHECK(constant(sm80, "STAGES") == spec.stages);
       CHECK(constant(sm80, "STAGE_ELEMS") * 2 * spec.stages == spec.smem_bytes);
@@ -81,6 +86,10 @@ int check_invariant(const Derivation& dv, const std::string& text) {
     if (spec.wgmma) {
       const std::string wg = sec.substr(sec.find("namespace wg"));
       CHECK(wg.find("wgmma_m64n") != std::string::npos);
+      const KernelPath p90 = spec.path(true);
+      CHECK((p90.wgmma() && p90.mover == Mover::tma && p90.stages == spec.wgmma_stages && p90.smem_bytes == spec.wgmma_smem_bytes));
+      CHECK(wg.find("napkin::tma_load") != std::string::npos);
+      CHECK(wg.find("napkin::load_tile<") == std::string::npos);
       if (spec.strategy == Strategy::gemm) {
         CHECK(constant(wg, "STAGES") == spec.wgmma_stages);
         // The TMA store epilogue exactly where the spec has it, its staging in the spec's SMEM.

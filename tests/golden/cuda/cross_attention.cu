@@ -576,56 +576,56 @@ namespace k_S_to_O {
     const int64_t i_b = bid % N_b;
     bid /= N_b;
     const int n_q = static_cast<int>(min(int64_t{T_Q}, N_q - o_q));
-    const T* g_Q = a.Q + (((i_b) * N_h + i_h) * N_q + o_q) * N_dk + 0;  // Q tile [q][dk]
-    const T* g_K = a.K + (((i_b) * N_h + i_h) * N_x + 0) * N_dk + 0;  // K [x][dk]
-    const T* g_V = a.V + (((i_b) * N_h + i_h) * N_x + 0) * N_dv + 0;  // V [x][dv]
+    const T* Q_gmem = a.Q + (((i_b) * N_h + i_h) * N_q + o_q) * N_dk + 0;  // Q tile [q][dk]
+    const T* K_gmem = a.K + (((i_b) * N_h + i_h) * N_x + 0) * N_dk + 0;  // K [x][dk]
+    const T* V_gmem = a.V + (((i_b) * N_h + i_h) * N_x + 0) * N_dv + 0;  // V [x][dv]
     const int64_t rs_Q = int64_t{1} * N_dk, rs_K = int64_t{1} * N_dk, rs_V = int64_t{1} * N_dv;
-    const bool vec = rs_Q % 8 == 0 && rs_K % 8 == 0 && rs_V % 8 == 0 && ((reinterpret_cast<uintptr_t>(g_Q) | reinterpret_cast<uintptr_t>(g_K) | reinterpret_cast<uintptr_t>(g_V)) % 16) == 0;
+    const bool vec = rs_Q % 8 == 0 && rs_K % 8 == 0 && rs_V % 8 == 0 && ((reinterpret_cast<uintptr_t>(Q_gmem) | reinterpret_cast<uintptr_t>(K_gmem) | reinterpret_cast<uintptr_t>(V_gmem)) % 16) == 0;
     const int64_t chunks = (N_x + T_X - 1) / T_X;
     auto load_k = [&](int64_t kc) {
-      napkin::load_tile<T_X, D_K, P_K, THREADS>(smem + OFF_K + (kc % 2) * T_X * P_K, g_K + kc * T_X * rs_K, rs_K, static_cast<int>(min(int64_t{T_X}, N_x - kc * T_X)), D_K, vec);
+      napkin::load_tile<T_X, D_K, P_K, THREADS>(smem + OFF_K + (kc % 2) * T_X * P_K, K_gmem + kc * T_X * rs_K, rs_K, static_cast<int>(min(int64_t{T_X}, N_x - kc * T_X)), D_K, vec);
     };
     auto load_v = [&](int64_t kc) {
-      napkin::load_tile<T_X, D_V, P_V, THREADS>(smem + OFF_V + (kc % 2) * T_X * P_V, g_V + kc * T_X * rs_V, rs_V, static_cast<int>(min(int64_t{T_X}, N_x - kc * T_X)), D_V, vec);
+      napkin::load_tile<T_X, D_V, P_V, THREADS>(smem + OFF_V + (kc % 2) * T_X * P_V, V_gmem + kc * T_X * rs_V, rs_V, static_cast<int>(min(int64_t{T_X}, N_x - kc * T_X)), D_V, vec);
     };
     // prologue: Q and the first K chunk (one cp.async group), the first V chunk (another)
-    napkin::load_tile<T_Q, D_K, P_Q, THREADS>(smem, g_Q, rs_Q, n_q, D_K, vec);
+    napkin::load_tile<T_Q, D_K, P_Q, THREADS>(smem, Q_gmem, rs_Q, n_q, D_K, vec);
     if (chunks > 0) load_k(0);
     napkin::cp_async_commit();
     if (chunks > 0) load_v(0);
     napkin::cp_async_commit();
     napkin::cp_async_wait<1>();
     __syncthreads();
-    uint32_t qf[MT][D_K / 16][4];  // registers: this warp's rows of Q as mma A fragments
+    uint32_t Q_reg[MT][D_K / 16][4];  // registers: this warp's rows of Q as mma A fragments
     #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
     #pragma unroll
-      for (int kk = 0; kk < D_K / 16; ++kk) napkin::frag_a(qf[mt][kk], smem, P_Q, warp * (T_Q / WARPS) + mt * 16, kk * 16, lane);
-    float o[MT][D_V / 8][4] = {};  // registers: O accumulator (unnormalised)
-    float m_run[MT][2], l_run[MT][2];  // registers: running max and this thread's partial sum, rows lane/4 and lane/4 + 8
+      for (int kk = 0; kk < D_K / 16; ++kk) napkin::frag_a(Q_reg[mt][kk], smem, P_Q, warp * (T_Q / WARPS) + mt * 16, kk * 16, lane);
+    float O_reg[MT][D_V / 8][4] = {};  // registers: O accumulator (unnormalised)
+    float m_reg[MT][2], l_reg[MT][2];  // registers: running max and this thread's partial sum, rows lane/4 and lane/4 + 8
     #pragma unroll
-    for (int mt = 0; mt < MT; ++mt) m_run[mt][0] = m_run[mt][1] = -INFINITY, l_run[mt][0] = l_run[mt][1] = 0.0f;
+    for (int mt = 0; mt < MT; ++mt) m_reg[mt][0] = m_reg[mt][1] = -INFINITY, l_reg[mt][0] = l_reg[mt][1] = 0.0f;
     for (int64_t kc = 0; kc < chunks; ++kc) {
       napkin::cp_async_wait<1>();  // K of chunk kc has landed
       __syncthreads();
       if (kc + 1 < chunks) load_k(kc + 1);  // next K into the other buffer, during this chunk
       napkin::cp_async_commit();
-      const T* sK = smem + OFF_K + (kc % 2) * T_X * P_K;
-      float s[MT][T_X / 8][4] = {};  // registers: S = Q K^T for this chunk
+      const T* K_smem = smem + OFF_K + (kc % 2) * T_X * P_K;
+      float S_reg[MT][T_X / 8][4] = {};  // registers: S = Q K^T for this chunk
       #pragma unroll
       for (int kk = 0; kk < D_K / 16; ++kk) {
         #pragma unroll
         for (int nt = 0; nt < T_X / 16; ++nt) {
-          uint32_t kb[4];
-          napkin::frag_b(kb, sK, P_K, nt * 16, kk * 16, lane);
+          uint32_t K_reg[4];
+          napkin::frag_b(K_reg, K_smem, P_K, nt * 16, kk * 16, lane);
           #pragma unroll
-          for (int mt = 0; mt < MT; ++mt) napkin::mma_m16n8k16_bf16(s[mt][2 * nt], qf[mt][kk], kb), napkin::mma_m16n8k16_bf16(s[mt][2 * nt + 1], qf[mt][kk], kb + 2);
+          for (int mt = 0; mt < MT; ++mt) napkin::mma_m16n8k16_bf16(S_reg[mt][2 * nt], Q_reg[mt][kk], K_reg), napkin::mma_m16n8k16_bf16(S_reg[mt][2 * nt + 1], Q_reg[mt][kk], K_reg + 2);
         }
       }
       // S and P's argument element by element; keys past N_x are masked
       #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
-        float mx[2] = {m_run[mt][0], m_run[mt][1]};
+        float mx[2] = {m_reg[mt][0], m_reg[mt][1]};
         #pragma unroll
         for (int nt = 0; nt < T_X / 8; ++nt) {
           #pragma unroll
@@ -633,50 +633,50 @@ namespace k_S_to_O {
             const int64_t i_q = o_q + warp * (T_Q / WARPS) + mt * 16 + lane / 4 + (e / 2) * 8;
             const int64_t i_x = kc * T_X + nt * 8 + (lane % 4) * 2 + e % 2;
             (void)i_q;
-            const float v = (s[mt][nt][e] * rsqrtf(static_cast<float>(N_dk)));
-            s[mt][nt][e] = i_x < N_x ? v : -INFINITY;
-            mx[e / 2] = fmaxf(mx[e / 2], s[mt][nt][e]);
+            const float v = (S_reg[mt][nt][e] * rsqrtf(static_cast<float>(N_dk)));
+            S_reg[mt][nt][e] = i_x < N_x ? v : -INFINITY;
+            mx[e / 2] = fmaxf(mx[e / 2], S_reg[mt][nt][e]);
           }
         }
         // online softmax (P): new running max, rescale l and O by exp(m_old - m_new)
         for (int h = 0; h < 2; ++h) {
           mx[h] = napkin::quad_max(mx[h]);
-          const float corr = mx[h] == -INFINITY ? 1.0f : exp2f((m_run[mt][h] - mx[h]) * LOG2E);
-          m_run[mt][h] = mx[h];
-          l_run[mt][h] *= corr;
+          const float corr = mx[h] == -INFINITY ? 1.0f : exp2f((m_reg[mt][h] - mx[h]) * LOG2E);
+          m_reg[mt][h] = mx[h];
+          l_reg[mt][h] *= corr;
           #pragma unroll
-          for (int nt = 0; nt < D_V / 8; ++nt) o[mt][nt][2 * h] *= corr, o[mt][nt][2 * h + 1] *= corr;
+          for (int nt = 0; nt < D_V / 8; ++nt) O_reg[mt][nt][2 * h] *= corr, O_reg[mt][nt][2 * h + 1] *= corr;
         }
         const float ms[2] = {mx[0] == -INFINITY ? 0.0f : mx[0] * LOG2E, mx[1] == -INFINITY ? 0.0f : mx[1] * LOG2E};
         #pragma unroll
         for (int nt = 0; nt < T_X / 8; ++nt) {
           #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            s[mt][nt][e] = exp2f(s[mt][nt][e] * LOG2E - ms[e / 2]);  // P, unnormalised
-            l_run[mt][e / 2] += s[mt][nt][e];
+            S_reg[mt][nt][e] = exp2f(S_reg[mt][nt][e] * LOG2E - ms[e / 2]);  // P, unnormalised
+            l_reg[mt][e / 2] += S_reg[mt][nt][e];
           }
         }
       }
       napkin::cp_async_wait<1>();  // V of chunk kc has landed
       __syncthreads();
-      const T* sV = smem + OFF_V + (kc % 2) * T_X * P_V;
+      const T* V_smem = smem + OFF_V + (kc % 2) * T_X * P_V;
       // O += P V: P's accumulator layout is the A fragment layout of the next mma (FlashAttention-2)
       #pragma unroll
       for (int kk = 0; kk < T_X / 16; ++kk) {
-        uint32_t pa[MT][4];
+        uint32_t P_reg[MT][4];
         #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-          pa[mt][0] = napkin::pack2<T>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-          pa[mt][1] = napkin::pack2<T>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-          pa[mt][2] = napkin::pack2<T>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-          pa[mt][3] = napkin::pack2<T>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+          P_reg[mt][0] = napkin::pack2<T>(S_reg[mt][2 * kk][0], S_reg[mt][2 * kk][1]);
+          P_reg[mt][1] = napkin::pack2<T>(S_reg[mt][2 * kk][2], S_reg[mt][2 * kk][3]);
+          P_reg[mt][2] = napkin::pack2<T>(S_reg[mt][2 * kk + 1][0], S_reg[mt][2 * kk + 1][1]);
+          P_reg[mt][3] = napkin::pack2<T>(S_reg[mt][2 * kk + 1][2], S_reg[mt][2 * kk + 1][3]);
         }
         #pragma unroll
         for (int nt = 0; nt < D_V / 16; ++nt) {
-          uint32_t vb[4];
-          napkin::frag_b_t(vb, sV, P_V, nt * 16, kk * 16, lane);
+          uint32_t V_reg[4];
+          napkin::frag_b_t(V_reg, V_smem, P_V, nt * 16, kk * 16, lane);
           #pragma unroll
-          for (int mt = 0; mt < MT; ++mt) napkin::mma_m16n8k16_bf16(o[mt][2 * nt], pa[mt], vb), napkin::mma_m16n8k16_bf16(o[mt][2 * nt + 1], pa[mt], vb + 2);
+          for (int mt = 0; mt < MT; ++mt) napkin::mma_m16n8k16_bf16(O_reg[mt][2 * nt], P_reg[mt], V_reg), napkin::mma_m16n8k16_bf16(O_reg[mt][2 * nt + 1], P_reg[mt], V_reg + 2);
         }
       }
       if (kc + 1 < chunks) load_v(kc + 1);  // next V into the other buffer, during the next S
@@ -688,7 +688,7 @@ namespace k_S_to_O {
     for (int mt = 0; mt < MT; ++mt) {
       float inv_l[2];
       #pragma unroll
-      for (int h = 0; h < 2; ++h) { const float l = napkin::quad_sum(l_run[mt][h]); inv_l[h] = l > 0.0f ? 1.0f / l : 0.0f; }
+      for (int h = 0; h < 2; ++h) { const float l = napkin::quad_sum(l_reg[mt][h]); inv_l[h] = l > 0.0f ? 1.0f / l : 0.0f; }
       #pragma unroll
       for (int nt = 0; nt < D_V / 8; ++nt) {
         #pragma unroll
@@ -696,7 +696,7 @@ namespace k_S_to_O {
           const int row = warp * (T_Q / WARPS) + mt * 16 + lane / 4 + (e / 2) * 8;
           if (row >= n_q) continue;
           const int64_t i_q = o_q + row, i_dv = nt * 8 + (lane % 4) * 2 + e % 2;
-          a.O[(((i_b) * N_h + i_h) * N_q + i_q) * N_dv + i_dv] = napkin::from_f<__nv_bfloat16>((o[mt][nt][e] * inv_l[e / 2]));
+          a.O[(((i_b) * N_h + i_h) * N_q + i_q) * N_dv + i_dv] = napkin::from_f<__nv_bfloat16>((O_reg[mt][nt][e] * inv_l[e / 2]));
         }
       }
     }
@@ -768,9 +768,9 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
     // consumer warpgroups: rows cw * 64 .. cw * 64 + 63 of the q tile
     napkin::setmaxnreg_inc<240>();
     const int cw = threadIdx.x / 128 - 1, warp = threadIdx.x % 128 / 32, lane = threadIdx.x % 32;
-    float o[D_V / 2] = {};           // registers: O accumulator (unnormalised), m16n8 tiles
-    float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};  // rows lane/4 and lane/4 + 8 of the warp's 16
-    uint32_t pa[T_X / 16][4];       // registers: P of the previous chunk in 16 bits, wgmma A fragments
+    float O_reg[D_V / 2] = {};  // registers: O accumulator (unnormalised), m16n8 tiles
+    float m_reg[2] = {-INFINITY, -INFINITY}, l_reg[2] = {0.0f, 0.0f};  // rows lane/4 and lane/4 + 8 of the warp's 16
+    uint32_t P_reg[T_X / 16][4];  // registers: P of the previous chunk in 16 bits, wgmma A fragments
     napkin::mbar_wait(q_full, 0);
     // ping-pong (FlashAttention-3 §3.1): the two consumer warpgroups take turns issuing their MMAs, so one's softmax
     // runs while the other's MMAs occupy the tensor cores. Named barrier 1 + w: warpgroup w may issue.
@@ -781,23 +781,23 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
       const int64_t kc = 0;  // chunks >= 1: the launcher runs this variant only for N_x > 0
       const int s = static_cast<int>(kc % 2), sp = static_cast<int>((kc + 1) % 2);
       (void)sp;
-      float sacc[T_X / 2] = {};    // registers: S = Q K^T for this chunk
+      float S_reg[T_X / 2] = {};  // registers: S = Q K^T for this chunk
       napkin::mbar_wait(&k_full[s], static_cast<unsigned>((kc / 2) & 1));
       if (CONSUMERS == 2) napkin::named_sync(1 + cw, 256);
-      napkin::fence_regs(sacc);
-      napkin::fence_regs(o);
+      napkin::fence_regs(S_reg);
+      napkin::fence_regs(O_reg);
       napkin::wgmma_fence();
       #pragma unroll
       for (int kk = 0; kk < D_K; kk += 16)
-        wgmma_m64n128k16_bf16<0, 0>(sacc, napkin::smem_desc(smem + (kk / 64) * T_Q * 128 + cw * 64 * 128 + (kk % 64) * 2, 16, 1024),
+        wgmma_m64n128k16_bf16<0, 0>(S_reg, napkin::smem_desc(smem + (kk / 64) * T_Q * 128 + cw * 64 * 128 + (kk % 64) * 2, 16, 1024),
             napkin::smem_desc(smem + OFF_K + s * K_BYTES + (kk / 64) * T_X * 128 + (kk % 64) * 2, 16, 1024));
       napkin::wgmma_commit();
       if (CONSUMERS == 2) napkin::named_arrive(2 - cw, 256);  // the other warpgroup's turn
       napkin::wgmma_wait<0>();
-      napkin::fence_regs(sacc);
+      napkin::fence_regs(S_reg);
       napkin::mbar_arrive(&k_empty[s]);  // K of this stage is consumed
       // S and P's argument element by element; keys past N_x are masked
-      float mx[2] = {m_run[0], m_run[1]};
+      float mx[2] = {m_reg[0], m_reg[1]};
       const int x_left = static_cast<int>(min(int64_t{T_X}, N_x - kc * T_X));  // valid keys in the chunk
       #pragma unroll
       for (int nt = 0; nt < T_X / 8; ++nt) {
@@ -806,9 +806,9 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
           const int c_rel = nt * 8 + (lane % 4) * 2 + e % 2, r_rel = warp * 16 + lane / 4 + (e / 2) * 8;
           const int64_t i_q = o_q + cw * 64 + r_rel, i_x = kc * T_X + c_rel;
           (void)i_q, (void)i_x, (void)r_rel;
-          const float v = (sacc[nt * 4 + e] * rsqrtf(static_cast<float>(N_dk)));
-          sacc[nt * 4 + e] = c_rel < x_left ? v : -INFINITY;
-          mx[e / 2] = fmaxf(mx[e / 2], sacc[nt * 4 + e]);
+          const float v = (S_reg[nt * 4 + e] * rsqrtf(static_cast<float>(N_dk)));
+          S_reg[nt * 4 + e] = c_rel < x_left ? v : -INFINITY;
+          mx[e / 2] = fmaxf(mx[e / 2], S_reg[nt * 4 + e]);
         }
       }
       // online softmax (P): new running max; l and O are rescaled by exp(m_old - m_new)
@@ -816,50 +816,50 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
       #pragma unroll
       for (int h = 0; h < 2; ++h) {
         mx[h] = napkin::quad_max(mx[h]);
-        corr[h] = mx[h] == -INFINITY ? 1.0f : exp2f((m_run[h] - mx[h]) * LOG2E);
-        m_run[h] = mx[h];
-        l_run[h] *= corr[h];
+        corr[h] = mx[h] == -INFINITY ? 1.0f : exp2f((m_reg[h] - mx[h]) * LOG2E);
+        m_reg[h] = mx[h];
+        l_reg[h] *= corr[h];
       }
       const float ms[2] = {mx[0] == -INFINITY ? 0.0f : mx[0] * LOG2E, mx[1] == -INFINITY ? 0.0f : mx[1] * LOG2E};
       #pragma unroll
       for (int nt = 0; nt < T_X / 8; ++nt) {
         #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          sacc[nt * 4 + e] = exp2f(sacc[nt * 4 + e] * LOG2E - ms[e / 2]);  // P, unnormalised
-          l_run[e / 2] += sacc[nt * 4 + e];
+          S_reg[nt * 4 + e] = exp2f(S_reg[nt * 4 + e] * LOG2E - ms[e / 2]);  // P, unnormalised
+          l_reg[e / 2] += S_reg[nt * 4 + e];
         }
       }
       #pragma unroll
       for (int nt = 0; nt < T_X / 8; ++nt) {
-        pa[nt / 2][(nt % 2) * 2] = napkin::pack2<T>(sacc[nt * 4], sacc[nt * 4 + 1]);
-        pa[nt / 2][(nt % 2) * 2 + 1] = napkin::pack2<T>(sacc[nt * 4 + 2], sacc[nt * 4 + 3]);
+        P_reg[nt / 2][(nt % 2) * 2] = napkin::pack2<T>(S_reg[nt * 4], S_reg[nt * 4 + 1]);
+        P_reg[nt / 2][(nt % 2) * 2 + 1] = napkin::pack2<T>(S_reg[nt * 4 + 2], S_reg[nt * 4 + 3]);
       }
     }
     for (int64_t kc = 1; kc < chunks; ++kc) {
       const int s = static_cast<int>(kc % 2), sp = static_cast<int>((kc + 1) % 2);
       (void)sp;
-      float sacc[T_X / 2] = {};    // registers: S = Q K^T for this chunk
+      float S_reg[T_X / 2] = {};  // registers: S = Q K^T for this chunk
       napkin::mbar_wait(&k_full[s], static_cast<unsigned>((kc / 2) & 1));
       napkin::mbar_wait(&v_full[sp], static_cast<unsigned>(((kc - 1) / 2) & 1));
       if (CONSUMERS == 2) napkin::named_sync(1 + cw, 256);
-      napkin::fence_regs(sacc);
-      napkin::fence_regs(o);
+      napkin::fence_regs(S_reg);
+      napkin::fence_regs(O_reg);
       napkin::wgmma_fence();
       #pragma unroll
       for (int kk = 0; kk < D_K; kk += 16)
-        wgmma_m64n128k16_bf16<0, 0>(sacc, napkin::smem_desc(smem + (kk / 64) * T_Q * 128 + cw * 64 * 128 + (kk % 64) * 2, 16, 1024),
+        wgmma_m64n128k16_bf16<0, 0>(S_reg, napkin::smem_desc(smem + (kk / 64) * T_Q * 128 + cw * 64 * 128 + (kk % 64) * 2, 16, 1024),
             napkin::smem_desc(smem + OFF_K + s * K_BYTES + (kk / 64) * T_X * 128 + (kk % 64) * 2, 16, 1024));
       napkin::wgmma_commit();
       #pragma unroll
       for (int kk = 0; kk < T_X / 16; ++kk)
-        wgmma_m64n128k16_bf16_rs<1>(o, pa[kk], napkin::smem_desc(smem + OFF_V + sp * V_BYTES + kk * 16 * 128, T_X * 128, 1024));
+        wgmma_m64n128k16_bf16_rs<1>(O_reg, P_reg[kk], napkin::smem_desc(smem + OFF_V + sp * V_BYTES + kk * 16 * 128, T_X * 128, 1024));
       napkin::wgmma_commit();
       if (CONSUMERS == 2) napkin::named_arrive(2 - cw, 256);  // the other warpgroup's turn
       napkin::wgmma_wait<1>();  // S_kc is done; P V may still run
-      napkin::fence_regs(sacc);
+      napkin::fence_regs(S_reg);
       napkin::mbar_arrive(&k_empty[s]);  // K of this stage is consumed
       // S and P's argument element by element; keys past N_x are masked
-      float mx[2] = {m_run[0], m_run[1]};
+      float mx[2] = {m_reg[0], m_reg[1]};
       const int x_left = static_cast<int>(min(int64_t{T_X}, N_x - kc * T_X));  // valid keys in the chunk
       #pragma unroll
       for (int nt = 0; nt < T_X / 8; ++nt) {
@@ -868,9 +868,9 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
           const int c_rel = nt * 8 + (lane % 4) * 2 + e % 2, r_rel = warp * 16 + lane / 4 + (e / 2) * 8;
           const int64_t i_q = o_q + cw * 64 + r_rel, i_x = kc * T_X + c_rel;
           (void)i_q, (void)i_x, (void)r_rel;
-          const float v = (sacc[nt * 4 + e] * rsqrtf(static_cast<float>(N_dk)));
-          sacc[nt * 4 + e] = c_rel < x_left ? v : -INFINITY;
-          mx[e / 2] = fmaxf(mx[e / 2], sacc[nt * 4 + e]);
+          const float v = (S_reg[nt * 4 + e] * rsqrtf(static_cast<float>(N_dk)));
+          S_reg[nt * 4 + e] = c_rel < x_left ? v : -INFINITY;
+          mx[e / 2] = fmaxf(mx[e / 2], S_reg[nt * 4 + e]);
         }
       }
       // online softmax (P): new running max; l and O are rescaled by exp(m_old - m_new)
@@ -878,49 +878,49 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
       #pragma unroll
       for (int h = 0; h < 2; ++h) {
         mx[h] = napkin::quad_max(mx[h]);
-        corr[h] = mx[h] == -INFINITY ? 1.0f : exp2f((m_run[h] - mx[h]) * LOG2E);
-        m_run[h] = mx[h];
-        l_run[h] *= corr[h];
+        corr[h] = mx[h] == -INFINITY ? 1.0f : exp2f((m_reg[h] - mx[h]) * LOG2E);
+        m_reg[h] = mx[h];
+        l_reg[h] *= corr[h];
       }
       const float ms[2] = {mx[0] == -INFINITY ? 0.0f : mx[0] * LOG2E, mx[1] == -INFINITY ? 0.0f : mx[1] * LOG2E};
       #pragma unroll
       for (int nt = 0; nt < T_X / 8; ++nt) {
         #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          sacc[nt * 4 + e] = exp2f(sacc[nt * 4 + e] * LOG2E - ms[e / 2]);  // P, unnormalised
-          l_run[e / 2] += sacc[nt * 4 + e];
+          S_reg[nt * 4 + e] = exp2f(S_reg[nt * 4 + e] * LOG2E - ms[e / 2]);  // P, unnormalised
+          l_reg[e / 2] += S_reg[nt * 4 + e];
         }
       }
-      napkin::wgmma_wait<0>();  // O += P_{kc-1} V_{kc-1} is done: V's stage is free, O and pa may change
-      napkin::fence_regs(o);
+      napkin::wgmma_wait<0>();  // O += P_{kc-1} V_{kc-1} is done: V's stage is free, O and P_reg may change
+      napkin::fence_regs(O_reg);
       napkin::mbar_arrive(&v_empty[sp]);
       #pragma unroll
-      for (int nt = 0; nt < D_V / 8; ++nt) o[nt * 4] *= corr[0], o[nt * 4 + 1] *= corr[0], o[nt * 4 + 2] *= corr[1], o[nt * 4 + 3] *= corr[1];
+      for (int nt = 0; nt < D_V / 8; ++nt) O_reg[nt * 4] *= corr[0], O_reg[nt * 4 + 1] *= corr[0], O_reg[nt * 4 + 2] *= corr[1], O_reg[nt * 4 + 3] *= corr[1];
       #pragma unroll
       for (int nt = 0; nt < T_X / 8; ++nt) {
-        pa[nt / 2][(nt % 2) * 2] = napkin::pack2<T>(sacc[nt * 4], sacc[nt * 4 + 1]);
-        pa[nt / 2][(nt % 2) * 2 + 1] = napkin::pack2<T>(sacc[nt * 4 + 2], sacc[nt * 4 + 3]);
+        P_reg[nt / 2][(nt % 2) * 2] = napkin::pack2<T>(S_reg[nt * 4], S_reg[nt * 4 + 1]);
+        P_reg[nt / 2][(nt % 2) * 2 + 1] = napkin::pack2<T>(S_reg[nt * 4 + 2], S_reg[nt * 4 + 3]);
       }
     }
      {
       // the last chunk's O += P V
       const int sp = static_cast<int>((chunks - 1) % 2);
       napkin::mbar_wait(&v_full[sp], static_cast<unsigned>(((chunks - 1) / 2) & 1));
-      napkin::fence_regs(o);
+      napkin::fence_regs(O_reg);
       napkin::wgmma_fence();
       #pragma unroll
       for (int kk = 0; kk < T_X / 16; ++kk)
-        wgmma_m64n128k16_bf16_rs<1>(o, pa[kk], napkin::smem_desc(smem + OFF_V + sp * V_BYTES + kk * 16 * 128, T_X * 128, 1024));
+        wgmma_m64n128k16_bf16_rs<1>(O_reg, P_reg[kk], napkin::smem_desc(smem + OFF_V + sp * V_BYTES + kk * 16 * 128, T_X * 128, 1024));
       napkin::wgmma_commit();
       napkin::wgmma_wait<0>();
-      napkin::fence_regs(o);
+      napkin::fence_regs(O_reg);
       napkin::mbar_arrive(&v_empty[sp]);
     }
     if (CONSUMERS == 2 && cw == 0) napkin::named_sync(1, 256);  // matches warpgroup 1's last turn
     // finalise: O / l (normalised contraction), then O's epilogue, two adjacent columns per store
     float inv_l[2];
     #pragma unroll
-    for (int h = 0; h < 2; ++h) { const float l = napkin::quad_sum(l_run[h]); inv_l[h] = l > 0.0f ? 1.0f / l : 0.0f; }
+    for (int h = 0; h < 2; ++h) { const float l = napkin::quad_sum(l_reg[h]); inv_l[h] = l > 0.0f ? 1.0f / l : 0.0f; }
     #pragma unroll
     for (int nt = 0; nt < D_V / 8; ++nt) {
       #pragma unroll
@@ -934,7 +934,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
         for (int q = 0; q < 2; ++q) {
           const int64_t i_dv = nt * 8 + (lane % 4) * 2 + q;
           at[q] = (((i_b) * N_h + i_h) * N_q + i_q) * N_dv + i_dv;
-          v[q] = (o[nt * 4 + h * 2 + q] * inv_l[h]);
+          v[q] = (O_reg[nt * 4 + h * 2 + q] * inv_l[h]);
         }
         napkin::store_pair(a.O, at, v, true);
       }

@@ -321,7 +321,7 @@ namespace k_Y {
 
   __global__ void __launch_bounds__(THREADS, 10) kernel(const Args a) {
     [[maybe_unused]] const int64_t N_t = a.N_t, N_m = a.N_m;
-    __shared__ float red[WARPS][3];
+    __shared__ float stats_smem[WARPS][3];  // SMEM: each warp's statistics, merged across a team
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, t = (warp % TEAM_WARPS) * 32 + lane;
     const int64_t total_rows = int64_t{1} * N_t;
     for (int rr = warp / TEAM_WARPS; rr < ROWS; rr += WARPS / TEAM_WARPS) {
@@ -335,12 +335,12 @@ namespace k_Y {
       float n = 0.0f, s1 = 0.0f, s2 = 0.0f;  // count, sum and sum of squares of v - shift
       if (vec) {
         for (int64_t b0 = int64_t{t} * 8; b0 < N_m; b0 += int64_t{TEAM} * 8 * U) {
-          uint4 r_X[U] = {};
+          uint4 X_reg[U] = {};  // registers: U 16-byte vectors of X
           #pragma unroll
           for (int u = 0; u < U; ++u) {
             const int64_t i_m = b0 + int64_t{u} * TEAM * 8;
             if (i_m >= N_m) break;
-            r_X[u] = *reinterpret_cast<const uint4*>(a.X + (i_t) * N_m + i_m);
+            X_reg[u] = *reinterpret_cast<const uint4*>(a.X + (i_t) * N_m + i_m);
           }
           #pragma unroll
           for (int u = 0; u < U; ++u) {
@@ -349,7 +349,7 @@ namespace k_Y {
             for (int j = 0; j < 8; ++j) {
               const int64_t i_m = b0 + int64_t{u} * TEAM * 8 + j;
               (void)i_m;
-              const float v = napkin::to_f(reinterpret_cast<const __nv_bfloat16*>(&r_X[u])[j]);
+              const float v = napkin::to_f(reinterpret_cast<const __nv_bfloat16*>(&X_reg[u])[j]);
               const float dv = v;
               n += 1.0f; s1 += dv; s2 += dv * dv;
             }
@@ -366,11 +366,11 @@ namespace k_Y {
         n += __shfl_xor_sync(0xffffffffu, n, o), s1 += __shfl_xor_sync(0xffffffffu, s1, o), s2 += __shfl_xor_sync(0xffffffffu, s2, o);
       }
       if (TEAM_WARPS > 1) {
-        if (lane == 0) red[warp][0] = n, red[warp][1] = s1, red[warp][2] = s2;
+        if (lane == 0) stats_smem[warp][0] = n, stats_smem[warp][1] = s1, stats_smem[warp][2] = s2;
         __syncthreads();
         const int first = warp / TEAM_WARPS * TEAM_WARPS;
         n = 0.0f, s1 = 0.0f, s2 = 0.0f;
-        for (int w = 0; w < TEAM_WARPS; ++w) n += red[first + w][0], s1 += red[first + w][1], s2 += red[first + w][2];
+        for (int w = 0; w < TEAM_WARPS; ++w) n += stats_smem[first + w][0], s1 += stats_smem[first + w][1], s2 += stats_smem[first + w][2];
         __syncthreads();
       }
       const float m2 = s2;  // rmsnorm: the sum of squares
@@ -378,29 +378,29 @@ namespace k_Y {
       if (!live) continue;
       if (vec) {
         for (int64_t b0 = int64_t{t} * 8; b0 < N_m; b0 += int64_t{TEAM} * 8 * U) {
-          uint4 r_W[U] = {};
-          uint4 r_X[U] = {};
+          uint4 W_reg[U] = {};  // registers: U 16-byte vectors of W
+          uint4 X_reg[U] = {};  // registers: U 16-byte vectors of X
           #pragma unroll
           for (int u = 0; u < U; ++u) {
             const int64_t i_m = b0 + int64_t{u} * TEAM * 8;
             if (i_m >= N_m) break;
-            r_W[u] = *reinterpret_cast<const uint4*>(a.W + i_m);
-            r_X[u] = *reinterpret_cast<const uint4*>(a.X + (i_t) * N_m + i_m);
+            W_reg[u] = *reinterpret_cast<const uint4*>(a.W + i_m);
+            X_reg[u] = *reinterpret_cast<const uint4*>(a.X + (i_t) * N_m + i_m);
           }
           #pragma unroll
           for (int u = 0; u < U; ++u) {
             if (b0 + int64_t{u} * TEAM * 8 >= N_m) break;
-            float ys[8];
+            float Y_reg[8];
             #pragma unroll
             for (int j = 0; j < 8; ++j) {
               const int64_t i_m = b0 + int64_t{u} * TEAM * 8 + j;
               (void)i_m;
-              const float v = napkin::to_f(reinterpret_cast<const __nv_bfloat16*>(&r_X[u])[j]);
-              const float w = napkin::to_f(reinterpret_cast<const __nv_bfloat16*>(&r_W[u])[j]);
-              ys[j] = v * inv * w;
+              const float v = napkin::to_f(reinterpret_cast<const __nv_bfloat16*>(&X_reg[u])[j]);
+              const float w = napkin::to_f(reinterpret_cast<const __nv_bfloat16*>(&W_reg[u])[j]);
+              Y_reg[j] = v * inv * w;
             }
             const int64_t i_m = b0 + int64_t{u} * TEAM * 8;
-            *reinterpret_cast<uint4*>(a.Y + (i_t) * N_m + i_m) = make_uint4(napkin::pack2<__nv_bfloat16>(ys[0], ys[1]), napkin::pack2<__nv_bfloat16>(ys[2], ys[3]), napkin::pack2<__nv_bfloat16>(ys[4], ys[5]), napkin::pack2<__nv_bfloat16>(ys[6], ys[7]));
+            *reinterpret_cast<uint4*>(a.Y + (i_t) * N_m + i_m) = make_uint4(napkin::pack2<__nv_bfloat16>(Y_reg[0], Y_reg[1]), napkin::pack2<__nv_bfloat16>(Y_reg[2], Y_reg[3]), napkin::pack2<__nv_bfloat16>(Y_reg[4], Y_reg[5]), napkin::pack2<__nv_bfloat16>(Y_reg[6], Y_reg[7]));
           }
         }
       } else {

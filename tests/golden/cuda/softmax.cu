@@ -320,7 +320,7 @@ namespace k_P {
 
   __global__ void __launch_bounds__(THREADS, 10) kernel(const Args a) {
     [[maybe_unused]] const int64_t N_t = a.N_t, N_v = a.N_v;
-    __shared__ float red[WARPS][3];
+    __shared__ float stats_smem[WARPS][3];  // SMEM: each warp's statistics, merged across a team
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, t = (warp % TEAM_WARPS) * 32 + lane;
     const int64_t total_rows = int64_t{1} * N_t;
     for (int rr = warp / TEAM_WARPS; rr < ROWS; rr += WARPS / TEAM_WARPS) {
@@ -334,12 +334,12 @@ namespace k_P {
       float m = -INFINITY, l = 0.0f;  // online max and sum (paper §4, one pass)
       if (vec) {
         for (int64_t b0 = int64_t{t} * 8; b0 < N_v; b0 += int64_t{TEAM} * 8 * U) {
-          uint4 r_L[U] = {};
+          uint4 L_reg[U] = {};  // registers: U 16-byte vectors of L
           #pragma unroll
           for (int u = 0; u < U; ++u) {
             const int64_t i_v = b0 + int64_t{u} * TEAM * 8;
             if (i_v >= N_v) break;
-            r_L[u] = *reinterpret_cast<const uint4*>(a.L + (i_t) * N_v + i_v);
+            L_reg[u] = *reinterpret_cast<const uint4*>(a.L + (i_t) * N_v + i_v);
           }
           #pragma unroll
           for (int u = 0; u < U; ++u) {
@@ -348,7 +348,7 @@ namespace k_P {
             for (int j = 0; j < 8; ++j) {
               const int64_t i_v = b0 + int64_t{u} * TEAM * 8 + j;
               (void)i_v;
-              const float v = napkin::to_f(reinterpret_cast<const __nv_bfloat16*>(&r_L[u])[j]);
+              const float v = napkin::to_f(reinterpret_cast<const __nv_bfloat16*>(&L_reg[u])[j]);
               if (v > m) { l = l * (m == -INFINITY ? 0.0f : __expf(m - v)); m = v; }
               l += v == -INFINITY ? 0.0f : __expf(v - m);
             }
@@ -368,39 +368,39 @@ namespace k_P {
         m = mm;
       }
       if (TEAM_WARPS > 1) {
-        if (lane == 0) red[warp][0] = m, red[warp][1] = l;
+        if (lane == 0) stats_smem[warp][0] = m, stats_smem[warp][1] = l;
         __syncthreads();
         const int first = warp / TEAM_WARPS * TEAM_WARPS;
         m = -INFINITY;
-        for (int w = 0; w < TEAM_WARPS; ++w) m = fmaxf(m, red[first + w][0]);
+        for (int w = 0; w < TEAM_WARPS; ++w) m = fmaxf(m, stats_smem[first + w][0]);
         l = 0.0f;
-        for (int w = 0; w < TEAM_WARPS; ++w) l += red[first + w][0] == -INFINITY ? 0.0f : red[first + w][1] * __expf(red[first + w][0] - m);
+        for (int w = 0; w < TEAM_WARPS; ++w) l += stats_smem[first + w][0] == -INFINITY ? 0.0f : stats_smem[first + w][1] * __expf(stats_smem[first + w][0] - m);
         __syncthreads();
       }
       const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;
       if (!live) continue;
       if (vec) {
         for (int64_t b0 = int64_t{t} * 8; b0 < N_v; b0 += int64_t{TEAM} * 8 * U) {
-          uint4 r_L[U] = {};
+          uint4 L_reg[U] = {};  // registers: U 16-byte vectors of L
           #pragma unroll
           for (int u = 0; u < U; ++u) {
             const int64_t i_v = b0 + int64_t{u} * TEAM * 8;
             if (i_v >= N_v) break;
-            r_L[u] = *reinterpret_cast<const uint4*>(a.L + (i_t) * N_v + i_v);
+            L_reg[u] = *reinterpret_cast<const uint4*>(a.L + (i_t) * N_v + i_v);
           }
           #pragma unroll
           for (int u = 0; u < U; ++u) {
             if (b0 + int64_t{u} * TEAM * 8 >= N_v) break;
-            float ys[8];
+            float P_reg[8];
             #pragma unroll
             for (int j = 0; j < 8; ++j) {
               const int64_t i_v = b0 + int64_t{u} * TEAM * 8 + j;
               (void)i_v;
-              const float v = napkin::to_f(reinterpret_cast<const __nv_bfloat16*>(&r_L[u])[j]);
-              ys[j] = (m == -INFINITY ? 0.0f : __expf(v - m) * inv_l);
+              const float v = napkin::to_f(reinterpret_cast<const __nv_bfloat16*>(&L_reg[u])[j]);
+              P_reg[j] = (m == -INFINITY ? 0.0f : __expf(v - m) * inv_l);
             }
             const int64_t i_v = b0 + int64_t{u} * TEAM * 8;
-            *reinterpret_cast<uint4*>(a.P + (i_t) * N_v + i_v) = make_uint4(napkin::pack2<__nv_bfloat16>(ys[0], ys[1]), napkin::pack2<__nv_bfloat16>(ys[2], ys[3]), napkin::pack2<__nv_bfloat16>(ys[4], ys[5]), napkin::pack2<__nv_bfloat16>(ys[6], ys[7]));
+            *reinterpret_cast<uint4*>(a.P + (i_t) * N_v + i_v) = make_uint4(napkin::pack2<__nv_bfloat16>(P_reg[0], P_reg[1]), napkin::pack2<__nv_bfloat16>(P_reg[2], P_reg[3]), napkin::pack2<__nv_bfloat16>(P_reg[4], P_reg[5]), napkin::pack2<__nv_bfloat16>(P_reg[6], P_reg[7]));
           }
         }
       } else {

@@ -1,0 +1,107 @@
+// The MMA atoms of the flash renderer (contract: render.hpp): per atom of the spec's path, its
+// register fragments and its issue. mma.sync (warp scope): Q's fragments loaded once by ldmatrix,
+// S = Q K^T and O += P V per m16n8k16 tile with P repacked from S's accumulators. wgmma
+// (warpgroup scope): S = Q K^T with both operands in SMEM, O += P V with P from registers, issued
+// in the warpgroup's turn, one chunk late (software pipelining) so that it overlaps the softmax.
+#include "emit/cuda/preamble.hpp"
+#include "emit/cuda/render.hpp"
+
+namespace napkin::cuda {
+
+FlashLemma flash_lemma(const FlashForm& f, const KernelPath& p) {
+  if (p.wgmma())  // the state once per warp (one m16 tile); O rescaled after its wgmma, rows 0 and 1 of each n8 tile
+    return FlashLemma(f, false, "S_reg[nt * 4 + e]",
+                      "for (int nt = 0; nt < D_V / 8; ++nt) O_reg[nt * 4] *= corr[0], O_reg[nt * 4 + 1] *= corr[0], O_reg[nt * 4 + 2] *= corr[1], O_reg[nt * 4 + 3] *= corr[1];", true);
+  // the state per m16 tile of the warp; O rescaled with l, row h of each n8 tile
+  return FlashLemma(f, true, "S_reg[mt][nt][e]", "for (int nt = 0; nt < D_V / 8; ++nt) O_reg[mt][nt][2 * h] *= corr, O_reg[mt][nt][2 * h + 1] *= corr;", false);
+}
+
+void mma_sync_q_fragments(Code& k) {
+  k.line("uint32_t Q_reg[MT][D_K / 16][4];  // registers: this warp's rows of Q as mma A fragments");
+  k.line("#pragma unroll");
+  k.line("for (int mt = 0; mt < MT; ++mt)");
+  k.line("#pragma unroll");
+  k.line("  for (int kk = 0; kk < D_K / 16; ++kk) napkin::frag_a(Q_reg[mt][kk], smem, P_Q, warp * (T_Q / WARPS) + mt * 16, kk * 16, lane);");
+}
+
+void mma_sync_scores(Code& k, const MmaShape& mma) {
+  const std::string mf = "napkin::" + mma_function(mma);
+  k.line("float S_reg[MT][T_X / 8][4] = {};  // registers: S = Q K^T for this chunk");
+  k.line("#pragma unroll");
+  k.open("for (int kk = 0; kk < D_K / 16; ++kk)");
+  k.line("#pragma unroll");
+  k.open("for (int nt = 0; nt < T_X / 16; ++nt)");
+  k.line("uint32_t K_reg[4];");
+  k.line("napkin::frag_b(K_reg, K_smem, P_K, nt * 16, kk * 16, lane);");
+  k.line("#pragma unroll");
+  k.line("for (int mt = 0; mt < MT; ++mt) " + mf + "(S_reg[mt][2 * nt], Q_reg[mt][kk], K_reg), " + mf + "(S_reg[mt][2 * nt + 1], Q_reg[mt][kk], K_reg + 2);");
+  k.close();
+  k.close();
+}
+
+void mma_sync_pv(Code& k, const MmaShape& mma) {
+  const std::string mf = "napkin::" + mma_function(mma);
+  k.line("// O += P V: P's accumulator layout is the A fragment layout of the next mma (FlashAttention-2)");
+  k.line("#pragma unroll");
+  k.open("for (int kk = 0; kk < T_X / 16; ++kk)");
+  k.line("uint32_t P_reg[MT][4];");
+  k.line("#pragma unroll");
+  k.open("for (int mt = 0; mt < MT; ++mt)");
+  k.line("P_reg[mt][0] = napkin::pack2<T>(S_reg[mt][2 * kk][0], S_reg[mt][2 * kk][1]);");
+  k.line("P_reg[mt][1] = napkin::pack2<T>(S_reg[mt][2 * kk][2], S_reg[mt][2 * kk][3]);");
+  k.line("P_reg[mt][2] = napkin::pack2<T>(S_reg[mt][2 * kk + 1][0], S_reg[mt][2 * kk + 1][1]);");
+  k.line("P_reg[mt][3] = napkin::pack2<T>(S_reg[mt][2 * kk + 1][2], S_reg[mt][2 * kk + 1][3]);");
+  k.close();
+  k.line("#pragma unroll");
+  k.open("for (int nt = 0; nt < D_V / 16; ++nt)");
+  k.line("uint32_t V_reg[4];");
+  k.line("napkin::frag_b_t(V_reg, V_smem, P_V, nt * 16, kk * 16, lane);");
+  k.line("#pragma unroll");
+  k.line("for (int mt = 0; mt < MT; ++mt) " + mf + "(O_reg[mt][2 * nt], P_reg[mt], V_reg), " + mf + "(O_reg[mt][2 * nt + 1], P_reg[mt], V_reg + 2);");
+  k.close();
+  k.close();
+}
+
+WgmmaAtoms::WgmmaAtoms(const MmaShape& mma, const FlashForm& f) {
+  functions = wgmma_function(mma, static_cast<int>(f.TX), false, s_name);
+  functions += wgmma_function(mma, static_cast<int>(f.DV), true, o_name);
+}
+
+void WgmmaAtoms::pv(Code& k, const std::string& stage) const {
+  k.line("#pragma unroll");
+  k.line("for (int kk = 0; kk < T_X / 16; ++kk)");
+  k.line("  " + o_name + "<1>(O_reg, P_reg[kk], napkin::smem_desc(smem + OFF_V + " + stage + " * V_BYTES + kk * 16 * 128, T_X * 128, 1024));");
+  k.line("napkin::wgmma_commit();");
+}
+
+void WgmmaAtoms::issue(Code& k, bool first) const {
+  k.line("const int s = static_cast<int>(kc % 2), sp = static_cast<int>((kc + 1) % 2);");
+  k.line("(void)sp;");
+  k.line("float S_reg[T_X / 2] = {};  // registers: S = Q K^T for this chunk");
+  k.line("napkin::mbar_wait(&k_full[s], static_cast<unsigned>((kc / 2) & 1));");
+  if (!first) k.line("napkin::mbar_wait(&v_full[sp], static_cast<unsigned>(((kc - 1) / 2) & 1));");
+  k.line("if (CONSUMERS == 2) napkin::named_sync(1 + cw, 256);");
+  k.line("napkin::fence_regs(S_reg);");
+  k.line("napkin::fence_regs(O_reg);");
+  k.line("napkin::wgmma_fence();");
+  k.line("#pragma unroll");
+  k.line("for (int kk = 0; kk < D_K; kk += 16)");
+  k.line("  " + s_name + "<0, 0>(S_reg, napkin::smem_desc(smem + (kk / 64) * T_Q * 128 + cw * 64 * 128 + (kk % 64) * 2, 16, 1024),");
+  k.line("      napkin::smem_desc(smem + OFF_K + s * K_BYTES + (kk / 64) * T_X * 128 + (kk % 64) * 2, 16, 1024));");
+  k.line("napkin::wgmma_commit();");
+  if (!first) pv(k, "sp");
+  k.line("if (CONSUMERS == 2) napkin::named_arrive(2 - cw, 256);  // the other warpgroup's turn");
+  k.line(first ? "napkin::wgmma_wait<0>();" : "napkin::wgmma_wait<1>();  // S_kc is done; P V may still run");
+  k.line("napkin::fence_regs(S_reg);");
+  k.line("napkin::mbar_arrive(&k_empty[s]);  // K of this stage is consumed");
+}
+
+void WgmmaAtoms::pack_p(Code& k) const {
+  k.line("#pragma unroll");
+  k.open("for (int nt = 0; nt < T_X / 8; ++nt)");
+  k.line("P_reg[nt / 2][(nt % 2) * 2] = napkin::pack2<T>(S_reg[nt * 4], S_reg[nt * 4 + 1]);");
+  k.line("P_reg[nt / 2][(nt % 2) * 2 + 1] = napkin::pack2<T>(S_reg[nt * 4 + 2], S_reg[nt * 4 + 3]);");
+  k.close();
+}
+
+}  // namespace napkin::cuda
