@@ -27,12 +27,11 @@ namespace {
 ScoreChain consumer_score_chain(Context& c, const FlashForm& f, bool& causal) {
   const std::string &M = f.M, &x = f.x;
   auto is_causal_mask = [&](const Expr& e) {
-    return e.kind == Expr::Kind::apply && e.op == Op::mask && e.args[1]->kind == Expr::Kind::apply && e.args[1]->op == Op::causal &&
-           e.args[1]->axes == AxisList{M, x};
+    return e.kind == Expr::Kind::apply && e.op == Op::mask && is_plain_causal(*e.args[1]) && e.args[1]->axes == AxisList{M, x};
   };
   NodeOverride over_causal = [&](const Expr& e) -> std::optional<std::string> {
     if (&e == f.cs) return std::string("sacc[nt * 4 + e]");
-    if (e.kind != Expr::Kind::apply || e.op != Op::causal || e.axes != AxisList{M, x}) return std::nullopt;
+    if (!is_plain_causal(e) || e.axes != AxisList{M, x}) return std::nullopt;  // a window: the general value
     causal = true;
     return std::string("(c_rel - r_rel <= diag ? 1.0f : 0.0f)");
   };
