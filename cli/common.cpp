@@ -64,7 +64,7 @@ SizeMap parse_sets(const std::vector<std::string>& sets) {
 std::optional<Loaded> load_checked(const DiagramArgs& args, bool verify) {
   DiagnosticEngine diags;
   Loaded l;
-  l.program = load_program(args.file, diags);
+  l.program = load_program(args.file, diags, /*expand=*/verify);  // print shows the file as written
   SizeMap overrides = parse_sets(args.sets);
   bool has_diagram = !l.program->main_file().diagrams.empty() || !args.diagram.empty();
   if (verify && has_diagram) {

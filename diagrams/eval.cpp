@@ -162,6 +162,10 @@ class Evaluator {
       case Op::tanh: return map1(a[0], [](double x) { return std::tanh(x); });
       case Op::rsqrt: return map1(a[0], [](double x) { return 1 / std::sqrt(x); });
       case Op::sqrt: return map1(a[0], [](double x) { return std::sqrt(x); });
+      case Op::abs: return map1(a[0], [](double x) { return std::fabs(x); });
+      case Op::pow: return map2(a[0], a[1], [](double x, double p) { return std::pow(x, p); });
+      case Op::minimum: return map2(a[0], a[1], [](double x, double y) { return std::fmin(x, y); });
+      case Op::maximum: return map2(a[0], a[1], [](double x, double y) { return std::fmax(x, y); });
       case Op::add: return map2(a[0], a[1], [](double x, double y) { return x + y; });
       case Op::sub: return map2(a[0], a[1], [](double x, double y) { return x - y; });
       case Op::mul: return map2(a[0], a[1], [](double x, double y) { return x * y; });
@@ -182,14 +186,30 @@ class Evaluator {
         return map2(ex, s, [](double x, double sum) { return x / sum; });
       }
       case Op::layernorm: case Op::rmsnorm: return norm(e, a);
+      case Op::logsumexp: {  // max + log(sum(exp(X - max))): NaN where every entry is -inf, as softmax
+        Tensor m = reduce(a[0], e.axes, -std::numeric_limits<double>::infinity(), op_max);
+        Tensor s = reduce(map2(a[0], m, [](double x, double mx) { return std::exp(x - mx); }), e.axes, 0.0, op_sum);
+        return map2(m, s, [](double mx, double sum) { return mx + std::log(sum); });
+      }
+      case Op::l2norm: {
+        const double eps = option(e, "eps", 1e-12);
+        Tensor ss = reduce(map1(a[0], [](double x) { return x * x; }), e.axes, 0.0, op_sum);
+        return permute(map2(a[0], ss, [eps](double x, double s) { return x / std::sqrt(s + eps); }), a[0].axes);
+      }
       case Op::mask: return map2(a[0], a[1], [](double x, double m) { return m != 0 ? x : -std::numeric_limits<double>::infinity(); });
-      case Op::causal: {
+      case Op::causal: case Op::band: {
         Tensor t = Tensor::filled(e.axes, sizes_);
-        std::int64_t nx = t.shape[1];
+        const std::int64_t nx = t.shape[1];
+        const MaskBand keep = mask_band(e);
         for (std::size_t i = 0; i < t.data.size(); ++i) {
           auto q = static_cast<std::int64_t>(i) / nx, x = static_cast<std::int64_t>(i) % nx;
-          t.data[i] = x <= q ? 1.0 : 0.0;
+          t.data[i] = x - q <= keep.hi && (!keep.lo || x - q >= *keep.lo) ? 1.0 : 0.0;
         }
+        return t;
+      }
+      case Op::pos: {
+        Tensor t = Tensor::filled(e.axes, sizes_);
+        for (std::size_t i = 0; i < t.data.size(); ++i) t.data[i] = static_cast<double>(i);
         return t;
       }
       case Op::call: return called_.at(&e);

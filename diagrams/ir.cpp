@@ -69,7 +69,9 @@ const std::vector<std::string>* Diagram::array_axes(const std::string& n) const 
 }
 
 namespace {
-constexpr std::array<std::pair<Op, std::string_view>, 25> kOps{{
+// The element-wise max and min are spelled like the reduction max: the parser tells them apart by
+// their operands (max(X; v) reduces, max(A, B) is element-wise); builtin_op("max") is Op::max.
+constexpr std::array<std::pair<Op, std::string_view>, 33> kOps{{
     {Op::neg, "neg"},         {Op::exp, "exp"},         {Op::log, "log"},
     {Op::relu, "relu"},       {Op::gelu, "gelu"},       {Op::silu, "silu"},
     {Op::sigmoid, "sigmoid"}, {Op::tanh, "tanh"},       {Op::rsqrt, "rsqrt"},
@@ -78,7 +80,9 @@ constexpr std::array<std::pair<Op, std::string_view>, 25> kOps{{
     {Op::sum, "sum"},         {Op::max, "max"},         {Op::mean, "mean"},
     {Op::softmax, "softmax"}, {Op::layernorm, "layernorm"}, {Op::rmsnorm, "rmsnorm"},
     {Op::mask, "mask"},       {Op::causal, "causal"},   {Op::cast, "cast"},
-    {Op::call, "call"},
+    {Op::call, "call"},       {Op::abs, "abs"},         {Op::pow, "pow"},
+    {Op::minimum, "min"},     {Op::maximum, "max"},     {Op::band, "band"},
+    {Op::pos, "pos"},         {Op::logsumexp, "logsumexp"}, {Op::l2norm, "l2norm"},
 }};
 }  // namespace
 
@@ -92,7 +96,7 @@ std::optional<Op> builtin_op(std::string_view name) {
   // add/sub/mul/div/neg/call are spelled as operators or by a diagram's name, never by keyword.
   for (const auto& [o, n] : kOps)
     if (n == name && o != Op::add && o != Op::sub && o != Op::mul && o != Op::div && o != Op::neg &&
-        o != Op::call)
+        o != Op::call && o != Op::maximum)
       return o;
   return std::nullopt;
 }
@@ -101,11 +105,34 @@ bool is_elementwise(Op op) {
   switch (op) {
     case Op::neg: case Op::exp: case Op::log: case Op::relu: case Op::gelu: case Op::silu:
     case Op::sigmoid: case Op::tanh: case Op::rsqrt: case Op::sqrt: case Op::add: case Op::sub:
-    case Op::mul: case Op::div: case Op::cast: case Op::mask:
+    case Op::mul: case Op::div: case Op::cast: case Op::mask: case Op::abs: case Op::pow:
+    case Op::minimum: case Op::maximum:
       return true;
     default:
       return false;
   }
+}
+
+bool is_positional(Op op) { return op == Op::causal || op == Op::band || op == Op::pos; }
+
+MaskBand mask_band(const Expr& e) {
+  auto integer = [&](const char* key) -> std::optional<std::int64_t> {
+    for (const auto& b : e.bindings)
+      if (b.key == key && b.number) return static_cast<std::int64_t>(b.number->value);
+    return std::nullopt;
+  };
+  MaskBand m;
+  if (e.op == Op::band) {
+    m.lo = integer("lo").value_or(0);
+    m.hi = integer("hi").value_or(0);
+  } else if (auto w = integer("window")) {
+    m.lo = 1 - *w;
+  }
+  return m;
+}
+
+bool is_plain_causal(const Expr& e) {
+  return e.kind == Expr::Kind::apply && e.op == Op::causal && e.bindings.empty();
 }
 
 }  // namespace napkin

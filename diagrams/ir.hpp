@@ -43,17 +43,23 @@ struct Number {
 /** The built-in operations and the call of another diagram. */
 enum class Op {
   // element-wise, one operand
-  neg, exp, log, relu, gelu, silu, sigmoid, tanh, rsqrt, sqrt,
-  // element-wise, two operands (broadcast by axis name)
-  add, sub, mul, div,
+  neg, exp, log, relu, gelu, silu, sigmoid, tanh, rsqrt, sqrt, abs,
+  // element-wise, two operands (broadcast by axis name); pow's exponent is a number
+  add, sub, mul, div, pow, minimum, maximum,
   // contraction (einsum) over the axes after ';'
   contract,
   // reductions over the axes after ';'
   sum, max, mean,
   // normalisations over one axis
   softmax, layernorm, rmsnorm,
+  // built-ins that loading expands into the operations above (diagrams/builtins.hpp):
+  // logsumexp(X; v...) reduces like sum; l2norm(X; v[, eps=1e-12]) normalises like rmsnorm
+  logsumexp, l2norm,
   // masks: mask(X, M) keeps X where M != 0 and puts -inf elsewhere; causal(q, x) is 1 where x <= q
-  mask, causal,
+  // (and q - window < x with the option window=W); band(q, x; lo=L, hi=H) is 1 where L <= x - q <= H
+  mask, causal, band,
+  // positions as values: pos(q) is the index along axis q, a number of shape [q]
+  pos,
   // cast(X, dtype): round to a dtype
   cast,
   // call of another diagram
@@ -208,7 +214,20 @@ struct File {
 /** Names of the operations, as written in files ("contract"); nullopt if not a built-in. */
 std::string_view op_name(Op op);
 std::optional<Op> builtin_op(std::string_view name);
-/** True for the operations applied element by element (neg .. div, cast, mask). */
+/** True for the operations applied element by element (neg .. maximum, cast, mask). */
 bool is_elementwise(Op op);
+/** True for the functions of axis indices alone (causal, band, pos): no operands, their axes
+ *  written as arguments (`causal(q, x)`), their values computed from the indices where used. */
+bool is_positional(Op op);
+/** True for causal(q, x) without a window: the mask whose tiles past the diagonal may be skipped. */
+bool is_plain_causal(const Expr& e);
+/** The offsets d = index(x) - index(q) that a mask causal(q, x[; window=W]) or band(q, x; lo=L,
+ *  hi=H) keeps (value 1): lo <= d <= hi. causal: hi = 0 and lo = 1 - W, absent without a window
+ *  (no lower bound); band: lo = L, hi = H. For a verified diagram (the options are integers). */
+struct MaskBand {
+  std::optional<std::int64_t> lo;
+  std::int64_t hi = 0;
+};
+MaskBand mask_band(const Expr& e);
 
 }  // namespace napkin

@@ -321,12 +321,14 @@ class Parser {
     if (!at(Tok::rparen) && !at(Tok::semicolon)) {
       do {
         if (e->op == Op::cast && e->args.size() == 1) e->dtype = dtype();
-        else if (e->op == Op::causal) {
+        else if (is_positional(e->op)) {
           e->axis_locs.push_back(peek().loc);
           e->axes.push_back(expect_ident("an axis name"));
         } else e->args.push_back(expr());
       } while (accept(Tok::comma));
     }
+    // max(A, B) (two operands, nothing after ';') is the element-wise maximum; max(X; v) reduces.
+    if (e->op == Op::max && e->args.size() == 2 && !at(Tok::semicolon)) e->op = Op::maximum;
     if (accept(Tok::semicolon)) {
       do {
         const Token& key = expect(Tok::ident, "an axis name or 'name=value'");

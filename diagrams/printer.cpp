@@ -43,7 +43,7 @@ std::string application(const Expr& e) {
   for (const auto& a : e.args) parts.push_back(print_expr(*a));
   if (e.op == Op::cast && e.dtype) parts.emplace_back(dtype_name(*e.dtype));
   std::vector<std::string> after;
-  if (e.op == Op::causal) parts.insert(parts.end(), e.axes.begin(), e.axes.end());
+  if (is_positional(e.op)) parts.insert(parts.end(), e.axes.begin(), e.axes.end());
   else after = e.axes;
   for (const auto& b : e.bindings) after.push_back(binding_text(b));
   for (std::size_t i = 0; i < parts.size(); ++i) out += (i ? ", " : "") + parts[i];

@@ -8,6 +8,7 @@
 #include <iterator>
 #include <sstream>
 
+#include "diagrams/builtins.hpp"
 #include "diagrams/limits.hpp"
 #include "diagrams/parser.hpp"
 
@@ -95,16 +96,17 @@ class Loader {
 
 }  // namespace
 
-std::unique_ptr<Program> load_program_text(const std::string& name, std::string text, DiagnosticEngine& diags) {
+std::unique_ptr<Program> load_program_text(const std::string& name, std::string text, DiagnosticEngine& diags, bool expand) {
   auto p = std::make_unique<Program>();
   Loader(*p, diags).load(name, std::move(text), SourceLoc{});
   if (p->main_file().diagrams.empty() && !diags.has_errors())
     diags.error(SourceLoc{p->files.front()->source, 1, 1}, "no diagram in this file; start one with 'diagram NAME'");
+  if (expand) expand_builtins(*p);
   return p;
 }
 
-std::unique_ptr<Program> load_program(const std::string& path, DiagnosticEngine& diags) {
-  return load_program_text(path, read_file(path), diags);
+std::unique_ptr<Program> load_program(const std::string& path, DiagnosticEngine& diags, bool expand) {
+  return load_program_text(path, read_file(path), diags, expand);
 }
 
 }  // namespace napkin

@@ -37,10 +37,12 @@ struct Program {
 };
 
 /** Loads `path` ("-" reads standard input) and its imports. Always returns a Program; check
- *  diags.has_errors() before using it. */
-std::unique_ptr<Program> load_program(const std::string& path, DiagnosticEngine& diags);
+ *  diags.has_errors() before using it. `expand`: logsumexp and l2norm are expanded into core
+ *  operations (diagrams/builtins.hpp); false keeps the text as written (`napkin print`). */
+std::unique_ptr<Program> load_program(const std::string& path, DiagnosticEngine& diags, bool expand = true);
 /** Loads a program from text held in memory (tests, fuzzing); imports are resolved against the
- *  current directory. */
-std::unique_ptr<Program> load_program_text(const std::string& name, std::string text, DiagnosticEngine& diags);
+ *  current directory. `expand` as for load_program. */
+std::unique_ptr<Program> load_program_text(const std::string& name, std::string text, DiagnosticEngine& diags,
+                                           bool expand = true);
 
 }  // namespace napkin

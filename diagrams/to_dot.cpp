@@ -164,7 +164,7 @@ class DotWriter {
       else title = std::string(op_name(pr->op));
       if (pr && !call && !pr->axes.empty()) {
         bool reduces = pr->op == Op::contract || pr->op == Op::sum || pr->op == Op::max || pr->op == Op::mean;
-        title += (reduces ? " over " : pr->op == Op::causal ? " " : " along ") + join_axes(pr->axes);
+        title += (reduces ? " over " : is_positional(pr->op) ? " " : " along ") + join_axes(pr->axes);
       }
       if (call) {
         std::vector<AxisList> args;

@@ -104,9 +104,15 @@ std::optional<AxisList> Typer::apply(const Expr& e) {
     if (!shape) return std::nullopt;
     return shape->result;
   }
+  if (e.op == Op::minimum && !e.axes.empty())
+    return error(e.axis_locs.front(), "'min' is the element-wise minimum min(A, B) and takes no axes; there is no min "
+                                      "reduction (write -max(-X; v))"),
+           std::nullopt;
   if (e.op != Op::contract && e.op != Op::sum && e.op != Op::max && e.op != Op::mean && e.op != Op::softmax &&
-      e.op != Op::layernorm && e.op != Op::rmsnorm && e.op != Op::causal && !e.axes.empty())
+      e.op != Op::layernorm && e.op != Op::rmsnorm && e.op != Op::logsumexp && e.op != Op::l2norm &&
+      !is_positional(e.op) && !e.axes.empty())
     return error(e.axis_locs.front(), "'" + name + "' takes no axes after ';'"), std::nullopt;
+  if (is_positional(e.op)) return positional(e);
 
   switch (e.op) {
     case Op::contract: {
@@ -115,14 +121,22 @@ std::optional<AxisList> Typer::apply(const Expr& e) {
       if (!axes_in(all, "reduced")) return std::nullopt;
       return remove(all);
     }
-    case Op::sum: case Op::max: case Op::mean: {
+    case Op::sum: case Op::max: case Op::mean: case Op::logsumexp: {
+      if (e.op == Op::max && e.args.size() != 1)
+        return error(e.loc, "'max' takes one operand and the axes it reduces, max(X; v), or two operands and no axes, the "
+                            "element-wise max(A, B); got " + std::to_string(e.args.size()) + " operand" +
+                            (e.args.size() == 1 ? "" : "s") + (e.axes.empty() ? "" : " and axes")),
+               std::nullopt;
       if (!arity(1, 1) || !axes_known() || !no_bindings("")) return std::nullopt;
-      if (e.axes.empty()) return error(e.loc, "'" + name + "' needs the axes it reduces after ';'"), std::nullopt;
+      if (e.axes.empty())
+        return error(e.loc, "'" + name + "' needs the axes it reduces after ';'" +
+                                (e.op == Op::max ? " (or two operands: the element-wise max(A, B))" : "")),
+               std::nullopt;
       if (!axes_in(args[0], "reduced")) return std::nullopt;
       return remove(args[0]);
     }
-    case Op::softmax: case Op::layernorm: case Op::rmsnorm: {
-      std::size_t max_args = e.op == Op::softmax ? 1 : e.op == Op::rmsnorm ? 2 : 3;
+    case Op::softmax: case Op::layernorm: case Op::rmsnorm: case Op::l2norm: {
+      std::size_t max_args = e.op == Op::softmax || e.op == Op::l2norm ? 1 : e.op == Op::rmsnorm ? 2 : 3;
       if (!arity(1, max_args) || !axes_known() || !no_bindings(e.op == Op::softmax ? "" : "eps")) return std::nullopt;
       if (!epsilon_in_range(e, name)) return std::nullopt;
       if (e.axes.size() != 1)
@@ -135,12 +149,6 @@ std::optional<AxisList> Typer::apply(const Expr& e) {
                                              "' has axis '" + a + "', which its input lacks"),
                    std::nullopt;
       return args[0];
-    }
-    case Op::causal: {
-      if (e.axes.size() != 2) return error(e.loc, "'causal' takes two axes: causal(q, x)"), std::nullopt;
-      if (!axes_known() || !no_bindings("")) return std::nullopt;
-      if (e.axes[0] == e.axes[1]) return error(e.axis_locs[1], "'causal' needs two different axes"), std::nullopt;
-      return e.axes;
     }
     case Op::mask: {
       if (!arity(2, 2) || !no_bindings("")) return std::nullopt;
@@ -156,10 +164,74 @@ std::optional<AxisList> Typer::apply(const Expr& e) {
     case Op::add: case Op::sub: case Op::mul: case Op::div:
       if (!arity(2, 2)) return std::nullopt;
       return axis_union(args);
+    case Op::minimum: case Op::maximum:
+      if (!arity(2, 2) || !no_bindings("")) return std::nullopt;
+      return axis_union(args);
+    case Op::pow: {
+      if (!arity(2, 2) || !no_bindings("")) return std::nullopt;
+      const Expr& p = *e.args[1];
+      const bool number = p.kind == Expr::Kind::number ||
+                          (p.kind == Expr::Kind::apply && p.op == Op::neg && p.args[0]->kind == Expr::Kind::number);
+      if (!number)
+        return error(p.loc, "the exponent of 'pow' must be a number, as in pow(X, 2) or pow(X, -0.5); write exp(P * log(X)) "
+                            "for an array exponent"),
+               std::nullopt;
+      return args[0];
+    }
     default:  // unary element-wise maps
       if (!arity(1, 1) || !no_bindings("")) return std::nullopt;
       return args[0];
   }
+}
+
+std::optional<std::int64_t> Typer::integer_option(const Expr& e, const std::string& key, std::int64_t lo, bool required, bool& ok) {
+  const std::string name(op_name(e.op));
+  std::optional<std::int64_t> value;
+  bool seen = false;
+  for (const auto& b : e.bindings) {
+    if (b.key != key) continue;
+    if (seen) return ok = error(b.loc, "option '" + key + "' of '" + name + "' is given twice"), std::nullopt;
+    seen = true;
+    const double v = b.number ? b.number->value : 0;
+    if (!b.number || v != std::floor(v) || v < static_cast<double>(lo) || std::fabs(v) > 1099511627776.0)
+      return ok = error(b.loc, "option '" + key + "' of '" + name + "' needs an integer" +
+                                   (lo > 0 ? " of at least " + std::to_string(lo) : std::string(" (it may be negative)")) +
+                                   ", as in " + key + "=" + (lo > 0 ? std::to_string(lo) : "-2") + "; got " +
+                                   (b.number ? b.number->spelling : b.ident)),
+             std::nullopt;
+    value = static_cast<std::int64_t>(v);
+  }
+  if (!seen && required) ok = error(e.loc, "'" + name + "' needs the option '" + key + "='");
+  return value;
+}
+
+std::optional<AxisList> Typer::positional(const Expr& e) {
+  const std::string name(op_name(e.op));
+  if (!e.args.empty()) return error(e.args[0]->loc, "'" + name + "' takes axis names, not expressions"), std::nullopt;
+  const std::size_t want = e.op == Op::pos ? 1 : 2;
+  if (e.axes.size() != want)
+    return error(e.loc, e.op == Op::pos ? "'pos' takes one axis: pos(q)"
+                        : e.op == Op::causal ? "'causal' takes two axes: causal(q, x)"
+                                             : "'band' takes two axes: band(q, x; lo=L, hi=H)"),
+           std::nullopt;
+  bool ok = true;
+  for (std::size_t i = 0; i < e.axes.size(); ++i) ok = check_axis_known(e.axes[i], e.axis_locs[i]) && ok;
+  if (!ok) return std::nullopt;
+  if (want == 2 && e.axes[0] == e.axes[1]) return error(e.axis_locs[1], "'" + name + "' needs two different axes"), std::nullopt;
+  const char* allowed[2] = {e.op == Op::causal ? "window" : e.op == Op::band ? "lo" : "", e.op == Op::band ? "hi" : ""};
+  for (const auto& b : e.bindings)
+    if (b.key.empty() || (b.key != allowed[0] && b.key != allowed[1]))
+      return error(b.loc, "'" + name + "' has no option '" + b.key + "'"), std::nullopt;
+  if (e.op == Op::causal) integer_option(e, "window", 1, false, ok);
+  if (e.op == Op::band) {
+    auto lo = integer_option(e, "lo", -1099511627776, true, ok);
+    auto hi = integer_option(e, "hi", -1099511627776, true, ok);
+    if (lo && hi && *lo > *hi)
+      ok = error(e.loc, "'band' keeps lo <= x - q <= hi: lo=" + std::to_string(*lo) + " is greater than hi=" + std::to_string(*hi) +
+                            ", so the mask is empty");
+  }
+  if (!ok) return std::nullopt;
+  return e.axes;
 }
 
 std::optional<CallShape> Typer::call_shape(const Expr& e, const std::vector<AxisList>& args) {

@@ -9,7 +9,11 @@
  *  - sum/max/mean(X; r...): X's axes minus r, each r in X;
  *  - softmax(X; a), layernorm(X[, W[, B]]; a), rmsnorm(X[, W]; a): X's axes, a in X; the weight
  *    and bias axes must be axes of X;
- *  - mask(X, M): X's axes; M's axes must be axes of X; causal(q, x): [q, x];
+ *  - min(A, B), max(A, B) (element-wise: two operands, no ';'): the union, as A + B;
+ *    pow(X, p): X's axes, p a number;
+ *  - logsumexp(X; r...): as sum; l2norm(X; a[, eps]): X's axes, a in X;
+ *  - mask(X, M): X's axes; M's axes must be axes of X; causal(q, x[; window=W]) and
+ *    band(q, x; lo=L, hi=H): [q, x], integer options (W >= 1, L <= H); pos(q): [q];
  *  - a call of diagram D: D's output axes renamed by the call's binding (callee axis k binds the
  *    caller axis k unless `k=other` is given), plus the woven axes: caller axes of the arguments
  *    that no callee axis binds, over which the call is mapped.
@@ -56,6 +60,11 @@ class Typer {
   bool check_axis_known(const std::string& a, SourceLoc loc);
   /** The `eps` option of a normalisation `name`: at most once, a finite number above 0. */
   bool epsilon_in_range(const Expr& e, const std::string& name);
+  /** The axes of causal(q, x[; window=W]), band(q, x; lo=L, hi=H) and pos(q); errors located. */
+  std::optional<AxisList> positional(const Expr& e);
+  /** Checks option `key` of `e`: given at most once, an integer in [lo, 2^40]; nullopt if absent
+   *  (reported when `required`) or bad (reported). */
+  std::optional<std::int64_t> integer_option(const Expr& e, const std::string& key, std::int64_t lo, bool required, bool& ok);
 
   const Diagram& d_;
   const DiagramTable& table_;

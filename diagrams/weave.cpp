@@ -1,5 +1,6 @@
 #include "diagrams/weave.hpp"
 
+#include "diagrams/diagnostics.hpp"
 #include "diagrams/graph_view.hpp"
 
 namespace napkin {
@@ -50,6 +51,9 @@ std::vector<StatementWeave> weave_analysis(const Program& p, const Diagram& d) {
           break;
         case Op::causal: w.causal_masks.push_back(&n); break;
         case Op::call: w.has_call = true; break;
+        case Op::logsumexp: case Op::l2norm:
+          NAPKIN_ASSERT(false) << "weave analysis of an unexpanded " << op_name(n.op) << " (load with expand_builtins)";
+          break;
         default: break;
       }
     });

@@ -138,8 +138,18 @@ class FunctionEmitter {
       case Op::div: return "(" + v(0) + " / " + v(1) + ")";
       case Op::cast: return "napkin_round(" + v(0) + ", " + std::to_string(static_cast<int>(*e.dtype)) + ")";
       case Op::mask: return "(" + v(1) + " != 0.0 ? " + v(0) + " : -INFINITY)";
-      case Op::causal:
-        return "((o_" + e.axes[1] + " + i_" + e.axes[1] + ") <= (o_" + e.axes[0] + " + i_" + e.axes[0] + ") ? 1.0 : 0.0)";
+      case Op::abs: return "std::fabs(" + v(0) + ")";
+      case Op::pow: return "std::pow(" + v(0) + ", " + v(1) + ")";
+      case Op::minimum: return "std::fmin(" + v(0) + ", " + v(1) + ")";
+      case Op::maximum: return "std::fmax(" + v(0) + ", " + v(1) + ")";
+      case Op::pos: return "static_cast<double>(o_" + e.axes[0] + " + i_" + e.axes[0] + ")";
+      case Op::causal: case Op::band: {
+        const std::string d = "((o_" + e.axes[1] + " + i_" + e.axes[1] + ") - (o_" + e.axes[0] + " + i_" + e.axes[0] + "))";
+        const MaskBand keep = mask_band(e);
+        std::string test = d + " <= " + std::to_string(keep.hi);
+        if (keep.lo) test += " && " + d + " >= " + std::to_string(*keep.lo);
+        return "(" + test + " ? 1.0 : 0.0)";
+      }
       default: break;
     }
     NAPKIN_ASSERT(false) << "no value for " << op_name(e.op);

@@ -167,7 +167,9 @@ class FunctionWriter {
       }
       case Op::layernorm: case Op::rmsnorm: return norm(e);
       case Op::mask: return mask(e);
-      case Op::causal: return {causal(e) + ".float()", e.axes, false};
+      case Op::causal: case Op::band: return {causal(e) + ".float()", e.axes, false};
+      case Op::pos: return {"_pos(n[" + quoted(e.axes[0]) + "], dev)", e.axes, false};
+      case Op::pow: case Op::minimum: case Op::maximum: return binary(e);
       case Op::call: return call(e);
       case Op::cast: {
         Value x = expr(*e.args[0]);
@@ -189,6 +191,14 @@ class FunctionWriter {
 
   Value binary(const Expr& e) {
     Value a = expr(*e.args[0]), b = expr(*e.args[1]);
+    if (e.op == Op::pow || e.op == Op::minimum || e.op == Op::maximum) {  // torch.fmin/fmax: NaN as the evaluator's std::fmin
+      const std::string name = e.op == Op::pow ? "pow" : e.op == Op::minimum ? "fmin" : "fmax";
+      if (a.scalar && b.scalar) return {"_s_" + name + "(" + a.code + ", " + b.code + ")", {}, true};
+      if (b.scalar && e.op == Op::pow) return {"torch.pow(" + a.code + ", " + b.code + ")", a.axes, false};
+      AxisList axes = axis_union({a.axes, b.axes});
+      auto operand = [&](const Value& v) { return v.scalar ? "_tensor(" + v.code + ", dev)" : align(v, axes); };
+      return {"torch." + name + "(" + operand(a) + ", " + operand(b) + ")", axes, false};
+    }
     const char* sym = e.op == Op::add ? " + " : e.op == Op::sub ? " - " : e.op == Op::mul ? " * " : " / ";
     if (a.scalar && b.scalar)
       return {e.op == Op::div ? "_s_div(" + a.code + ", " + b.code + ")" : "(" + a.code + sym + b.code + ")", {}, true};
@@ -257,12 +267,17 @@ class FunctionWriter {
     return {after.empty() ? code : "(" + code + after + ")", x.axes, false};
   }
 
-  std::string causal(const Expr& e) { return "_causal(n[" + quoted(e.axes[0]) + "], n[" + quoted(e.axes[1]) + "], dev)"; }
+  /** A boolean [q, x] tensor of where causal(q, x[; window=W]) or band(q, x; lo, hi) keeps. */
+  std::string causal(const Expr& e) {
+    const MaskBand keep = mask_band(e);
+    return "_band(n[" + quoted(e.axes[0]) + "], n[" + quoted(e.axes[1]) + "], " + (keep.lo ? std::to_string(*keep.lo) : "None") +
+           ", " + std::to_string(keep.hi) + ", dev)";
+  }
 
   Value mask(const Expr& e) {
     Value x = expr(*e.args[0]);
     const Expr& m = *e.args[1];
-    if (m.kind == Expr::Kind::apply && m.op == Op::causal) {
+    if (m.kind == Expr::Kind::apply && (m.op == Op::causal || m.op == Op::band)) {
       Value keep{causal(m), m.axes, false};
       return {x.code + ".masked_fill(~" + align(keep, x.axes) + ", -math.inf)", x.axes, false};
     }

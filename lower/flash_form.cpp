@@ -17,7 +17,7 @@ bool elementwise_but_contractions(const Expr& e, std::vector<const Expr*>& cons)
   walk(e, [&](const Expr& n) {
     if (n.kind != Expr::Kind::apply) return;
     if (n.op == Op::contract) cons.push_back(&n);
-    else if (!is_elementwise(n.op) && n.op != Op::causal) ok = false;
+    else if (!is_elementwise(n.op) && !is_positional(n.op)) ok = false;
   });
   return ok;
 }

@@ -71,7 +71,7 @@ std::optional<GemmForm> analyse_gemm(const Diagram& d, Typer& typer, const Kerne
     walk(*d.find_statement(s)->expr, [&](const Expr& e) {
       if (e.kind != Expr::Kind::apply) return;
       if (e.op == Op::contract) contractions.push_back(&e);
-      else if (!is_elementwise(e.op) && e.op != Op::causal) other = true;
+      else if (!is_elementwise(e.op) && !is_positional(e.op)) other = true;
     });
   if (contractions.empty() || other) return why = "not only contractions and element-wise maps", std::nullopt;
   auto axes_of = [&](const Expr& e) { return typer.axes_of(e).value_or(AxisList{}); };

@@ -101,10 +101,13 @@ class Shaper {
   }
 
   /** A causal(q, x) mask feeding a softmax along x, with q grouped and x streamed or grouped:
-   *  tiles where every x > every q are skipped (their probabilities are 0), when skipping is sound. */
+   *  tiles where every x > every q are skipped (their probabilities are 0), when skipping is sound.
+   *  A mask with a window (causal(q, x; window=W)) skips nothing: its tiles before the window are
+   *  fully masked too, but the emitters' skip and interior-chunk logic know the diagonal alone. */
   void causal_skip() {
     for (const auto* w : stmts_)
       for (const Expr* m : w->causal_masks) {
+        if (!is_plain_causal(*m)) continue;
         const std::string &qa = m->axes[0], &xa = m->axes[1];
         if (!s_.grouped(qa) || !s_.axes.count(xa) || s_.axes[xa].kind == AxisPlan::Kind::whole || !skip_is_sound(qa, xa)) continue;
         const AxisPlan &q = s_.axes[qa], &x = s_.axes[xa];
@@ -135,7 +138,7 @@ class Shaper {
     };
     auto is_causal_mask = [&](const Expr& e) {
       return e.kind == Expr::Kind::apply && e.op == Op::mask && e.args.size() == 2 && e.args[1]->kind == Expr::Kind::apply &&
-             e.args[1]->op == Op::causal && e.args[1]->axes == AxisList{qa, xa};
+             is_plain_causal(*e.args[1]) && e.args[1]->axes == AxisList{qa, xa};
     };
     auto stored = [&](const std::string& n) { return std::find(s_.outputs.begin(), s_.outputs.end(), n) != s_.outputs.end(); };
     std::set<std::string> zero_outside;  // softmax statements that are exactly 0 past the diagonal

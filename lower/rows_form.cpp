@@ -9,7 +9,7 @@
 namespace napkin {
 
 bool elementwise_tree(const Expr& e) {
-  if (e.kind == Expr::Kind::apply && !is_elementwise(e.op) && e.op != Op::causal) return false;
+  if (e.kind == Expr::Kind::apply && !is_elementwise(e.op) && !is_positional(e.op)) return false;
   for (const auto& a : e.args)
     if (!elementwise_tree(*a)) return false;
   return true;

@@ -357,7 +357,8 @@ class KernelModel {
             c_.sfu_ops += e, c_.flops_fp32 += e;
             break;
           case Op::gelu: c_.sfu_ops += e, c_.flops_fp32 += 8 * e; break;
-          default: c_.flops_fp32 += e; break;  // + - * / neg mask causal cast
+          case Op::pow: c_.sfu_ops += 2 * e, c_.flops_fp32 += e; break;  // exp2(p * log2(x))
+          default: c_.flops_fp32 += e; break;  // + - * / neg abs min max mask causal band pos cast
         }
       });
     }

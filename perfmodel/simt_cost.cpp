@@ -37,7 +37,7 @@ class Counter {
     }
     // Inside a loop over the innermost axis its index is the loop's, the same in every thread of a
     // warp: loads there are broadcasts, not coalesced.
-    const bool shadows = std::find(e.axes.begin(), e.axes.end(), inner_) != e.axes.end() && e.op != Op::causal;
+    const bool shadows = std::find(e.axes.begin(), e.axes.end(), inner_) != e.axes.end() && !is_positional(e.op);
     shadowed_ += shadows;
     Work args;
     for (const auto& a : e.args) args += of(*a);
@@ -50,7 +50,8 @@ class Counter {
       case Op::rmsnorm: return args.times(2 * n + 1) += Work{2 * n + 3, 1, 0};
       case Op::exp: case Op::log: case Op::tanh: case Op::sigmoid: case Op::silu: case Op::rsqrt: case Op::sqrt: case Op::gelu:
         return args += Work{1, 1, 0};
-      default: return args += Work{1, 0, 0};  // + - * / neg relu mask causal cast
+      case Op::pow: return args += Work{2, 2, 0};  // exp2(p * log2(x))
+      default: return args += Work{1, 0, 0};  // + - * / neg abs min max relu mask causal band pos cast
     }
   }
   const std::set<std::string>& arrays() const { return arrays_; }

@@ -128,7 +128,19 @@ std::string Context::value(const Expr& e, const NodeOverride& over, const std::v
     case Op::div: return "(" + v(0) + " / " + v(1) + ")";
     case Op::cast: return "napkin::round_to<" + ctype(*e.dtype) + ">(" + v(0) + ")";
     case Op::mask: return "(" + v(1) + " != 0.0f ? " + v(0) + " : -INFINITY)";
-    case Op::causal: return "(i_" + e.axes[1] + " <= i_" + e.axes[0] + " ? 1.0f : 0.0f)";
+    case Op::abs: return "fabsf(" + v(0) + ")";
+    case Op::pow: return "powf(" + v(0) + ", " + v(1) + ")";
+    case Op::minimum: return "fminf(" + v(0) + ", " + v(1) + ")";
+    case Op::maximum: return "fmaxf(" + v(0) + ", " + v(1) + ")";
+    case Op::pos: return "static_cast<float>(i_" + e.axes[0] + ")";
+    case Op::causal: case Op::band: {
+      const MaskBand keep = mask_band(e);
+      if (!keep.lo && keep.hi == 0) return "(i_" + e.axes[1] + " <= i_" + e.axes[0] + " ? 1.0f : 0.0f)";
+      const std::string d = "(i_" + e.axes[1] + " - i_" + e.axes[0] + ")";
+      std::string test = d + " <= " + std::to_string(keep.hi);
+      if (keep.lo) test += " && " + d + " >= " + std::to_string(*keep.lo);
+      return "(" + test + " ? 1.0f : 0.0f)";
+    }
     case Op::contract: case Op::sum: case Op::max: case Op::mean: return reduction(e, over, inl);
     case Op::softmax: case Op::layernorm: case Op::rmsnorm: return normaliser(e, over, inl);
     default: break;

@@ -71,12 +71,11 @@ void flash_scores_fragments(Code& k, Context& c, const FlashForm& f, const Flash
 WarpgroupScores::WarpgroupScores(Context& c, const FlashForm& f) : f_(f) {
   const std::string &M = f.M, &x = f.x;
   auto is_causal_mask = [&](const Expr& e) {
-    return e.kind == Expr::Kind::apply && e.op == Op::mask && e.args[1]->kind == Expr::Kind::apply && e.args[1]->op == Op::causal &&
-           e.args[1]->axes == AxisList{M, x};
+    return e.kind == Expr::Kind::apply && e.op == Op::mask && is_plain_causal(*e.args[1]) && e.args[1]->axes == AxisList{M, x};
   };
   NodeOverride over_causal = [&](const Expr& e) -> std::optional<std::string> {
     if (&e == f.cs) return std::string("S_reg[nt * 4 + e]");
-    if (e.kind != Expr::Kind::apply || e.op != Op::causal || e.axes != AxisList{M, x}) return std::nullopt;
+    if (!is_plain_causal(e) || e.axes != AxisList{M, x}) return std::nullopt;  // a window: the general value
     causal_ = true;
     return std::string("(c_rel - r_rel <= diag ? 1.0f : 0.0f)");
   };

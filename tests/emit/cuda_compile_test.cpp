@@ -103,6 +103,32 @@ TEST_CASE("every bundled diagram's CUDA compiles for sm_80 and sm_90a (needs nvc
   std::filesystem::remove_all(dir);
 }
 
+// The language's additions (windowed causal and band masks, pos, abs, pow, element-wise min and
+// max: tests/language) in every strategy their diagrams derive to, through nvcc.
+TEST_CASE("the language's test diagrams' CUDA compiles for sm_80 and sm_90a (needs nvcc 12.0+)", "[emit][cuda][nvcc]") {
+  if (std::string(NAPKIN_NVCC).empty()) {
+    skip_test(NAPKIN_NVCC_MISSING);
+    return;
+  }
+  Hardware hw = load_hardware("h100");
+  const std::string dir = std::filesystem::temp_directory_path().string() + "/napkin-cuda-language-" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(NAPKIN_SOURCE_DIR) + "/tests/language")) {
+    if (e.path().extension() != ".napkin") continue;
+    INFO(e.path());
+    LoadedDiagram l = load_library(e.path().string());
+    Derivation dv = derive(*l.program, *l.diagram, l.sizes, hw);
+    const std::string text = emit_cuda(*l.program, *l.diagram, dv, hw);
+    const std::string cu = dir + "/" + e.path().stem().string() + ".cu";
+    std::ofstream(cu) << text;
+    for (const std::string arch : {"sm_80", "sm_90a"}) CHECK(count(ptx_of(cu, arch, dir), ".entry") >= dv.chosen.kernels.size());
+    ++files;
+  }
+  CHECK(files >= 2);
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("napkin emit --target cuda: strategies per bundled diagram, calls nest the callee's kernels", "[emit][cuda]") {
   auto strategy = [](const std::string& file) {
     RunResult r = run_napkin("emit " + std::string(NAPKIN_SOURCE_DIR) + "/diagrams/library/" + file + " --target cuda");

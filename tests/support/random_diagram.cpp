@@ -85,11 +85,11 @@ class Generator {
     const Array x = any();  // a copy: some kinds add an array to the pool first
     std::vector<std::string> axes = x.axes;
     std::string e;
-    static const char* maps[] = {"exp", "relu", "gelu", "silu", "sigmoid", "tanh"};
+    static const char* maps[] = {"exp", "relu", "gelu", "silu", "sigmoid", "tanh", "abs"};
     int kind = pick(0, 13);
     if (x.axes.empty() && kind >= 4 && kind != 9) kind = 0;  // these need an axis of x
     switch (kind) {
-      case 0: e = std::string(maps[pick(0, 5)]) + "(" + ref(x) + ")"; break;
+      case 0: e = std::string(maps[pick(0, 6)]) + "(" + ref(x) + ")"; break;
       case 1: {
         const Array& y = any();
         static const char* ops[] = {" + ", " - ", " * "};
@@ -120,7 +120,11 @@ class Generator {
       case 6: e = "layernorm(" + ref(x) + "; " + x.axes.back() + ", eps=1e-5)"; break;
       case 7: e = "rmsnorm(" + ref(x) + "; " + x.axes.back() + ")"; break;
       case 8:
-        if (x.axes.size() >= 2) e = "mask(" + ref(x) + ", causal(" + x.axes[0] + ", " + x.axes[1] + "))";
+        if (x.axes.size() >= 2) {  // a plain, windowed or band mask (rows may be fully masked: -inf, no softmax)
+          const int m = pick(0, 2);
+          const std::string pair = x.axes[0] + ", " + x.axes[1];
+          e = "mask(" + ref(x) + ", " + (m == 0 ? "causal(" + pair + ")" : m == 1 ? "causal(" + pair + "; window=3)" : "band(" + pair + "; lo=-1, hi=2)") + ")";
+        }
         else e = "cast(" + ref(x) + ", bf16)";
         break;
       case 9: e = ref(x) + " * rsqrt(" + axes_[0] + ") - 0.5 / (1 + " + ref(x) + " * " + ref(x) + ")"; axes = x.axes; break;
@@ -129,8 +133,8 @@ class Generator {
         std::vector<std::string> rest = x.axes;
         rest.erase(std::find(rest.begin(), rest.end(), a));
         const std::string inner = name + "r";
-        static const char* forms[] = {"lse", "var", "sumvar", "crossmax", "scaled"};
-        std::string form = forms[pick(0, 4)];
+        static const char* forms[] = {"lse", "var", "sumvar", "crossmax", "scaled", "logsumexp"};
+        std::string form = forms[pick(0, 5)];
         bool by_max = form == "lse" || form == "crossmax";
         out_ += inner + axes_text(rest) + " = " + (by_max ? "max(" : "mean(") + ref(x) + "; " + a + ")\n";
         pool_.push_back(Array{inner, rest});
@@ -138,6 +142,7 @@ class Generator {
         if (form == "lse") e = m + " + log(sum(exp(" + xs + " - " + m + "); " + a + "))";          // online-rescaled-sum
         else if (form == "var") e = "mean((" + xs + " - " + m + ") * (" + xs + " - " + m + "); " + a + ")";  // chan-centred-moment
         else if (form == "sumvar") e = "sum((" + xs + " - " + m + ") * (" + xs + " - " + m + "); " + a + ") + " + m;
+        else if (form == "logsumexp") e = "logsumexp(" + xs + "; " + a + ") - " + m;  // the built-in: expanded to lse
         else if (form == "crossmax") e = "sum((" + xs + " - " + m + ") * (" + xs + " - " + m + "); " + a + ")";  // no lemma: refused
         else e = "sum(" + xs + " * " + m + "; " + a + ")";  // no lemma: refused
         axes = rest;
@@ -145,10 +150,11 @@ class Generator {
       }
       case 12: {  // a normaliser inside an expression, or written as one
         const std::string a = x.axes.back();
-        int f = pick(0, 2);
+        int f = pick(0, 3);
         if (f == 0) e = "rmsnorm(" + ref(x) + "; " + a + ") * 2 + " + ref(x);
         else if (f == 1) e = "exp(softmax(" + ref(x) + "; " + a + ")) - 1";
-        else e = ref(x) + " * rsqrt(sum(" + ref(x) + " * " + ref(x) + "; " + a + ") + 1)";
+        else if (f == 2) e = ref(x) + " * rsqrt(sum(" + ref(x) + " * " + ref(x) + "; " + a + ") + 1)";
+        else e = "l2norm(" + ref(x) + "; " + a + ", eps=1e-6) * 3";
         break;
       }
       default:  // a mask inside a normaliser

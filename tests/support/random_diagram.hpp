@@ -1,7 +1,8 @@
 /** \file random_diagram.hpp
  *  A generator of random, valid diagram files for property tests: axes, inputs, and statements
  *  drawn from every operation kind (maps, broadcasting arithmetic, contractions, reductions,
- *  softmax, normalisations, masks, casts; reductions that read reductions over the same axis, in
+ *  softmax, normalisations, masks (plain, windowed and band), casts, abs, the built-ins
+ *  logsumexp and l2norm; reductions that read reductions over the same axis, in
  *  lemma forms (logsumexp, centred variance) and others; normalisers inside expressions and
  *  written as expressions), with comments and labels (levels, group and stream sizes). The same
  *  seed gives the same text.

@@ -136,3 +136,68 @@ TEST_CASE("evaluation too large for the reference evaluator is refused", "[eval]
   CHECK(estimate_work(*r.p, *r.d, r.sizes) > kMaxEvalWork);
   CHECK_THROWS_AS(evaluate(*r.p, *r.d, r.sizes, {}), UserError);
 }
+
+TEST_CASE("windowed causal and band masks keep the offsets they name", "[eval][language]") {
+  // q = 4 rows, x = 5 columns; row q keeps the x with q - 2 < x <= q (window=2), and the band
+  // -1 <= x - q <= 1 (lo=-1, hi=1).
+  Run r = load("diagram m\naxis q = 4\naxis x = 5\nW[q,x] = causal(q, x; window=2)\nB[q,x] = band(q, x; lo=-1, hi=1)\n"
+               "C[q,x] = causal(q, x)\nout W : fp32\nout B : fp32\nout C : fp32\n");
+  auto out = evaluate(*r.p, *r.d, r.sizes, {});
+  CHECK(out.at("W").data == std::vector<double>{1, 0, 0, 0, 0,   //
+                                                1, 1, 0, 0, 0,   //
+                                                0, 1, 1, 0, 0,   //
+                                                0, 0, 1, 1, 0});
+  CHECK(out.at("B").data == std::vector<double>{1, 1, 0, 0, 0,   //
+                                                1, 1, 1, 0, 0,   //
+                                                0, 1, 1, 1, 0,   //
+                                                0, 0, 1, 1, 1});
+  CHECK(out.at("C").data == std::vector<double>{1, 0, 0, 0, 0,   //
+                                                1, 1, 0, 0, 0,   //
+                                                1, 1, 1, 0, 0,   //
+                                                1, 1, 1, 1, 0});
+}
+
+TEST_CASE("positions as values: ALiBi from pos(q) - pos(x)", "[eval][language]") {
+  Run r = load("diagram a\naxis q = 3\naxis x = 2\nin S[q,x] : fp32\nP[q] = pos(q) * 1\n"
+               "A[q,x] = S - 0.5 * (pos(q) - pos(x))\nout P : fp32\nout A : fp32\n");
+  auto out = evaluate(*r.p, *r.d, r.sizes, {{"S", tensor({"q", "x"}, {3, 2}, {10, 20, 30, 40, 50, 60})}});
+  CHECK(out.at("P").data == std::vector<double>{0, 1, 2});
+  // A[q,x] = S[q,x] - 0.5 (q - x)
+  CHECK(out.at("A").data == std::vector<double>{10, 20.5, 29.5, 40, 49, 59.5});
+}
+
+TEST_CASE("abs, pow, element-wise min and max, and max as a reduction beside them", "[eval][language]") {
+  Run r = load("diagram e\naxis i = 4\nin A[i] : fp32\nin B[i] : fp32\nU[i] = abs(A)\nP[i] = pow(abs(A), 2)\n"
+               "R[i] = pow(B, -0.5)\nN[i] = min(A, B)\nX[i] = max(A, B)\nM[] = max(A; i)\nC[i] = max(A, 0)\n"
+               "out U : fp32\nout P : fp32\nout R : fp32\nout N : fp32\nout X : fp32\nout M : fp32\nout C : fp32\n");
+  auto out = evaluate(*r.p, *r.d, r.sizes,
+                      {{"A", tensor({"i"}, {4}, {-3, 2, -0.5, 4})}, {"B", tensor({"i"}, {4}, {1, 4, 0.25, 16})}});
+  CHECK(out.at("U").data == std::vector<double>{3, 2, 0.5, 4});
+  CHECK(out.at("P").data == std::vector<double>{9, 4, 0.25, 16});
+  CHECK(out.at("R").data == std::vector<double>{1, 0.5, 2, 0.25});
+  CHECK(out.at("N").data == std::vector<double>{-3, 2, -0.5, 4});
+  CHECK(out.at("X").data == std::vector<double>{1, 4, 0.25, 16});
+  CHECK(out.at("M").data == std::vector<double>{4});
+  CHECK(out.at("C").data == std::vector<double>{0, 2, 0, 4});
+}
+
+TEST_CASE("logsumexp and l2norm, as written and as expanded when loaded", "[eval][language]") {
+  const std::string text = "diagram b\naxis t = 2\naxis v = 2\nin X[t,v] : fp32\nZ[t] = logsumexp(X; v)\n"
+                           "N[t,v] = l2norm(X; v)\nout Z : fp32\nout N : fp32\n";
+  // Rows [0, ln 3] and [3, 4]: logsumexp log(1 + 3) = log 4 and log(e^3 + e^4); l2norm of [3, 4] is [0.6, 0.8].
+  const Tensor x = tensor({"t", "v"}, {2, 2}, {0, std::log(3.0), 3, 4});
+  for (bool expand : {false, true}) {
+    INFO("expanded: " << expand);
+    DiagnosticEngine diags;
+    auto p = load_program_text("b.napkin", text, diags, expand);
+    const Diagram& d = p->select("");
+    REQUIRE(verify_program(*p, diags, &d));
+    CHECK((d.find_statement("Z_max") != nullptr) == expand);
+    auto out = evaluate(*p, d, *resolve_sizes(d, {}, diags), {{"X", x}});
+    CHECK(out.at("Z").data[0] == Approx(std::log(4.0)).epsilon(1e-14));
+    CHECK(out.at("Z").data[1] == Approx(std::log(std::exp(3.0) + std::exp(4.0))).epsilon(1e-14));
+    CHECK(out.at("N").data[2] == Approx(0.6).epsilon(1e-12));
+    CHECK(out.at("N").data[3] == Approx(0.8).epsilon(1e-12));
+    CHECK(out.at("N").data[1] == Approx(1.0).epsilon(1e-12));  // [0, ln 3] / ln 3
+  }
+}

@@ -87,6 +87,24 @@ TEST_CASE("operator precedence and associativity survive printing", "[parser][pr
   CHECK(print_expr(e) == "a - (b - c) * -d / (e + f) + g");
 }
 
+TEST_CASE("max of two operands is element-wise and max over axes a reduction: the new built-ins round-trip", "[parser][printer]") {
+  DiagnosticEngine diags;
+  const std::string lines[] = {
+      "max(A, B)", "max(A; v)", "min(A, 0.5)", "pow(abs(A), -0.5)", "mask(S, causal(q, x; window=64))",
+      "mask(S, band(q, x; lo=-3, hi=5))", "S - slope * (pos(q) - pos(x))",
+  };
+  const Op ops[] = {Op::maximum, Op::max, Op::minimum, Op::pow, Op::mask, Op::mask, Op::sub};
+  for (std::size_t i = 0; i < std::size(lines); ++i) {
+    auto r = parse("diagram t\nY[] = " + lines[i] + "\n", diags);
+    REQUIRE_FALSE(diags.has_errors());
+    const Expr& e = *r.file.diagrams[0].statements()[0]->expr;
+    CHECK(e.op == ops[i]);
+    CHECK(print_expr(e) == lines[i]);
+    auto again = parse("diagram t\nY[] = " + print_expr(e) + "\n", diags);
+    CHECK(again.file == r.file);
+  }
+}
+
 TEST_CASE("one syntax error per bad line, and parsing resumes", "[parser][errors]") {
   DiagnosticEngine diags;
   auto r = parse("diagram t\naxis a 4\naxis b = 4\nin X[a] : nope\nY[b] = exp(\nout Y : fp32\n", diags);

@@ -139,9 +139,16 @@ def _einsum(eq, *ops):
     return torch.einsum(eq, *[t if t.dtype == dt else t.to(dt) for t in ops])
 
 
-def _causal(nq, nx, dev):
-    """causal(q, x): True where index(x) <= index(q)."""
-    return torch.ones(nq, nx, dtype=torch.bool, device=dev).tril()
+def _band(nq, nx, lo, hi, dev):
+    """causal(q, x[; window=W]) and band(q, x; lo, hi): True where lo <= index(x) - index(q) <= hi
+    (lo None: no lower bound; causal is hi = 0, lo = 1 - W)."""
+    keep = torch.ones(nq, nx, dtype=torch.bool, device=dev).tril(hi)
+    return keep if lo is None else keep.triu(lo)
+
+
+def _pos(n, dev):
+    """pos(q): the indices along q as numbers."""
+    return torch.arange(n, dtype=torch.float32, device=dev)
 
 
 def _layer_norm(x, dim, w, b, eps):
@@ -199,6 +206,31 @@ def _s_exp(x):
 
 def _s_log(x):
     return math.log(x) if x > 0 else (-math.inf if x == 0 else math.nan)
+
+
+def _s_pow(x, p):
+    """x ** p with C's pow results where Python's math raises (0 to a negative power, overflow)."""
+    if x == 0 and p < 0:
+        odd = p == math.floor(p) and math.fmod(p, 2) != 0
+        return math.copysign(math.inf, x) if odd else math.inf
+    try:
+        return math.pow(x, p)
+    except ValueError:  # a negative base and a fractional exponent
+        return math.nan
+    except OverflowError:
+        return math.copysign(math.inf, x) if x < 0 and p == math.floor(p) and math.fmod(p, 2) != 0 else math.inf
+
+
+def _s_fmin(a, b):
+    return b if math.isnan(a) else (a if math.isnan(b) else min(a, b))
+
+
+def _s_fmax(a, b):
+    return b if math.isnan(a) else (a if math.isnan(b) else max(a, b))
+
+
+def _s_abs(x):
+    return abs(x)
 
 
 def _s_sqrt(x):
