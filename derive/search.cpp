@@ -256,9 +256,11 @@ class Searcher {
         });
     }
     if (honour_labels_)  // a stream label on an axis this kernel reduces: only plans streaming it
-      for (const auto& [a, w] : labels_.stream)
+      for (const auto& entry : labels_.stream) {
+        const std::string& a = entry.first;  // a plain name: clang before 16 cannot capture a structured binding
         if (std::count(axes.begin(), axes.end(), a) && !std::count(groupable.begin(), groupable.end(), a))
           std::erase_if(streams, [&](const auto& st) { return std::find(st.first.begin(), st.first.end(), a) == st.first.end(); });
+      }
     std::vector<int> warp_options = call ? std::vector<int>{4} : std::vector<int>{4, 8};
     if (honour_labels_ && labels_.warps && !call) warp_options = {static_cast<int>(labels_.warps->value)};
     for (const auto& [st, passes] : streams)

@@ -124,7 +124,10 @@ UserLabels user_labels(const Diagram& d, const std::vector<StatementWeave>& weav
 
 std::string kernel_breaks_labels(const UserLabels& labels, const std::vector<const StatementWeave*>& stmts,
                                  const std::set<std::string>& escaping, const KernelPlan& plan, const KernelCost& cost) {
-  for (const auto& [axis, w] : labels.group) {
+  const bool call = stmts.size() == 1 && stmts.front()->has_call;  // one launch of its callee: no partition of its own
+  for (const auto& [name, w] : labels.group) {
+    if (call) break;
+    const std::string& axis = name;  // a plain name: clang before 16 cannot capture a structured binding
     bool touched = std::any_of(stmts.begin(), stmts.end(), [&](const StatementWeave* s) { return s->touches(axis); });
     if (!touched) continue;
     std::int64_t g = plan.group(axis).value_or(0);
@@ -132,7 +135,9 @@ std::string kernel_breaks_labels(const UserLabels& labels, const std::vector<con
     std::int64_t extent = it == cost.axes.end() ? 0 : it->second.extent;
     if (g != w.value && !(g == 0 && w.value == extent)) return "'group " + std::to_string(w.value) + "' on " + axis;
   }
-  for (const auto& [axis, w] : labels.stream) {
+  for (const auto& [name, w] : labels.stream) {
+    if (call) break;
+    const std::string& axis = name;
     bool reduced = std::any_of(stmts.begin(), stmts.end(), [&](const StatementWeave* s) { return s->touches(axis) && s->role(axis) != AxisRole::woven; });
     if (!reduced) continue;
     bool kept = false;

@@ -56,7 +56,8 @@ UserLabels user_labels(const Diagram& d, const std::vector<StatementWeave>& weav
                        DiagnosticEngine& diags);
 
 /** Empty when kernel `plan` of statements `stmts` (`escaping`: those that leave it), priced as
- *  `cost`, keeps `labels`; else the reason, naming the label. */
+ *  `cost`, keeps `labels`; else the reason, naming the label. A call kernel keeps every partition
+ *  label (its callee is derived on its own). */
 std::string kernel_breaks_labels(const UserLabels& labels, const std::vector<const StatementWeave*>& stmts,
                                  const std::set<std::string>& escaping, const KernelPlan& plan, const KernelCost& cost);
 
