@@ -8,6 +8,7 @@
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "derive/derivation.hpp"
+#include "derive/labelled.hpp"
 #include "derive/registry.hpp"
 
 namespace napkin::cli {
@@ -143,6 +144,25 @@ void print_derivation(const Derivation& dv, const Diagram& d, const Hardware& hw
   }
 }
 
+/** Returns when `name` is a pass of the registry; raises UserError listing the valid names otherwise. */
+void check_pass_name(const std::string& name) {
+  std::string names;
+  for (const auto& p : pass_registry()) {
+    if (name == p.name) return;
+    names += (names.empty() ? "" : ", ") + std::string(p.name);
+  }
+  throw UserError("--dump-after: unknown pass '" + name + "'; the passes are " + names);
+}
+
+/** `napkin derive --dump-after PASS`: the labelled diagrams after PASS (one per kernel after
+ *  derive-fusion), as the printer writes them (they parse back to the same labels). */
+void dump_after(const Derivation& dv, const Diagram& d, const std::string& pass) {
+  for (const auto& [name, diagrams] : dv.after) {
+    if (name != pass) continue;
+    fmt::print("# {} after {}: {} labelled diagram(s) (derive/labelled.hpp)\n{}", d.name, pass, diagrams.size(), print_labelled(diagrams));
+  }
+}
+
 }  // namespace
 
 Runner setup_derive(CLI::App& sub) {
@@ -151,12 +171,15 @@ Runner setup_derive(CLI::App& sub) {
   auto format = std::make_shared<std::string>("text");
   auto schedule = std::make_shared<std::string>();
   auto dtype = std::make_shared<std::string>();
+  auto dump = std::make_shared<std::string>();
   args->add_to(sub);
   sub.add_option("--hw", *hw, "Hardware name (a100, h100, h200, b200, rtx4090) or a .toml file")->capture_default_str();
   sub.add_option("--format", *format, "text or json")->check(CLI::IsMember({"text", "json"}));
   sub.add_option("--schedule", *schedule, "Check and score this schedule file instead of searching");
   sub.add_option("--dtype", *dtype, "Store every array in this dtype (quantization)");
+  sub.add_option("--dump-after", *dump, "Print the labelled diagram after this pass (napkin passes lists them) and nothing else");
   return [=] {
+    if (!dump->empty()) check_pass_name(*dump);
     auto l = load_checked(*args);
     if (!l) return 1;
     Hardware h = load_hardware(*hw);
@@ -169,6 +192,10 @@ Runner setup_derive(CLI::App& sub) {
     if (!schedule->empty()) {
       auto checked = load_schedule(*schedule, *l, h, opt);
       if (!checked) return 1;
+      if (!dump->empty()) {
+        dump_after(derive_given(*l->program, d, l->sizes, h, *checked, opt), d, *dump);
+        return 0;
+      }
       const SearchResult& r = *checked;
       fmt::print("schedule '{}' for diagram '{}' is legal on {}\n\n", r.schedule.name, d.name, h.name);
       print_cost_table(r, h);
@@ -176,6 +203,10 @@ Runner setup_derive(CLI::App& sub) {
       return 0;
     }
     Derivation dv = derive(*l->program, d, l->sizes, h, opt);
+    if (!dump->empty()) {
+      dump_after(dv, d, *dump);
+      return 0;
+    }
     if (*format == "json") {
       fmt::print("{}\n", derivation_json(dv, d, h).dump(2));
       return 0;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cli/commands.hpp"
+#include "derive/user_labels.hpp"
 #include "diagrams/diagnostics.hpp"
 
 namespace {
@@ -42,6 +43,9 @@ int main(int argc, char** argv) {
   }
   try {
     return run();
+  } catch (const LocatedUserError& e) {
+    std::cerr << e.what();
+    return 1;
   } catch (const UserError& e) {
     std::cerr << "napkin: error: " << e.what() << "\n";
     return 1;

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "derive/passes/contraction_order.hpp"
+#include "derive/labelled.hpp"
 #include "derive/registry.hpp"
 #include "diagrams/graph_view.hpp"
 #include "diagrams/printer.hpp"
@@ -131,27 +132,38 @@ Derivation complete(const Program& p, const Diagram& d, const SizeMap& sizes, co
   add_callees(p, d, sizes, hw, opt, so, out.unfused, nullptr, cache);
   auto weave = weave_analysis(p, d);
   PassContext ctx{p, d, sizes, hw, opt, weave, out.chosen, out.unfused};
+  const std::size_t kernels = out.chosen.kernels.size();
   for (const auto& pass : pass_registry()) {
-    if (!pass.per_kernel) {
-      auto steps = pass.run(ctx, 0);
-      out.steps.insert(out.steps.end(), steps.begin(), steps.end());
-    }
-  }
-  for (std::size_t k = 0; k < out.chosen.kernels.size(); ++k) {
-    const Statement* s = d.find_statement(out.chosen.kernels[k].plan.fused().front());
-    bool call = false;
-    walk(*s->expr, [&](const Expr& n) { call |= n.kind == Expr::Kind::apply && n.op == Op::call; });
-    if (call) {
-      out.steps.push_back({"derive-fusion", out.chosen.kernels[k].plan.name, "call " + s->name,
-                           "composition: the callee, lifted over the call's woven axes, is derived on its own",
-                           "its kernels run the woven axes as batch axes; see its derivation below"});
+    if (pass.per_kernel) {
+      out.after.push_back({pass.name, std::vector<Diagram>(kernels, d)});
       continue;
     }
-    for (const auto& pass : pass_registry())
-      if (pass.per_kernel) {
-        auto steps = pass.run(ctx, k);
+    Diagram ir = d;
+    auto steps = pass.run(ctx, 0, ir);
+    out.steps.insert(out.steps.end(), steps.begin(), steps.end());
+    out.after.push_back({pass.name, {std::move(ir)}});
+  }
+  for (std::size_t k = 0; k < kernels; ++k) {
+    const KernelPlan& plan = out.chosen.kernels[k].plan;
+    const Statement* s = d.find_statement(plan.fused().front());
+    bool call = false;
+    walk(*s->expr, [&](const Expr& n) { call |= n.kind == Expr::Kind::apply && n.op == Op::call; });
+    Diagram ir = d;
+    if (call) {
+      out.steps.push_back({"derive-fusion", plan.name, "call " + s->name,
+                           "composition: the callee, lifted over the call's woven axes, is derived on its own",
+                           "its kernels run the woven axes as batch axes; see its derivation below"});
+      ir = kernel_diagram(p, d, weave, plan.fused(), plan.name, opt);  // the call alone; its callee has its own labels
+    }
+    std::size_t i = 0;
+    for (const auto& pass : pass_registry()) {
+      if (pass.per_kernel && !call) {
+        auto steps = pass.run(ctx, k, ir);
         out.steps.insert(out.steps.end(), steps.begin(), steps.end());
       }
+      if (pass.per_kernel) out.after[i].second[k] = ir;
+      ++i;
+    }
   }
   out.bound = io_lower_bound(p, d, sizes, hw, opt);
   return out;

@@ -1,7 +1,7 @@
 /** \file derivation.hpp
  *  The derivation pipeline behind `napkin derive`: search the best schedule and the best unfused
  *  one, then run every pass of the registry, in order, over the chosen schedule to produce the
- *  derivation log; compute the I/O lower bound for comparison.
+ *  derivation log and the labelled IR after each pass; compute the I/O lower bound for comparison.
  */
 #pragma once
 #include "derive/pass.hpp"
@@ -18,6 +18,11 @@ struct IoLowerBound {
 struct Derivation {
   SearchResult chosen, unfused;
   std::vector<Step> steps;
+  /** The labelled IR after each pass of the registry, in its order: the pass's name and the
+   *  labelled diagrams (derive/labelled.hpp): the source diagram alone after the diagram-wide pass,
+   *  one diagram per kernel of `chosen` after each per-kernel pass. The last is the derived
+   *  labelling; schedule_of() of it is `chosen.schedule`. */
+  std::vector<std::pair<std::string, std::vector<Diagram>>> after;
   IoLowerBound bound;
   std::vector<std::pair<std::string, std::shared_ptr<Derivation>>> callees;  ///< per call statement
   /** Set in a callee's derivation: the callee lifted over the call's woven axes (diagrams/lift.hpp),

@@ -8,6 +8,7 @@
 
 #include "derive/divisibility.hpp"
 #include "derive/partition.hpp"
+#include "derive/user_labels.hpp"
 #include "diagrams/graph_view.hpp"
 
 namespace napkin {
@@ -89,6 +90,9 @@ class Searcher {
     for (std::size_t i = 0; i < n_; ++i)
       for (const auto& r : weave_[i].reads)
         if (auto it = index_.find(r); it != index_.end() && !contains(preds_[i], it->second)) preds_[i].push_back(it->second);
+    DiagnosticEngine diags;
+    labels_ = user_labels(d, weave_, sizes, diags);
+    if (diags.has_errors()) throw LocatedUserError(diags);
   }
 
   /** Every statement its own kernel, in dataflow order (after run()). */
@@ -100,7 +104,12 @@ class Searcher {
     for (std::size_t done = 0; done < n_;) {
       for (std::size_t i = 0; i < n_; ++i) {
         if (covered[i] || std::any_of(preds_[i].begin(), preds_[i].end(), [&](std::size_t p) { return !covered[p]; })) continue;
-        const KernelChoice& c = choices_.at(single_.at(i));
+        KernelChoice& c = choices_.at(single_.at(i));
+        if (c.score == kInf && !labels_.empty()) {  // the comparison's unfused schedule need not keep the labels
+          honour_labels_ = false;
+          c = best_plan({i});
+          honour_labels_ = true;
+        }
         if (c.score == kInf) throw UserError("no legal unfused schedule of diagram '" + d_.name + "' fits " + hw_.name + last_problem_);
         r.schedule.kernels.push_back(c.plan);
         r.kernels.push_back(c);
@@ -132,6 +141,9 @@ class Searcher {
     // With a tolerance, partitions within it of the best (below the model's resolution) go to the
     // one moving fewer HBM bytes, unless that is slower than every statement alone.
     auto exact = partitioner.best(candidates, 0), tied = partitioner.best(candidates, 0.005);
+    if (exact.empty() && !labels_.empty())
+      throw LocatedUserError(Diagnostic{Severity::error, labels_.first(),
+                                        "no schedule of diagram '" + d_.name + "' on " + hw_.name + " keeps the labels written in it" + last_problem_});
     if (exact.empty()) throw UserError("no legal schedule of diagram '" + d_.name + "' fits " + hw_.name + last_problem_);
     auto total = [&](const std::vector<std::size_t>& path) {
       double t = path.empty() ? kInf : 0;
@@ -222,6 +234,11 @@ class Searcher {
     best_stages_ = -1;
     best_traffic_ = kInf;
     bool call = stmts.size() == 1 && stmts[0]->has_call;
+    for (const auto& a : axes)  // a group label on an axis this kernel reduces: no plan keeps it
+      if (honour_labels_ && labels_.group.count(a) && !std::count(groupable.begin(), groupable.end(), a)) {
+        last_problem_ = ": no kernel keeps 'group " + std::to_string(labels_.group.at(a).value) + "' on " + a;
+        return best;
+      }
     std::vector<std::pair<std::vector<std::string>, int>> streams{{{}, 1}};
     if (!call) {
       for (const auto& a : streamable_axes) streams.push_back({{a}, 1});
@@ -238,7 +255,14 @@ class Searcher {
           if (nested.size() >= 2) streams.push_back({nested, 1});
         });
     }
+    if (honour_labels_)  // a stream label on an axis this kernel reduces: only plans streaming it
+      for (const auto& entry : labels_.stream) {
+        const std::string& a = entry.first;  // a plain name: clang before 16 cannot capture a structured binding
+        if (std::count(axes.begin(), axes.end(), a) && !std::count(groupable.begin(), groupable.end(), a))
+          std::erase_if(streams, [&](const auto& st) { return std::find(st.first.begin(), st.first.end(), a) == st.first.end(); });
+      }
     std::vector<int> warp_options = call ? std::vector<int>{4} : std::vector<int>{4, 8};
+    if (honour_labels_ && labels_.warps && !call) warp_options = {static_cast<int>(labels_.warps->value)};
     for (const auto& [st, passes] : streams)
       for (int warps : warp_options) search_tiles(d, weave, stmts, groupable, st, passes, warps, escaping, best, call);
     return best;
@@ -280,13 +304,16 @@ class Searcher {
     };
     std::vector<std::vector<std::int64_t>> options;
     for (const auto& a : groupable)  // a call is one launch of its callee: every axis whole
-      options.push_back(call ? std::vector<std::int64_t>{sizes_.at(a)} : sizes_for(sizes_.at(a), lcm(a), true));
+      options.push_back(call ? std::vector<std::int64_t>{sizes_.at(a)}
+                             : honour_labels_ && labels_.group.count(a) ? std::vector<std::int64_t>{labels_.group.at(a).value}
+                                                                        : sizes_for(sizes_.at(a), lcm(a), true));
     std::optional<std::string> stream;
     if (!streams.empty()) stream = streams.back();
     std::vector<std::int64_t> stream_sizes{0};
     if (stream) {
       stream_sizes = sizes_for(sizes_.at(*stream), lcm(*stream), false);
       stream_sizes.pop_back();  // streaming the whole axis in one chunk is keeping it whole
+      if (honour_labels_ && labels_.stream.count(*stream)) stream_sizes = {labels_.stream.at(*stream).value};
       if (stream_sizes.empty()) return;
     }
     auto plan_of = [&](const std::vector<std::int64_t>& g, std::int64_t s) {
@@ -336,6 +363,11 @@ class Searcher {
         last_problem_ = ": " + c.problems.front();
         return kInf;
       }
+      if (honour_labels_ && !labels_.empty())
+        if (std::string why = kernel_breaks_labels(labels_, stmts, escaping, k, c); !why.empty()) {
+          last_problem_ = ": no kernel keeps " + why;
+          return kInf;
+        }
       if (clusterable) *clusterable = c.clusterable;
       ScheduleCost sc;
       sc.t_total = c.t_total;
@@ -505,6 +537,8 @@ class Searcher {
   double best_steps_ = kInf;  ///< stream steps per block of the best candidate (a tie-break)
   double best_stages_ = -1;   ///< pipeline stages of the best candidate's priced path (a tie-break)
   std::string last_problem_;
+  UserLabels labels_;           ///< constraints written in the diagram (user_labels.hpp)
+  bool honour_labels_ = true;   ///< off while pricing the unfused comparison
 };
 
 }  // namespace

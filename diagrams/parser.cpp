@@ -160,10 +160,17 @@ class Parser {
       else fail(peek(), "an integer size or an axis name");
       a.size.push_back(std::move(f));
     } while (accept(Tok::star));
-    while (at_word("group") || at_word("stream")) {
-      bool group = next().text == "group";
-      const Token& n = expect(Tok::integer, std::string("a size after '") + (group ? "group" : "stream") + "'");
-      (group ? a.group : a.stream) = n.int_value;
+    while (at_word("group") || at_word("stream") || at_word("warps") || at_word("cluster")) {
+      const Token& word = next();
+      if (!a.label_loc.line) a.label_loc = word.loc;
+      const Token& n = expect(Tok::integer, "a size after '" + word.text + "'");
+      if (word.text == "group") a.group = n.int_value;
+      else if (word.text == "warps") a.warps = n.int_value;
+      else if (word.text == "cluster") a.cluster = n.int_value;
+      else {
+        a.stream = n.int_value;
+        if (at_word("twice")) next(), a.stream_twice = true;
+      }
     }
     a.trivia = finish_item();
     result_.file.diagrams.back().items.push_back(std::move(a));

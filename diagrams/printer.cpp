@@ -72,7 +72,9 @@ std::string item_code(const Item& item) {
     for (std::size_t i = 0; i < a->size.size(); ++i)
       s += (i ? " * " : " ") + (a->size[i].axis.empty() ? std::to_string(a->size[i].literal) : a->size[i].axis);
     if (a->group) s += " group " + std::to_string(*a->group);
-    if (a->stream) s += " stream " + std::to_string(*a->stream);
+    if (a->stream) s += " stream " + std::to_string(*a->stream) + (a->stream_twice ? " twice" : "");
+    if (a->warps) s += " warps " + std::to_string(*a->warps);
+    if (a->cluster) s += " cluster " + std::to_string(*a->cluster);
     return s;
   }
   if (const auto* in = std::get_if<InputDecl>(&item))

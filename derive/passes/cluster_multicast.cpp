@@ -1,13 +1,15 @@
 // Pass derive-cluster. Contract: for a kernel whose schedule has `cluster A by N`, reports which
 // operand tiles the N thread blocks of a cluster (adjacent tiles along A) share by TMA multicast,
-// and the L2 -> SMEM bytes that saves, as the model counts them (perfmodel/cost.cpp). Changes
-// nothing; a kernel without a cluster gives no step.
+// and the L2 -> SMEM bytes that saves, as the model counts them (perfmodel/cost.cpp). Writes
+// `cluster N` on axis A; a kernel without a cluster is left unchanged and gives no step.
+#include "derive/labelled.hpp"
 #include "derive/pass.hpp"
 
 namespace napkin {
 
-std::vector<Step> cluster_pass(const PassContext& c, std::size_t k) {
+std::vector<Step> cluster_pass(const PassContext& c, std::size_t k, Diagram& ir) {
   const KernelChoice& kc = c.chosen.kernels.at(k);
+  write_labels(ir, kc.plan, Directive::Kind::cluster);
   const auto cl = kc.plan.cluster();
   if (!cl || kc.cost.cluster < 2) return {};
   std::string shared;

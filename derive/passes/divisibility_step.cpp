@@ -1,6 +1,7 @@
 // Pass derive-divisibility (the step it reports; the constraints are in derive/divisibility.cpp).
 // Contract: lists, for each partitioned axis of a kernel, the LCM its tile size must be a multiple
-// of and the reasons; says when a whole axis does not divide and is predicated. Changes nothing.
+// of and the reasons; says when a whole axis does not divide and is predicated. Writes no label:
+// the sizes it constrains are the group and stream labels already written.
 #include <algorithm>
 
 #include "derive/divisibility.hpp"
@@ -8,7 +9,7 @@
 
 namespace napkin {
 
-std::vector<Step> divisibility_pass(const PassContext& c, std::size_t k) {
+std::vector<Step> divisibility_pass(const PassContext& c, std::size_t k, Diagram&) {
   const KernelChoice& kc = c.chosen.kernels.at(k);
   std::vector<const StatementWeave*> stmts;
   for (const auto& s : kc.plan.fused())

@@ -1,17 +1,21 @@
 // Pass derive-fusion. Contract: for a kernel of two or more statements, checks that its set is
 // convex and that the fused chain is streamable along its streamed axis (the checker's rules) and
 // reports the HBM traffic the fusion saves against the unfused schedule of the same statements.
-// Changes nothing; a one-statement kernel gives no step.
+// Rewrites the diagram into the kernel's own (kernel_diagram: its statements; what it reads from
+// outside as inputs, what leaves it as outputs), for every kernel; a one-statement kernel gives
+// no step.
 #include <algorithm>
 
 #include "derive/check_schedule.hpp"
+#include "derive/labelled.hpp"
 #include "derive/pass.hpp"
 
 namespace napkin {
 
-std::vector<Step> fusion_pass(const PassContext& c, std::size_t k) {
+std::vector<Step> fusion_pass(const PassContext& c, std::size_t k, Diagram& ir) {
   const KernelChoice& kc = c.chosen.kernels.at(k);
   auto fused = kc.plan.fused();
+  ir = kernel_diagram(c.program, c.diagram, c.weave, fused, kc.plan.name, c.opt);
   if (fused.size() < 2) return {};
   double unfused_hbm = 0;
   for (const auto& u : c.unfused.kernels)

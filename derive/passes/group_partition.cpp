@@ -1,16 +1,18 @@
 // Pass derive-group-partition. Contract: for each `weave` and `group` directive of a kernel, checks
 // that every fused statement is woven over the axis (paper §2.3) and reports which inputs lack the
 // axis and are therefore re-read by every group along it (the source of the memory dependence of
-// the cost). Changes nothing.
+// the cost). Writes `group g` on each such axis (`group 1` for weave); no directive, no label.
 #include <algorithm>
 
 #include "derive/check_schedule.hpp"
+#include "derive/labelled.hpp"
 #include "derive/pass.hpp"
 
 namespace napkin {
 
-std::vector<Step> group_partition_pass(const PassContext& c, std::size_t k) {
+std::vector<Step> group_partition_pass(const PassContext& c, std::size_t k, Diagram& ir) {
   const KernelChoice& kc = c.chosen.kernels.at(k);
+  write_labels(ir, kc.plan, Directive::Kind::group);
   std::vector<Step> out;
   for (const auto& dir : kc.plan.directives) {
     if (dir.kind != Directive::Kind::weave && dir.kind != Directive::Kind::group) continue;

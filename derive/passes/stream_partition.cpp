@@ -1,14 +1,17 @@
 // Pass derive-stream-partition. Contract: for a kernel with a `stream` directive, names the lemma
 // that makes each fused statement streamable along the axis and its carried state (derive/lemmas).
-// Changes nothing; a kernel without a stream gives no step.
+// Writes `stream s` (`stream s twice` for two passes) on each streamed axis; a kernel without a
+// stream is left unchanged and gives no step.
 #include <algorithm>
 
+#include "derive/labelled.hpp"
 #include "derive/pass.hpp"
 
 namespace napkin {
 
-std::vector<Step> stream_partition_pass(const PassContext& c, std::size_t k) {
+std::vector<Step> stream_partition_pass(const PassContext& c, std::size_t k, Diagram& ir) {
   const KernelChoice& kc = c.chosen.kernels.at(k);
+  write_labels(ir, kc.plan, Directive::Kind::stream);
   auto st = kc.plan.stream();
   if (!st) return {};
   std::string license, state;

@@ -1,5 +1,6 @@
 // Pass derive-weave-analysis. Contract: reads the weave analysis of every statement; returns one
-// step per statement naming the axes it is woven over, reduces and normalises. Changes nothing;
+// step per statement naming the axes it is woven over, reduces and normalises. Writes no label
+// (weaving is read from the diagram, not chosen);
 // runs first, once per diagram.
 #include <algorithm>
 
@@ -7,7 +8,7 @@
 
 namespace napkin {
 
-std::vector<Step> weave_analysis_pass(const PassContext& c, std::size_t) {
+std::vector<Step> weave_analysis_pass(const PassContext& c, std::size_t, Diagram&) {
   std::vector<Step> out;
   for (const auto& w : c.weave) {
     std::vector<std::string> woven, reduced, normalised;
