@@ -59,7 +59,8 @@ ContractionOrderResult order_contractions(const Program& p, const Diagram& d, co
 
 /** The registry's entry, run after the search on the diagram the search ran on: checks that no
  *  contraction of three or more operands is left (an internal error otherwise). Its steps were
- *  recorded when order_contractions ran, before the search (derive()); it adds none. */
-std::vector<Step> contraction_order_pass(const PassContext& c, std::size_t kernel);
+ *  recorded when order_contractions ran, before the search (derive()); it adds none and writes no
+ *  labels on `ir`. */
+std::vector<Step> contraction_order_pass(const PassContext& c, std::size_t kernel, Diagram& ir);
 
 }  // namespace napkin

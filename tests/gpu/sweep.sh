@@ -61,6 +61,12 @@ add layernorm-100x1001 "$lib/layernorm.napkin" --set t=100 --set m=1001
 # calls: the transformer block (Q scaled, see the file) runs its callees' kernels (RMSNorm mapped
 # over b, GQA, SwiGLU whose result the residual add reads from a buffer)
 add call-block "$gpu/call_block.napkin" --set b=2 --set s=96 --set m=256 --set g=2 --set r=2 --set d=64 --set f=384
+# the language's masks and positions on the GPU (issue 13): a sliding window (no tile skipping) with
+# ALiBi from pos(q) - pos(x), on both flash paths, and a band mask with element-wise min/max/abs
+add window-alibi-n300 "$root/tests/language/sliding_window_alibi.napkin"
+add window-alibi-n300.mma.sync "$root/tests/language/sliding_window_alibi.napkin"
+add window-alibi-q130-x777 "$root/tests/language/sliding_window_alibi.napkin" --set q=130 --set x=777
+add banded-elementwise "$root/tests/language/banded_elementwise.napkin"
 # mask and bias arrays read by score maps and epilogues, at sizes that divide no tile (issue 12)
 add mask-bf16-n260 "$gpu/attention_mask_bf16.napkin" --set q=260 --set x=260
 add mask-bf16-n260.mma.sync "$gpu/attention_mask_bf16.napkin" --set q=260 --set x=260
