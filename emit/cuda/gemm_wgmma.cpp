@@ -379,7 +379,8 @@ class WgmmaGemmRenderer {
       code.close();
     };
     if (spec_.tma_store) {  // interior tiles through SMEM by TMA; the rest as the mma.sync variant stores
-      code.open("if (tma_store && n_M == T_M && n_N == T_N)  // tma_store: napkin::tma_store_enabled() on the host");
+      code.line("// interior tiles through SMEM by TMA unless the host turned it off (napkin::tma_store_enabled)");
+      code.open("if (tma_store && n_M == T_M && n_N == T_N)");
       tma_store_epilogue(acc);
       code.close(" else {");
       ++code.indent;
