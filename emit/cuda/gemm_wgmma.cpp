@@ -422,13 +422,21 @@ class WgmmaGemmRenderer {
     code.open("for (int ms = 0; ms < MS; ++ms)");
     code.line("#pragma unroll");
     code.open("for (int h = 0; h < 2; ++h)");
+    code.line("const int row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8;");
+    code.line("uint4 w[2];  // this lane's 8 elements of each 32-column half of the block");
     code.line("#pragma unroll");
     code.open("for (int half = 0; half < 2; ++half)");
-    code.line("const int ng = cb * 2 + half, row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8;");
+    code.line("const int ng = cb * 2 + half;");
     gemm_pack_group(code, c_, kc_, g, acc);
-    code.line("const int chunk = half * 4 + lane % 4;  // 16-byte chunk of the 128-byte row");
-    code.line("*reinterpret_cast<uint4*>(ob + row * 128 + ((chunk ^ (row % 8)) * 16)) = make_uint4(p_" + out_ + "[0], p_" + out_ + "[1], p_" + out_ +
-              "[2], p_" + out_ + "[3]);");
+    code.line("w[half] = make_uint4(p_" + out_ + "[0], p_" + out_ + "[1], p_" + out_ + "[2], p_" + out_ + "[3]);");
+    code.close();
+    code.line("// odd rows store their other half first: the 8 lanes of each 16-byte store phase (two rows) then hit 8");
+    code.line("// distinct 16-byte slots of the swizzled line (16-byte chunk c of row r sits at c ^ (r % 8))");
+    code.line("const int odd = (lane / 4) & 1;");
+    code.line("#pragma unroll");
+    code.open("for (int s = 0; s < 2; ++s)");
+    code.line("const int half = s ^ odd, chunk = half * 4 + lane % 4;");
+    code.line("*reinterpret_cast<uint4*>(ob + row * 128 + ((chunk ^ (row % 8)) * 16)) = half ? w[1] : w[0];");
     code.close();
     code.close();
     code.close();

@@ -16,7 +16,7 @@ std::string wide_store_condition(Context& c, const KernelChoice& kc, const GemmF
 void gemm_pack_group(Code& code, Context& c, const KernelChoice& kc, const GemmForm& g, const std::function<std::string(std::size_t)>& acc) {
   const Diagram& d = c.diagram();
   const NodeOverride over = gemm_accumulators(g, acc);
-  code.line("const int64_t i_" + g.M + " = o_" + g.M + " + row;");
+  code.line("[[maybe_unused]] const int64_t i_" + g.M + " = o_" + g.M + " + row;");
   for (const auto& o : kc.cost.outputs) code.line("uint32_t p_" + o + "[4];  // packed pairs of " + o);
   code.line("#pragma unroll");
   code.open("for (int j = 0; j < 4; ++j)");

@@ -907,10 +907,12 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
             for (int ms = 0; ms < MS; ++ms) {
               #pragma unroll
               for (int h = 0; h < 2; ++h) {
+                const int row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8;
+                uint4 w[2];  // this lane's 8 elements of each 32-column half of the block
                 #pragma unroll
                 for (int half = 0; half < 2; ++half) {
-                  const int ng = cb * 2 + half, row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8;
-                  const int64_t i_t = o_t + row;
+                  const int ng = cb * 2 + half;
+                  [[maybe_unused]] const int64_t i_t = o_t + row;
                   uint32_t p_Y[4];  // packed pairs of Y
                   #pragma unroll
                   for (int j = 0; j < 4; ++j) {
@@ -924,8 +926,15 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
                     p_Y[j] = napkin::pack2<__nv_bfloat16>(v_Y[0], v_Y[1]);
                   }
                   napkin::quad_transpose(p_Y, lane);
-                  const int chunk = half * 4 + lane % 4;  // 16-byte chunk of the 128-byte row
-                  *reinterpret_cast<uint4*>(ob + row * 128 + ((chunk ^ (row % 8)) * 16)) = make_uint4(p_Y[0], p_Y[1], p_Y[2], p_Y[3]);
+                  w[half] = make_uint4(p_Y[0], p_Y[1], p_Y[2], p_Y[3]);
+                }
+                // odd rows store their other half first: the 8 lanes of each 16-byte store phase (two rows) then hit 8
+                // distinct 16-byte slots of the swizzled line (16-byte chunk c of row r sits at c ^ (r % 8))
+                const int odd = (lane / 4) & 1;
+                #pragma unroll
+                for (int s = 0; s < 2; ++s) {
+                  const int half = s ^ odd, chunk = half * 4 + lane % 4;
+                  *reinterpret_cast<uint4*>(ob + row * 128 + ((chunk ^ (row % 8)) * 16)) = half ? w[1] : w[0];
                 }
               }
             }
