@@ -152,7 +152,8 @@ KernelEmit emit_rows(Context& c, const KernelChoice& kc) {
          " warp(s) per row; pass 1 statistics, pass 2 the map (the second read of the row is served by L1/L2)");
   k.open("namespace " + ns);
   k.line("constexpr int WARPS = " + std::to_string(warps) + ", THREADS = WARPS * 32, ROWS = " + std::to_string(R) + ", TEAM_WARPS = " + std::to_string(team) +
-         ", TEAM = TEAM_WARPS * 32, U = " + std::to_string(form.unroll) + ";");
+         ", TEAM = TEAM_WARPS * 32;");
+  k.line("[[maybe_unused]] constexpr int U = " + std::to_string(form.unroll) + ";  // 16-byte accesses in flight per lane (the vector path)");
   k.line("// at most " + std::to_string(form.registers) + " registers per thread: " + std::to_string(form.blocks_per_sm) +
          " blocks per SM resident, as the model prices it (lower/rows_form.hpp)");
   k.line("");

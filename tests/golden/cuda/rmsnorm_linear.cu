@@ -552,7 +552,8 @@ static int napkin_fail(const char* message) {
 // kernel H: fuse H; weave t; warps 4
 // strategy rows: rmsnorm along m; 1 rows per block, 4 warp(s) per row; pass 1 statistics, pass 2 the map (the second read of the row is served by L1/L2)
 namespace k_H {
-  constexpr int WARPS = 4, THREADS = WARPS * 32, ROWS = 1, TEAM_WARPS = 4, TEAM = TEAM_WARPS * 32, U = 4;
+  constexpr int WARPS = 4, THREADS = WARPS * 32, ROWS = 1, TEAM_WARPS = 4, TEAM = TEAM_WARPS * 32;
+  [[maybe_unused]] constexpr int U = 4;  // 16-byte accesses in flight per lane (the vector path)
   // at most 48 registers per thread: 10 blocks per SM resident, as the model prices it (lower/rows_form.hpp)
 
   __global__ void __launch_bounds__(THREADS, 10) kernel(const Args a) {
