@@ -76,6 +76,73 @@ TEST_CASE("kernels the sm_90a variants run are scored on wgmma, the others on mm
   CHECK(rows.t_latency >= 2 * h100.hbm_latency_s);
 }
 
+TEST_CASE("a rows kernel is priced as lowering shapes it: rounds of loads over the teams resident at once", "[derive][rows]") {
+  Loaded l = load("rmsnorm.napkin");  // Y[t,m] = rmsnorm(X, W; m), bf16
+  l.sizes["t"] = 4096;
+  l.sizes["m"] = 4096;
+  const Hardware h100 = load_hardware("h100");
+  REQUIRE(h100.hbm_loaded_latency_s > 0);
+  auto priced = [&](int rows, int warps) {
+    const std::string text = "schedule v for rmsnorm_layer\nkernel Y\n  fuse Y\n  group t by " + std::to_string(rows) + "\n  warps " +
+                             std::to_string(warps) + "\n";
+    SourceManager sm;
+    DiagnosticEngine diags;
+    auto s = parse_schedule(*sm.add("v.schedule", text), diags);
+    REQUIRE(s);
+    auto checked = check_schedule(*l.program, *l.diagram, *s, l.sizes, h100, {}, diags);
+    INFO(diags.render());
+    REQUIRE(checked);
+    return checked->cost.kernels.at(0);
+  };
+  // 8 rows of one warp each: 512 blocks of 256 threads at 48 registers, 5 per SM, one partial wave
+  // (3.9 blocks per SM): every row's team is resident, and walks it in 4096 / (32 x 8 x 4) = 4
+  // rounds per walk, two walks: 8 rounds in series.
+  const KernelCost t8 = priced(8, 8);
+  REQUIRE(t8.spec->rows);
+  CHECK(t8.spec->rows->team_warps == 1);
+  CHECK(t8.registers_per_thread == 48);
+  CHECK(t8.blocks_per_sm == 5);
+  CHECK(t8.t_latency == Approx(8 * h100.hbm_loaded_latency_s).epsilon(1e-9));
+  // One row per block of 4 warps: one round per walk, 10 blocks per SM by registers, 4096 rows over
+  // 1320 teams: 6.2 rounds, under the HBM time.
+  const KernelCost t1 = priced(1, 4);
+  CHECK(t1.spec->rows->team_warps == 4);
+  CHECK(t1.blocks_per_sm == 10);
+  CHECK(t1.t_latency == Approx(4096.0 * 2 / 1320 * h100.hbm_loaded_latency_s).epsilon(1e-9));
+  CHECK(t1.t_total < t8.t_total);
+  // The search sees the difference (session 9 measured 24.5 against 36.4 us on the H100).
+  const Derivation dv = derive(*l.program, *l.diagram, l.sizes, h100);
+  CHECK(dv.chosen.kernels.at(0).cost.t_total <= t1.t_total * (1 + 1e-9));
+}
+
+TEST_CASE("the wgmma GEMM stores through SMEM by TMA only where its ring keeps its stages", "[derive][lower]") {
+  Loaded l = load("matmul.napkin");
+  l.sizes["a"] = 8192;
+  l.sizes["b"] = 256;
+  l.sizes["c"] = 4096;
+  const Hardware h100 = load_hardware("h100");
+  const Derivation dv = derive(*l.program, *l.diagram, l.sizes, h100);
+  const KernelCost& k = dv.chosen.kernels.at(0).cost;
+  REQUIRE(k.spec->wgmma);
+  // One bf16 output with N innermost: the staging buffers (2 x T_M x 128 bytes) are in the spec's SMEM,
+  // and the epilogue is no longer charged after the main loop.
+  CHECK(k.spec->tma_store);
+  CHECK(k.spec->wgmma_smem_bytes == gemm_wgmma_stage_bytes(*k.spec->gemm) * k.spec->wgmma_stages + gemm_tma_store_bytes(*k.spec->gemm));
+  CHECK(k.t_epilogue == 0);
+  // Two outputs: no single staging tile, so no TMA store, and the reason is given.
+  Loaded two = load_text("diagram two\naxis a = 1024\naxis b = 256\naxis c = 1024\nin A[a,b] : bf16\nin B[b,c] : bf16\n"
+                         "C[a,c] = contract(A, B; b)\nD[a,c] = C * 2\nout C : bf16\nout D : bf16\n");
+  const Derivation d2 = derive(*two.program, *two.diagram, two.sizes, h100);
+  int two_outputs = 0;
+  for (const auto& kc : d2.chosen.kernels)
+    if (kc.cost.spec->wgmma && kc.cost.outputs.size() == 2) {
+      ++two_outputs;
+      CHECK_FALSE(kc.cost.spec->tma_store);
+      CHECK(kc.cost.spec->why_no_tma_store.find("2 outputs") != std::string::npos);
+    }
+  CHECK(two_outputs == 1);  // C and D fused into one wgmma GEMM kernel
+}
+
 TEST_CASE("a cluster shares the operand tiles that do not vary along its axis", "[derive]") {
   Loaded l = load("matmul.napkin");  // C[a,c] = contract(A[a,b], B[b,c]; b)
   Hardware h100 = load_hardware("h100");
