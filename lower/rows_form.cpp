@@ -61,8 +61,8 @@ std::optional<RowsForm> analyse_rows(const Diagram& d, const KernelShape& k, con
   for (const auto& a : e.args) all.push_back(&*a);
   r.map = walk_of(d, all, r.axis, opt);
   r.map.stores = true;
-  const bool out16 = dtype_bits(storage_dtype(d, st.name, opt)) == 16 && st.axes.back() == r.axis;
-  r.vector = r.extent % 8 == 0 && (!r.map.vector_arrays.empty() || out16);
+  r.vector_output = dtype_bits(storage_dtype(d, st.name, opt)) == 16 && st.axes.back() == r.axis;
+  r.vector = r.extent % 8 == 0 && (!r.map.vector_arrays.empty() || r.vector_output);
   r.registers = 32 + (r.vector ? 4 * r.unroll : 0);
   r.smem_bytes = std::int64_t{r.warps} * 3 * 4;
   const std::int64_t regs_per_block = std::int64_t{(r.registers + 7) / 8 * 8} * r.threads();

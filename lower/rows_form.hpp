@@ -40,6 +40,7 @@ struct RowsForm {
   int team_warps = 1;              ///< warps walking one row together: warps / rows_per_block when that divides, else 1
   int unroll = 4;                  ///< 16-byte accesses in flight per lane on the vector path
   bool vector = false;             ///< the vector path at these sizes (pointers' 16-byte alignment is checked at run time)
+  bool vector_output = false;      ///< Y is 16-bit with the axis innermost: stored 8 elements per 16-byte access
   RowsWalk statistics, map;        ///< the two walks
   /** Registers per thread the kernel is compiled to at most (__launch_bounds__'s minimum blocks
    *  make ptxas keep to registers_per_sm / (blocks_per_sm x threads)): 32 for indices and

@@ -27,17 +27,13 @@ struct RowsKernel {
   Code& k;
 };
 
-/** The vector path's arrays: 16-bit arrays read by the normaliser's arguments with `ax` innermost,
- *  and the output where its innermost axis is `ax`; emits `vec`, the run-time condition of the
- *  16-byte path (N % 8 == 0, pointers 16-byte aligned), where there are any. */
-void vector_path(RowsKernel& r) {
-  auto is16 = [&](const std::string& arr) { return r.c.ctype_of(arr) != "float"; };
-  for (const auto& arg : r.e.args)
-    walk(*arg, [&](const Expr& n) {
-      if (n.kind == Expr::Kind::ref && r.c.diagram().array_axes(n.name) && !r.c.axes(n.name).empty() && r.c.axes(n.name).back() == r.ax && is16(n.name))
-        r.vec_arrays.insert(n.name);
-    });
-  r.vec_out = r.st.axes.back() == r.ax && is16(r.st.name);
+/** The vector path's arrays as lowering found them (lower/rows_form.hpp: 16-bit arrays read by the
+ *  normaliser's arguments with `ax` innermost, and the output where its innermost axis is `ax`);
+ *  emits `vec`, the run-time condition of the 16-byte path (N % 8 == 0, pointers 16-byte
+ *  aligned), where there are any. */
+void vector_path(RowsKernel& r, const RowsForm& form) {
+  r.vec_arrays.insert(form.map.vector_arrays.begin(), form.map.vector_arrays.end());
+  r.vec_out = form.vector_output;
   r.has_vec = !r.vec_arrays.empty() || r.vec_out;
   if (!r.has_vec) return;
   std::string cond = "N_" + r.ax + " % 8 == 0";
@@ -172,7 +168,7 @@ KernelEmit emit_rows(Context& c, const KernelChoice& kc) {
   k.line("if (!live) row = 0;");
   decompose(k, "row", rows);
   RowsKernel rk{c, st, e, ax, {}, false, false, k};
-  vector_path(rk);
+  vector_path(rk, form);
   row_body(rk);
   k.close();
   --k.indent;
