@@ -68,12 +68,20 @@ std::string kernel_illegal(const std::vector<const StatementWeave*>& stmts, cons
   if (streams.size() > 1 && k.stream_passes() == 2) return "a two-pass stream streams one axis";
   if (streams.size() > 1)  // an accumulator spans whole chunks of every other streamed axis: none may be woven
     for (const auto* w : stmts) {
-      std::string reduced, woven;
-      for (const auto& [axis, size] : streams)
+      std::string reduced, woven, absent;
+      for (const auto& [axis, size] : streams) {
         if (w->touches(axis)) (w->role(axis) == AxisRole::reduced ? reduced : woven) = axis;
+        else absent = axis;
+      }
       if (!reduced.empty() && !woven.empty())
         return "nested streams: '" + w->statement->name + "' reduces " + reduced + " but is woven over " + woven +
                ", also streamed; its accumulator would span every chunk of " + woven;
+      // The loop nest walks every streamed axis; a fold independent of one of them would add the
+      // same chunk once per chunk of it (random seed 3327: T0 = sum(X2; b) under streams b, c, d).
+      if (!reduced.empty() && !absent.empty())
+        return "nested streams: '" + w->statement->name + "' reduces " + reduced + " but does not depend on " + absent +
+               ", also streamed; its accumulator would add each chunk of " + reduced + " once per chunk of " + absent +
+               ": stream only the axes it reduces, or give it a kernel of its own";
     }
   if (lemmas) *lemmas = all;
   return {};
