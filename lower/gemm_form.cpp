@@ -225,6 +225,6 @@ std::string gemm_tma_store_problem(const GemmForm& g, const Diagram& d, const st
   return "";
 }
 
-std::int64_t gemm_tma_store_bytes(const GemmForm& g) { return 2 * g.TM * 64 * 2; }
+std::int64_t gemm_tma_store_bytes(const GemmForm& g, int buffers) { return buffers * g.TM * 64 * 2; }
 
 }  // namespace napkin

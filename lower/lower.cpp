@@ -89,12 +89,18 @@ void lower_gemm(KernelSpec& s, const Diagram& d, const Hardware& hw, const Model
   s.why_no_tma_store = gemm_tma_store_problem(g, d, s.shape.outputs, opt);
   if (s.why_no_tma_store.empty()) s.why_no_tma_store = tma_stride_problem(d, s.shape, s.shape.outputs, opt);
   if (s.why_no_tma_store.empty()) {
+    // Two staging buffers where the ring keeps min(its stages, 4); then more, up to one per 64
+    // columns of the tile, while they cost no stage (lower.hpp tma_store_buffers).
     std::string why_stages;
-    const int stages = gemm_wgmma_stages(g, d, hw, cluster, axis, why_stages, gemm_tma_store_bytes(g));
+    auto stages_with = [&](int buffers) { return gemm_wgmma_stages(g, d, hw, cluster, axis, why_stages, gemm_tma_store_bytes(g, buffers)); };
+    const int stages = stages_with(2);
     if (stages >= std::min(s.wgmma_stages, 4)) {
+      int buffers = 2;
+      while (buffers < g.TN / 64 && stages_with(buffers + 1) == stages) ++buffers;
       s.tma_store = true;
+      s.tma_store_buffers = buffers;
       s.wgmma_stages = stages;
-      s.wgmma_smem_bytes = gemm_wgmma_stage_bytes(g) * stages + gemm_tma_store_bytes(g);
+      s.wgmma_smem_bytes = gemm_wgmma_stage_bytes(g) * stages + gemm_tma_store_bytes(g, buffers);
     } else {
       s.why_no_tma_store = "TMA store: its staging SMEM would leave " + std::to_string(stages) + " of " + std::to_string(s.wgmma_stages) + " stages";
     }
@@ -166,7 +172,7 @@ std::string describe_spec(const KernelSpec& s) {
     if (s.wgmma)
       out += " and wgmma + TMA on sm_90a (" + std::to_string(s.wgmma_stages) + " stages, " + std::to_string(s.wgmma_smem_bytes) + " B SMEM" +
              (s.cluster > 1 ? ", clusters of " + std::to_string(s.cluster) + " along " + s.cluster_axis : "") +
-             (s.tma_store ? ", TMA store epilogue" : "") + ")";
+             (s.tma_store ? ", TMA store epilogue through " + std::to_string(s.tma_store_buffers) + " staging buffers" : "") + ")";
     else
       out += "; no wgmma: " + s.why_no_wgmma;
   } else if (s.strategy == Strategy::simt && !s.declined.empty()) {

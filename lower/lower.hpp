@@ -77,8 +77,15 @@ struct KernelSpec {
   std::string why_no_wgmma;
   /** The wgmma GEMM stores interior output tiles through SMEM by TMA, overlapped with the next
    *  tile's MMAs (gemm_form.hpp gemm_tma_store_problem); its staging SMEM is in wgmma_smem_bytes.
-   *  Taken where it keeps the ring's stages (or at least 4 of them); else why not. */
+   *  Taken where the ring keeps at least min(its stages, 4) stages beside two staging buffers
+   *  (measured on the H100, matmul 8192x4096x256: 5 stages 37.2 us, 4 stages 41.6 us: a memory-bound
+   *  main loop needs its stages more than the epilogue needs buffers); else why not.
+   *  `tma_store_buffers`: staging buffers of T_M rows x 64 columns (T_M * 128 bytes each): two, and
+   *  more, up to one per 64 columns of the tile (T_N / 64), while they cost the ring no stage. A
+   *  consumer reuses a buffer once its store has read it (bulk_wait_read), which with the
+   *  stmatrix epilogue did not show in the time (8192x256x4096: 2 buffers 41.5 us, 4 buffers 42.2). */
   bool tma_store = false;
+  int tma_store_buffers = 0;
   std::string why_no_tma_store;
   /** Thread blocks per cluster (1: none) and the axis along which they are adjacent: granted
    *  only to a gemm kernel on the wgmma path of hardware with clusters. */

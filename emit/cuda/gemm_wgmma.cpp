@@ -158,8 +158,9 @@ class WgmmaGemmRenderer {
   code.line("[[maybe_unused]] constexpr int CLUSTER = " + std::to_string(cluster) + ";  // blocks per cluster");
   code.line("constexpr int STAGE_BYTES = " + std::to_string(stage_bytes) + ";");
   if (spec_.tma_store)
-    code.line("constexpr int OUT_BYTES = T_M * 128;  // one staging buffer of the TMA store: T_M rows x 64 columns, 128-byte swizzle");
-  code.line(std::string("constexpr size_t SMEM_BYTES = size_t{STAGES} * STAGE_BYTES") + (spec_.tma_store ? " + 2 * OUT_BYTES" : "") +
+    code.line("constexpr int OUT_BYTES = T_M * 128, OUT_BUFS = " + std::to_string(spec_.tma_store_buffers) +
+              ";  // the TMA store's staging buffers: T_M rows x 64 columns each, 128-byte swizzle");
+  code.line(std::string("constexpr size_t SMEM_BYTES = size_t{STAGES} * STAGE_BYTES") + (spec_.tma_store ? " + OUT_BUFS * OUT_BYTES" : "") +
             " + 2 * STAGES * sizeof(uint64_t) + 1024;  // + barriers, + alignment");
   std::string params = "const Args a";
   for (const auto& L : lay) params += ", const __grid_constant__ CUtensorMap tm_" + L.t->array;
@@ -176,8 +177,8 @@ class WgmmaGemmRenderer {
   c.declare_sizes(code);
   code.line("extern __shared__ __align__(1024) unsigned char smem_raw[];");
   code.line("unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) / 1024 * 1024);");
-  if (spec_.tma_store) code.line("unsigned char* const out_stage = smem + STAGES * STAGE_BYTES;  // two staging buffers of the TMA store");
-  code.line(std::string("uint64_t* full = reinterpret_cast<uint64_t*>(smem + STAGES * STAGE_BYTES") + (spec_.tma_store ? " + 2 * OUT_BYTES" : "") +
+  if (spec_.tma_store) code.line("unsigned char* const out_stage = smem + STAGES * STAGE_BYTES;  // the staging buffers of the TMA store");
+  code.line(std::string("uint64_t* full = reinterpret_cast<uint64_t*>(smem + STAGES * STAGE_BYTES") + (spec_.tma_store ? " + OUT_BUFS * OUT_BYTES" : "") +
             ");  // chunk landed in the stage");
   code.line("uint64_t* empty = full + STAGES;                                           // stage consumed");
   // Several contracted axes: chunk kc is index kc / k_chunks of the outer axes (decomposed, last
@@ -287,7 +288,7 @@ class WgmmaGemmRenderer {
     auto contraction = [&](std::size_t i) { return "contract(" + g.gemms[i].a.array + ", " + g.gemms[i].b.array + "; " + join(g.gemms[i].node->axes) + ")"; };
     const std::size_t accs = accumulators();
     code.line("int64_t it = 0;  // chunks consumed by this block, over all its tiles");
-    if (spec_.tma_store) code.line("int sb = 0;  // staging buffers used by this warpgroup (alternating)");
+    if (spec_.tma_store) code.line("int sb = 0;  // staging buffers used by this warpgroup (in turn)");
     tile_loop();
     if (joint)
       code.line("float acc0[MS][T_N] = {};  // registers: " + contraction(joint_first) + " in columns [0, T_N), " + contraction(1 - joint_first) +
@@ -404,9 +405,9 @@ class WgmmaGemmRenderer {
   }
 
   /** The interior tile's epilogue through SMEM (lowering's tma_store, gemm_form.hpp): per block of
-   *  64 columns, each consumer warpgroup waits until the buffer it used two blocks ago has been
-   *  read by its TMA store, writes its rows (8 consecutive elements per lane after the quad
-   *  transpose, 128-byte swizzle: 16-byte chunk c of row r at chunk c ^ (r % 8)), makes them
+   *  64 columns, each consumer warpgroup waits until the buffer it used OUT_BUFS blocks ago (KernelSpec::tma_store_buffers) has been
+   *  read by its TMA store, writes its rows by stmatrix (16x16 blocks of accumulator fragments,
+   *  no shuffles; 128-byte swizzle: 16-byte chunk c of row r at chunk c ^ (r % 8)), makes them
    *  visible to the async proxy, and one thread stores them by TMA, not waiting for the write. */
   void tma_store_epilogue(const std::function<std::string(std::size_t)>& acc) {
     Code& code = code_;
@@ -415,29 +416,21 @@ class WgmmaGemmRenderer {
     code.line("// interior tile: through SMEM, stored by TMA while the next tile's MMAs run (named barrier 1 + cw: this warpgroup)");
     code.line("#pragma unroll");
     code.open("for (int cb = 0; cb < T_N / 64; ++cb, ++sb)");
-    code.line("unsigned char* const ob = out_stage + (sb % 2) * OUT_BYTES;");
-    code.line("if (t == 0) napkin::bulk_wait_read<1>();  // the store from this buffer two blocks ago has read it");
+    code.line("unsigned char* const ob = out_stage + (sb % OUT_BUFS) * OUT_BYTES;");
+    code.line("if (t == 0) napkin::bulk_wait_read<OUT_BUFS - 1>();  // the store from this buffer OUT_BUFS blocks ago has read it");
     code.line("napkin::named_sync(1 + cw, 128);");
     code.line("#pragma unroll");
     code.open("for (int ms = 0; ms < MS; ++ms)");
+    code.line("const int row0 = cw * WM + ms * 64 + warp * 16;  // this warp's 16 rows of the m64 subtile");
+    code.line("// stmatrix: lanes 8i..8i+7 address the rows of matrix i (rows 8 (i % 2).., 16-byte chunk i / 2 of the pair)");
+    code.line("const int srow = row0 + ((lane / 8) % 2) * 8 + lane % 8, schunk = lane / 16;");
     code.line("#pragma unroll");
-    code.open("for (int h = 0; h < 2; ++h)");
-    code.line("const int row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8;");
-    code.line("uint4 w[2];  // this lane's 8 elements of each 32-column half of the block");
-    code.line("#pragma unroll");
-    code.open("for (int half = 0; half < 2; ++half)");
-    code.line("const int ng = cb * 2 + half;");
-    gemm_pack_group(code, c_, kc_, g, acc);
-    code.line("w[half] = make_uint4(p_" + out_ + "[0], p_" + out_ + "[1], p_" + out_ + "[2], p_" + out_ + "[3]);");
-    code.close();
-    code.line("// odd rows store their other half first: the 8 lanes of each 16-byte store phase (two rows) then hit 8");
-    code.line("// distinct 16-byte slots of the swizzled line (16-byte chunk c of row r sits at c ^ (r % 8))");
-    code.line("const int odd = (lane / 4) & 1;");
-    code.line("#pragma unroll");
-    code.open("for (int s = 0; s < 2; ++s)");
-    code.line("const int half = s ^ odd, chunk = half * 4 + lane % 4;");
-    code.line("*reinterpret_cast<uint4*>(ob + row * 128 + ((chunk ^ (row % 8)) * 16)) = half ? w[1] : w[0];");
-    code.close();
+    code.open("for (int j = 0; j < 4; ++j)");
+    code.line("const int nt0 = cb * 8 + j * 2;  // 8-column blocks nt0, nt0 + 1: 16-byte chunks 2j, 2j + 1 of the block's rows");
+    gemm_pack_matrices(code, c_, kc_, g, acc);
+    code.line("// 16-byte chunk c of row r sits at c ^ (r % 8): each 8-row matrix hits 8 distinct 16-byte slots");
+    code.line("napkin::stsm_x4(ob + srow * 128 + (((j * 2 + schunk) ^ (srow % 8)) * 16), p_" + out_ + "[0], p_" + out_ + "[1], p_" + out_ +
+              "[2], p_" + out_ + "[3]);");
     code.close();
     code.close();
     code.line("napkin::fence_proxy_async();  // the writes, before the TMA store reads them");

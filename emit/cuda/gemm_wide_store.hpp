@@ -29,6 +29,14 @@ std::string wide_store_condition(Context& c, const KernelChoice& kc, const GemmF
  *  ng * 32 + (l % 4) * 8 .. + 7. Defines i_<M>. */
 void gemm_pack_group(Code& code, Context& c, const KernelChoice& kc, const GemmForm& g, const std::function<std::string(std::size_t)>& acc);
 
+/** Emits, for the 16x16 block of accumulator rows `row0` (tile-relative, a multiple of 16:
+ *  defined by the caller) .. +15 and 8-column blocks `nt0`, nt0 + 1 (defined by the caller), every
+ *  output's packed pairs as `uint32_t p_<o>[4]` in stmatrix order (napkin::stsm_x4, PTX ISA
+ *  9.7.14.5.16): p[i] holds this lane's pair of matrix i, rows row0 + 8 (i % 2) + lane / 4, columns
+ *  (nt0 + i / 2) * 8 + 2 (lane % 4), +1, computed from `acc(i)` (an expression in nt, h and q)
+ *  through the epilogue expressions; no shuffles. */
+void gemm_pack_matrices(Code& code, Context& c, const KernelChoice& kc, const GemmForm& g, const std::function<std::string(std::size_t)>& acc);
+
 /** Emits the interior epilogue with 16-byte stores (to be placed under wide_store_condition).
  *  `loops(body)` opens the variant's loops over (m subtile, row half) defining `row` (tile-relative)
  *  and calls `body` once per 32-column group `ng`; inside it the emitted code loops j = 0..3 over

@@ -32,6 +32,8 @@ struct RowsKernel {
  *  emits `vec`, the run-time condition of the 16-byte path (N % 8 == 0, pointers 16-byte
  *  aligned), where there are any. */
 void vector_path(RowsKernel& r, const RowsForm& form) {
+  // Reference mode (the GPU's fp32 check, not priced) stores every array in fp32: no 16-byte path.
+  if (r.c.options().reference) return;
   r.vec_arrays.insert(form.map.vector_arrays.begin(), form.map.vector_arrays.end());
   r.vec_out = form.vector_output;
   r.has_vec = !r.vec_arrays.empty() || r.vec_out;

@@ -127,8 +127,24 @@ TEST_CASE("the wgmma GEMM stores through SMEM by TMA only where its ring keeps i
   // One bf16 output with N innermost: the staging buffers (2 x T_M x 128 bytes) are in the spec's SMEM,
   // and the epilogue is no longer charged after the main loop.
   CHECK(k.spec->tma_store);
-  CHECK(k.spec->wgmma_smem_bytes == gemm_wgmma_stage_bytes(*k.spec->gemm) * k.spec->wgmma_stages + gemm_tma_store_bytes(*k.spec->gemm));
+  CHECK(k.spec->wgmma_smem_bytes == gemm_wgmma_stage_bytes(*k.spec->gemm) * k.spec->wgmma_stages + gemm_tma_store_bytes(*k.spec->gemm, k.spec->tma_store_buffers));
   CHECK(k.t_epilogue == 0);
+  // The staging buffers: two, and more (up to one per 64 columns) only while they cost the ring no stage.
+  for (std::int64_t n : {4096, 256}) {  // T_N 256 and the thin N = 256 shape
+    l.sizes["b"] = n == 256 ? 4096 : 256;
+    l.sizes["c"] = n;
+    const Derivation thin = derive(*l.program, *l.diagram, l.sizes, h100);
+    const KernelSpec& s = *thin.chosen.kernels.at(0).cost.spec;
+    REQUIRE(s.tma_store);
+    INFO("T_M " << s.gemm->TM << ", T_N " << s.gemm->TN << ", " << s.wgmma_stages << " stages, " << s.tma_store_buffers << " buffers");
+    std::string why;
+    auto stages_with = [&](int b) { return gemm_wgmma_stages(*s.gemm, *l.diagram, h100, s.cluster, s.cluster_axis, why, gemm_tma_store_bytes(*s.gemm, b)); };
+    CHECK(s.tma_store_buffers >= 2);
+    CHECK(s.tma_store_buffers <= s.gemm->TN / 64);
+    CHECK(stages_with(2) == s.wgmma_stages);
+    CHECK(stages_with(s.tma_store_buffers) == s.wgmma_stages);
+    if (s.tma_store_buffers < s.gemm->TN / 64) CHECK(stages_with(s.tma_store_buffers + 1) < s.wgmma_stages);
+  }
   // Two outputs: no single staging tile, so no TMA store, and the reason is given.
   Loaded two = load_text("diagram two\naxis a = 1024\naxis b = 256\naxis c = 1024\nin A[a,b] : bf16\nin B[b,c] : bf16\n"
                          "C[a,c] = contract(A, B; b)\nD[a,c] = C * 2\nout C : bf16\nout D : bf16\n");

@@ -94,7 +94,7 @@ int check_invariant(const Derivation& dv, const std::string& text) {
         CHECK(constant(wg, "STAGES") == spec.wgmma_stages);
         // The TMA store epilogue exactly where the spec has it, its staging in the spec's SMEM.
         CHECK((wg.find("napkin::tma_store(") != std::string::npos) == spec.tma_store);
-        CHECK(constant(wg, "STAGE_BYTES") * spec.wgmma_stages + (spec.tma_store ? gemm_tma_store_bytes(*spec.gemm) : 0) == spec.wgmma_smem_bytes);
+        CHECK(constant(wg, "STAGE_BYTES") * spec.wgmma_stages + (spec.tma_store ? gemm_tma_store_bytes(*spec.gemm, spec.tma_store_buffers) : 0) == spec.wgmma_smem_bytes);
       }
       CHECK((spec.cluster > 1) == (wg.find("NAPKIN_CLUSTER_DIMS(CLUSTER)") != std::string::npos));
     } else {

@@ -327,6 +327,49 @@ void check_quad_transpose() {
   report(bad.empty(), name, bad);
 }
 
+// ---- stmatrix into a 128-byte-swizzled buffer (the TMA-store epilogue's staging, sm_90) -------
+
+/** One warp stores the 16x16 block at 16-byte chunks CJ, CJ+1 of a 16-row x 64-column staging
+ *  buffer by stmatrix, as emit/cuda/gemm_wgmma.cpp's TMA-store epilogue does; the buffer is read
+ *  back unswizzled (chunk c of row r sits at c ^ (r % 8)). */
+constexpr int ST_CJ = 2;
+__global__ void stmatrix_kernel(uint32_t salt, uint16_t* out) {
+  __shared__ __align__(1024) unsigned char buf[16 * 128];
+  const int lane = threadIdx.x;
+  for (int i = lane; i < 16 * 128 / 4; i += 32) reinterpret_cast<uint32_t*>(buf)[i] = 0xffffffffu;
+  __syncwarp();
+  uint32_t p[4];
+  for (int i = 0; i < 4; ++i) {  // matrix i: rows 8 (i % 2).., columns 8 (i / 2).. of the block
+    const int row = lane / 4 + 8 * (i % 2), col = ST_CJ * 8 + 8 * (i / 2) + 2 * (lane % 4);
+    const uint32_t lo = (salt + row * 64 + col) & 0xffffu, hi = (salt + row * 64 + col + 1) & 0xffffu;
+    p[i] = lo | (hi << 16);
+  }
+  const int mi = lane / 8, r = (mi % 2) * 8 + lane % 8, chunk = ST_CJ + mi / 2;
+  napkin::stsm_x4(buf + r * 128 + ((chunk ^ (r % 8)) * 16), p[0], p[1], p[2], p[3]);
+  __syncwarp();
+  for (int e = lane; e < 16 * 64; e += 32) {
+    const int row = e / 64, col = e % 64, c = col / 8;
+    out[e] = *reinterpret_cast<const uint16_t*>(buf + row * 128 + ((c ^ (row % 8)) * 16) + (col % 8) * 2);
+  }
+}
+
+void check_stmatrix() {
+  const uint32_t salt = static_cast<uint32_t>(g_rng()) & 0xffffu;
+  uint16_t* dout = to_device(std::vector<uint16_t>(16 * 64));
+  stmatrix_kernel<<<1, 32>>>(salt, dout);
+  const std::string name = "stmatrix x4: accumulator fragments land in a 128-byte-swizzled staging buffer";
+  finish(name);
+  const auto got = from_device(dout, 16 * 64);
+  std::string bad;
+  for (int e = 0; e < 16 * 64 && bad.empty(); ++e) {
+    const int row = e / 64, col = e % 64;
+    const bool written = col >= ST_CJ * 8 && col < ST_CJ * 8 + 16;
+    const uint16_t want = written ? static_cast<uint16_t>((salt + row * 64 + col) & 0xffffu) : 0xffffu;
+    if (got[e] != want) bad = "(" + std::to_string(row) + ", " + std::to_string(col) + "): got " + std::to_string(got[e]) + ", want " + std::to_string(want);
+  }
+  report(bad.empty(), name, bad);
+}
+
 // ---- mma.sync m16n8k16 with ldmatrix fragments -------------------------------------------------
 
 constexpr int MMA_PITCH = 24;  // 48-byte rows: ldmatrix's 16-byte row addresses, rows staggered
@@ -732,6 +775,7 @@ int main(int argc, char** argv) {
     check_wgmma<bf16, 2>("bf16, A in registers, B K-major in SMEM");
     check_tma();
     check_tma_store();
+    check_stmatrix();
     check_pipeline();
     check_multicast();
   } else {

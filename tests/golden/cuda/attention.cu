@@ -228,6 +228,19 @@ __device__ __forceinline__ void ldsm_x4_t(uint32_t r[4], const void* p) {
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s));
 }
 
+// stmatrix: four 8x8 matrices of 16-bit elements to SMEM, the inverse of ldsm_x4 (PTX ISA
+// 9.7.14.5.16, sm_90): lane l holds, in r[i], row l / 4 and columns 2 (l % 4), +1 of matrix i
+// (the accumulator fragment layout of mma and wgmma, packed to pairs); lanes 8i..8i+7 give the
+// addresses of matrix i's rows 0..7, 16 bytes each.
+__device__ __forceinline__ void stsm_x4(void* p, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(s), "r"(r0), "r"(r1), "r"(r2), "r"(r3) : "memory");
+#else
+  __trap();  // sm_90 and later only: the callers are the sm_90a variants
+#endif
+}
+
 // Fragments of m16n8k16 (PTX ISA 9.7.14.5.14). A: 16x16 at (m0, k0); B: two 16x8 tiles at
 // (k0, n0) and (k0, n0 + 8), registers {b0, b1} of the first then of the second.
 /** A stored [m][k] (k contiguous). */
