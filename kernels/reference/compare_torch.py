@@ -198,13 +198,17 @@ def generic(args, dev):
 def fp8_gemm_tolerance(ref, mag):
     """Element-wise tolerance of an fp8 GEMM's bf16 output against the fp32 product of its
     dequantised inputs. Both sides multiply the same fp8 values (their products are exact in fp32:
-    3 + 3 mantissa bits, fp8e5m2 2 + 2) and accumulate in fp32, so the fp8 rounding of the inputs
-    is not in the error; what is: the bf16 rounding of the output (half an ulp, 2^-9 relative;
-    2^-8 allowed for a second rounding, e.g. of a scale product) plus the fp32 accumulation in
-    another order (at most K * 2^-24 of sum |a_k b_k|, the worst case; 2^-12 allows K up to 4096
-    in the worst case and much more in practice, where errors grow as sqrt(K)). `mag`: sum_k
-    |a_ik b_jk| sa sb."""
-    return ref.abs() * 2.0**-8 + mag * 2.0**-12
+    3 + 3 mantissa bits, fp8e5m2 2 + 2), so the fp8 rounding of the inputs is not in the error;
+    what is: the bf16 rounding of the output (half an ulp, 2^-9 relative; 2^-8 allowed for a
+    second rounding, e.g. of a scale product), plus the accumulation. Hopper's fp8 wgmma keeps
+    about 14 mantissa bits in its accumulation, not fp32's 23 (DeepSeek-V3 technical report,
+    arXiv 2412.19437, section 3.3.2), and napkin's kernel accumulates a whole K in the wgmma
+    accumulators: each addition errs by up to 2^-14 of the running sum, whose magnitude is at most
+    sum_k |a_k b_k| (`mag`, scaled by sa sb) and for random signs about sqrt(k / K) of it, so the
+    total stays near 2^-14 mag; 2^-10 mag leaves a factor of 16 for unlucky elements while a
+    wrong tile (one missing K chunk of 128 at K = 8192: about 1/8 of |C|, where |C| is about
+    mag / sqrt(K) = mag / 90) is still far outside it."""
+    return ref.abs() * 2.0**-8 + mag * 2.0**-10
 
 
 def fp8_gemm(args, nap, dev):
@@ -292,7 +296,7 @@ def main():
         ok = bad["napkin"] == 0
         print(f"fp8_gemm sizes {sizes} (fp8e4m3, per-tensor scales, bf16 out) on {torch.cuda.get_device_name()}, torch {torch.__version__}, "
               f"median of {args.runs}, {len(sets)} rotating input sets")
-        print("check against fp32 of the dequantised inputs, element by element (|err| <= 2^-8 |ref| + 2^-12 sum|a b|): " +
+        print("check against fp32 of the dequantised inputs, element by element (|err| <= 2^-8 |ref| + 2^-10 sum|a b|): " +
               ", ".join(f"{k} {bad[k]} outside, max|err|/max|ref| {v:.2e}" for k, v in check.items()) + ("  ok" if ok else "  FAILED"))
         t_nap = rows[0][1]
         for name, ms in rows:
