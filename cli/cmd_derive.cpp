@@ -62,7 +62,7 @@ void print_cost_table(const SearchResult& r, const Hardware& hw) {
 nlohmann::json kernel_spec_json(const KernelSpec& s) {
   nlohmann::json j{{"strategy", strategy_name(s.strategy)}, {"description", describe_spec(s)}};
   if (s.tensor_cores()) {
-    j["mma_sync"] = {{"ptx", s.mma_sync->ptx}, {"stages", s.stages}, {"smem_bytes", s.smem_bytes}};
+    if (s.mma_sync) j["mma_sync"] = {{"ptx", s.mma_sync->ptx}, {"stages", s.stages}, {"smem_bytes", s.smem_bytes}};
     if (s.wgmma) j["wgmma"] = {{"ptx", s.wgmma_mma->ptx}, {"stages", s.wgmma_stages}, {"smem_bytes", s.wgmma_smem_bytes}, {"cluster", s.cluster}};
     else j["no_wgmma"] = s.why_no_wgmma;
   }

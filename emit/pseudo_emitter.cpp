@@ -220,9 +220,10 @@ class PseudoEmitter {
          g.k_note + ")");
     for (const auto& t : g.tiles)
       line("# operand " + t.array + ": tile [" + t.rows + ":" + n(t.R) + ", " + t.cols + ":" + n(t.C) + "] " + std::string(dtype_name(g.dtype)) +
-           (t.k_rows ? " (K along the rows)" : " (K contiguous)") + "; mma.sync: cp.async HBM -> SMEM (rows padded by 8), ldmatrix -> registers" +
+           (t.k_rows ? " (K along the rows)" : " (K contiguous)") + (s.mma_sync ? "; mma.sync: cp.async HBM -> SMEM (rows padded by 8), ldmatrix -> registers" : "") +
            (s.wgmma ? "; wgmma: " + tma_mover(s, t.rows, t.cols) + " HBM -> SMEM (128-byte swizzle), read by wgmma from SMEM" : ""));
-    line("# mma.sync: " + atom(*s.mma_sync) + ", " + n(g.warps) + " warps split " + g.M + " in rows of " + n(s.mma_sync->m));
+    if (s.mma_sync) line("# mma.sync: " + atom(*s.mma_sync) + ", " + n(g.warps) + " warps split " + g.M + " in rows of " + n(s.mma_sync->m));
+    else line("# no mma.sync path: " + std::string(dtype_name(g.dtype)) + " operands run on wgmma alone (sm_90a)");
     if (s.wgmma)
       line("# wgmma: " + wgmma_shape(*s.wgmma_mma, n(g.TN)) + ", " + warpgroups(g.warps) + ", persistent over the output tiles");
   }
@@ -236,13 +237,14 @@ class PseudoEmitter {
       line("acc" + n(static_cast<std::int64_t>(i)) + "[" + tile(g.M) + ", " + tile(g.N) + "] fp32 = 0  # head: associative-sum accumulator of contract(" +
            g.gemms[i].a.array + ", " + g.gemms[i].b.array + "; " + g.K + ")");
     for (const auto& a : g.k_outer) line("for " + a + " in 0.." + extent(a) + "  # contracted, one index at a time"), ++indent_;
-    line("for " + g.K + "0 in 0.." + extent(g.K) + " step " + n(g.TK) + "  # K chunks, pipelined: " + n(s.stages) + " stages in flight (mma.sync)" +
-         (s.wgmma ? ", " + n(s.wgmma_stages) + " (wgmma)" : ""));
+    line("for " + g.K + "0 in 0.." + extent(g.K) + " step " + n(g.TK) + "  # K chunks, pipelined: " +
+         (s.mma_sync ? n(s.stages) + " stages in flight (mma.sync)" + (s.wgmma ? ", " + n(s.wgmma_stages) + " (wgmma)" : "")
+                     : n(s.wgmma_stages) + " stages in flight (wgmma)"));
     ++indent_;
     for (const auto& t : g.tiles) line(decl(t.array, MemLevel::smem, true) + " <- load " + slice(t.array));
     for (std::size_t i = 0; i < g.gemms.size(); ++i)
       line("acc" + n(static_cast<std::int64_t>(i)) + " += " + g.gemms[i].a.array + "_smem · " + g.gemms[i].b.array + "_smem  # body: associative-sum, " +
-           (s.wgmma ? "wgmma (sm_90a) or " : "") + "mma.sync");
+           (s.mma_sync ? (s.wgmma ? "wgmma (sm_90a) or " : "") + std::string("mma.sync") : std::string("wgmma (sm_90a)")));
     indent_ -= 1 + static_cast<int>(g.k_outer.size());
     for (const auto& st : kc.cost.statements) statement(kc, st, "epilogue, contractions read from the accumulators");
     for (const auto& o : kc.cost.outputs) line("save " + o + "_reg -> " + slice(o));

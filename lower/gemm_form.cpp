@@ -128,7 +128,7 @@ std::optional<GemmForm> analyse_gemm(const Diagram& d, Typer& typer, const Kerne
     gc.b.k_inner = ya.back() == K;
     for (const auto& arr : {gc.a.array, gc.b.array}) {
       DType t = storage_dtype(d, arr, opt);
-      if (t != DType::bf16 && t != DType::fp16) return why = "operands are not bf16 or fp16", std::nullopt;
+      if (t != DType::bf16 && t != DType::fp16 && !is_fp8(t)) return why = "operands are not bf16, fp16, fp8e4m3 or fp8e5m2", std::nullopt;
       if (have_dtype && t != g.dtype) return why = "operands of different dtypes", std::nullopt;
       g.dtype = t, have_dtype = true;
     }
@@ -139,8 +139,8 @@ std::optional<GemmForm> analyse_gemm(const Diagram& d, Typer& typer, const Kerne
     g.gemms.push_back(gc);
   }
   const std::string& K = g.K;
-  g.TK = 64;
-  g.k_note = "kept whole in the schedule; staged through SMEM in chunks of 64";
+  g.TK = gemm_swizzle_row_elems(g.dtype);  // one 128-byte swizzle row of K per chunk
+  g.k_note = "kept whole in the schedule; staged through SMEM in chunks of " + std::to_string(g.TK);
   for (const auto& [a, size] : k.plan.streams()) {
     if (!contains(ks, a)) return why = "streams an axis other than the contracted ones", std::nullopt;
     if (a == K) g.TK = size, g.k_note = "streamed by " + std::to_string(size);
@@ -175,9 +175,13 @@ std::int64_t gemm_mma_sync_smem_bytes(const GemmForm& g, int stages) {
   return stage_elems * 2 * stages;
 }
 
+bool is_fp8(DType t) { return t == DType::fp8e4m3 || t == DType::fp8e5m2; }
+
+std::int64_t gemm_swizzle_row_elems(DType t) { return 1024 / dtype_bits(t); }
+
 std::int64_t gemm_wgmma_stage_bytes(const GemmForm& g) {
   std::int64_t bytes = 0;
-  for (const auto& t : g.tiles) bytes += t.R * t.C * 2;
+  for (const auto& t : g.tiles) bytes += t.R * t.C * dtype_bits(g.dtype) / 8;
   return bytes;
 }
 
@@ -185,11 +189,18 @@ int gemm_wgmma_stages(const GemmForm& g, const Diagram& d, const Hardware& hw, i
                       std::int64_t reserved_bytes) {
   if (!hw.wgmma || !hw.tma) return why = hw.name + " has no wgmma and TMA", 0;
   if (!hw.warpgroup_mma(g.dtype)) return why = "no warpgroup MMA for " + std::string(dtype_name(g.dtype)) + " in the hardware description", 0;
+  if (is_fp8(g.dtype))  // PTX ISA 9.7.15.5.1: the transpose immediates exist for .f16/.bf16 only
+    for (const auto& t : g.tiles)
+      if (t.k_rows)
+        return why = std::string(dtype_name(g.dtype)) + " wgmma reads both operands K-major from SMEM; " + t.array + " is stored " + t.cols +
+                     "-major (" + t.cols + " innermost, not " + g.K + ")",
+               0;
+  const std::int64_t row = gemm_swizzle_row_elems(g.dtype);  // elements per 128-byte swizzle row
   if (g.warps % 4 != 0 || g.warps / 4 > 2) return why = "warps not 4 or 8 (one or two consumer warpgroups)", 0;
   const int consumers = g.warps / 4;
   if (g.TM % (64 * consumers) != 0) return why = "T_M not a multiple of 64 rows per consumer warpgroup", 0;
   if (g.TN % 8 != 0 || g.TN > 256) return why = "T_N not a wgmma N (a multiple of 8 up to 256)", 0;
-  if (g.TK % 64 != 0) return why = "T_K not a multiple of 64 (one 128-byte swizzle row)", 0;
+  if (g.TK % row != 0) return why = "T_K not a multiple of " + std::to_string(row) + " (one 128-byte swizzle row)", 0;
   const std::int64_t acc_regs = static_cast<std::int64_t>(g.gemms.size()) * (g.TM / consumers / 64) * (g.TN / 2);
   if (acc_regs > 160) return why = "accumulators over 160 registers per thread", 0;
   if (cluster > 1 && cluster_axis != g.M && cluster_axis != g.N)
@@ -202,7 +213,7 @@ int gemm_wgmma_stages(const GemmForm& g, const Diagram& d, const Hardware& hw, i
       const std::int64_t rb = std::min<std::int64_t>(F, 256) / split;
       if (rb == 0 || F % rb != 0) return why = "tile of " + t.array + " not whole boxes of 256 rows", 0;
     } else {
-      if (F % 64 != 0) return why = "tile of " + t.array + " (M- or N-major) not whole 64-column blocks", 0;
+      if (F % row != 0) return why = "tile of " + t.array + " (M- or N-major) not whole " + std::to_string(row) + "-column blocks", 0;
       if (g.TK > 256) return why = "T_K over one TMA box (256 rows)", 0;
     }
     if (d.array_axes(t.array)->size() > 5) return why = t.array + " has more than 5 axes (TMA's limit)", 0;

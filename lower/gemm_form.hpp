@@ -1,5 +1,6 @@
 /** \file gemm_form.hpp
- *  The gemm form of a kernel: contractions of 16-bit operands over one or several axes with
+ *  The gemm form of a kernel: contractions of 16-bit operands (8-bit floats on the wgmma variant
+ *  only) over one or several axes with
  *  element-wise epilogues (matmul, bias + GELU, SwiGLU's dual GEMM, an output projection over
  *  heads and head width). M and N (a T_M x T_N output tile per thread block) are two output axes
  *  the schedule tiles (grouped, or kept whole: thin M or N), each in one operand; the other output
@@ -60,7 +61,7 @@ struct GemmForm {
   AxisList batch;                 ///< other axes of the output (grid slices)
   std::vector<GemmContraction> gemms;  ///< 1 (matmul) or 2 (SwiGLU's dual GEMM), same operand A
   std::vector<GemmTile> tiles;    ///< operand tiles, one per distinct array
-  DType dtype = DType::bf16;      ///< operand dtype (bf16 or fp16)
+  DType dtype = DType::bf16;      ///< operand dtype (bf16, fp16; fp8e4m3 or fp8e5m2 for the wgmma variant only)
   std::int64_t TM = 0, TN = 0, TK = 0;  ///< tile extents (elements); a whole M or N rounded up to the MMA's rows
   int warps = 0;                  ///< compute warps per thread block (the schedule's `warps`)
   std::string k_note;             ///< how the schedule treats K (streamed, or kept whole) and k_outer
@@ -89,14 +90,22 @@ std::int64_t gemm_mma_sync_smem_bytes(const GemmForm& g, int stages);
  *  swizzled rows (1024-byte atoms), as many stages as fit the block's SMEM less 2 KB of barriers,
  *  at most 6; 0 with `why` set when the variant cannot take the form: no wgmma or TMA, warps not
  *  one or two consumer warpgroups, T_M not m64 per warpgroup, T_N not a wgmma N (PTX ISA 9.7.15:
- *  a multiple of 8 up to 256), T_K not whole 64-column swizzle rows, accumulators over 160
+ *  a multiple of 8 up to 256), T_K not whole 128-byte swizzle rows (64 16-bit or 128 fp8 columns),
+ *  fp8 operands not both K-major (fp8 wgmma has no transposed SMEM operands: PTX ISA
+ *  9.7.15.5.1), accumulators over 160
  *  registers per thread, tiles not whole TMA boxes, arrays of over 5 axes (TMA's limit), a
  *  cluster along an axis other than M or N or of more than 2 blocks. `cluster` and `cluster_axis`:
  *  the schedule's cluster directive (1 and empty without). `reserved_bytes`: SMEM the block needs
  *  beside the ring (the TMA store's staging buffers). */
 int gemm_wgmma_stages(const GemmForm& g, const Diagram& d, const Hardware& hw, int cluster, const std::string& cluster_axis, std::string& why,
                       std::int64_t reserved_bytes = 0);
-/** SMEM bytes per stage of the wgmma variant (every operand tile, unpadded). */
+/** Whether `t` is an 8-bit float (fp8e4m3, fp8e5m2): the gemm form's operands may be, and then
+ *  only the wgmma variant takes them (no m16n8k16 mma.sync for them in the [[mma]] tables). */
+bool is_fp8(DType t);
+/** Elements of `t` in one 128-byte swizzle row (64 of a 16-bit type, 128 of fp8): the wgmma
+ *  variant's T_K is whole rows, and the T_K a schedule that keeps K whole is staged in. */
+std::int64_t gemm_swizzle_row_elems(DType t);
+/** SMEM bytes per stage of the wgmma variant (every operand tile, unpadded, of the operand dtype). */
 std::int64_t gemm_wgmma_stage_bytes(const GemmForm& g);
 
 /** The wgmma variant's epilogue through SMEM (emit/cuda/gemm_wgmma.cpp): each consumer

@@ -65,8 +65,10 @@ void lower_gemm(KernelSpec& s, const Diagram& d, const Hardware& hw, const Model
   const GemmForm& g = *s.gemm;
   gemm_tiles_in_grid(s.shape, g);
   batch_axes_in_grid(s.shape, g.batch);
-  s.mma_sync = *hw.warp_mma(g.dtype);
-  s.smem_bytes = gemm_mma_sync_smem_bytes(g, s.stages);
+  if (s.stages > 0) {  // the mma.sync path (absent for fp8 operands: lower_kernel)
+    s.mma_sync = *hw.warp_mma(g.dtype);
+    s.smem_bytes = gemm_mma_sync_smem_bytes(g, s.stages);
+  }
   const auto cl = s.shape.plan.cluster();
   const int cluster = cl && hw.clusters ? static_cast<int>(cl->second) : 1;
   const std::string axis = cluster > 1 ? cl->first : "";
@@ -147,6 +149,16 @@ KernelSpec lower_kernel(const Program& p, const Diagram& d, const std::vector<St
       lower_gemm(s, d, hw, opt, why_gemm);
       return s;
     }
+    if (is_fp8(s.gemm->dtype)) {  // fp8 operands: the wgmma path alone, or no gemm
+      KernelSpec w = s;
+      std::string why_wgmma;
+      lower_gemm(w, d, hw, opt, why_wgmma);
+      if (w.wgmma) {
+        w.strategy = Strategy::gemm;
+        return w;
+      }
+      why_gemm = "no mma.sync for " + std::string(dtype_name(s.gemm->dtype)) + " operands, and no wgmma: " + why_wgmma;
+    }
     s.gemm.reset();
   }
   if ((s.flash = analyse_flash(d, s.shape, hw, opt, why_flash))) {
@@ -168,9 +180,10 @@ std::string describe_spec(const KernelSpec& s) {
     out += "then " + s.gemm->K + " in chunks of " + std::to_string(s.gemm->TK);
   }
   if (s.tensor_cores()) {
-    out += " on mma.sync (" + std::to_string(s.stages) + " stages, " + std::to_string(s.smem_bytes) + " B SMEM)";
+    if (s.mma_sync) out += " on mma.sync (" + std::to_string(s.stages) + " stages, " + std::to_string(s.smem_bytes) + " B SMEM)";
+    else out += " (no mma.sync path for " + std::string(dtype_name(s.gemm->dtype)) + ")";
     if (s.wgmma)
-      out += " and wgmma + TMA on sm_90a (" + std::to_string(s.wgmma_stages) + " stages, " + std::to_string(s.wgmma_smem_bytes) + " B SMEM" +
+      out += std::string(s.mma_sync ? " and" : " on") + " wgmma + TMA on sm_90a (" + std::to_string(s.wgmma_stages) + " stages, " + std::to_string(s.wgmma_smem_bytes) + " B SMEM" +
              (s.cluster > 1 ? ", clusters of " + std::to_string(s.cluster) + " along " + s.cluster_axis : "") +
              (s.tma_store ? ", TMA store epilogue through " + std::to_string(s.tma_store_buffers) + " staging buffers" : "") + ")";
     else

@@ -9,7 +9,8 @@
  *  - gemm:  contractions of 16-bit operands (over one axis or several: gemm_form.hpp) with
  *           element-wise epilogues, on mma.sync
  *           (sm_80 on) and, where the hardware has wgmma and TMA and the tiles fit, on wgmma fed by
- *           TMA (sm_90a, picked at run time on a Hopper GPU);
+ *           TMA (sm_90a, picked at run time on a Hopper GPU); of fp8 operands (both K-major) on
+ *           wgmma alone, taken only where that path fits;
  *  - flash: contraction, element-wise score maps, softmax along the streamed axis (online softmax,
  *           paper §4) or no normaliser, contraction; on mma.sync and, where it fits, wgmma;
  *  - rows:  one normaliser (softmax, layernorm, rmsnorm) of element-wise arguments: warps per row;
@@ -62,9 +63,10 @@ struct KernelSpec {
   std::optional<GemmForm> gemm;    ///< strategy gemm
   std::optional<FlashForm> flash;  ///< strategy flash
   std::optional<RowsForm> rows;    ///< strategy rows: the launch shape (rows_form.hpp)
-  /** The mma.sync path (sm_80 on; every gemm and flash kernel has it): its atom (a row of the
-   *  hardware's [[mma]] table), cp.async stages (flash: K and V double-buffered, 2) and SMEM
-   *  bytes per thread block. */
+  /** The mma.sync path (sm_80 on; every gemm and flash kernel has it, but a gemm of fp8 operands,
+   *  which has the wgmma path alone: gemm_form.hpp is_fp8): its atom (a row of the hardware's
+   *  [[mma]] table), cp.async stages (flash: K and V double-buffered, 2) and SMEM bytes per
+   *  thread block. */
   std::optional<MmaShape> mma_sync;
   int stages = 0;
   std::int64_t smem_bytes = 0;

@@ -11,9 +11,11 @@ std::string ctype(DType t) {
     case DType::fp32: return "float";
     case DType::bf16: return "__nv_bfloat16";
     case DType::fp16: return "__half";
+    case DType::fp8e4m3: return "__nv_fp8_e4m3";  // emit/cuda/device/fp8.cuh
+    case DType::fp8e5m2: return "__nv_fp8_e5m2";
     default: break;
   }
-  throw UserError("emit --target cuda stores fp32, bf16 and fp16 arrays; " + std::string(dtype_name(t)) +
+  throw UserError("emit --target cuda stores fp32, bf16, fp16, fp8e4m3 and fp8e5m2 arrays; " + std::string(dtype_name(t)) +
                   " is not supported yet (use --dtype or change the diagram's dtypes)");
 }
 
@@ -53,6 +55,22 @@ Context::Context(const Program& p, const Diagram& d, const Derivation& dv, EmitO
 
 DType emit_dtype(const Diagram& d, const std::string& array, const EmitOptions& opt) {
   return opt.reference ? DType::fp32 : storage_dtype(d, array, ModelOptions{});
+}
+
+bool stores_fp8(const Diagram& d, const Hardware& hw, const EmitOptions& opt) {
+  std::vector<std::string> arrays;
+  for (const auto* in : d.inputs()) arrays.push_back(in->name);
+  for (const auto* st : d.statements()) arrays.push_back(st->name);
+  bool any = false;
+  for (const auto& a : arrays) {
+    const DType t = emit_dtype(d, a, opt);
+    if (t != DType::fp8e4m3 && t != DType::fp8e5m2) continue;
+    if (!hw.tensor_rate(t))
+      throw UserError("emit --target cuda: " + a + " is stored as " + std::string(dtype_name(t)) + ", but " + hw.name + " has no " +
+                      std::string(dtype_name(t)) + " tensor cores (fp8 needs sm_89 or later; napkin's fp8 GEMM runs on wgmma, sm_90a: --hw h100)");
+    any = true;
+  }
+  return any;
 }
 
 DType Context::dtype(const std::string& array) const { return emit_dtype(d_, array, opt_); }

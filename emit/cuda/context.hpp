@@ -29,9 +29,15 @@ struct EmitOptions {
   bool reference = false;
 };
 
-/** C++ type of a storage dtype in emitted code: float, __nv_bfloat16 or __half. Raises
- *  UserError for dtypes the CUDA emitter does not store (fp8, int8, int4, tf32). */
+/** C++ type of a storage dtype in emitted code: float, __nv_bfloat16, __half, __nv_fp8_e4m3 or
+ *  __nv_fp8_e5m2. Raises UserError for dtypes the CUDA emitter does not store (int8, int4, tf32). */
 std::string ctype(DType t);
+
+/** Whether diagram `d` stores an fp8 array (emit_dtype of its inputs, statements and outputs;
+ *  never in reference mode). Raises UserError when it does and `hw` has no tensor-core rate for
+ *  that dtype (its [tensor_core] table: fp8 tensor cores are sm_89 and later, none on the A100):
+ *  napkin emits fp8 only for GPUs that multiply it. */
+bool stores_fp8(const Diagram& d, const Hardware& hw, const EmitOptions& opt);
 
 /** Text being generated, with indentation. */
 struct Code {

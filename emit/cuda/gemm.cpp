@@ -12,8 +12,43 @@
 
 namespace napkin::cuda {
 
+namespace {
+
+/** A gemm of fp8 operands has the wgmma path alone (lower.hpp): the kernel's namespace holds the
+ *  tile constants and the sm_90a variant, and where that cannot run (no Hopper GPU, a binary
+ *  without sm_90a code, arrays TMA cannot address) the launcher fails with the reason. */
+KernelEmit emit_gemm_wgmma_alone(Context& c, const KernelChoice& kc) {
+  const KernelSpec& spec = *kc.cost.spec;
+  const GemmForm& g = *spec.gemm;
+  NAPKIN_ASSERT(spec.wgmma) << "a gemm without an mma.sync path must have the wgmma path (lower.cpp)";
+  const std::string ns = kernel_ns(kc.plan.name);
+  const std::string dt(dtype_name(g.dtype));
+  Code code;
+  code.line(describe_plan(kc.plan));
+  code.line("// strategy gemm: M = " + g.M + " (group " + std::to_string(g.TM) + ", " + std::to_string(g.warps) + " warps), N = " + g.N + " (group " +
+            std::to_string(g.TN) + "), K = " + g.K + " (" + g.k_note + ")");
+  code.line("// no mma.sync variant: " + dt + " operands run on wgmma alone (sm_90a)");
+  code.open("namespace " + ns);
+  code.line("using T = " + ctype(g.dtype) + ";");
+  code.line("constexpr int T_M = " + std::to_string(g.TM) + ", T_N = " + std::to_string(g.TN) + ", T_K = " + std::to_string(g.TK) + ";");
+  Code l;
+  gemm_launch_blocks(l, g);
+  const std::string fallback = "return napkin_fail(\"" + ns + ": this " + dt +
+                               " GEMM runs on the sm_90a wgmma path alone: it needs a Hopper GPU, a binary built for sm_90a and 16-byte-aligned arrays\");\n";
+  KernelEmit r = emit_gemm_wgmma(c, kc, g, fallback);
+  code.text += r.device_code;
+  code.close("  // namespace " + ns);
+  l.text += r.launch_code;
+  r.device_code = code.text;
+  r.launch_code = l.text;
+  return r;
+}
+
+}  // namespace
+
 KernelEmit emit_gemm(Context& c, const KernelChoice& kc) {
   const KernelSpec& spec = *kc.cost.spec;
+  if (!spec.mma_sync) return emit_gemm_wgmma_alone(c, kc);
   const GemmForm& g = *spec.gemm;
   const std::string &M = g.M, &N = g.N, &k = g.K;
   const MmaShape* mma = &*spec.mma_sync;

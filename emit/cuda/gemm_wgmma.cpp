@@ -37,14 +37,17 @@ struct Box {
 /** One operand tile in a pipeline stage: its byte offset and size in the stage, its TMA boxes. */
 struct Layout { const GemmTile* t; std::int64_t off, bytes; std::vector<Box> boxes; std::uint32_t box_inner, box_outer; };
 
-/** SMEM layout per stage: each tile as 128-byte rows in 1024-byte swizzle atoms. K-major tile
- *  [R][T_K]: T_K/64 column blocks of R rows; MN-major tile [T_K][R]: R/64 blocks of T_K rows. Tiles
+/** SMEM layout per stage: each tile as 128-byte rows (64 16-bit or 128 fp8 elements: `row`) in
+ *  1024-byte swizzle atoms. K-major tile [R][T_K]: T_K/row column blocks of R rows; MN-major tile
+ *  [T_K][R]: R/row blocks of T_K rows. Tiles
  *  shared by a cluster's blocks (not varying along `cax`) are split into `cluster` times as many
  *  boxes, multicast by the ranks in turn. Adds each tile's bytes to `stage_bytes`. */
 std::vector<Layout> stage_layout(const GemmForm& g, int cluster, const std::string& cax, std::int64_t& stage_bytes) {
   std::vector<Layout> lay;
+  const std::int64_t row = gemm_swizzle_row_elems(g.dtype), esize = dtype_bits(g.dtype) / 8;
+  const std::string row_s = std::to_string(row);
   for (const auto& t : g.tiles) {
-    Layout L{&t, stage_bytes, t.R * t.C * 2, {}, 64, 0};
+    Layout L{&t, stage_bytes, t.R * t.C * esize, {}, static_cast<std::uint32_t>(row), 0};
     const std::string free = t.k_rows ? t.cols : t.rows;
     const std::int64_t F = t.k_rows ? t.C : t.R;  // extent along the free axis
     // Shared tiles (not varying along the cluster's axis) are split into `cluster` times as many
@@ -54,17 +57,17 @@ std::vector<Layout> stage_layout(const GemmForm& g, int cluster, const std::stri
       const std::int64_t rb = std::min<std::int64_t>(F, 256) / split;
       NAPKIN_ASSERT(F % rb == 0) << "tile of " << t.array << " not whole boxes of 256 rows, which lowering refuses";
       L.box_outer = static_cast<std::uint32_t>(rb);
-      for (std::int64_t kb = 0; kb < g.TK / 64; ++kb)
+      for (std::int64_t kb = 0; kb < g.TK / row; ++kb)
         for (std::int64_t r = 0; r < F / rb; ++r)
-          L.boxes.push_back({kb * F * 128 + r * rb * 128, "static_cast<int>(o_k) + " + std::to_string(kb * 64),
+          L.boxes.push_back({kb * F * 128 + r * rb * 128, "static_cast<int>(o_k) + " + std::to_string(kb * row),
                              "static_cast<int>(o_" + free + ") + " + std::to_string(r * rb)});
     } else {
-      NAPKIN_ASSERT(F % 64 == 0 && g.TK <= 256) << "tile of " << t.array << " not whole 64-column blocks of at most 256 rows, which lowering refuses";
+      NAPKIN_ASSERT(F % row == 0 && g.TK <= 256) << "tile of " << t.array << " not whole " << row_s << "-column blocks of at most 256 rows, which lowering refuses";
       const std::int64_t kb = g.TK / split;  // rows of K per box
       L.box_outer = static_cast<std::uint32_t>(kb);
-      for (std::int64_t j = 0; j < F / 64; ++j)
+      for (std::int64_t j = 0; j < F / row; ++j)
         for (std::int64_t h = 0; h < split; ++h)
-          L.boxes.push_back({j * g.TK * 128 + h * kb * 128, "static_cast<int>(o_" + free + ") + " + std::to_string(j * 64),
+          L.boxes.push_back({j * g.TK * 128 + h * kb * 128, "static_cast<int>(o_" + free + ") + " + std::to_string(j * row),
                              "static_cast<int>(o_k) + " + std::to_string(h * kb)});
     }
     if (split > 1)
@@ -145,7 +148,7 @@ class WgmmaGemmRenderer {
     const std::int64_t stage_bytes = stage_bytes_;
     code.line("// wgmma variant (sm_90a): warpgroup 0 loads by TMA into a " + std::to_string(stages) + "-stage ring of 128-byte-swizzled tiles;");
     code.line("// " + std::to_string(consumers) + " consumer warpgroup(s) x " + std::to_string(g.TM / consumers) + " rows of " + M + " issue " + mma->ptx.substr(0, mma->ptx.find(".m64")) +
-              ".m64n" + std::to_string(g.TN) + "k16 on SMEM descriptors, fp32 accumulators in registers");
+              ".m64n" + std::to_string(g.TN) + "k" + std::to_string(mma->k) + " on SMEM descriptors, fp32 accumulators in registers");
     code.open("namespace wg");
     code.text += wg_fn_;
     if (cluster > 1) {
@@ -169,10 +172,12 @@ class WgmmaGemmRenderer {
   ++code.indent;
   code.line("#if defined(__CUDA_ARCH_FEAT_SM90_ALL)");
   code.line("constexpr int WM = T_M / CONSUMERS, MS = WM / 64;  // rows per consumer warpgroup; m64 subtiles each");
+  const std::int64_t row = gemm_swizzle_row_elems(g.dtype);  // elements per 128-byte row
+  const std::string rs = std::to_string(row);
   for (const auto& L : lay)
     code.line("constexpr int OFF_" + L.t->array + " = " + std::to_string(L.off) + ";  // SMEM bytes: " + L.t->array + " [" +
-              (L.t->k_rows ? std::to_string(L.t->C / 64) + " blocks of 64 " + L.t->cols + "][" + k + " " + std::to_string(g.TK) + "][64]"
-                           : std::to_string(g.TK / 64) + " blocks of 64 " + k + "][" + L.t->rows + " " + std::to_string(L.t->R) + "][64]") +
+              (L.t->k_rows ? std::to_string(L.t->C / row) + " blocks of " + rs + " " + L.t->cols + "][" + k + " " + std::to_string(g.TK) + "][" + rs + "]"
+                           : std::to_string(g.TK / row) + " blocks of " + rs + " " + k + "][" + L.t->rows + " " + std::to_string(L.t->R) + "][" + rs + "]") +
               ", 128-byte swizzle");
   c.declare_sizes(code);
   code.line("extern __shared__ __align__(1024) unsigned char smem_raw[];");
@@ -320,12 +325,14 @@ class WgmmaGemmRenderer {
     fence_all();
     code.line("napkin::wgmma_fence();");
     code.line("#pragma unroll");
-    code.open("for (int kk = 0; kk < T_K; kk += 16)");
+    code.open("for (int kk = 0; kk < T_K; kk += " + std::to_string(mma_->k) + ")");
+    const std::string row = std::to_string(gemm_swizzle_row_elems(g.dtype)), esize = std::to_string(dtype_bits(g.dtype) / 8);
     auto desc = [&](const GemmOperand& o, bool is_a) {
       const std::string R = is_a ? "T_M" : "T_N";
       const std::string row0 = is_a ? "(cw * WM + ms * 64)" : "0";
-      if (o.k_inner)  // [T_K/64 blocks][R rows][64]: advance 32 bytes per k16 inside the swizzle atom
-        return "napkin::smem_desc(st + OFF_" + o.array + " + (kk / 64) * " + R + " * 128 + " + row0 + " * 128 + (kk % 64) * 2, 16, 1024)";
+      if (o.k_inner)  // [T_K/row blocks][R rows][row]: advance 32 bytes per MMA k step inside the swizzle atom
+        return "napkin::smem_desc(st + OFF_" + o.array + " + (kk / " + row + ") * " + R + " * 128 + " + row0 + " * 128 + (kk % " + row + ") * " + esize +
+               ", 16, 1024)";
       // [R/64 blocks][T_K rows][64]: a k16 step is 16 rows of 128 bytes; blocks T_K * 128 bytes apart
       return "napkin::smem_desc(st + OFF_" + o.array + " + " + row0 + " / 64 * T_K * 128 + kk * 128, T_K * 128, 1024)";
     };
@@ -447,7 +454,7 @@ class WgmmaGemmRenderer {
   std::string launch(const std::string& fallback_launch) const {
     std::vector<TmaOperand> ops;
     for (const auto& L : lay_) ops.push_back({L.t->array, L.t->cols, L.t->rows, L.box_inner, L.box_outer});
-    if (spec_.tma_store) ops.push_back({out_, g_.N, g_.M, 64, static_cast<std::uint32_t>(g_.TM / consumers_)});
+    if (spec_.tma_store) ops.push_back({out_, g_.N, g_.M, 64, static_cast<std::uint32_t>(g_.TM / consumers_), c_.dtype(out_)});
     // Persistent grid: at most one block per SM (the SMEM ring fills the SM), whole clusters.
     const std::string grid = "napkin::persistent_grid(blocks, " + std::to_string(cluster_) + ")";
     return tma_launch(c_, kernel_ns(kc_.plan.name), ops, g_.dtype, fallback_launch, "true", grid, spec_.tma_store ? ", napkin::tma_store_enabled()" : "");

@@ -7,7 +7,7 @@ std::string wide_store_condition(Context& c, const KernelChoice& kc, const GemmF
   if (g.TN % 32 != 0) return "";
   std::string cond = "n_M == T_M && n_N == T_N && N_" + g.N + " % 8 == 0";
   for (const auto& o : kc.cost.outputs) {
-    if (c.axes(o).empty() || c.axes(o).back() != g.N || c.ctype_of(o) == "float") return "";
+    if (c.axes(o).empty() || c.axes(o).back() != g.N || dtype_bits(c.dtype(o)) != 16) return "";
     cond += " && reinterpret_cast<uintptr_t>(a." + o + ") % 16 == 0";
   }
   return cond;

@@ -22,8 +22,9 @@ std::string mma_atoms(const std::vector<MmaShape>& mmas) {
   return s;
 }
 
-std::string preamble(const std::vector<MmaShape>& mmas, bool hopper) {
+std::string preamble(const std::vector<MmaShape>& mmas, bool hopper, bool fp8) {
   std::string s = kDeviceCommon;
+  if (fp8) s += kDeviceFp8;
   if (hopper) s += kDeviceHopper;
   return s + mma_atoms(mmas);
 }
@@ -36,7 +37,7 @@ std::string wgmma_function(const MmaShape& m, int n, bool a_in_registers, std::s
   std::string ptx = m.ptx;
   const std::string from = "m" + std::to_string(m.m) + "n" + std::to_string(m.n) + "k";
   if (auto at = ptx.find(from); at != std::string::npos) ptx.replace(at, from.size(), "m64n" + std::to_string(n) + "k");
-  name = "wgmma_m64n" + std::to_string(n) + "k16_" + std::string(dtype_name(m.dtype)) + (a_in_registers ? "_rs" : "");
+  name = "wgmma_m64n" + std::to_string(n) + "k" + std::to_string(m.k) + "_" + std::string(dtype_name(m.dtype)) + (a_in_registers ? "_rs" : "");
   const int regs = n / 2;
   std::string d, outs;
   for (int i = 0; i < regs; ++i) {
@@ -46,6 +47,17 @@ std::string wgmma_function(const MmaShape& m, int n, bool a_in_registers, std::s
   const std::string r = std::to_string(regs);
   auto op = [&](int k) { return "%" + std::to_string(regs + k); };
   std::string s;
+  if (!a_in_registers && dtype_bits(m.dtype) == 8) {  // no transpose immediates for 8-bit types (PTX ISA 9.7.15.5.1)
+    s += "/** " + ptx + " (from the hardware description's [[mma]] table): D += A B, A and B K-major in SMEM. */\n";
+    s += "template <int TA, int TB>\n";
+    s += "__device__ __forceinline__ void " + name + "(float (&d)[" + r + "], uint64_t desc_a, uint64_t desc_b) {\n";
+    s += "  static_assert(TA == 0 && TB == 0, \"8-bit wgmma reads K-major operands only\");\n";
+    s += "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, " + op(2) + ", 0;\\n\"\n";
+    s += "               \"" + ptx + " {" + d + "}, " + op(0) + ", " + op(1) + ", p, 1, 1;\\n}\\n\"\n";
+    s += "               : " + outs + "\n";
+    s += "               : \"l\"(desc_a), \"l\"(desc_b), \"r\"(1));\n}\n";
+    return s;
+  }
   if (!a_in_registers) {
     s += "/** " + ptx + " (from the hardware description's [[mma]] table): D += A B, A and B in SMEM. */\n";
     s += "template <int TA, int TB>\n";

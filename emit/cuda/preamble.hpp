@@ -20,13 +20,14 @@ std::string mma_function(const MmaShape& m);
 /** Source of one mma.sync wrapper per shape in `mmas` (warp scope, m16n8k16 with fp32 accumulate;
  *  others are skipped), named by mma_function, in namespace napkin. */
 std::string mma_atoms(const std::vector<MmaShape>& mmas);
-/** Source text of the device library (the .cuh headers of emit/cuda/device: the Hopper headers too if
- *  `hopper`), then mma_atoms(mmas). */
-std::string preamble(const std::vector<MmaShape>& mmas, bool hopper);
+/** Source text of the device library (the .cuh headers of emit/cuda/device: fp8.cuh too if `fp8`,
+ *  the Hopper headers too if `hopper`), then mma_atoms(mmas). */
+std::string preamble(const std::vector<MmaShape>& mmas, bool hopper, bool fp8 = false);
 /** Source of a device function issuing `m` (a warpgroup-scope row of the [[mma]] table, n
- *  replaced by `n`), D += A B, B in SMEM: `wgmma_m64n<N>k16_<dtype><TA, TB>(float (&d)[N / 2],
+ *  replaced by `n`), D += A B, B in SMEM: `wgmma_m64n<N>k<K>_<dtype><TA, TB>(float (&d)[N / 2],
  *  desc_a, desc_b)` with A in SMEM, or, if `a_in_registers`, `..._rs<TB>(d, const uint32_t (&a)[4],
- *  desc_b)`. TA, TB: 1 for an M- or N-major operand (PTX ISA 9.7.15.5.1.2). `name` receives the name. */
+ *  desc_b)`. TA, TB: 1 for an M- or N-major operand (PTX ISA 9.7.15.5.1.2); 8-bit types (k32) take
+ *  K-major operands only (TA = TB = 0, a static_assert) and no register A. `name` receives the name. */
 std::string wgmma_function(const MmaShape& m, int n, bool a_in_registers, std::string& name);
 
 }  // namespace napkin::cuda

@@ -32,18 +32,21 @@ void rows_launch(Code& l, const AxisList& rows, std::int64_t rows_per_block, con
 
 std::string tma_launch(const Context& c, const std::string& ns, const std::vector<TmaOperand>& ops, DType dtype, const std::string& fallback,
                        const std::string& condition, const std::string& grid, const std::string& extra_args) {
-  const std::string dtype_enum = dtype == DType::bf16 ? "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16" : "CU_TENSOR_MAP_DATA_TYPE_FLOAT16";
   Code l;
   l.line("static const int wgmma_built = napkin::hopper_kernel(reinterpret_cast<const void*>(" + ns + "::wg::kernel)) ? 1 : 0;");
   l.line("bool use_wgmma = wgmma_built == 1" + (condition == "true" ? std::string() : " && " + condition) + ";");
   std::string maps;
   for (const auto& op : ops) {
+    const DType t = op.dtype.value_or(dtype);
+    const std::string dtype_enum = t == DType::bf16 ? "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16"
+                                   : dtype_bits(t) == 8 ? "CU_TENSOR_MAP_DATA_TYPE_UINT8"  // fp8: the copy moves bytes
+                                                        : "CU_TENSOR_MAP_DATA_TYPE_FLOAT16";
     AxisList ax = c.axes(op.array);
     std::vector<std::string> order{op.cols, op.rows};  // innermost first
     for (auto it = ax.rbegin(); it != ax.rend(); ++it)
       if (*it != op.rows && *it != op.cols) order.push_back(*it);
     auto stride_bytes = [&](const std::string& axis) {
-      std::string s = "uint64_t{2}";
+      std::string s = "uint64_t{" + std::to_string(dtype_bits(t) / 8) + "}";
       bool after = false;
       for (const auto& x : ax) {
         if (after) s += " * static_cast<uint64_t>(a.N_" + x + ")";

@@ -82,10 +82,12 @@ std::string stride(const Context& c, const std::string& array, const std::string
 void add_hopper_variant(KernelEmit& r, Code& device, Code& launch, const KernelSpec& spec, const std::string& ns,
                         const std::function<KernelEmit(const std::string&)>& make);
 /** An operand loaded by TMA in 128-byte swizzled boxes: the array, its two tile axes (cols
- *  contiguous), and the box (elements; box_cols * 2 bytes = 128). */
+ *  contiguous), the box (elements; box_cols times the element size = 128 bytes), and its dtype
+ *  where it differs from the one tma_launch is given (a bf16 output of an fp8 GEMM). */
 struct TmaOperand {
   std::string array, cols, rows;
   std::uint32_t box_cols = 64, box_rows = 0;
+  std::optional<DType> dtype{};
 };
 /** Device code: the TMA coordinates of `array`'s axes other than `rows` and `cols` (its batch
  *  axes at `i_<axis>`, innermost first), each as ", static_cast<int>(i_<axis>)". */

@@ -5,6 +5,9 @@ times it against PyTorch in one run, after checking that the outputs agree:
   swiglu:    the eager chain silu(x @ W1) * (x @ W3) @ W2 (cuBLAS GEMMs plus element-wise kernels);
   layernorm: F.layer_norm, and the eager chain of its primitive operations;
   matmul:    torch.matmul (cuBLAS);
+  fp8_gemm:  C = (A B^T) sa sb of fp8 A[i,k], B[j,k] (tests/kernels/gemm_fp8.napkin) against
+             torch._scaled_mm (cuBLASLt fp8, per-tensor scales, bf16 out), checked element by
+             element against fp32 of the dequantised inputs (fp8_gemm_tolerance);
   generic:   any diagram: the module `napkin emit --target torch` wrote for it, run eagerly as
              emitted and through torch.compile (default mode), each output checked against the
              module in reference mode (fp32, TF32 off) on the same inputs.
@@ -192,9 +195,58 @@ def generic(args, dev):
     return rows, check, info
 
 
+def fp8_gemm_tolerance(ref, mag):
+    """Element-wise tolerance of an fp8 GEMM's bf16 output against the fp32 product of its
+    dequantised inputs. Both sides multiply the same fp8 values (their products are exact in fp32:
+    3 + 3 mantissa bits, fp8e5m2 2 + 2), so the fp8 rounding of the inputs is not in the error;
+    what is: the bf16 rounding of the output (half an ulp, 2^-9 relative; 2^-8 allowed for a
+    second rounding, e.g. of a scale product), plus the accumulation. Hopper's fp8 wgmma keeps
+    about 14 mantissa bits in its accumulation, not fp32's 23 (DeepSeek-V3 technical report,
+    arXiv 2412.19437, section 3.3.2), and napkin's kernel accumulates a whole K in the wgmma
+    accumulators: each addition errs by up to 2^-14 of the running sum, whose magnitude is at most
+    sum_k |a_k b_k| (`mag`, scaled by sa sb) and for random signs about sqrt(k / K) of it, so the
+    total stays near 2^-14 mag; 2^-10 mag leaves a factor of 16 for unlucky elements while a
+    wrong tile (one missing K chunk of 128 at K = 8192: about 1/8 of |C|, where |C| is about
+    mag / sqrt(K) = mag / 90) is still far outside it."""
+    return ref.abs() * 2.0**-8 + mag * 2.0**-10
+
+
+def fp8_gemm(args, nap, dev):
+    """Returns (rows, check, flops, sets, bad): napkin's fp8 GEMM and torch._scaled_mm on the same
+    fresh random inputs, checked element by element first (fp8_gemm_tolerance)."""
+    i, j, k = [int(s) for s in args.sizes.split(",")]
+    f8 = torch.float8_e4m3fn
+
+    def make(n):
+        g = torch.Generator(device=dev).manual_seed(1000 + n)
+        xa, xb = torch.randn(i, k, device=dev, generator=g), torch.randn(j, k, device=dev, generator=g) * k**-0.5
+        sa, sb = (xa.abs().max() / 448).reshape(1), (xb.abs().max() / 448).reshape(1)  # per-tensor scales: the amax at fp8e4m3's largest value
+        return [(xa / sa).to(f8), (xb / sb).to(f8), sa.float().contiguous(), sb.float().contiguous()]
+
+    sets = rotating(make, i * k + j * k)
+    out = torch.empty(i, j, device=dev, dtype=torch.bfloat16)
+    run, with_inputs = nap.runner(sets[0], [out], [i, j, k])
+    run()
+    A, B, sa, sb = sets[0]
+    torch.backends.cuda.matmul.allow_tf32 = False
+    a32, b32 = A.float() * sa, B.float() * sb
+    ref = a32 @ b32.T
+    tol = fp8_gemm_tolerance(ref, a32.abs() @ b32.abs().T)
+    scaled = lambda s: torch._scaled_mm(s[0], s[1].t(), scale_a=s[2], scale_b=s[3], out_dtype=torch.bfloat16)
+    check, bad = {}, {}
+    for name, got in (("napkin", out), ("torch._scaled_mm", scaled(sets[0]))):
+        err = (got.float() - ref).abs()
+        check[name] = rel_err(got, ref)
+        bad[name] = int((err > tol).sum().item())
+    ptrs = [with_inputs(s) for s in sets]
+    rows = [("napkin", median_ms(lambda p: run(p), ptrs, args.runs)),
+            ("torch._scaled_mm (cuBLASLt)", median_ms(scaled, sets, args.runs))]
+    return rows, check, 2 * i * j * k, sets, bad
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("kind", choices=["attention", "swiglu", "layernorm", "matmul", "generic"])
+    ap.add_argument("kind", choices=["attention", "swiglu", "layernorm", "matmul", "generic", "fp8_gemm"])
     ap.add_argument("--so")
     ap.add_argument("--sizes", required=True,
                     help="the diagram's axis sizes, in declaration order, comma-separated (generic: NAME=SIZE,...; others default)")
@@ -206,6 +258,7 @@ def main():
     ap.add_argument("--causal", action="store_true")
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--json")
+    ap.add_argument("--predicted-us", type=float, help="fp8_gemm: napkin's predicted time (napkin derive --format json), for the model's error")
     args = ap.parse_args()
     if args.kind == "generic":
         if not args.module:
@@ -238,6 +291,23 @@ def main():
     torch.manual_seed(0)
     dev, bf = "cuda", torch.bfloat16
     rows = []
+    if args.kind == "fp8_gemm":
+        rows, check, flops, sets, bad = fp8_gemm(args, nap, dev)
+        ok = bad["napkin"] == 0
+        print(f"fp8_gemm sizes {sizes} (fp8e4m3, per-tensor scales, bf16 out) on {torch.cuda.get_device_name()}, torch {torch.__version__}, "
+              f"median of {args.runs}, {len(sets)} rotating input sets")
+        print("check against fp32 of the dequantised inputs, element by element (|err| <= 2^-8 |ref| + 2^-10 sum|a b|): " +
+              ", ".join(f"{k} {bad[k]} outside, max|err|/max|ref| {v:.2e}" for k, v in check.items()) + ("  ok" if ok else "  FAILED"))
+        t_nap = rows[0][1]
+        for name, ms in rows:
+            print(f"  {name:<28} {ms * 1e3:10.1f} us {flops / ms / 1e9:8.1f} TFLOP/s   napkin speed-up {ms / t_nap:6.2f}x")
+        if args.predicted_us:
+            print(f"  model: predicted {args.predicted_us:.1f} us, measured {t_nap * 1e3:.1f} us, error {(args.predicted_us / (t_nap * 1e3) - 1) * 100:+.1f}%")
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump({"kind": args.kind, "sizes": sizes, "check": check, "outside_tolerance": bad, "ms": dict(rows),
+                           "predicted_us": args.predicted_us, "ok": ok}, fh, indent=1)
+        return 0 if ok else 1
     if args.kind == "attention":
         b, h, q, x, d = sizes
         flops = 4 * b * h * q * x * d * (0.5 if args.causal else 1.0)

@@ -1,5 +1,6 @@
 // The generated MMA atoms that tests/gpu/tiles_test.cu checks on the GPU: the mma.sync wrappers of
-// the H100 description's [[mma]] table and wgmma m64n128k16 (A in SMEM or registers), as
+// the H100 description's [[mma]] table, wgmma m64n128k16 (A in SMEM or registers) and m64n128k32
+// of fp8 (A in SMEM), as
 // emit/cuda/preamble.cpp generates them for emitted kernels. The device test includes the golden
 // file, so this test keeps what the GPU checks equal to what napkin emits.
 #include <catch2/catch.hpp>
@@ -17,13 +18,13 @@ TEST_CASE("the device test's MMA atoms match their golden file", "[emit][cuda]")
                      cuda::mma_atoms(hw.mma) + "namespace napkin {\n";
   int wgmmas = 0;
   for (const auto& m : hw.mma) {
-    if (m.scope != "warpgroup" || (m.dtype != DType::bf16 && m.dtype != DType::fp16)) continue;
+    if (m.scope != "warpgroup" || (m.dtype != DType::bf16 && m.dtype != DType::fp16 && m.dtype != DType::fp8e4m3 && m.dtype != DType::fp8e5m2)) continue;
     std::string name;
     text += cuda::wgmma_function(m, 128, false, name);
     if (m.dtype == DType::bf16) text += cuda::wgmma_function(m, 128, true, name);
     ++wgmmas;
   }
   text += "}  // namespace napkin\n";
-  CHECK(wgmmas == 2);
+  CHECK(wgmmas == 4);  // bf16, fp16 (m64n128k16), fp8e4m3, fp8e5m2 (m64n128k32, K-major only)
   test::check_golden("cuda/atoms.cuh", text);
 }

@@ -68,20 +68,23 @@ void finish(const std::string& what) {
 
 std::mt19937 g_rng;
 
-/** `n` values uniform in [-1, 1), rounded to T. */
+/** `n` values uniform in [-1, 1) (fp8: [-4, 4)), rounded to T. */
 template <class T> std::vector<T> random_values(size_t n) {
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   std::vector<T> v(n);
   for (auto& x : v) {
     if constexpr (std::is_same_v<T, float>) x = u(g_rng);
     else if constexpr (std::is_same_v<T, bf16>) x = __float2bfloat16(u(g_rng));
-    else x = __float2half(u(g_rng));
+    else if constexpr (std::is_same_v<T, __half>) x = __float2half(u(g_rng));
+    else x = T(4.0f * u(g_rng));  // fp8: [-4, 4) rounded to the type (round to nearest even, cuda_fp8.h)
   }
   return v;
 }
 float host_f(float x) { return x; }
 float host_f(bf16 x) { return __bfloat162float(x); }
 float host_f(__half x) { return __half2float(x); }
+float host_f(__nv_fp8_e4m3 x) { return static_cast<float>(x); }
+float host_f(__nv_fp8_e5m2 x) { return static_cast<float>(x); }
 template <class T> T host_from_f(float x) {
   if constexpr (std::is_same_v<T, float>) return x;
   else if constexpr (std::is_same_v<T, bf16>) return __float2bfloat16(x);
@@ -500,6 +503,54 @@ template <class T, int MODE> __global__ void wgmma_kernel(const T* a_g, const T*
 #endif
 }
 
+/** C[64][128] = A[64][128] B^T of fp8 (A [m][k], B [n][k]): the generated wgmma m64n128k32 atom
+ *  (8-bit types: both operands K-major in SMEM, no transpose), K = 128 elements = one 128-byte
+ *  swizzle row, 4 k32 steps advancing the descriptors 32 bytes each. */
+template <class T> __global__ void wgmma_fp8_kernel(const T* a_g, const T* b_g, float* c_out) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int K = 128;
+  extern __shared__ unsigned char raw[];
+  unsigned char* smem = smem_aligned_1024(raw);
+  T* sa = reinterpret_cast<T*>(smem);                     // 64 x 128 bytes: 8 KiB
+  T* sb = reinterpret_cast<T*>(smem + WG_SMEM_B_OFFSET);  // 128 x 128 bytes: 16 KiB
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  for (int i = tid; i < WG_M * K; i += WG_THREADS) sa[napkin::Swizzled128Tile<T, WG_M>::offset(i / K, i % K)] = a_g[i];
+  for (int i = tid; i < WG_N * K; i += WG_THREADS) sb[napkin::Swizzled128Tile<T, WG_N>::offset(i / K, i % K)] = b_g[i];
+  napkin::fence_proxy_async();  // generic-proxy writes before wgmma's async-proxy reads
+  __syncthreads();
+  float acc[WG_N / 2];
+  for (int i = 0; i < WG_N / 2; ++i) acc[i] = 0.0f;
+  napkin::fence_regs(acc);
+  napkin::wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < K; kk += 32) {  // 32 fp8 elements = 32 bytes per k32 step
+    const uint64_t da = napkin::smem_desc(sa + kk, 16, 1024), db = napkin::smem_desc(sb + kk, 16, 1024);
+    if constexpr (std::is_same_v<T, __nv_fp8_e4m3>) napkin::wgmma_m64n128k32_fp8e4m3<0, 0>(acc, da, db);
+    else napkin::wgmma_m64n128k32_fp8e5m2<0, 0>(acc, da, db);
+  }
+  napkin::wgmma_commit();
+  napkin::wgmma_wait<0>();
+  napkin::fence_regs(acc);
+  for (int j = 0; j < WG_N / 8; ++j)
+    for (int i = 0; i < 4; ++i) c_out[(warp * 16 + acc_row(lane, i)) * WG_N + j * 8 + acc_col(lane, i)] = acc[j * 4 + i];
+#endif
+}
+
+template <class T> void check_wgmma_fp8(const char* what) {
+  constexpr int K = 128;
+  const auto a = random_values<T>(WG_M * K), b = random_values<T>(WG_N * K);
+  T* da = to_device(a);
+  T* db = to_device(b);
+  float* dc = to_device(std::vector<float>(WG_M * WG_N));
+  wgmma_fp8_kernel<T><<<1, WG_THREADS, WG_SMEM_BYTES>>>(da, db, dc);
+  const std::string name = std::string("wgmma m64n128k32 x4 (K = 128) ") + what + ", A and B K-major in SMEM";
+  finish(name);
+  std::vector<double> want, tol;
+  host_gemm(a, b, WG_M, WG_N, K, want, tol);  // fp8 products are exact in fp32: the tolerance is the sum's rounding
+  const std::string d = compare_close(from_device(dc, WG_M * WG_N), want, tol, WG_N);
+  report(d.empty(), name, d);
+}
+
 template <class T, int MODE> void check_wgmma(const char* what) {
   const auto a = random_values<T>(WG_M * WG_K), b = random_values<T>(WG_N * WG_K);
   T* da = to_device(a);
@@ -773,6 +824,8 @@ int main(int argc, char** argv) {
     check_wgmma<__half, 0>("fp16, A and B K-major in SMEM");
     check_wgmma<bf16, 1>("bf16, A and B MN-major in SMEM");
     check_wgmma<bf16, 2>("bf16, A in registers, B K-major in SMEM");
+    check_wgmma_fp8<__nv_fp8_e4m3>("fp8e4m3");
+    check_wgmma_fp8<__nv_fp8_e5m2>("fp8e5m2");
     check_tma();
     check_tma_store();
     check_stmatrix();

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs napkin bench on a lent GPU machine (see docs/benchmarks.md). The machine lacks napkin's
 # Debian libraries, so the call carries build/cli/napkin and .devlibs/ (tools/device/pack.sh).
-# Usage: tools/device/bench.sh quick|bundled|gemm|variants|attention|perf|torch|issue12|torch-eval|regress|sweep|tiles|initcheck-probe|ncu|calibrate [MODE...]   (outputs under $OUT when set)
+# Usage: tools/device/bench.sh quick|bundled|gemm|fp8|variants|attention|perf|torch|issue12|torch-eval|regress|sweep|tiles|initcheck-probe|ncu|calibrate [MODE...]   (outputs under $OUT when set)
 set -u
 modes=${*:-quick}
 out=/tmp/napkin-bench-out  # everything lands here; $OUT gets one results.tgz of it
@@ -73,6 +73,23 @@ case $mode in
         echo "--- $tool $tag" | tee -a "$out/sanitizer.txt"
         (cd "/tmp/nb-$tag" && compute-sanitizer --tool $tool --error-exitcode 9 ./harness --no-time 2>&1 | tail -3) | tee -a "$out/sanitizer.txt"
       done
+    done
+    ;;
+  fp8)  # the fp8 GEMM (tests/kernels/gemm_fp8.napkin: fp8e4m3 A[i,k], B[j,k], per-tensor scales, bf16 out):
+    # per shape, emitted and built for sm_90a, checked element by element against fp32 of the
+    # dequantised inputs on fresh random inputs, then timed against torch._scaled_mm (cuBLASLt) in
+    # the same run, with the model's prediction (napkin derive) and its error
+    hw=h100; nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && hw=h200
+    for shape in 8192,8192,8192 8192,256,4096 1000,1000,1008; do  # the goal's 8192^3, a thin N, odd M, N and a K of 7.9 chunks
+      IFS=, read -r si sj sk <<< "$shape"
+      tag=fp8-${si}x${sj}x${sk}
+      sets=(--hw $hw --set i=$si --set j=$sj --set k=$sk)
+      echo "=== $tag: napkin emit tests/kernels/gemm_fp8.napkin ${sets[*]}; compare_torch.py fp8_gemm"
+      pred=$($N derive tests/kernels/gemm_fp8.napkin "${sets[@]}" --format json | python3 -c 'import json,sys; print(json.load(sys.stdin)["predicted_seconds"] * 1e6)')
+      $N emit tests/kernels/gemm_fp8.napkin --target cuda "${sets[@]}" -o "/tmp/$tag.cu" &&
+        nvcc -O3 -std=c++17 -shared -Xcompiler -fPIC -gencode=arch=compute_90a,code=sm_90a -o "/tmp/$tag.so" "/tmp/$tag.cu" &&
+        python3 kernels/reference/compare_torch.py fp8_gemm --so "/tmp/$tag.so" --sizes "$shape" --predicted-us "$pred" --json "$out/$tag.torch.json" |
+          tee "$out/$tag.torch.txt" && [ "${PIPESTATUS[0]}" -eq 0 ] || fails=$((fails + 1))
     done
     ;;
   variants)  # hand-written schedules (tools/device/schedules/*.schedule, or $VARIANTS; first line `# bench: DIAGRAM [--set ...]`)
