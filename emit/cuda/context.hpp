@@ -29,8 +29,8 @@ struct EmitOptions {
   bool reference = false;
 };
 
-/** C++ type of a storage dtype in emitted code: float, __nv_bfloat16 or __half. Raises
- *  UserError for dtypes the CUDA emitter does not store (fp8, int8, int4, tf32). */
+/** C++ type of a storage dtype in emitted code: float, __nv_bfloat16, __half or int32_t (gather
+ *  targets). Raises UserError for dtypes the CUDA emitter does not store (fp8, int8, int4, tf32). */
 std::string ctype(DType t);
 
 /** Text being generated, with indentation. */
