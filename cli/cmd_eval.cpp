@@ -79,9 +79,13 @@ Runner setup_eval(CLI::App& sub) {
     }
     check_eval_limits(*l->program, d, l->sizes);
     std::map<std::string, Tensor> inputs;
-    for (const auto* in : d.inputs())
+    const auto bounds = target_bounds(d, l->sizes);  // gather targets are drawn in range
+    for (const auto* in : d.inputs()) {
+      auto bound = bounds.find(in->name);
       inputs[in->name] = files.count(in->name) ? load_input(*in, l->sizes, files[in->name])
-                                               : random_input(*in, l->sizes, *seed);
+                                               : random_input(*in, l->sizes, *seed,
+                                                              bound == bounds.end() ? std::nullopt : std::optional(bound->second));
+    }
     auto outputs = evaluate(*l->program, d, l->sizes, inputs);
 
     std::string dir = out->empty() ? d.name + "-eval" : *out;

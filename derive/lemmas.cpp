@@ -237,16 +237,22 @@ StreamVerdict streamable(const std::vector<const StatementWeave*>& kernel, const
       case AxisRole::reduced: {
         // A reduction over the axis nested inside another one over it needs the inner result
         // complete inside the loop: a second pass.
+        // Only nodes that reduce or normalise along the axis count as folds; pick (a gather's
+        // one-hot select) names the axis after ';' but is element-wise in it. The positional ops
+        // (pos, causal, band) are still counted inside, as before: streaming them is not yet checked.
+        auto folds = [&](const Expr& n) {
+          return n.kind == Expr::Kind::apply && std::find(n.axes.begin(), n.axes.end(), axis) != n.axes.end() &&
+                 (n.op == Op::contract || n.op == Op::sum || n.op == Op::max || n.op == Op::mean || n.op == Op::softmax ||
+                  n.op == Op::layernorm || n.op == Op::rmsnorm);
+        };
         bool nested = false;
         walk(*w->statement->expr, [&](const Expr& n) {
-          if (n.kind != Expr::Kind::apply || std::find(n.axes.begin(), n.axes.end(), axis) == n.axes.end() ||
-              (n.op != Op::contract && n.op != Op::sum && n.op != Op::max && n.op != Op::mean && n.op != Op::softmax &&
-               n.op != Op::layernorm && n.op != Op::rmsnorm))
-            return;
+          if (!folds(n)) return;
           for (const auto& arg : n.args)
             walk(*arg, [&](const Expr& inner) {
-              if (inner.kind == Expr::Kind::apply && &inner != &n && std::find(inner.axes.begin(), inner.axes.end(), axis) != inner.axes.end())
-                nested = true;
+              const bool positional = inner.kind == Expr::Kind::apply && is_positional(inner.op) &&
+                                      std::find(inner.axes.begin(), inner.axes.end(), axis) != inner.axes.end();
+              nested |= &inner != &n && (folds(inner) || positional);
             });
         });
         if (nested)

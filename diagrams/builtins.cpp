@@ -1,4 +1,4 @@
-// Expansion of logsumexp and l2norm into core operations (contract in builtins.hpp).
+// Expansion of logsumexp, l2norm and gather into core operations (contract in builtins.hpp).
 #include "diagrams/builtins.hpp"
 
 #include <set>
@@ -46,7 +46,7 @@ class Expander {
   ExprPtr rewrite(const Expr& e, const ExprPtr& self) {
     if (e.kind != Expr::Kind::apply) return self;
     std::optional<AxisList> axes;
-    if (e.op == Op::logsumexp || e.op == Op::l2norm) axes = typer_.axes_of(e);  // before the operands change
+    if (e.op == Op::logsumexp || e.op == Op::l2norm || e.op == Op::gather) axes = typer_.axes_of(e);  // before the operands change
     std::vector<ExprPtr> args;
     bool changed = false;
     for (const auto& a : e.args) {
@@ -55,6 +55,7 @@ class Expander {
     }
     if (axes && e.op == Op::logsumexp) return logsumexp(e, args[0], *axes);
     if (axes && e.op == Op::l2norm) return l2norm(e, args[0]);
+    if (axes && e.op == Op::gather) return gather(e, args);
     if (!changed) return self;
     auto out = std::make_shared<Expr>(e);
     out->args = std::move(args);
@@ -86,6 +87,12 @@ class Expander {
     return apply(Op::mul, {x, scale}, e.loc);
   }
 
+  /** gather(L, T; v) as sum(pick(L, T; v); v): the one-hot contraction, folded by associative-sum. */
+  ExprPtr gather(const Expr& e, const std::vector<ExprPtr>& args) {
+    ExprPtr picked = apply(Op::pick, args, e.loc, e.axes);
+    return apply(Op::sum, {picked}, e.loc, e.axes);
+  }
+
   Diagram& d_;
   Typer typer_;
   std::string holder_;
@@ -106,7 +113,7 @@ void expand_builtins(Program& p) {
 
 bool has_unexpanded_builtin(const Expr& e) {
   if (e.kind != Expr::Kind::apply) return false;
-  if (e.op == Op::logsumexp || e.op == Op::l2norm) return true;
+  if (e.op == Op::logsumexp || e.op == Op::l2norm || e.op == Op::gather) return true;
   for (const auto& a : e.args)
     if (has_unexpanded_builtin(*a)) return true;
   return false;

@@ -7,7 +7,10 @@
  *    S holding it (`_max2`, `_max3`, ... when the name is taken): the form that the
  *    online-rescaled-sum lemma streams in one pass;
  *  - `l2norm(E; v[, eps=1e-12])` becomes `E * rsqrt(sum(E * E; v) + eps)`: a normaliser inside an
- *    expression, streamed in two passes.
+ *    expression, streamed in two passes;
+ *  - `gather(L, T; v)` becomes `sum(pick(L, T; v); v)`: the one-hot contraction (pick is L where
+ *    index(v) == T, else 0, a select and not a product, so an infinite L elsewhere stays out), v
+ *    reduced, streamed by the associative-sum lemma like any sum.
  *  A node whose typing fails is left as written: verification then reports it there. Locations are
  *  the built-in's. `napkin print` shows the file as written (load_program's `expand` false); every
  *  other command works on the expansion. The fp64 evaluator evaluates both forms (the tests compare
@@ -18,11 +21,11 @@
 
 namespace napkin {
 
-/** Expands logsumexp and l2norm in every diagram of `p`, in place (the Diagram objects, and so
+/** Expands logsumexp, l2norm and gather in every diagram of `p`, in place (the Diagram objects, and so
  *  Program::diagrams, stay where they are). Idempotent; raises nothing. */
 void expand_builtins(Program& p);
 
-/** True if `e` holds a logsumexp or an l2norm (derivation takes only expanded diagrams). */
+/** True if `e` holds a logsumexp, an l2norm or a gather (derivation takes only expanded diagrams). */
 bool has_unexpanded_builtin(const Expr& e);
 
 }  // namespace napkin

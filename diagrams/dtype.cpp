@@ -18,7 +18,7 @@ struct DTypeInfo {
   bool is_int;
 };
 
-constexpr std::array<DTypeInfo, 8> kTypes{{
+constexpr std::array<DTypeInfo, 9> kTypes{{
     {DType::fp32, "fp32", 32, 23, -126, 3.4028234663852886e38, true, false},
     {DType::tf32, "tf32", 32, 10, -126, 3.4011621342146535e38, true, false},
     {DType::bf16, "bf16", 16, 7, -126, 3.3895313892515355e38, true, false},
@@ -27,6 +27,7 @@ constexpr std::array<DTypeInfo, 8> kTypes{{
     {DType::fp8e5m2, "fp8e5m2", 8, 2, -14, 57344.0, true, false},
     {DType::int8, "int8", 8, 0, 0, 127.0, false, true},
     {DType::int4, "int4", 4, 0, 0, 7.0, false, true},
+    {DType::int32, "int32", 32, 0, 0, 2147483647.0, false, true},
 }};
 
 const DTypeInfo& info(DType t) { return kTypes[static_cast<std::size_t>(t)]; }
@@ -34,6 +35,7 @@ const DTypeInfo& info(DType t) { return kTypes[static_cast<std::size_t>(t)]; }
 
 std::string_view dtype_name(DType t) { return info(t).name; }
 int dtype_bits(DType t) { return info(t).bits; }
+bool is_integer_dtype(DType t) { return info(t).is_int; }
 
 std::optional<DType> parse_dtype(std::string_view s) {
   for (const auto& i : kTypes)

@@ -1,6 +1,8 @@
 #include "diagrams/eval.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <random>
 
@@ -207,6 +209,8 @@ class Evaluator {
         }
         return t;
       }
+      case Op::pick: return pick(e, a[0], a[1]);
+      case Op::gather: return reduce(pick(e, a[0], a[1]), e.axes, 0.0, op_sum);  // one value and zeros: exact
       case Op::pos: {
         Tensor t = Tensor::filled(e.axes, sizes_);
         for (std::size_t i = 0; i < t.data.size(); ++i) t.data[i] = static_cast<double>(i);
@@ -216,6 +220,42 @@ class Evaluator {
     }
     NAPKIN_ASSERT(false) << "unhandled operation " << op_name(e.op);
     return {};
+  }
+
+  /** pick(L, T; v): L where index(v) == T, 0 elsewhere (a select: an infinite L off the target
+   *  stays out). Raises a located UserError at `e` for a target that is not an integer in
+   *  [0, N_v), with the first such entry's index and value. */
+  Tensor pick(const Expr& e, const Tensor& l, const Tensor& t) {
+    const std::string& v = e.axes[0];
+    const std::int64_t n = sizes_.at(v);
+    for (std::int64_t i = 0; i < t.size(); ++i) {
+      const double x = t.data[static_cast<std::size_t>(i)];
+      if (x >= 0 && x < static_cast<double>(n) && x == std::floor(x)) continue;
+      std::string at;
+      for (std::size_t k = t.axes.size(), rest = static_cast<std::size_t>(i); k-- > 0; rest /= static_cast<std::size_t>(t.shape[k]))
+        at = t.axes[k] + "=" + std::to_string(rest % static_cast<std::size_t>(t.shape[k])) + (at.empty() ? "" : ", ") + at;
+      char value[40];
+      std::snprintf(value, sizeof value, "%.17g", x);
+      DiagnosticEngine diags;
+      diags.error(e.loc, "target " + std::string(value) + (at.empty() ? "" : " at " + at) + " of '" + std::string(op_name(e.op)) +
+                             "' is not an index along '" + v + "' (0 to " + std::to_string(n - 1) + ")");
+      throw UserError(diags.render());
+    }
+    Tensor out = Tensor::filled(l.axes, sizes_);
+    std::vector<std::int64_t> t_stride;
+    for (const auto& ax : l.axes) t_stride.push_back(t.stride_of(ax));
+    const auto v_at = static_cast<std::size_t>(std::find(l.axes.begin(), l.axes.end(), v) - l.axes.begin());
+    std::vector<std::int64_t> idx(l.axes.size(), 0);
+    for (std::size_t i = 0; i < l.data.size(); ++i) {
+      std::int64_t ti = 0;
+      for (std::size_t k = 0; k < idx.size(); ++k) ti += idx[k] * t_stride[k];
+      if (static_cast<double>(idx[v_at]) == t.data[static_cast<std::size_t>(ti)]) out.data[i] = l.data[i];
+      for (std::size_t k = idx.size(); k-- > 0;) {  // next row-major index
+        if (++idx[k] < l.shape[k]) break;
+        idx[k] = 0;
+      }
+    }
+    return out;
   }
 
   Tensor mean(const Tensor& x, const AxisList& axes) {
@@ -298,15 +338,17 @@ double estimate_work(const Program& p, const Diagram& d, const SizeMap& sizes) {
   return Estimator(p, d, sizes, memo).statements();
 }
 
-Tensor random_input(const InputDecl& in, const SizeMap& sizes, std::uint64_t seed) {
+Tensor random_input(const InputDecl& in, const SizeMap& sizes, std::uint64_t seed, std::optional<std::int64_t> index_bound) {
   Tensor t = Tensor::filled(in.axes, sizes);
   std::mt19937_64 gen(seed ^ fnv1a(in.name));
   auto uniform = [&] { return (static_cast<double>(gen() >> 11) + 0.5) * 0x1.0p-53; };  // (0, 1)
-  bool integer = in.dtype == DType::int8 || in.dtype == DType::int4;
-  double hi = in.dtype == DType::int8 ? 128 : 8;
+  const bool integer = is_integer_dtype(in.dtype);
+  const double hi = in.dtype == DType::int8 ? 128 : in.dtype == DType::int4 ? 8 : 2147483648.0;
   for (std::size_t i = 0; i < t.data.size(); ++i) {
     double v;
-    if (integer) {
+    if (integer && index_bound) {
+      v = std::floor(uniform() * static_cast<double>(*index_bound));
+    } else if (integer) {
       v = std::floor(uniform() * 2 * hi) - hi;
     } else {
       double u1 = uniform(), u2 = uniform();
@@ -315,6 +357,20 @@ Tensor random_input(const InputDecl& in, const SizeMap& sizes, std::uint64_t see
     t.data[i] = round_to_dtype(v, in.dtype);
   }
   return t;
+}
+
+std::map<std::string, std::int64_t> target_bounds(const Diagram& d, const SizeMap& sizes) {
+  std::map<std::string, std::int64_t> out;
+  for (const auto* s : d.statements())
+    walk(*s->expr, [&](const Expr& n) {
+      if (n.kind != Expr::Kind::apply || (n.op != Op::gather && n.op != Op::pick) || n.args.size() != 2 || n.axes.size() != 1) return;
+      const Expr& t = *n.args[1];
+      auto size = sizes.find(n.axes[0]);
+      if (t.kind != Expr::Kind::ref || !d.find_input(t.name) || size == sizes.end()) return;
+      auto [it, fresh] = out.emplace(t.name, size->second);
+      if (!fresh) it->second = std::min(it->second, size->second);
+    });
+  return out;
 }
 
 void check_eval_limits(const Program& p, const Diagram& d, const SizeMap& sizes) {

@@ -12,6 +12,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "diagrams/program.hpp"
@@ -36,8 +37,15 @@ void check_eval_limits(const Program& p, const Diagram& d, const SizeMap& sizes)
 
 /** A seeded random input: standard normal values (Box-Muller over a 64-bit Mersenne twister
  *  seeded from `seed` and the input's name) rounded to the input's dtype; integer inputs are
- *  uniform over the dtype's range. Same seed, same values, on every machine. */
-Tensor random_input(const InputDecl& in, const SizeMap& sizes, std::uint64_t seed);
+ *  uniform over the dtype's range, or over [0, index_bound) when given (gather targets: see
+ *  target_bounds). Same seed, same values, on every machine. */
+Tensor random_input(const InputDecl& in, const SizeMap& sizes, std::uint64_t seed,
+                    std::optional<std::int64_t> index_bound = std::nullopt);
+
+/** The inputs of `d` that are the targets T of a gather(L, T; v) or pick(L, T; v) of its
+ *  statements (d expanded or not), each with the smallest size N_v at `sizes` of the axes it
+ *  indexes: the bound random_input draws them under so that every target is in range. */
+std::map<std::string, std::int64_t> target_bounds(const Diagram& d, const SizeMap& sizes);
 
 /** Evaluates `d` (verified) with `inputs` (one per input, axes as declared) at `sizes`.
  *  Returns every output by name. Raises UserError when the work or a tensor exceeds the limits

@@ -71,7 +71,7 @@ const std::vector<std::string>* Diagram::array_axes(const std::string& n) const 
 namespace {
 // The element-wise max and min are spelled like the reduction max: the parser tells them apart by
 // their operands (max(X; v) reduces, max(A, B) is element-wise); builtin_op("max") is Op::max.
-constexpr std::array<std::pair<Op, std::string_view>, 33> kOps{{
+constexpr std::array<std::pair<Op, std::string_view>, 35> kOps{{
     {Op::neg, "neg"},         {Op::exp, "exp"},         {Op::log, "log"},
     {Op::relu, "relu"},       {Op::gelu, "gelu"},       {Op::silu, "silu"},
     {Op::sigmoid, "sigmoid"}, {Op::tanh, "tanh"},       {Op::rsqrt, "rsqrt"},
@@ -83,6 +83,7 @@ constexpr std::array<std::pair<Op, std::string_view>, 33> kOps{{
     {Op::call, "call"},       {Op::abs, "abs"},         {Op::pow, "pow"},
     {Op::minimum, "min"},     {Op::maximum, "max"},     {Op::band, "band"},
     {Op::pos, "pos"},         {Op::logsumexp, "logsumexp"}, {Op::l2norm, "l2norm"},
+    {Op::gather, "gather"},   {Op::pick, "pick"},
 }};
 }  // namespace
 
@@ -106,7 +107,7 @@ bool is_elementwise(Op op) {
     case Op::neg: case Op::exp: case Op::log: case Op::relu: case Op::gelu: case Op::silu:
     case Op::sigmoid: case Op::tanh: case Op::rsqrt: case Op::sqrt: case Op::add: case Op::sub:
     case Op::mul: case Op::div: case Op::cast: case Op::mask: case Op::abs: case Op::pow:
-    case Op::minimum: case Op::maximum:
+    case Op::minimum: case Op::maximum: case Op::pick:
       return true;
     default:
       return false;
@@ -129,6 +130,14 @@ MaskBand mask_band(const Expr& e) {
     m.lo = 1 - *w;
   }
   return m;
+}
+
+std::string picked_axis(const Expr& e) {
+  if (e.kind != Expr::Kind::apply) return "";
+  if (e.op == Op::pick && e.axes.size() == 1) return e.axes[0];
+  for (const auto& a : e.args)
+    if (std::string v = picked_axis(*a); !v.empty()) return v;
+  return "";
 }
 
 bool is_plain_causal(const Expr& e) {

@@ -46,6 +46,9 @@ enum class Op {
   neg, exp, log, relu, gelu, silu, sigmoid, tanh, rsqrt, sqrt, abs,
   // element-wise, two operands (broadcast by axis name); pow's exponent is a number
   add, sub, mul, div, pow, minimum, maximum,
+  // pick(L, T; v): element-wise, L where index(v) == T and 0 elsewhere (T integer, without v): the
+  // one-hot select that gather(L, T; v) = sum(pick(L, T; v); v) is expanded into
+  pick,
   // contraction (einsum) over the axes after ';'
   contract,
   // reductions over the axes after ';'
@@ -53,8 +56,9 @@ enum class Op {
   // normalisations over one axis
   softmax, layernorm, rmsnorm,
   // built-ins that loading expands into the operations above (diagrams/builtins.hpp):
-  // logsumexp(X; v...) reduces like sum; l2norm(X; v[, eps=1e-12]) normalises like rmsnorm
-  logsumexp, l2norm,
+  // logsumexp(X; v...) reduces like sum; l2norm(X; v[, eps=1e-12]) normalises like rmsnorm;
+  // gather(L, T; v) is L[..., T[...], ...] along v (v reduced, like sum)
+  logsumexp, l2norm, gather,
   // masks: mask(X, M) keeps X where M != 0 and puts -inf elsewhere; causal(q, x) is 1 where x <= q
   // (and q - window < x with the option window=W); band(q, x; lo=L, hi=H) is 1 where L <= x - q <= H
   mask, causal, band,
@@ -221,11 +225,14 @@ struct File {
 /** Names of the operations, as written in files ("contract"); nullopt if not a built-in. */
 std::string_view op_name(Op op);
 std::optional<Op> builtin_op(std::string_view name);
-/** True for the operations applied element by element (neg .. maximum, cast, mask). */
+/** True for the operations applied element by element (neg .. maximum, pick, cast, mask). */
 bool is_elementwise(Op op);
 /** True for the functions of axis indices alone (causal, band, pos): no operands, their axes
  *  written as arguments (`causal(q, x)`), their values computed from the indices where used. */
 bool is_positional(Op op);
+/** The axis v of the first pick(L, T; v) in `e` (an expanded gather), or "" if `e` holds none: the
+ *  tensor-core forms decline a kernel holding one (lower/gemm_form, lower/flash_form). */
+std::string picked_axis(const Expr& e);
 /** True for causal(q, x) without a window: the mask whose tiles past the diagonal may be skipped. */
 bool is_plain_causal(const Expr& e);
 /** The offsets d = index(x) - index(q) that a mask causal(q, x[; window=W]) or band(q, x; lo=L,

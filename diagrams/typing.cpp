@@ -110,9 +110,13 @@ std::optional<AxisList> Typer::apply(const Expr& e) {
            std::nullopt;
   if (e.op != Op::contract && e.op != Op::sum && e.op != Op::max && e.op != Op::mean && e.op != Op::softmax &&
       e.op != Op::layernorm && e.op != Op::rmsnorm && e.op != Op::logsumexp && e.op != Op::l2norm &&
-      !is_positional(e.op) && !e.axes.empty())
+      e.op != Op::gather && e.op != Op::pick && !is_positional(e.op) && !e.axes.empty())
     return error(e.axis_locs.front(), "'" + name + "' takes no axes after ';'"), std::nullopt;
   if (is_positional(e.op)) return positional(e);
+  if (e.op == Op::gather || e.op == Op::pick) {
+    if (!arity(2, 2) || !axes_known() || !no_bindings("")) return std::nullopt;
+    return gather(e, args[0], args[1]);
+  }
 
   switch (e.op) {
     case Op::contract: {
@@ -203,6 +207,40 @@ std::optional<std::int64_t> Typer::integer_option(const Expr& e, const std::stri
   }
   if (!seen && required) ok = error(e.loc, "'" + name + "' needs the option '" + key + "='");
   return value;
+}
+
+std::optional<AxisList> Typer::gather(const Expr& e, const AxisList& rows, const AxisList& targets) {
+  const std::string name(op_name(e.op));
+  if (e.axes.size() != 1)
+    return error(e.loc, "'" + name + "' picks along exactly one axis, given after ';': " + name + "(L, T; v)"), std::nullopt;
+  const std::string& v = e.axes[0];
+  if (!contains(rows, v))
+    return error(e.axis_locs[0], "axis '" + v + "' of '" + name + "' is not an axis of its first operand (the array picked from)"),
+           std::nullopt;
+  const Expr& t = *e.args[1];
+  if (contains(targets, v))
+    return error(t.loc, "the targets of '" + name + "' have axis '" + v + "', the axis they index: they hold one index per " +
+                            "entry of the other axes"),
+           std::nullopt;
+  for (const auto& a : targets)
+    if (!contains(rows, a))
+      return error(t.loc, "the targets of '" + name + "' have axis '" + a + "', which the array picked from lacks"), std::nullopt;
+  std::optional<DType> dt;
+  if (t.kind == Expr::Kind::ref) {
+    if (const auto* in = d_.find_input(t.name)) dt = in->dtype;
+    else if (const auto* st = d_.find_statement(t.name)) dt = st->dtype;
+  }
+  if (!dt || !is_integer_dtype(*dt))
+    return error(t.loc, "the targets of '" + name + "' must name an array of an integer dtype (int32 holds a vocabulary " +
+                            "index), as in " + name + "(L, T; v) with 'in T[t] : int32'" +
+                            (dt ? "; '" + t.name + "' is " + std::string(dtype_name(*dt))
+                             : t.kind == Expr::Kind::ref && d_.find_statement(t.name) ? "; '" + t.name + "' has no dtype label"
+                                                                                       : std::string())),
+           std::nullopt;
+  if (e.op == Op::pick) return rows;
+  AxisList out = rows;
+  std::erase(out, v);
+  return out;
 }
 
 std::optional<AxisList> Typer::positional(const Expr& e) {

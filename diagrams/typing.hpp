@@ -12,6 +12,8 @@
  *  - min(A, B), max(A, B) (element-wise: two operands, no ';'): the union, as A + B;
  *    pow(X, p): X's axes, p a number;
  *  - logsumexp(X; r...): as sum; l2norm(X; a[, eps]): X's axes, a in X;
+ *  - gather(L, T; v): L's axes less v; pick(L, T; v): L's axes; v in L, T an integer-dtype array
+ *    whose axes are L's less v (some or all);
  *  - mask(X, M): X's axes; M's axes must be axes of X; causal(q, x[; window=W]) and
  *    band(q, x; lo=L, hi=H): [q, x], integer options (W >= 1, L <= H); pos(q): [q];
  *  - a call of diagram D: D's output axes renamed by the call's binding (callee axis k binds the
@@ -62,6 +64,10 @@ class Typer {
   bool epsilon_in_range(const Expr& e, const std::string& name);
   /** The axes of causal(q, x[; window=W]), band(q, x; lo=L, hi=H) and pos(q); errors located. */
   std::optional<AxisList> positional(const Expr& e);
+  /** The axes of gather(L, T; v) (L's less v) and pick(L, T; v) (L's), given L's axes `rows` and
+   *  T's `targets`: one axis v, in L and not in T; T's axes L's; T names an array of an integer
+   *  dtype. Errors located at the axis or at T. */
+  std::optional<AxisList> gather(const Expr& e, const AxisList& rows, const AxisList& targets);
   /** Checks option `key` of `e`: given at most once, an integer in [lo, 2^40]; nullopt if absent
    *  (reported when `required`) or bad (reported). */
   std::optional<std::int64_t> integer_option(const Expr& e, const std::string& key, std::int64_t lo, bool required, bool& ok);

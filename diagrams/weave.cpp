@@ -51,7 +51,7 @@ std::vector<StatementWeave> weave_analysis(const Program& p, const Diagram& d) {
           break;
         case Op::causal: w.causal_masks.push_back(&n); break;
         case Op::call: w.has_call = true; break;
-        case Op::logsumexp: case Op::l2norm:
+        case Op::logsumexp: case Op::l2norm: case Op::gather:
           NAPKIN_ASSERT(false) << "weave analysis of an unexpanded " << op_name(n.op) << " (load with expand_builtins)";
           break;
         default: break;

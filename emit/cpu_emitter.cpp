@@ -143,6 +143,8 @@ class FunctionEmitter {
       case Op::minimum: return "std::fmin(" + v(0) + ", " + v(1) + ")";
       case Op::maximum: return "std::fmax(" + v(0) + ", " + v(1) + ")";
       case Op::pos: return "static_cast<double>(o_" + e.axes[0] + " + i_" + e.axes[0] + ")";
+      case Op::pick:  // a select, not a product: an infinite entry off the target stays out
+        return "(static_cast<double>(o_" + e.axes[0] + " + i_" + e.axes[0] + ") == " + v(1) + " ? " + v(0) + " : 0.0)";
       case Op::causal: case Op::band: {
         const std::string d = "((o_" + e.axes[1] + " + i_" + e.axes[1] + ") - (o_" + e.axes[0] + " + i_" + e.axes[0] + "))";
         const MaskBand keep = mask_band(e);
@@ -822,7 +824,8 @@ static inline double napkin_round(double x, int t) {
       {23, -126, 3.4028234663852886e38, true, false}, {10, -126, 3.4011621342146535e38, true, false},
       {7, -126, 3.3895313892515355e38, true, false},  {10, -14, 65504.0, true, false},
       {3, -6, 448.0, false, false},                    {2, -14, 57344.0, true, false},
-      {0, 0, 127.0, false, true},                      {0, 0, 7.0, false, true}};
+      {0, 0, 127.0, false, true},                      {0, 0, 7.0, false, true},
+      {0, 0, 2147483647.0, false, true}};  // diagrams/dtype.cpp's table, in DType's order
   if (std::isnan(x)) return x;
   if (f[t].integer) return std::fmax(-f[t].max - 1.0, std::fmin(f[t].max, std::nearbyint(x)));
   if (x == 0.0 || std::isinf(x)) return std::isinf(x) && !f[t].inf ? std::copysign(f[t].max, x) : x;

@@ -169,6 +169,11 @@ class FunctionWriter {
       case Op::mask: return mask(e);
       case Op::causal: case Op::band: return {causal(e) + ".float()", e.axes, false};
       case Op::pos: return {"_pos(n[" + quoted(e.axes[0]) + "], dev)", e.axes, false};
+      case Op::pick: {  // L where index(v) == T, 0 elsewhere (a pick outside sum(pick(...); v))
+        Value l = expr(*e.args[0]), t = expr(*e.args[1]);
+        const Value at{"_pos(n[" + quoted(e.axes[0]) + "], dev)", e.axes, false};
+        return {"torch.where(" + align(at, l.axes) + " == " + align(t, l.axes) + ", " + l.code + ", 0.0)", l.axes, false};
+      }
       case Op::pow: case Op::minimum: case Op::maximum: return binary(e);
       case Op::call: return call(e);
       case Op::cast: {
@@ -207,7 +212,14 @@ class FunctionWriter {
   }
 
   Value reduction(const Expr& e) {
-    Value x = expr(*e.args[0]);
+    const Expr& arg = *e.args[0];
+    if (e.op == Op::sum && arg.kind == Expr::Kind::apply && arg.op == Op::pick && arg.axes == e.axes) {
+      Value x = expr(*arg.args[0]), t = expr(*arg.args[1]);  // an expanded gather(L, T; v): torch.gather
+      AxisList kept = x.axes;
+      std::erase(kept, e.axes[0]);
+      return {"_gather(" + x.code + ", " + dim_of(x.axes, e.axes[0]) + ", " + napkin::align(t, x.axes, false) + ")", kept, false};
+    }
+    Value x = expr(arg);
     std::vector<std::string> dims;
     AxisList kept;
     for (const auto& a : e.axes) dims.push_back(dim_of(x.axes, a));

@@ -21,7 +21,14 @@ namespace napkin {
 
 namespace {
 
-int dtype_code(DType t) { return t == DType::fp32 ? 0 : t == DType::bf16 ? 1 : 2; }
+/** The harness's dtype code: 0 fp32, 1 bf16, 2 fp16. The harness fills inputs with uniform floats,
+ *  so int32 arrays (gather targets, which must be indices in range) are refused with a UserError. */
+int dtype_code(DType t) {
+  if (t == DType::int32)
+    throw UserError("napkin bench fills inputs with uniform floats and cannot draw int32 gather targets yet; check a gather "
+                    "with napkin eval and emit --target cpu");
+  return t == DType::fp32 ? 0 : t == DType::bf16 ? 1 : 2;
+}
 
 std::string read_all(const std::string& path) {
   FILE* f = std::fopen(path.c_str(), "rb");

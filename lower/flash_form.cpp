@@ -77,6 +77,9 @@ bool find_chain(const Diagram& d, const KernelShape& k, FlashForm& f, std::strin
 std::optional<FlashForm> analyse_flash(const Diagram& d, const KernelShape& k, const Hardware& hw, const ModelOptions& opt, std::string& why) {
   auto streams = k.plan.streams();
   if (streams.size() > 1 || k.plan.stream_passes() != 1) return why = "more than one stream, or a two-pass stream", std::nullopt;
+  for (const auto& name : k.statements)
+    if (const std::string v = picked_axis(*d.find_statement(name)->expr); !v.empty())
+      return why = "a gather along " + v + " (its one-hot select): the flash form renders no select on its score tiles", std::nullopt;
   FlashForm f;
   if (!find_chain(d, k, f, why)) return std::nullopt;
   const std::string& x = f.x;

@@ -65,6 +65,9 @@ std::optional<OperandRoles> orient_operands(const std::string& x, const AxisList
 }
 
 std::optional<GemmForm> analyse_gemm(const Diagram& d, Typer& typer, const KernelShape& k, const ModelOptions& opt, std::string& why) {
+  for (const auto& s : k.statements)
+    if (const std::string v = picked_axis(*d.find_statement(s)->expr); !v.empty())
+      return why = "a gather along " + v + " (its one-hot select): the GEMM form renders no select on its operand tiles", std::nullopt;
   std::vector<const Expr*> contractions;
   bool other = false;
   for (const auto& s : k.statements)

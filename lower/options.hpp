@@ -20,7 +20,8 @@ struct ModelOptions {
 };
 
 /** Storage dtype of an array: its declared dtype, the override, or for undeclared intermediates
- *  the dtype of the diagram's first output. */
+ *  the dtype of the diagram's first output. An int32 input (indices: gather targets) keeps int32
+ *  under the override. */
 DType storage_dtype(const Diagram& d, const std::string& array, const ModelOptions& opt);
 
 }  // namespace napkin

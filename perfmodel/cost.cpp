@@ -358,6 +358,7 @@ class KernelModel {
             break;
           case Op::gelu: c_.sfu_ops += e, c_.flops_fp32 += 8 * e; break;
           case Op::pow: c_.sfu_ops += 2 * e, c_.flops_fp32 += e; break;  // exp2(p * log2(x))
+          case Op::pick: c_.flops_fp32 += 2 * e; break;  // a gather: one compare and one select per element of L
           default: c_.flops_fp32 += e; break;  // + - * / neg abs min max mask causal band pos cast
         }
       });

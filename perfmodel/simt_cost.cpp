@@ -37,7 +37,7 @@ class Counter {
     }
     // Inside a loop over the innermost axis its index is the loop's, the same in every thread of a
     // warp: loads there are broadcasts, not coalesced.
-    const bool shadows = std::find(e.axes.begin(), e.axes.end(), inner_) != e.axes.end() && !is_positional(e.op);
+    const bool shadows = std::find(e.axes.begin(), e.axes.end(), inner_) != e.axes.end() && !is_positional(e.op) && e.op != Op::pick;
     shadowed_ += shadows;
     Work args;
     for (const auto& a : e.args) args += of(*a);
@@ -51,6 +51,7 @@ class Counter {
       case Op::exp: case Op::log: case Op::tanh: case Op::sigmoid: case Op::silu: case Op::rsqrt: case Op::sqrt: case Op::gelu:
         return args += Work{1, 1, 0};
       case Op::pow: return args += Work{2, 2, 0};  // exp2(p * log2(x))
+      case Op::pick: return args += Work{2, 0, 0};  // a gather's compare and select
       default: return args += Work{1, 0, 0};  // + - * / neg abs min max relu mask causal band pos cast
     }
   }

@@ -13,9 +13,10 @@ std::string ctype(DType t) {
     case DType::fp16: return "__half";
     case DType::fp8e4m3: return "__nv_fp8_e4m3";  // emit/cuda/device/fp8.cuh
     case DType::fp8e5m2: return "__nv_fp8_e5m2";
+    case DType::int32: return "int32_t";
     default: break;
   }
-  throw UserError("emit --target cuda stores fp32, bf16, fp16, fp8e4m3 and fp8e5m2 arrays; " + std::string(dtype_name(t)) +
+  throw UserError("emit --target cuda stores fp32, bf16, fp16, fp8e4m3 and fp8e5m2 arrays (and int32 indices); " + std::string(dtype_name(t)) +
                   " is not supported yet (use --dtype or change the diagram's dtypes)");
 }
 
@@ -151,6 +152,8 @@ std::string Context::value(const Expr& e, const NodeOverride& over, const std::v
     case Op::minimum: return "fminf(" + v(0) + ", " + v(1) + ")";
     case Op::maximum: return "fmaxf(" + v(0) + ", " + v(1) + ")";
     case Op::pos: return "static_cast<float>(i_" + e.axes[0] + ")";
+    // The target compared as fp32: exact for indices below 2^24 (run_all refuses a larger N_v, unit.cpp).
+    case Op::pick: return "(static_cast<float>(i_" + e.axes[0] + ") == " + v(1) + " ? " + v(0) + " : 0.0f)";
     case Op::causal: case Op::band: {
       const MaskBand keep = mask_band(e);
       if (!keep.lo && keep.hi == 0) return "(i_" + e.axes[1] + " <= i_" + e.axes[0] + " ? 1.0f : 0.0f)";

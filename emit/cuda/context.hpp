@@ -29,8 +29,9 @@ struct EmitOptions {
   bool reference = false;
 };
 
-/** C++ type of a storage dtype in emitted code: float, __nv_bfloat16, __half, __nv_fp8_e4m3 or
- *  __nv_fp8_e5m2. Raises UserError for dtypes the CUDA emitter does not store (int8, int4, tf32). */
+/** C++ type of a storage dtype in emitted code: float, __nv_bfloat16, __half, __nv_fp8_e4m3,
+ *  __nv_fp8_e5m2 or int32_t (gather targets). Raises UserError for dtypes the CUDA emitter does
+ *  not store (int8, int4, tf32). */
 std::string ctype(DType t);
 
 /** Whether diagram `d` stores an fp8 array (emit_dtype of its inputs, statements and outputs;

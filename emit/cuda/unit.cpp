@@ -27,6 +27,16 @@ static int napkin_fail(const char* message) {
   } while (0)
 )";
 
+/** The axes that a pick (an expanded gather) of `d`'s statements selects along. */
+std::set<std::string> pick_axes(const Diagram& d) {
+  std::set<std::string> out;
+  for (const auto* s : d.statements())
+    walk(*s->expr, [&](const Expr& n) {
+      if (n.kind == Expr::Kind::apply && n.op == Op::pick) out.insert(n.axes.begin(), n.axes.end());
+    });
+  return out;
+}
+
 const Derivation& callee_derivation(const Derivation& dv, const std::string& stmt) {
   for (const auto& [s, sub] : dv.callees)
     if (s == stmt) return *sub;
@@ -185,6 +195,9 @@ Unit emit_unit(const Program& p, const Diagram& d, const Derivation& dv, const H
   out.close();
   out.line("/** Launches every schedule kernel in order. */");
   out.open("static int run_all(const Args& a, cudaStream_t stream)");
+  for (const auto& v : pick_axes(d))  // Context::value compares a pick's target and index in fp32
+    out.line("if (a.N_" + v + " > (int64_t{1} << 24)) return napkin_fail(\"" + ns + ": a gather along " + v +
+             " compares indices in fp32, exact up to 2^24 entries\");");
   out.line("for (int k = 0; k < " + std::to_string(kernels.size()) + "; ++k)");
   out.line("  if (const int e = run_kernel(k, a, stream)) return e;");
   out.line("return 0;");

@@ -107,7 +107,7 @@ TEST_CASE("torch modules rename arrays that Python reserves and weave calls over
 
 TEST_CASE("torch modules apply every operation to tensors and to scalars (axis sizes, numbers)", "[emit][torch]") {
   std::string ops = "exp log relu gelu silu sigmoid tanh rsqrt sqrt abs";
-  std::string body = "diagram every\naxis d = 4\naxis x = 3\nin  X[d,x] : bf16\nin  M[x,d] : fp16\n";
+  std::string body = "diagram every\naxis d = 4\naxis x = 3\nin  X[d,x] : bf16\nin  M[x,d] : fp16\nin  I[x] : int32\n";
   std::string scalar = "-d / 2", tensor = "-X / 2";
   for (std::size_t at = 0, end; at < ops.size(); at = end + 1) {
     end = std::min(ops.find(' ', at), ops.size());
@@ -120,13 +120,15 @@ TEST_CASE("torch modules apply every operation to tensors and to scalars (axis s
   body += "U[d,x] = pow(max(X, min(d, 2)), 1.5) + pow(d, -0.5) + max(min(X, M), pos(d) - pos(x)) + min(max(d, 1), 3)\n";
   body += "V[d,x] = mask(X, causal(d, x; window=2)) + mask(X, band(d, x; lo=-1, hi=1)) + band(x, d; lo=0, hi=2)\n";
   body += "Z[x] = logsumexp(X; d) + sum(l2norm(X; d); d)\n";
-  body += "out S : fp32\nout T : fp16\nout U : fp32\nout V : fp32\nout Z : fp32\n";
+  body += "G[x] = gather(X, I; d) + sum(pick(X, I; d) * 2; d)\n";  // torch.gather, and a pick on its own
+  body += "out S : fp32\nout T : fp16\nout U : fp32\nout V : fp32\nout Z : fp32\nout G : fp32\n";
   LoadedDiagram l = load_text(body);
   fs::path dir = fresh_dir("every");
   std::string text = module_of(l);
   for (const char* helper : {"_s_tanh(", "_s_gelu(", "_s_rsqrt(", "_s_div(", "_round_scalar(", "_cast(", "torch.tanh(", "F.gelu(",
                              "_layer_norm(", "_rms_norm(", "masked_fill(", "_band(", ".amax(dim=", "torch.abs(", "_s_abs(",
-                             "torch.pow(", "_s_pow(", "torch.fmax(", "torch.fmin(", "_s_fmin(", "_s_fmax(", "_pos("})
+                             "torch.pow(", "_s_pow(", "torch.fmax(", "torch.fmin(", "_s_fmin(", "_s_fmax(", "_pos(", "_gather(",
+                             "torch.where("})
     CHECK(text.find(helper) != std::string::npos);
   std::ofstream(dir / "every.py") << text;
   require_python_parses({(dir / "every.py").string()});

@@ -29,13 +29,19 @@ TEST_CASE("round_to_dtype follows each format's precision and range", "[dtype]")
   CHECK(round_to_dtype(300.0, DType::int8) == 127.0);
   CHECK(round_to_dtype(-300.0, DType::int8) == -128.0);
   CHECK(round_to_dtype(9.0, DType::int4) == 7.0);
+  CHECK(round_to_dtype(131071.4, DType::int32) == 131071.0);  // a vocabulary index
+  CHECK(round_to_dtype(3e9, DType::int32) == 2147483647.0);
+  CHECK(round_to_dtype(-3e9, DType::int32) == -2147483648.0);
   CHECK(std::isnan(round_to_dtype(NAN, DType::bf16)));
 }
 
 TEST_CASE("dtype and level names round-trip", "[dtype]") {
-  for (auto t : {DType::fp32, DType::tf32, DType::bf16, DType::fp16, DType::fp8e4m3, DType::fp8e5m2, DType::int8, DType::int4})
+  for (auto t : {DType::fp32, DType::tf32, DType::bf16, DType::fp16, DType::fp8e4m3, DType::fp8e5m2, DType::int8, DType::int4, DType::int32})
     CHECK(parse_dtype(dtype_name(t)) == t);
   CHECK(dtype_bits(DType::int4) == 4);
+  CHECK(dtype_bits(DType::int32) == 32);
+  CHECK(is_integer_dtype(DType::int32));
+  CHECK_FALSE(is_integer_dtype(DType::bf16));
   CHECK(dtype_bits(DType::bf16) == 16);
   CHECK_FALSE(parse_dtype("fp64"));
   for (auto l : {MemLevel::hbm, MemLevel::l2, MemLevel::smem, MemLevel::reg}) CHECK(parse_level(level_name(l)) == l);

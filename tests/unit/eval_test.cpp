@@ -1,6 +1,8 @@
 // The reference evaluator against hand-computed results.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "diagrams/eval.hpp"
 #include "diagrams/verify.hpp"
@@ -200,4 +202,48 @@ TEST_CASE("logsumexp and l2norm, as written and as expanded when loaded", "[eval
     CHECK(out.at("N").data[3] == Approx(0.8).epsilon(1e-12));
     CHECK(out.at("N").data[1] == Approx(1.0).epsilon(1e-12));  // [0, ln 3] / ln 3
   }
+}
+
+TEST_CASE("gather reads the target's entry along its axis, as written and as expanded", "[eval][language]") {
+  const std::string text = "diagram g\naxis t = 3\naxis v = 4\nin L[t,v] : fp32\nin T[t] : int32\n"
+                           "G[t] = gather(L, T; v)\nC[t] = logsumexp(L; v) - gather(L, T; v)\nout G : fp32\nout C : fp32\n";
+  // Rows [1 2 3 4], [-inf 5 -inf 0], [0 0 0 0]; targets 2, 1, 3: G = [3, 5, 0]. The -inf entries
+  // off the target stay out (a select, not a product with 0); C = log(sum(exp(row))) - G.
+  const double inf = std::numeric_limits<double>::infinity();
+  const Tensor l = tensor({"t", "v"}, {3, 4}, {1, 2, 3, 4, -inf, 5, -inf, 0, 0, 0, 0, 0});
+  const Tensor t = tensor({"t"}, {3}, {2, 1, 3});
+  for (bool expand : {false, true}) {
+    INFO("expanded: " << expand);
+    DiagnosticEngine diags;
+    auto p = load_program_text("g.napkin", text, diags, expand);
+    const Diagram& d = p->select("");
+    REQUIRE(verify_program(*p, diags, &d));
+    auto out = evaluate(*p, d, *resolve_sizes(d, {}, diags), {{"L", l}, {"T", t}});
+    CHECK(out.at("G").data == std::vector<double>{3, 5, 0});
+    CHECK(out.at("C").data[0] == Approx(std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0) + std::exp(4.0)) - 3).epsilon(1e-14));
+    CHECK(out.at("C").data[1] == Approx(std::log(std::exp(5.0) + 1.0) - 5).epsilon(1e-14));
+    CHECK(out.at("C").data[2] == Approx(std::log(4.0)).epsilon(1e-14));
+    // A target outside [0, N_v) is a located error, never a read past the row.
+    for (double bad : {4.0, -1.0, 1.5}) {
+      INFO("target " << bad);
+      const Tensor tb = tensor({"t"}, {3}, {0, bad, 0});
+      CHECK_THROWS_WITH(evaluate(*p, d, *resolve_sizes(d, {}, diags), {{"L", l}, {"T", tb}}),
+                        Catch::Contains("g.napkin:") && Catch::Contains("is not an index along 'v' (0 to 3)") &&
+                            Catch::Contains(" at t=1 of "));
+    }
+  }
+}
+
+TEST_CASE("gather targets are drawn in range, and int32 inputs over their range otherwise", "[eval][language]") {
+  Run r = load("diagram g\naxis t = 50\naxis v = 7\nin L[t,v] : fp32\nin T[t] : int32\nin U[t] : int32\n"
+               "G[t] = gather(L, T; v) + U\nout G : fp32\n");
+  const auto bounds = target_bounds(*r.d, r.sizes);
+  REQUIRE(bounds.size() == 1);
+  CHECK(bounds.at("T") == 7);
+  Tensor t = random_input(*r.d->find_input("T"), r.sizes, 1, bounds.at("T"));
+  for (double x : t.data) CHECK((x >= 0 && x < 7 && x == std::floor(x)));
+  Tensor u = random_input(*r.d->find_input("U"), r.sizes, 1);
+  double widest = 0;
+  for (double x : u.data) widest = std::max(widest, std::fabs(x));
+  CHECK(widest > 1e6);  // uniform over int32's range
 }

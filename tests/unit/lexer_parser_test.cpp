@@ -91,9 +91,10 @@ TEST_CASE("max of two operands is element-wise and max over axes a reduction: th
   DiagnosticEngine diags;
   const std::string lines[] = {
       "max(A, B)", "max(A; v)", "min(A, 0.5)", "pow(abs(A), -0.5)", "mask(S, causal(q, x; window=64))",
-      "mask(S, band(q, x; lo=-3, hi=5))", "S - slope * (pos(q) - pos(x))",
+      "mask(S, band(q, x; lo=-3, hi=5))", "S - slope * (pos(q) - pos(x))", "logsumexp(L; v) - gather(L, T; v)",
+      "sum(pick(L, T; v); v)",
   };
-  const Op ops[] = {Op::maximum, Op::max, Op::minimum, Op::pow, Op::mask, Op::mask, Op::sub};
+  const Op ops[] = {Op::maximum, Op::max, Op::minimum, Op::pow, Op::mask, Op::mask, Op::sub, Op::sub, Op::sum};
   for (std::size_t i = 0; i < std::size(lines); ++i) {
     auto r = parse("diagram t\nY[] = " + lines[i] + "\n", diags);
     REQUIRE_FALSE(diags.has_errors());

@@ -19,10 +19,14 @@ namespace napkin {
 __device__ __forceinline__ float to_f(float x) { return x; }
 __device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
 __device__ __forceinline__ float to_f(__half x) { return __half2float(x); }
+/** An int32 index (gather targets) as fp32: exact below 2^24. */
+__device__ __forceinline__ float to_f(int32_t x) { return static_cast<float>(x); }
 template <class T> __device__ __forceinline__ T from_f(float x);
 template <> __device__ __forceinline__ float from_f<float>(float x) { return x; }
 template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) { return __float2bfloat16(x); }
 template <> __device__ __forceinline__ __half from_f<__half>(float x) { return __float2half(x); }
+/** Round to nearest even; cvt saturates out-of-range values, NaN gives 0. */
+template <> __device__ __forceinline__ int32_t from_f<int32_t>(float x) { return __float2int_rn(x); }
 template <class T> __device__ __forceinline__ float round_to(float x) { return to_f(from_f<T>(x)); }
 /** Two fp32 values as one 32-bit register of two 16-bit elements (low half first). */
 template <class T> __device__ __forceinline__ uint32_t pack2(float lo, float hi);

@@ -11,9 +11,10 @@ import torch
 import torch.nn.functional as F
 
 # Dtypes: arrays of each napkin dtype are computed in a carrier torch dtype that holds its values
-# exactly (fp8 and integers in bf16, tf32 in fp32) and stored in _storage(dtype).
+# exactly (fp8, int8 and int4 in bf16, tf32 in fp32, int32 indices in fp64) and stored in _storage(dtype).
 _CARRIER = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16,
-            "fp8e4m3": torch.bfloat16, "fp8e5m2": torch.bfloat16, "int8": torch.bfloat16, "int4": torch.bfloat16}
+            "fp8e4m3": torch.bfloat16, "fp8e5m2": torch.bfloat16, "int8": torch.bfloat16, "int4": torch.bfloat16,
+            "int32": torch.float64}
 # Explicit fraction bits, smallest normal exponent, largest finite value, has infinities.
 _FORMATS = {"fp32": (23, -126, 3.4028234663852886e38, True), "tf32": (10, -126, 3.4011621342146535e38, True),
             "bf16": (7, -126, 3.3895313892515355e38, True), "fp16": (10, -14, 65504.0, True),
@@ -24,6 +25,8 @@ def _storage(dt):
     """The torch dtype inputs and outputs of napkin dtype `dt` are stored in."""
     if dt in ("int8", "int4"):
         return torch.int8
+    if dt == "int32":
+        return torch.int32
     if dt.startswith("fp8"):
         t = getattr(torch, "float8_e4m3fn" if dt == "fp8e4m3" else "float8_e5m2", None)
         if t is None:
@@ -47,6 +50,8 @@ def _round(v, dt):
     if dt == "fp8e5m2":
         v = torch.where(v.abs() >= 61440.0, v * math.inf, v.clamp(-57344.0, 57344.0))
         return v.to(_storage(dt)).to(torch.bfloat16)
+    if dt == "int32":
+        return v.double().round().clamp(-2147483648.0, 2147483647.0)
     lo, hi = (-128.0, 127.0) if dt == "int8" else (-8.0, 7.0)
     return v.float().round().clamp(lo, hi).to(torch.bfloat16)
 
@@ -55,8 +60,8 @@ def _round_scalar(x, dt):
     """Python float x rounded to napkin dtype `dt`, as diagrams/dtype.cpp rounds it."""
     if x != x:
         return x
-    if dt in ("int8", "int4"):
-        hi = 127.0 if dt == "int8" else 7.0
+    if dt in ("int8", "int4", "int32"):
+        hi = 127.0 if dt == "int8" else 7.0 if dt == "int4" else 2147483647.0
         return max(-hi - 1.0, min(hi, x if math.isinf(x) else float(round(x))))
     mant, emin, top, has_inf = _FORMATS[dt]
     if x == 0 or math.isinf(x):
@@ -137,6 +142,14 @@ def _einsum(eq, *ops):
         if t.dtype != dt:
             dt = torch.promote_types(dt, t.dtype)
     return torch.einsum(eq, *[t if t.dtype == dt else t.to(dt) for t in ops])
+
+
+def _gather(x, dim, t):
+    """gather(L, T; v) (napkin's sum(pick(L, T; v); v)): x's entries at the indices t along dim; t
+    has x's trailing dimensions, of size 1 along dim and where T lacks an axis."""
+    shape = list(x.shape)
+    shape[dim] = 1
+    return torch.gather(x, dim, torch.broadcast_to(t.long(), shape)).squeeze(dim)
 
 
 def _band(nq, nx, lo, hi, dev):
