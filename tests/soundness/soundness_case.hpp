@@ -1,0 +1,59 @@
+/** \file soundness_case.hpp
+ *  One batch of the soundness fuzzer (tests/soundness/soundness.cpp), run in a child process:
+ *  for each seed, a random diagram of the extended grammar (tests/support/random_diagram.hpp),
+ *  its derived schedule (paper's two-level model, smallest memory that admits one, as the
+ *  loop-nest property test) and random hand-written schedules (tests/support/random_schedule.hpp).
+ *  Each illegal schedule must be refused by check_schedule with a located error; each legal one
+ *  is emitted as a CPU loop nest (emit/cpu_emitter.hpp), compiled with the batch's others in one
+ *  g++ run, and compared element-wise with the fp64 evaluator (relative error under 1e-9).
+ *  Every failure is written to the output folder as a reproducer: <kind>-<seed>-<k>.napkin,
+ *  .schedule (`napkin emit FILE --target cpu --schedule S`) and .txt (what went wrong).
+ */
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+namespace napkin::soundness {
+
+/** What a batch did. Failures: wrong, not_compiled, internal, unlocated, crashes. */
+struct Counts {
+  long diagrams = 0;          ///< random diagrams generated and verified
+  long rejected = 0;          ///< generated diagrams the verifier refused (a generator bug)
+  long schedules = 0;         ///< schedules tried: derived ones and distinct random ones
+  long derived = 0;           ///< of which derived
+  long legal = 0;             ///< accepted by check_schedule (derived ones included)
+  long refused = 0;           ///< refused with a located error
+  long checked = 0;           ///< loop nests compared with the evaluator
+  long outputs = 0;           ///< outputs compared
+  long wrong = 0;             ///< loop nests whose output differs (or that crashed or hung)
+  long not_compiled = 0;      ///< emitted loop nests g++ rejected
+  long internal = 0;          ///< InternalError anywhere (derive, check, emit, evaluate)
+  long unlocated = 0;         ///< refusals without a located error
+  long crashes = 0;           ///< batches that died by a signal (counted by the parent)
+
+  void add(const Counts& o);
+  long failures() const { return wrong + not_compiled + internal + unlocated + crashes; }
+  std::string text() const;          ///< "name value" lines, for the parent to read back
+  static Counts parse(const std::string& text);
+  std::string report() const;        ///< the summary printed at the end
+};
+
+struct BatchOptions {
+  std::uint64_t first_seed = 0;
+  int diagrams = 4;                  ///< seeds first_seed .. first_seed + diagrams - 1
+  int schedules_per_diagram = 8;     ///< random schedules drawn per diagram (duplicates skipped)
+  int max_size = 11;                 ///< axis sizes 1..max_size
+  std::filesystem::path out;         ///< reproducers
+  std::filesystem::path work;        ///< scratch folder of this batch (removed by the caller)
+};
+
+/** Runs one batch; writes work/current.txt before each step that could crash (the parent turns
+ *  it into a reproducer when the batch dies). */
+Counts run_batch(const BatchOptions& o);
+
+/** Writes a reproducer: out/<kind>-<seed>-<k>.{napkin,schedule,txt}. */
+void write_reproducer(const std::filesystem::path& out, const std::string& kind, std::uint64_t seed, int k,
+                      const std::string& diagram, const std::string& schedule, const std::string& what);
+
+}  // namespace napkin::soundness
