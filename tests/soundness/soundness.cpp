@@ -5,6 +5,10 @@
 //
 //   napkin_soundness --cpu-seconds N [--jobs J] [--seed S] [--out DIR] [--schedules K]
 //                    [--batch B] [--max-size M] [--wall-seconds W]
+//   napkin_soundness --cuda-out DIR --count N [--seed S] [--max-size M]
+//
+// The second form writes, for the device, N random diagrams whose derived kernels emit as CUDA,
+// with DIR/bench.sh running `napkin bench` (element-wise checks) on each.
 //
 // Batches of B diagrams (seeds S, S+1, ...) run in child processes, J at a time, each compiling
 // its legal loop nests in one g++ run; a batch that dies by a signal counts as a crash and its
@@ -42,6 +46,8 @@ struct Options {
   int schedules = 8;
   int batch = 4;
   int max_size = 11;
+  fs::path cuda_out;  ///< the device mode: write diagrams for `napkin bench` here
+  int count = 0;
 };
 
 [[noreturn]] void usage(const std::string& why) {
@@ -66,11 +72,14 @@ Options parse_args(int argc, char** argv) {
       else if (a == "--schedules") o.schedules = std::stoi(v);
       else if (a == "--batch") o.batch = std::stoi(v);
       else if (a == "--max-size") o.max_size = std::stoi(v);
+      else if (a == "--cuda-out") o.cuda_out = v;
+      else if (a == "--count") o.count = std::stoi(v);
       else usage("unknown option " + a);
     } catch (const std::logic_error&) {
       usage("bad value '" + v + "' for " + a);
     }
   }
+  if (!o.cuda_out.empty() && o.count < 1) usage("--cuda-out needs --count N (N >= 1)");
   if (o.jobs < 1 || o.batch < 1 || o.schedules < 0 || o.max_size < 1 || o.cpu_seconds < 0) usage("values out of range");
   return o;
 }
@@ -138,6 +147,13 @@ pid_t start_batch(const Options& o, std::uint64_t first, const fs::path& work) {
 
 int main(int argc, char** argv) {
   const Options o = parse_args(argc, argv);
+  if (!o.cuda_out.empty()) {
+    const auto c = napkin::soundness::write_cuda_cases(o.seed, o.count, o.max_size, o.cuda_out);
+    std::cout << "napkin_soundness: " << c.diagrams << " random diagrams, " << c.written << " emitted as CUDA and written to "
+              << o.cuda_out.string() << " (run " << (o.cuda_out / "bench.sh").string() << " NAPKIN_BINARY on the device), "
+              << c.declined << " declined with a user error, " << c.internal << " internal errors\n";
+    return c.internal ? 1 : 0;
+  }
   fs::create_directories(o.out);
   const auto start = std::chrono::steady_clock::now();
   auto wall = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };

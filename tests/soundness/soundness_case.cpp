@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "diagrams/eval.hpp"
 #include "diagrams/verify.hpp"
 #include "emit/cpu_emitter.hpp"
+#include "emit/cuda_emitter.hpp"
 #include "hardware/hardware.hpp"
 #include "tests/support/loop_nest_check.hpp"
 #include "tests/support/random_diagram.hpp"
@@ -295,5 +297,43 @@ void write_reproducer(const fs::path& out, const std::string& kind, std::uint64_
 }
 
 Counts run_batch(const BatchOptions& o) { return Batch(o).run(); }
+
+CudaCounts write_cuda_cases(std::uint64_t first_seed, int count, int max_size, const fs::path& dir) {
+  fs::create_directories(dir);
+  const Hardware h100 = load_hardware("h100");
+  CudaCounts c;
+  std::string files;
+  for (int i = 0; i < count; ++i) {
+    const std::uint64_t seed = first_seed + static_cast<std::uint64_t>(i);
+    // Every array in fp32: the dtypes the CUDA emitter stores, and a call's argument as its callee takes it.
+    static const std::regex dtype(": (bf16|fp16|tf32|fp8e4m3|fp8e5m2)");
+    const std::string text = std::regex_replace(test::random_diagram(seed, "random", false, max_size, true), dtype, ": fp32");
+    DiagnosticEngine diags;
+    auto p = load_program_text("random.napkin", text, diags);
+    const Diagram* d = diags.has_errors() ? nullptr : &p->select("");
+    if (!d || !verify_program(*p, diags, d)) continue;
+    ++c.diagrams;
+    try {
+      const SizeMap sizes = *resolve_sizes(*d, {}, diags);
+      const Derivation dv = derive(*p, *d, sizes, h100);
+      emit_cuda(*p, *d, dv, h100);
+      const std::string name = "random-" + std::to_string(seed) + ".napkin";
+      std::ofstream(dir / name) << text;
+      files += " " + name;
+      ++c.written;
+    } catch (const UserError& e) {
+      ++c.declined;
+      std::ofstream(dir / "declined.txt", std::ios::app) << "seed " << seed << ": " << e.what() << "\n";
+    } catch (const InternalError& e) {
+      ++c.internal;
+      write_reproducer(dir, "internal", seed, 0, text, "", std::string("derive or emit_cuda: ") + e.what());
+    }
+  }
+  std::ofstream(dir / "bench.sh") << "#!/usr/bin/env bash\n# napkin bench (element-wise checks) on each random diagram; "
+                                     "usage: bench.sh NAPKIN_BINARY\nset -u\ncd \"$(dirname \"$0\")\"\nfail=0\n"
+                                     "for f in" << files << "; do\n  echo \"== $f\"\n  \"$1\" bench \"$f\" || fail=1\ndone\nexit $fail\n";
+  fs::permissions(dir / "bench.sh", fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec, fs::perm_options::add);
+  return c;
+}
 
 }  // namespace napkin::soundness

@@ -52,6 +52,19 @@ struct BatchOptions {
  *  it into a reproducer when the batch dies). */
 Counts run_batch(const BatchOptions& o);
 
+/** What write_cuda_cases did. */
+struct CudaCounts {
+  long diagrams = 0;   ///< generated and verified
+  long written = 0;    ///< derived and emitted as CUDA: written for `napkin bench`
+  long declined = 0;   ///< a located or user error on the way (no schedule fits, a dtype the emitter cannot store)
+  long internal = 0;   ///< InternalError (a reproducer is written)
+};
+
+/** For the device: `count` random diagrams (seeds from `first_seed`, axis sizes 1..max_size)
+ *  derived for the H100 and emitted as CUDA, written as dir/random-<seed>.napkin with
+ *  dir/bench.sh, which runs `napkin bench` (its element-wise checks) on each. */
+CudaCounts write_cuda_cases(std::uint64_t first_seed, int count, int max_size, const std::filesystem::path& dir);
+
 /** Writes a reproducer: out/<kind>-<seed>-<k>.{napkin,schedule,txt}. */
 void write_reproducer(const std::filesystem::path& out, const std::string& kind, std::uint64_t seed, int k,
                       const std::string& diagram, const std::string& schedule, const std::string& what);

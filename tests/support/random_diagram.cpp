@@ -219,8 +219,11 @@ class Generator {
     if (wide.empty()) return;
     const Array x = *wide[static_cast<std::size_t>(ext_pick(0, static_cast<int>(wide.size()) - 1))];
     if (callee_.empty()) write_callee();
+    // Half the calls bind u, v to the argument's last two axes in order: the layout the CUDA
+    // emitter passes (woven axes first); the others bind any two.
     std::vector<std::string> axes = x.axes;
-    std::shuffle(axes.begin(), axes.end(), ext_);
+    if (ext_chance(0.5)) std::rotate(axes.begin(), axes.end() - 2, axes.end());
+    else std::shuffle(axes.begin(), axes.end(), ext_);
     const std::string u = axes[0], v = axes[1];
     std::vector<std::string> result;
     for (const auto& c : callee_out_) result.push_back(c == "u" ? u : v);
