@@ -32,6 +32,8 @@ namespace {
 std::vector<std::pair<const char*, long Counts::*>> fields() {
   return {{"diagrams", &Counts::diagrams},   {"rejected", &Counts::rejected},   {"schedules", &Counts::schedules},
           {"derived", &Counts::derived},     {"legal", &Counts::legal},         {"refused", &Counts::refused},
+          {"streamed", &Counts::streamed},   {"nested", &Counts::nested},       {"two_pass", &Counts::two_pass},
+          {"grouped", &Counts::grouped},     {"several_kernels", &Counts::several_kernels}, {"calls", &Counts::calls},
           {"checked", &Counts::checked},     {"outputs", &Counts::outputs},     {"wrong", &Counts::wrong},
           {"not_compiled", &Counts::not_compiled}, {"internal", &Counts::internal}, {"unlocated", &Counts::unlocated},
           {"crashes", &Counts::crashes}};
@@ -64,6 +66,25 @@ std::optional<Derivation> derive_in_smallest_memory(const Program& p, const Diag
     }
   }
   return std::nullopt;
+}
+
+/** Adds what a legal schedule exercises to `c`. */
+void tally(Counts& c, const Schedule& s, const Diagram& d) {
+  bool streamed = false, nested = false, two_pass = false, grouped = false;
+  for (const auto& k : s.kernels) {
+    streamed |= !k.streams().empty();
+    nested |= k.streams().size() > 1;
+    two_pass |= k.stream_passes() == 2;
+    for (const auto* a : d.axes()) grouped |= k.group(a->name).value_or(1) > 1;
+  }
+  c.streamed += streamed;
+  c.nested += nested;
+  c.two_pass += two_pass;
+  c.grouped += grouped;
+  c.several_kernels += s.kernels.size() > 1;
+  bool call = false;
+  for (const auto* st : d.statements()) call |= st->expr && st->expr->op == Op::call;
+  c.calls += call;
 }
 
 class Batch {
@@ -132,6 +153,7 @@ void Batch::diagram(std::uint64_t seed) {
     if (dv) {
       ++counts_.legal;
       Schedule s = dv->chosen.schedule;
+      tally(counts_, s, dv->diagram(*d));
       note_current(seed, 0, text, print_schedule(s));
       Pending base{seed, 0, text, print_schedule(s), {}, {}};
       add_case(emit_cpu(*p, dv->diagram(*d), *dv, "napkin_c" + std::to_string(pending_.size()) + "_"), base, *d, sizes,
@@ -168,6 +190,7 @@ void Batch::schedule(const Program& p, const Diagram& d, const SizeMap& sizes, s
       return;
     }
     ++counts_.legal;
+    tally(counts_, *s, d);
     Derivation dv = derive_given(p, d, sizes, hw_, result_of(*s, *checked));
     Pending base{seed, k, text, schedule_text, {}, {}};
     add_case(emit_cpu(p, dv.diagram(d), dv, "napkin_c" + std::to_string(pending_.size()) + "_"), base, d, sizes, inputs_,
@@ -276,7 +299,9 @@ std::string Counts::report() const {
   r << "diagrams                          " << diagrams << "  (" << rejected << " generated diagrams the verifier refused)\n"
     << "schedules tried                   " << schedules << "  (" << derived << " derived, " << schedules - derived
     << " random hand-written)\n"
-    << "legal                             " << legal << "\n"
+    << "legal                             " << legal << "  (" << streamed << " streaming, " << nested << " nested streams, "
+    << two_pass << " two-pass, " << grouped << " grouped, " << several_kernels << " of several kernels, " << calls
+    << " with calls)\n"
     << "refused with a located error      " << refused << "\n"
     << "checked against the evaluator     " << checked << "  (" << outputs << " outputs)\n"
     << "wrong results                     " << wrong << "\n"

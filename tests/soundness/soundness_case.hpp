@@ -23,6 +23,12 @@ struct Counts {
   long schedules = 0;         ///< schedules tried: derived ones and distinct random ones
   long derived = 0;           ///< of which derived
   long legal = 0;             ///< accepted by check_schedule (derived ones included)
+  long streamed = 0;          ///< legal ones with a kernel that streams
+  long nested = 0;            ///< legal ones with nested streams
+  long two_pass = 0;          ///< legal ones with a two-pass stream
+  long grouped = 0;           ///< legal ones with a group of size > 1
+  long several_kernels = 0;   ///< legal ones of more than one kernel
+  long calls = 0;             ///< legal ones of a diagram with a call
   long refused = 0;           ///< refused with a located error
   long checked = 0;           ///< loop nests compared with the evaluator
   long outputs = 0;           ///< outputs compared

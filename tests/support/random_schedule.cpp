@@ -96,9 +96,22 @@ class ScheduleGenerator {
     std::string text;
     std::vector<std::string> streams;
     const double p_stream = chance(0.5) ? 0.45 : 0.2;
+    // An informed kernel groups only axes every statement is woven over and streams only axes
+    // some statement reduces or normalises: more of them are legal, with partitions that matter.
+    const bool informed = chance(0.6);
     for (const auto& a : touched) {
       const std::int64_t n = sizes_.count(a) ? sizes_.at(a) : 4;
-      const double r = std::uniform_real_distribution<double>(0, 1)(rng_);
+      double r = std::uniform_real_distribution<double>(0, 1)(rng_);
+      if (informed) {
+        bool all_woven = true, coupled = false;
+        for (const auto* w : stmts) {
+          all_woven &= w->touches(a) && w->role(a) == AxisRole::woven;
+          coupled |= w->touches(a) && w->role(a) != AxisRole::woven;
+        }
+        if (all_woven) r = r < 0.3 ? r / 2 : r < 0.8 ? 0.15 + (r - 0.3) * 0.6 : 1;    // weave, group, or nothing
+        else if (coupled) r = r < 0.7 ? 0.45 + r / 0.7 * p_stream * 0.99 : 1;    // stream, or nothing
+        else r = 1;
+      }
       if (r < 0.15) text += "  weave " + a + "\n";
       else if (r < 0.45) text += "  group " + a + " by " + std::to_string(size_for(n)) + "\n";
       else if (r < 0.45 + p_stream) streams.push_back("  stream " + a + " by " + std::to_string(size_for(n)));
