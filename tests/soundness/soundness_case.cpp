@@ -224,20 +224,25 @@ int shell(const std::string& command) {
 void Batch::compile_and_compare() {
   if (pending_.empty()) return;
   const std::string dir = o_.work.string();
-  shell("cd " + dir + " && ls case*.cpp | xargs -n 12 g++ -std=c++17 -O0 -w -c 2> compile.log");
+  shell("cd " + dir + " && ls case*.cpp | xargs -n 12 timeout 600 g++ -std=c++17 -O0 -w -c 2> compile.log");
   std::vector<std::size_t> compiled;
   for (std::size_t i = 0; i < pending_.size(); ++i) {
+    // A case the batch's g++ run did not compile (one before it in the run may have stopped it) compiles alone.
     const std::string name = "case" + std::to_string(i);
-    if (fs::exists(o_.work / (name + ".o"))) {
+    const int rc = fs::exists(o_.work / (name + ".o")) ? 0 : shell("cd " + dir + " && timeout 300 g++ -std=c++17 -O0 -w -c " + name + ".cpp 2> " + name + ".log");
+    if (rc == 0 && fs::exists(o_.work / (name + ".o"))) {
       compiled.push_back(i);
       continue;
     }
-    shell("cd " + dir + " && g++ -std=c++17 -O0 -w -c " + name + ".cpp 2> " + name + ".log");
     std::ifstream log(o_.work / (name + ".log"));
     std::stringstream why;
-    why << "the emitted loop nest does not compile:\n" << log.rdbuf();
+    why << "the emitted loop nest does not compile (g++ exit status " << rc << (rc == 124 ? ": over 300 s" : "") << "):\n"
+        << log.rdbuf();
     fail(&Counts::not_compiled, "not-compiled", pending_[i].seed, pending_[i].k, pending_[i].diagram, pending_[i].schedule,
          why.str());
+    fs::copy_file(o_.work / (name + ".cpp"),
+                  o_.out / ("not-compiled-" + std::to_string(pending_[i].seed) + "-" + std::to_string(pending_[i].k) + ".cpp"),
+                  fs::copy_options::overwrite_existing);
   }
   if (compiled.empty()) return;
   test::write_driver(o_.work, compiled);
