@@ -32,6 +32,7 @@ struct Counts {
   long refused = 0;           ///< refused with a located error
   long checked = 0;           ///< loop nests compared with the evaluator
   long outputs = 0;           ///< outputs compared
+  long noisy = 0;             ///< diagram outputs that amplify rounding (compared at their noise level, not 1e-9)
   long wrong = 0;             ///< loop nests whose output differs (or that crashed or hung)
   long not_compiled = 0;      ///< emitted loop nests g++ rejected
   long internal = 0;          ///< InternalError anywhere (derive, check, emit, evaluate)
