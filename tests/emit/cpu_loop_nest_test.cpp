@@ -19,6 +19,7 @@
 #include "diagrams/eval.hpp"
 #include "diagrams/verify.hpp"
 #include "emit/cpu_emitter.hpp"
+#include "tests/support/loop_nest_check.hpp"
 #include "tests/support/random_diagram.hpp"
 #include "tests/support/run.hpp"
 
@@ -93,12 +94,6 @@ std::vector<std::uint64_t> random_seeds(bool& chosen) {
   return seeds;
 }
 
-void write_doubles(std::ofstream& out, const std::vector<double>& v) {
-  std::int64_t n = static_cast<std::int64_t>(v.size());
-  out.write(reinterpret_cast<const char*>(&n), sizeof n);
-  out.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(double)));
-}
-
 /** Prepares a case: derives, emits the loop nest to dir/case<i>.cpp, writes inputs, evaluates. */
 void prepare(Case& c, std::size_t i, const fs::path& dir, const Derivation& dv) {
   std::string prefix = "napkin_c" + std::to_string(i) + "_";
@@ -115,93 +110,7 @@ void prepare(Case& c, std::size_t i, const fs::path& dir, const Derivation& dv) 
   auto written = c.file.empty() ? load_program_text("w.napkin", c.text, diags, false) : load_program(c.file, diags, false);
   REQUIRE_FALSE(diags.has_errors());
   c.expected = evaluate(*written, written->select(c.diagram->name), c.sizes, c.inputs);
-  std::ofstream bin(dir / ("in" + std::to_string(i) + ".bin"), std::ios::binary);
-  std::vector<double> sizes;
-  for (const auto* a : c.diagram->axes()) sizes.push_back(static_cast<double>(c.sizes.at(a->name)));
-  write_doubles(bin, sizes);
-  for (const auto* in : c.diagram->inputs()) write_doubles(bin, c.inputs[in->name].data);
-  std::vector<double> out_sizes;
-  for (const auto* o : c.diagram->outputs()) out_sizes.push_back(static_cast<double>(c.expected[o->name].data.size()));
-  write_doubles(bin, out_sizes);
-}
-
-void write_driver(const fs::path& dir, std::size_t n) {
-  std::ofstream d(dir / "driver.cpp");
-  d << "#include <cstdint>\n#include <cstdio>\n#include <string>\n#include <vector>\n";
-  for (std::size_t i = 0; i < n; ++i)
-    d << "extern \"C\" void napkin_c" << i << "_run(const double* const*, double* const*, const int64_t*);\n";
-  d << "using Fn = void (*)(const double* const*, double* const*, const int64_t*);\nstatic Fn fns[] = {";
-  for (std::size_t i = 0; i < n; ++i) d << (i ? ", " : "") << "napkin_c" << i << "_run";
-  d << R"(};
-static std::vector<double> read(FILE* f) {
-  int64_t n = 0;
-  if (fread(&n, sizeof n, 1, f) != 1) return {};
-  std::vector<double> v(static_cast<size_t>(n));
-  if (n && fread(v.data(), sizeof(double), v.size(), f) != v.size()) v.clear();
-  return v;
-}
-int main(int argc, char** argv) {
-  for (int c = 0; c < static_cast<int>(sizeof fns / sizeof fns[0]); ++c) {
-    std::string dir = argc > 1 ? argv[1] : ".";
-    FILE* f = fopen((dir + "/in" + std::to_string(c) + ".bin").c_str(), "rb");
-    if (!f) return 2;
-    std::vector<double> sd = read(f);
-    std::vector<int64_t> sizes(sd.begin(), sd.end());
-    std::vector<std::vector<double>> ins;
-    std::vector<double> next;
-    std::vector<std::vector<double>> all;
-    while (!(next = read(f)).empty() || !feof(f)) all.push_back(next);
-    fclose(f);
-    std::vector<double> out_sizes = all.back();
-    all.pop_back();
-    std::vector<const double*> in_ptrs;
-    for (auto& v : all) in_ptrs.push_back(v.data());
-    std::vector<std::vector<double>> outs;
-    for (double s : out_sizes) outs.emplace_back(static_cast<size_t>(s), -7.0);
-    std::vector<double*> out_ptrs;
-    for (auto& v : outs) out_ptrs.push_back(v.data());
-    fns[c](in_ptrs.data(), out_ptrs.data(), sizes.data());
-    FILE* o = fopen((dir + "/out" + std::to_string(c) + ".bin").c_str(), "wb");
-    for (auto& v : outs) {
-      int64_t n = static_cast<int64_t>(v.size());
-      fwrite(&n, sizeof n, 1, o);
-      fwrite(v.data(), sizeof(double), v.size(), o);
-    }
-    fclose(o);
-  }
-  return 0;
-}
-)";
-}
-
-/** max |a - b| / max(max |b|, 1e-3) over finite entries; non-finite entries must agree exactly.
- *  The floor: an output that cancels to about 0 (the sum of a layernorm along its axis) is
- *  compared absolutely (1e-12 at the 1e-9 bound), as its rounding noise is that of the O(1) terms. */
-double relative_error(const std::vector<double>& got, const std::vector<double>& want, std::string& why) {
-  if (got.size() != want.size()) return why = "size differs", INFINITY;
-  double scale = 0, err = 0;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    if (!std::isfinite(want[i])) {
-      bool same = std::isnan(want[i]) ? std::isnan(got[i]) : got[i] == want[i];
-      if (!same) return why = "non-finite entry " + std::to_string(i) + " differs", INFINITY;
-      continue;
-    }
-    scale = std::max(scale, std::fabs(want[i]));
-    err = std::max(err, std::fabs(got[i] - want[i]));
-  }
-  return err / std::max(scale, 1e-3);
-}
-
-std::vector<std::vector<double>> read_outputs(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  std::vector<std::vector<double>> out;
-  std::int64_t n = 0;
-  while (in.read(reinterpret_cast<char*>(&n), sizeof n)) {
-    std::vector<double> v(static_cast<std::size_t>(n));
-    in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(double)));
-    out.push_back(std::move(v));
-  }
-  return out;
+  test::write_case_inputs(dir, i, *c.diagram, c.sizes, c.inputs, c.expected);
 }
 
 }  // namespace
@@ -472,7 +381,7 @@ TEST_CASE("derived CPU loop nests equal the fp64 evaluator: bundled and 200 rand
   INFO("kernels with a stream among the random cases: " << streamed_random);
   if (!chosen_seeds) CHECK(streamed_random >= 30);  // the random cases exercise the lemmas, not only whole tiles
 
-  write_driver(dir, cases.size());
+  test::write_driver(dir, cases.size());
   std::string compile = "cd " + dir.string() +
                         " && ls case*.cpp | xargs -P 4 -n 10 g++ -std=c++17 -O0 -w -c && g++ -O0 -c driver.cpp -o driver.o"
                         " && g++ case*.o driver.o -o runner 2> link.log && ./runner " + dir.string();
@@ -482,12 +391,12 @@ TEST_CASE("derived CPU loop nests equal the fp64 evaluator: bundled and 200 rand
   std::size_t checked = 0;
   bool all_equal = true;
   for (std::size_t i = 0; i < cases.size(); ++i) {
-    auto outs = read_outputs(dir / ("out" + std::to_string(i) + ".bin"));
+    auto outs = test::read_outputs(dir / ("out" + std::to_string(i) + ".bin"));
     const auto decl = cases[i].diagram->outputs();
     REQUIRE(outs.size() == decl.size());
     for (std::size_t o = 0; o < decl.size(); ++o) {
       std::string why;
-      double err = relative_error(outs[o], cases[i].expected.at(decl[o]->name).data, why);
+      double err = test::relative_error(outs[o], cases[i].expected.at(decl[o]->name).data, why);
       INFO(cases[i].label << ", output " << decl[o]->name << ": relative error " << err << " " << why << " (" << (dir / ("case" + std::to_string(i) + ".cpp")).string() << ")");
       INFO("diagram:\n" << cases[i].text << "schedule:\n" << cases[i].plan);
       CHECK(err < 1e-9);

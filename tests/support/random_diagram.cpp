@@ -16,7 +16,8 @@ struct Array {
 
 class Generator {
  public:
-  Generator(std::uint64_t seed, bool labels, int max_size) : rng_(seed), labels_(labels), max_size_(max_size) {}
+  Generator(std::uint64_t seed, bool labels, int max_size, bool extended)
+      : rng_(seed), ext_(seed ^ 0x9e3779b97f4a7c15ULL), labels_(labels), max_size_(max_size), extended_(extended) {}
 
   std::string run(const std::string& name) {
     out_ = "# random diagram, seed-generated\ndiagram " + name + "\n";
@@ -37,11 +38,14 @@ class Generator {
       pool_.push_back(x);
     }
     int n_stmts = pick(1, 6);
-    for (int i = 0; i < n_stmts; ++i) statement("T" + std::to_string(i));
+    for (int i = 0; i < n_stmts; ++i) {
+      statement("T" + std::to_string(i));
+      if (extended_) extended_statement(std::to_string(i));
+    }
     // Every input and statement is read or output, so the verifier has nothing to warn about.
     for (const auto& a : pool_)
       if (!read_.count(a.name)) out_ += "out " + a.name + " : " + dtypes[pick(0, 2)] + "\n";
-    return out_;
+    return callee_ + out_;
   }
 
  private:
@@ -167,9 +171,91 @@ class Generator {
     pool_.push_back(Array{name, axes});
   }
 
+
+  // The extended grammar: draws from ext_ only, so that the plain grammar's texts do not change.
+  int ext_pick(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(ext_); }
+  bool ext_chance(double p) { return std::uniform_real_distribution<double>(0, 1)(ext_) < p; }
+
+  /** After statement `i`: sometimes a statement with positions as values, sometimes a call. */
+  void extended_statement(const std::string& i) {
+    if (ext_chance(0.35)) positional("P" + i);
+    if (ext_chance(0.3)) call("C" + i);
+  }
+
+  /** Positions as values: an ALiBi-like bias, inside a softmax or a windowed mask, or scaled by
+   *  the axis's size (a name of an axis in an expression is its size). */
+  void positional(const std::string& name) {
+    const Array x = pool_[static_cast<std::size_t>(ext_pick(0, static_cast<int>(pool_.size()) - 1))];
+    if (x.axes.empty()) return;
+    std::string e;
+    const std::string a = x.axes[static_cast<std::size_t>(ext_pick(0, static_cast<int>(x.axes.size()) - 1))];
+    read_.insert(x.name);
+    if (x.axes.size() < 2) {
+      e = x.name + " * pos(" + a + ") / " + a + " + 1";
+    } else {
+      std::string b = a;
+      while (b == a) b = x.axes[static_cast<std::size_t>(ext_pick(0, static_cast<int>(x.axes.size()) - 1))];
+      const std::string bias = "(pos(" + a + ") - pos(" + b + "))";
+      switch (ext_pick(0, 3)) {
+        case 0: e = x.name + " - 0.5 * " + bias; break;
+        case 1: e = "softmax(" + x.name + " - 0.25 * " + bias + "; " + b + ")"; break;
+        case 2: e = "mask(" + x.name + " - abs" + bias + " / 4, causal(" + a + ", " + b + "; window=3))"; break;
+        default: e = x.name + " * pos(" + a + ") / " + a + " - pos(" + b + ")"; break;
+      }
+    }
+    std::vector<std::string> axes = x.axes;
+    std::shuffle(axes.begin(), axes.end(), ext_);
+    out_ += name + axes_text(axes) + " = " + e + "\n";
+    pool_.push_back(Array{name, axes});
+  }
+
+  /** A call of the callee (written on first use) on an array of two or more axes: u and v bound
+   *  to two of them, woven over the rest; the result's axes are the callee's output axes,
+   *  renamed, then the woven ones. */
+  void call(const std::string& name) {
+    std::vector<const Array*> wide;
+    for (const auto& a : pool_)
+      if (a.axes.size() >= 2) wide.push_back(&a);
+    if (wide.empty()) return;
+    const Array x = *wide[static_cast<std::size_t>(ext_pick(0, static_cast<int>(wide.size()) - 1))];
+    if (callee_.empty()) write_callee();
+    // Half the calls bind u, v to the argument's last two axes in order: the layout the CUDA
+    // emitter passes (woven axes first); the others bind any two.
+    std::vector<std::string> axes = x.axes;
+    if (ext_chance(0.5)) std::rotate(axes.begin(), axes.end() - 2, axes.end());
+    else std::shuffle(axes.begin(), axes.end(), ext_);
+    const std::string u = axes[0], v = axes[1];
+    std::vector<std::string> result;
+    for (const auto& c : callee_out_) result.push_back(c == "u" ? u : v);
+    for (std::size_t k = 2; k < axes.size(); ++k) result.push_back(axes[k]);
+    read_.insert(x.name);
+    out_ += name + axes_text(result) + " = " + callee_name_ + "(" + x.name + "; u=" + u + ", v=" + v + ")\n";
+    pool_.push_back(Array{name, result});
+  }
+
+  /** One callee per file, input A[u,v], one output: a normaliser with a positional bias, a
+   *  reduction, a normaliser inside an expression, a logsumexp written out, a mask, a mean. */
+  void write_callee() {
+    callee_name_ = "callee";
+    callee_ = "diagram " + callee_name_ + "\naxis u = 3\naxis v = 4\nin  A[u,v] : fp32\n";
+    switch (ext_pick(0, 5)) {
+      case 0: callee_ += "Y[u,v] = softmax(A - 0.5 * (pos(u) - pos(v)); v)\n"; callee_out_ = {"u", "v"}; break;
+      case 1: callee_ += "Y[u] = sum(exp(A) * A; v)\n"; callee_out_ = {"u"}; break;
+      case 2: callee_ += "Y[u,v] = rmsnorm(A; v) * 2 + A\n"; callee_out_ = {"u", "v"}; break;
+      case 3: callee_ += "M[u] = max(A; v)\nY[u] = M + log(sum(exp(A - M); v))\n"; callee_out_ = {"u"}; break;
+      case 4: callee_ += "Y[u,v] = mask(A * 2, causal(u, v))\n"; callee_out_ = {"u", "v"}; break;
+      default: callee_ += "Y[v] = mean(A; u)\n"; callee_out_ = {"v"}; break;
+    }
+    callee_ += "out Y : fp32\n\n";
+  }
+
   std::mt19937_64 rng_;
+  std::mt19937_64 ext_;
   bool labels_;
   int max_size_;
+  bool extended_;
+  std::string callee_, callee_name_;
+  std::vector<std::string> callee_out_;
   std::string out_;
   std::vector<std::string> axes_;
   std::vector<Array> pool_;
@@ -178,8 +264,8 @@ class Generator {
 
 }  // namespace
 
-std::string random_diagram(std::uint64_t seed, const std::string& name, bool labels, int max_size) {
-  return Generator(seed, labels, max_size).run(name);
+std::string random_diagram(std::uint64_t seed, const std::string& name, bool labels, int max_size, bool extended) {
+  return Generator(seed, labels, max_size, extended).run(name);
 }
 
 }  // namespace napkin::test
