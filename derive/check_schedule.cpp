@@ -87,6 +87,30 @@ std::string kernel_illegal(const std::vector<const StatementWeave*>& stmts, cons
   return {};
 }
 
+std::string call_illegal(const std::vector<const StatementWeave*>& stmts, const KernelPlan& k) {
+  bool has_call = false;
+  for (const auto* w : stmts) has_call |= w->has_call;
+  if (has_call && (stmts.size() > 1 || k.directives.size() > 1))
+    return "kernel '" + k.name + "' holds a call of another diagram: a call is scheduled by its own diagram's "
+           "derivation; give it a kernel of its own with only 'fuse'";
+  return {};
+}
+
+std::string warps_illegal(const Directive& warps) { return warps.size > 32 ? "at most 32 warps per thread block" : ""; }
+
+std::string cluster_illegal(const KernelPlan& k, const Directive& dir, const Hardware& hw, bool* on_axis) {
+  const std::string& a = dir.names.at(0);
+  if (on_axis) *on_axis = false;
+  if (!hw.clusters) return hw.name + " has no thread-block clusters (features.clusters in its description)";
+  if (dir.size != 2) return "clusters of 2 blocks only: the emitter splits the shared tiles' loads in two";
+  if (k.find(Directive::Kind::cluster) != &dir) return "one 'cluster' line per kernel";
+  if (!k.group(a) || *k.group(a) < 2) {
+    if (on_axis) *on_axis = true;
+    return "cluster along '" + a + "' needs 'group " + a + " by N' (N > 1): the cluster's blocks are adjacent tiles of '" + a + "'";
+  }
+  return {};
+}
+
 std::optional<CheckedSchedule> check_schedule(const Program& p, const Diagram& d, const Schedule& s,
                                               const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt,
                                               DiagnosticEngine& diags) {
@@ -136,11 +160,8 @@ std::optional<CheckedSchedule> check_schedule(const Program& p, const Diagram& d
                                                 "', produced by the later kernel '" + s.kernels[kernel_of[r]].name +
                                                 "'; kernels run in order and a fused set must not depend on itself through another kernel");
         }
-    bool has_call = false;
-    for (const auto* w : mine) has_call |= w->has_call;
-    if (has_call && (mine.size() > 1 || plan.directives.size() > 1)) {
-      diags.error(plan.loc, "kernel '" + plan.name + "' holds a call of another diagram: a call is scheduled by its own diagram's "
-                            "derivation; give it a kernel of its own with only 'fuse'");
+    if (auto why = call_illegal(mine, plan); !why.empty()) {
+      diags.error(plan.loc, why);
       continue;
     }
     auto escaping = escaping_arrays(d, mine, weave);
@@ -148,19 +169,16 @@ std::optional<CheckedSchedule> check_schedule(const Program& p, const Diagram& d
     for (const auto& dir : plan.directives) {
       if (dir.kind == Directive::Kind::fuse) continue;
       if (dir.kind == Directive::Kind::cluster) {
-        const std::string& a = dir.names.at(0);
-        if (!hw.clusters) diags.error(dir.loc, hw.name + " has no thread-block clusters (features.clusters in its description)");
-        else if (dir.size != 2) diags.error(dir.loc, "clusters of 2 blocks only: the emitter splits the shared tiles' loads in two");
-        else if (plan.find(Directive::Kind::cluster) != &dir) diags.error(dir.loc, "one 'cluster' line per kernel");
-        else if (!plan.group(a) || *plan.group(a) < 2)
-          diags.error(dir.name_locs.at(0), "cluster along '" + a + "' needs 'group " + a + " by N' (N > 1): the cluster's blocks are adjacent tiles of '" + a + "'");
+        bool on_axis = false;
+        if (auto why = cluster_illegal(plan, dir, hw, &on_axis); !why.empty()) diags.error(on_axis ? dir.name_locs.at(0) : dir.loc, why);
         continue;
       }
       KernelPlan one;
       one.directives = {dir};
       std::vector<LemmaUse> uses;
       if (auto why = kernel_illegal(mine, one, escaping, &uses); !why.empty()) diags.error(dir.loc, why);
-      if (dir.kind == Directive::Kind::warps && (dir.size > 32)) diags.error(dir.loc, "at most 32 warps per thread block");
+      if (dir.kind == Directive::Kind::warps)
+        if (auto why = warps_illegal(dir); !why.empty()) diags.error(dir.loc, why);
     }
     std::vector<LemmaUse> uses;
     std::string why = kernel_illegal(mine, plan, escaping, &uses);

@@ -38,4 +38,19 @@ std::set<std::string> escaping_arrays(const Diagram& d, const std::vector<const 
 std::string kernel_illegal(const std::vector<const StatementWeave*>& stmts, const KernelPlan& k,
                            const std::set<std::string>& escaping, std::vector<LemmaUse>* lemmas = nullptr);
 
+/** The rule of a call (derive-fusion): a kernel holding a call of another diagram (`stmts`, the
+ *  statements of plan `k`) holds nothing else and has no directive but `fuse`. Empty when legal,
+ *  else the reason. */
+std::string call_illegal(const std::vector<const StatementWeave*>& stmts, const KernelPlan& k);
+
+/** The rule of a `warps` directive (derive-warp-recursion): at most 32 warps per thread block.
+ *  Empty when legal, else the reason. */
+std::string warps_illegal(const Directive& warps);
+
+/** The rules of cluster directive `dir` of plan `k` on `hw` (derive-cluster): clusters need the
+ *  hardware's thread-block clusters, 2 blocks, one per kernel, along an axis grouped by more than
+ *  1. Empty when legal, else the reason; `on_axis` (when given) says whether the reason is about
+ *  the clustered axis (located at its name) rather than the directive. */
+std::string cluster_illegal(const KernelPlan& k, const Directive& dir, const Hardware& hw, bool* on_axis = nullptr);
+
 }  // namespace napkin

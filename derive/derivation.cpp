@@ -7,6 +7,7 @@
 
 #include "derive/passes/contraction_order.hpp"
 #include "derive/labelled.hpp"
+#include "derive/pipeline.hpp"
 #include "derive/registry.hpp"
 #include "diagrams/graph_view.hpp"
 #include "diagrams/printer.hpp"
@@ -131,39 +132,41 @@ Derivation complete(const Program& p, const Diagram& d, const SizeMap& sizes, co
   add_callees(p, d, sizes, hw, opt, so, out.chosen, &out, cache);
   add_callees(p, d, sizes, hw, opt, so, out.unfused, nullptr, cache);
   auto weave = weave_analysis(p, d);
-  PassContext ctx{p, d, sizes, hw, opt, weave, out.chosen, out.unfused};
+  PassContext ctx{p, d, sizes, hw, opt, weave, &out.unfused};
   const std::size_t kernels = out.chosen.kernels.size();
+  std::vector<std::size_t> per_kernel;  // indices into `after` of the per-kernel passes, in order
   for (const auto& pass : pass_registry()) {
     if (pass.per_kernel) {
+      per_kernel.push_back(out.after.size());
       out.after.push_back({pass.name, std::vector<Diagram>(kernels, d)});
       continue;
     }
     Diagram ir = d;
-    auto steps = pass.run(ctx, 0, ir);
+    const KernelPlan none;
+    KernelCandidate whole(none);
+    auto steps = pass.run(ctx, whole, ir);
     out.steps.insert(out.steps.end(), steps.begin(), steps.end());
     out.after.push_back({pass.name, {std::move(ir)}});
   }
   for (std::size_t k = 0; k < kernels; ++k) {
-    const KernelPlan& plan = out.chosen.kernels[k].plan;
+    const KernelChoice& chosen = out.chosen.kernels[k];
+    const KernelPlan& plan = chosen.plan;
     const Statement* s = d.find_statement(plan.fused().front());
     bool call = false;
     walk(*s->expr, [&](const Expr& n) { call |= n.kind == Expr::Kind::apply && n.op == Op::call; });
-    Diagram ir = d;
     if (call) {
       out.steps.push_back({"derive-fusion", plan.name, "call " + s->name,
                            "composition: the callee, lifted over the call's woven axes, is derived on its own",
                            "its kernels run the woven axes as batch axes; see its derivation below"});
-      ir = kernel_diagram(p, d, weave, plan.fused(), plan.name, opt);  // the call alone; its callee has its own labels
+      Diagram ir = kernel_diagram(p, d, weave, plan.fused(), plan.name, opt);  // the call alone; its callee has its own labels
+      for (std::size_t i : per_kernel) out.after[i].second[k] = ir;
+      continue;
     }
-    std::size_t i = 0;
-    for (const auto& pass : pass_registry()) {
-      if (pass.per_kernel && !call) {
-        auto steps = pass.run(ctx, k, ir);
-        out.steps.insert(out.steps.end(), steps.begin(), steps.end());
-      }
-      if (pass.per_kernel) out.after[i].second[k] = ir;
-      ++i;
-    }
+    // The same pipeline the search priced the kernel with, now with the model's price: the steps and the levels.
+    KernelPipeline run = run_kernel_pipeline(ctx, plan, &chosen, true);
+    NAPKIN_ASSERT(run.refused.empty()) << run.refused_by << " refuses kernel '" << plan.name << "' of the chosen schedule: " << run.refused;
+    out.steps.insert(out.steps.end(), run.steps.begin(), run.steps.end());
+    for (std::size_t j = 0; j < per_kernel.size(); ++j) out.after[per_kernel[j]].second[k] = std::move(run.after[j]);
   }
   out.bound = io_lower_bound(p, d, sizes, hw, opt);
   return out;

@@ -12,7 +12,8 @@
  *      cluster a by c ->  axis a = N group g cluster c
  *      levels         ->  `in X : bf16 @hbm`, `X@smem` where read, `S @reg = ...`, `out O @hbm`
  *
- *  The passes of derive/passes/ write these labels (derivation.cpp runs them); schedule_of() reads
+ *  The passes of derive/passes/ write these labels (derive/pipeline.hpp runs them, for every
+ *  candidate the search prices and for the derivation of the chosen one); schedule_of() reads
  *  them back, so that a schedule file is exactly the printed form of the labels:
  *  schedule_of(labelled_kernels(s)) is `s` in canonical directive order (fuse, weave, groups and
  *  streams in axis order, warps, cluster), and the derived schedules are canonical.

@@ -7,6 +7,8 @@
 #include <map>
 
 #include "derive/divisibility.hpp"
+#include "derive/labelled.hpp"
+#include "derive/pipeline.hpp"
 #include "derive/partition.hpp"
 #include "derive/user_labels.hpp"
 #include "diagrams/graph_view.hpp"
@@ -316,7 +318,8 @@ class Searcher {
       if (honour_labels_ && labels_.stream.count(*stream)) stream_sizes = {labels_.stream.at(*stream).value};
       if (stream_sizes.empty()) return;
     }
-    auto plan_of = [&](const std::vector<std::int64_t>& g, std::int64_t s) {
+    // The candidate's parameters for the passes (derive/pass.hpp): the directives of its moves.
+    auto params_of = [&](const std::vector<std::int64_t>& g, std::int64_t s) {
       KernelPlan k;
       Directive f;
       f.kind = Directive::Kind::fuse;
@@ -399,12 +402,21 @@ class Searcher {
       }
       return score;
     };
+    // Runs the passes on the candidate `params` (each checks its own move) and prices the plan the
+    // labels they wrote say: what is priced is what the passes wrote. kInf when a pass refuses.
+    const PassContext ctx{p_, d, sizes_, hw_, opt_, view_weave, nullptr};
+    auto price = [&](const KernelPlan& params, bool* clusterable) -> double {
+      KernelPipeline run = run_kernel_pipeline(ctx, params);
+      if (!run.refused.empty()) return kInf;
+      DiagnosticEngine diags;
+      std::optional<KernelPlan> labelled = plan_of(run.labelled, diags);
+      NAPKIN_ASSERT(labelled) << "the passes wrote labels that form no plan: " << diags.render();
+      return consider(*labelled, run.lemmas, clusterable);
+    };
     auto evaluate = [&](const std::vector<std::int64_t>& g, std::int64_t s) -> double {
-      KernelPlan k = plan_of(g, s);
-      std::vector<LemmaUse> lemmas;
-      if (!kernel_illegal(stmts, k, escaping, &lemmas).empty()) return kInf;
+      KernelPlan k = params_of(g, s);
       bool clusterable = false;
-      double score = consider(k, lemmas, &clusterable);
+      double score = price(k, &clusterable);
       const std::string problem = last_problem_;  // a variant's problem does not explain a failed search
       if (clusterable)  // a GEMM on the wgmma path: clusters of 2 along each grouped axis
         for (const auto& dir : k.directives) {
@@ -415,7 +427,7 @@ class Searcher {
           cd.names = dir.names;
           cd.size = 2;
           kc.directives.push_back(cd);
-          score = std::min(score, consider(kc, lemmas, nullptr));
+          score = std::min(score, price(kc, nullptr));
         }
       last_problem_ = problem;
       return score;

@@ -1,7 +1,9 @@
 /** \file search.hpp
  *  The search behind `napkin derive`: enumerates legal schedules (fusion choices; group and stream
- *  sizes as multiples of the divisibility LCM; warps per block), scores each with the performance
- *  model and keeps the best, deterministically (ties go to the earlier candidate in a fixed order).
+ *  sizes as multiples of the divisibility LCM; warps per block), runs the pass pipeline on each
+ *  (derive/pipeline.hpp: the passes check the moves and write the labels), scores the plan the
+ *  labels say with the performance model and keeps the best, deterministically (ties go to the
+ *  earlier candidate in a fixed order).
  *
  *  Kernels are connected, convex sets of statements (a call is always alone); each candidate
  *  kernel's best partition is found once; a dynamic program picks kernels in an executable order

@@ -333,7 +333,7 @@ ContractionOrderResult order_contractions(const Program& p, const Diagram& d, co
   return out;
 }
 
-std::vector<Step> contraction_order_pass(const PassContext& c, std::size_t, Diagram&) {
+std::vector<Step> contraction_order_pass(const PassContext& c, KernelCandidate&, Diagram&) {
   for (const auto* s : c.diagram.statements())
     walk(*s->expr, [&](const Expr& n) {
       NAPKIN_ASSERT(n.kind != Expr::Kind::apply || n.op != Op::contract || n.args.size() < 3)

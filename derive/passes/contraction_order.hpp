@@ -61,6 +61,6 @@ ContractionOrderResult order_contractions(const Program& p, const Diagram& d, co
  *  contraction of three or more operands is left (an internal error otherwise). Its steps were
  *  recorded when order_contractions ran, before the search (derive()); it adds none and writes no
  *  labels on `ir`. */
-std::vector<Step> contraction_order_pass(const PassContext& c, std::size_t kernel, Diagram& ir);
+std::vector<Step> contraction_order_pass(const PassContext& c, KernelCandidate& kernel, Diagram& ir);
 
 }  // namespace napkin

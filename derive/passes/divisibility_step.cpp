@@ -1,7 +1,8 @@
 // Pass derive-divisibility (the step it reports; the constraints are in derive/divisibility.cpp).
 // Contract: lists, for each partitioned axis of a kernel, the LCM its tile size must be a multiple
 // of and the reasons; says when a whole axis does not divide and is predicated. Writes no label:
-// the sizes it constrains are the group and stream labels already written.
+// the sizes it constrains are the group and stream labels already written; refuses nothing (an
+// edge that does not divide is predicated). Reports only once the candidate is priced.
 #include <algorithm>
 
 #include "derive/divisibility.hpp"
@@ -9,8 +10,9 @@
 
 namespace napkin {
 
-std::vector<Step> divisibility_pass(const PassContext& c, std::size_t k, Diagram&) {
-  const KernelChoice& kc = c.chosen.kernels.at(k);
+std::vector<Step> divisibility_pass(const PassContext& c, KernelCandidate& k, Diagram&) {
+  if (!k.priced) return {};
+  const KernelChoice& kc = *k.priced;
   std::vector<const StatementWeave*> stmts;
   for (const auto& s : kc.plan.fused())
     for (const auto& w : c.weave)

@@ -1,5 +1,6 @@
-// Pass derive-group-partition. Contract: for each `weave` and `group` directive of a kernel, checks
-// that every fused statement is woven over the axis (paper §2.3) and reports which inputs lack the
+// Pass derive-group-partition. Parameters: the candidate's `weave` and `group` directives.
+// Contract: checks that every fused statement is woven over each axis (paper §2.3; kernel_illegal,
+// the checker's rule, on those directives alone) and, once priced, reports which inputs lack the
 // axis and are therefore re-read by every group along it (the source of the memory dependence of
 // the cost). Writes `group g` on each such axis (`group 1` for weave); no directive, no label.
 #include <algorithm>
@@ -10,11 +11,16 @@
 
 namespace napkin {
 
-std::vector<Step> group_partition_pass(const PassContext& c, std::size_t k, Diagram& ir) {
-  const KernelChoice& kc = c.chosen.kernels.at(k);
-  write_labels(ir, kc.plan, Directive::Kind::group);
+std::vector<Step> group_partition_pass(const PassContext& c, KernelCandidate& k, Diagram& ir) {
+  KernelPlan partitions;
+  for (const auto& dir : k.params.directives)
+    if (dir.kind == Directive::Kind::weave || dir.kind == Directive::Kind::group) partitions.directives.push_back(dir);
+  if (k.refused = kernel_illegal(k.statements, partitions, k.escaping); !k.refused.empty()) return {};
+  write_labels(ir, partitions, Directive::Kind::group);
+  if (!k.priced) return {};
+  const KernelChoice& kc = *k.priced;
   std::vector<Step> out;
-  for (const auto& dir : kc.plan.directives) {
+  for (const auto& dir : partitions.directives) {
     if (dir.kind != Directive::Kind::weave && dir.kind != Directive::Kind::group) continue;
     for (const auto& axis : dir.names) {
       const AxisPlan& ap = kc.cost.axes.at(axis);

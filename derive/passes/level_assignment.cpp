@@ -1,4 +1,6 @@
-// Pass derive-level-assignment. Contract: reports the memory level of every array occurrence of a
+// Pass derive-level-assignment. Parameters: the model's levels of the priced candidate (a kernel
+// not yet priced is left unchanged: the search prices the labels the other passes write, and the
+// levels are the model's answer). Contract: reports the memory level of every array occurrence of a
 // kernel as the model assigns it (inputs HBM -> SMEM, accumulators and intermediates in registers,
 // moved to SMEM when the register file is full, outputs registers -> HBM) and the resident bytes
 // per thread block against the hardware's limits. Writes those levels on the kernel's diagram:
@@ -39,8 +41,9 @@ void write_levels(Diagram& ir, const std::map<std::string, MemLevel>& level) {
 
 }  // namespace
 
-std::vector<Step> level_assignment_pass(const PassContext& c, std::size_t k, Diagram& ir) {
-  const KernelCost& kc = c.chosen.kernels.at(k).cost;
+std::vector<Step> level_assignment_pass(const PassContext& c, KernelCandidate& k, Diagram& ir) {
+  if (!k.priced) return {};
+  const KernelCost& kc = k.priced->cost;
   write_levels(ir, kc.level);
   std::string levels;
   auto add = [&](const std::string& a, const std::string& path) { levels += (levels.empty() ? "" : "; ") + a + " " + path; };

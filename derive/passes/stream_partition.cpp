@@ -1,19 +1,23 @@
-// Pass derive-stream-partition. Contract: for a kernel with a `stream` directive, names the lemma
-// that makes each fused statement streamable along the axis and its carried state (derive/lemmas).
+// Pass derive-stream-partition. Parameters: the candidate's `stream` directives (checked with its
+// group directives). Contract: checks that the lemma library makes every fused statement
+// streamable along each streamed axis (kernel_illegal, the checker's rule: derive/lemmas) and
+// keeps the lemmas; once priced, names the lemma of each statement and its carried state.
 // Writes `stream s` (`stream s twice` for two passes) on each streamed axis; a kernel without a
 // stream is left unchanged and gives no step.
 #include <algorithm>
 
+#include "derive/check_schedule.hpp"
 #include "derive/labelled.hpp"
 #include "derive/pass.hpp"
 
 namespace napkin {
 
-std::vector<Step> stream_partition_pass(const PassContext& c, std::size_t k, Diagram& ir) {
-  const KernelChoice& kc = c.chosen.kernels.at(k);
-  write_labels(ir, kc.plan, Directive::Kind::stream);
-  auto st = kc.plan.stream();
-  if (!st) return {};
+std::vector<Step> stream_partition_pass(const PassContext& c, KernelCandidate& k, Diagram& ir) {
+  if (k.refused = kernel_illegal(k.statements, k.params, k.escaping, &k.lemmas); !k.refused.empty()) return {};
+  write_labels(ir, k.params, Directive::Kind::stream);
+  auto st = k.params.stream();
+  if (!st || !k.priced) return {};
+  const KernelChoice& kc = *k.priced;
   std::string license, state;
   for (const auto& u : kc.lemmas) {
     license += (license.empty() ? "" : "; ") + u.lemma + " for " + u.statement;

@@ -1,18 +1,23 @@
-// Pass derive-warp-recursion. Contract: splits a kernel's thread-block tile over its warps along
+// Pass derive-warp-recursion. Parameters: the candidate's `warps` directive (at most 32:
+// warps_illegal, the checker's rule). Contract: splits a kernel's thread-block tile over its warps along
 // the first grouped axis (a group partition one level down, paper §2.3) and reports each warp's
 // rows and register tile. Writes `warps w` on the axis the split runs along (labelled.hpp); a
 // kernel without a warps directive (a call) is left unchanged; one without a grouped axis gives
 // no step.
 #include <algorithm>
 
+#include "derive/check_schedule.hpp"
 #include "derive/labelled.hpp"
 #include "derive/pass.hpp"
 
 namespace napkin {
 
-std::vector<Step> warp_recursion_pass(const PassContext& c, std::size_t k, Diagram& ir) {
-  const KernelChoice& kc = c.chosen.kernels.at(k);
-  write_labels(ir, kc.plan, Directive::Kind::warps);
+std::vector<Step> warp_recursion_pass(const PassContext& c, KernelCandidate& k, Diagram& ir) {
+  if (const Directive* w = k.params.find(Directive::Kind::warps))
+    if (k.refused = warps_illegal(*w); !k.refused.empty()) return {};
+  write_labels(ir, k.params, Directive::Kind::warps);
+  if (!k.priced) return {};
+  const KernelChoice& kc = *k.priced;
   for (const auto* a : c.diagram.axes()) {
     auto it = kc.cost.axes.find(a->name);
     if (it == kc.cost.axes.end() || it->second.kind != AxisPlan::Kind::group || it->second.tile <= 1) continue;

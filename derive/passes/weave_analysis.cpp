@@ -8,7 +8,7 @@
 
 namespace napkin {
 
-std::vector<Step> weave_analysis_pass(const PassContext& c, std::size_t, Diagram&) {
+std::vector<Step> weave_analysis_pass(const PassContext& c, KernelCandidate&, Diagram&) {
   std::vector<Step> out;
   for (const auto& w : c.weave) {
     std::vector<std::string> woven, reduced, normalised;
