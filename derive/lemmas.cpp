@@ -56,7 +56,10 @@ const LemmaArithmetic* lemma_arithmetic(const std::string& id) {
         {{"m_old", "the running max of M before this chunk"},
          {"m_new", "the running max of M after it"},
          {"part", "the chunk's sum with M read as m_new"}},
-        {"if ($m_new != -INFINITY) $s = $s * std::exp($m_old - $m_new) + $part;"},
+        // While the running max is -inf every element so far is -inf: the sum keeps the chunks'
+        // exp(-inf - -inf) = NaN, as the written expression gives for a row masked throughout
+        // (the fp64 evaluator's value); once the max is finite, those elements add exactly 0.
+        {"$s = $m_new == -INFINITY ? $s + $part : ($m_old == -INFINITY ? 0.0 : $s * std::exp($m_old - $m_new)) + $part;"},
         "$s"}},
       {"chan-centred-moment",
        {{{"n", "0.0"}, {"mean", "0.0"}, {"m2", "0.0"}},

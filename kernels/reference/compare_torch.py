@@ -233,14 +233,19 @@ def fp8_gemm(args, nap, dev):
     ref = a32 @ b32.T
     tol = fp8_gemm_tolerance(ref, a32.abs() @ b32.abs().T)
     scaled = lambda s: torch._scaled_mm(s[0], s[1].t(), scale_a=s[2], scale_b=s[3], out_dtype=torch.bfloat16)
+    # torch._scaled_mm takes only sizes that are multiples of 16: other shapes are checked, not compared
+    cublas = i % 16 == 0 and j % 16 == 0 and k % 16 == 0
+    if not cublas:
+        print(f"torch._scaled_mm needs multiples of 16 ({i}x{j}x{k}): napkin checked and timed alone")
     check, bad = {}, {}
-    for name, got in (("napkin", out), ("torch._scaled_mm", scaled(sets[0]))):
+    for name, got in (("napkin", out),) + ((("torch._scaled_mm", scaled(sets[0])),) if cublas else ()):
         err = (got.float() - ref).abs()
         check[name] = rel_err(got, ref)
         bad[name] = int((err > tol).sum().item())
     ptrs = [with_inputs(s) for s in sets]
-    rows = [("napkin", median_ms(lambda p: run(p), ptrs, args.runs)),
-            ("torch._scaled_mm (cuBLASLt)", median_ms(scaled, sets, args.runs))]
+    rows = [("napkin", median_ms(lambda p: run(p), ptrs, args.runs))]
+    if cublas:
+        rows.append(("torch._scaled_mm (cuBLASLt)", median_ms(scaled, sets, args.runs)))
     return rows, check, 2 * i * j * k, sets, bad
 
 

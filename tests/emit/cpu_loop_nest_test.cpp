@@ -284,6 +284,10 @@ TEST_CASE("derived CPU loop nests equal the fp64 evaluator: bundled and 200 rand
        "diagram l7\naxis t = 5\naxis v = 23\nin L[t,v] : fp32\nin T[t,v] : fp32\nM[t] = max(L; v)\n"
        "Z[t] = M + log(sum(exp(L - M); v))\nC[t] = Z - sum(L * T; v)\nout Z : fp32\nout C : fp32\n",
        "schedule s for l7\nkernel k\n  fuse M, Z, C\n  group t by 2\n  stream v by 4\n"},
+      {"online-rescaled-sum",  // masked rows: rows 5..8 masked throughout (NaN, as written), rows 0..4 masked in their first chunks (soundness fuzzer, seed 100497)
+       "diagram l14\naxis t = 9\naxis v = 23\nin L[t,v] : fp32\nLm[t,v] = mask(L, band(t, v; lo=18, hi=30))\nM[t] = max(Lm; v)\n"
+       "Z[t] = M + log(sum(exp(Lm - M); v))\nout Z : fp32\n",
+       "schedule s for l14\nkernel k\n  fuse Lm, M, Z\n  group t by 2\n  stream v by 4\n"},
       {"chan-centred-moment",  // a centred variance, by mean and by sum
        "diagram l8\naxis t = 5\naxis m = 19\nin X[t,m] : fp32\nmu[t] = mean(X; m)\n"
        "var[t] = mean((X - mu) * (X - mu); m)\nss[t] = sum((X - mu) * (X - mu); m)\nout var : fp32\nout ss : fp32\n",

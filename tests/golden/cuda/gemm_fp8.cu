@@ -19,10 +19,14 @@ namespace napkin {
 __device__ __forceinline__ float to_f(float x) { return x; }
 __device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
 __device__ __forceinline__ float to_f(__half x) { return __half2float(x); }
+/** An int32 index (gather targets) as fp32: exact below 2^24. */
+__device__ __forceinline__ float to_f(int32_t x) { return static_cast<float>(x); }
 template <class T> __device__ __forceinline__ T from_f(float x);
 template <> __device__ __forceinline__ float from_f<float>(float x) { return x; }
 template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) { return __float2bfloat16(x); }
 template <> __device__ __forceinline__ __half from_f<__half>(float x) { return __float2half(x); }
+/** Round to nearest even; cvt saturates out-of-range values, NaN gives 0. */
+template <> __device__ __forceinline__ int32_t from_f<int32_t>(float x) { return __float2int_rn(x); }
 template <class T> __device__ __forceinline__ float round_to(float x) { return to_f(from_f<T>(x)); }
 /** Two fp32 values as one 32-bit register of two 16-bit elements (low half first). */
 template <class T> __device__ __forceinline__ uint32_t pack2(float lo, float hi);
@@ -226,6 +230,19 @@ __device__ __forceinline__ void ldsm_x4_t(uint32_t r[4], const void* p) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s));
+}
+
+// stmatrix: four 8x8 matrices of 16-bit elements to SMEM, the inverse of ldsm_x4 (PTX ISA
+// 9.7.14.5.16, sm_90): lane l holds, in r[i], row l / 4 and columns 2 (l % 4), +1 of matrix i
+// (the accumulator fragment layout of mma and wgmma, packed to pairs); lanes 8i..8i+7 give the
+// addresses of matrix i's rows 0..7, 16 bytes each.
+__device__ __forceinline__ void stsm_x4(void* p, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(s), "r"(r0), "r"(r1), "r"(r2), "r"(r3) : "memory");
+#else
+  __trap();  // sm_90 and later only: the callers are the sm_90a variants
+#endif
 }
 
 // Fragments of m16n8k16 (PTX ISA 9.7.14.5.14). A: 16x16 at (m0, k0); B: two 16x8 tiles at
@@ -607,8 +624,8 @@ __device__ __forceinline__ void wgmma_m64n256k32_fp8e4m3(float (&d)[128], uint64
   constexpr int CONSUMERS = 2, THREADS = (CONSUMERS + 1) * 128, STAGES = 4;
   [[maybe_unused]] constexpr int CLUSTER = 2;  // blocks per cluster
   constexpr int STAGE_BYTES = 49152;
-  constexpr int OUT_BYTES = T_M * 128;  // one staging buffer of the TMA store: T_M rows x 64 columns, 128-byte swizzle
-  constexpr size_t SMEM_BYTES = size_t{STAGES} * STAGE_BYTES + 2 * OUT_BYTES + 2 * STAGES * sizeof(uint64_t) + 1024;  // + barriers, + alignment
+  constexpr int OUT_BYTES = T_M * 128, OUT_BUFS = 2;  // the TMA store's staging buffers: T_M rows x 64 columns each, 128-byte swizzle
+  constexpr size_t SMEM_BYTES = size_t{STAGES} * STAGE_BYTES + OUT_BUFS * OUT_BYTES + 2 * STAGES * sizeof(uint64_t) + 1024;  // + barriers, + alignment
   __global__ void __launch_bounds__(THREADS, 1) NAPKIN_CLUSTER_DIMS(CLUSTER) kernel(const Args a, const __grid_constant__ CUtensorMap tm_A, const __grid_constant__ CUtensorMap tm_B, const __grid_constant__ CUtensorMap tm_C, const bool tma_store) {
     #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int WM = T_M / CONSUMERS, MS = WM / 64;  // rows per consumer warpgroup; m64 subtiles each
@@ -617,8 +634,8 @@ __device__ __forceinline__ void wgmma_m64n256k32_fp8e4m3(float (&d)[128], uint64
     [[maybe_unused]] const int64_t N_i = a.N_i, N_j = a.N_j, N_k = a.N_k;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) / 1024 * 1024);
-    unsigned char* const out_stage = smem + STAGES * STAGE_BYTES;  // two staging buffers of the TMA store
-    uint64_t* full = reinterpret_cast<uint64_t*>(smem + STAGES * STAGE_BYTES + 2 * OUT_BYTES);  // chunk landed in the stage
+    unsigned char* const out_stage = smem + STAGES * STAGE_BYTES;  // the staging buffers of the TMA store
+    uint64_t* full = reinterpret_cast<uint64_t*>(smem + STAGES * STAGE_BYTES + OUT_BUFS * OUT_BYTES);  // chunk landed in the stage
     uint64_t* empty = full + STAGES;                                           // stage consumed
     const int64_t chunks = (N_k + T_K - 1) / T_K;
     const int64_t tile_blocks = (((N_i + T_M - 1) / T_M + CLUSTER - 1) / CLUSTER * CLUSTER) * ((N_j + T_N - 1) / T_N);  // the non-persistent grid: one block per output tile
@@ -664,7 +681,7 @@ __device__ __forceinline__ void wgmma_m64n256k32_fp8e4m3(float (&d)[128], uint64
       napkin::setmaxnreg_inc<232>();
       const int cw = threadIdx.x / 128 - 1, t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
       int64_t it = 0;  // chunks consumed by this block, over all its tiles
-      int sb = 0;  // staging buffers used by this warpgroup (alternating)
+      int sb = 0;  // staging buffers used by this warpgroup (in turn)
       for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x) {
         // grid: clusters of 2 blocks over 2 tiles of i and one of j; cluster rows of i x tiles of j, in groups of 8 i tiles; then no batch axes
         const int64_t tiles_m = (N_i + T_M - 1) / T_M, tiles_n = (N_j + T_N - 1) / T_N;
@@ -717,42 +734,32 @@ __device__ __forceinline__ void wgmma_m64n256k32_fp8e4m3(float (&d)[128], uint64
           // interior tile: through SMEM, stored by TMA while the next tile's MMAs run (named barrier 1 + cw: this warpgroup)
           #pragma unroll
           for (int cb = 0; cb < T_N / 64; ++cb, ++sb) {
-            unsigned char* const ob = out_stage + (sb % 2) * OUT_BYTES;
-            if (t == 0) napkin::bulk_wait_read<1>();  // the store from this buffer two blocks ago has read it
+            unsigned char* const ob = out_stage + (sb % OUT_BUFS) * OUT_BYTES;
+            if (t == 0) napkin::bulk_wait_read<OUT_BUFS - 1>();  // the store from this buffer OUT_BUFS blocks ago has read it
             napkin::named_sync(1 + cw, 128);
             #pragma unroll
             for (int ms = 0; ms < MS; ++ms) {
+              const int row0 = cw * WM + ms * 64 + warp * 16;  // this warp's 16 rows of the m64 subtile
+              // stmatrix: lanes 8i..8i+7 address the rows of matrix i (rows 8 (i % 2).., 16-byte chunk i / 2 of the pair)
+              const int srow = row0 + ((lane / 8) % 2) * 8 + lane % 8, schunk = lane / 16;
               #pragma unroll
-              for (int h = 0; h < 2; ++h) {
-                const int row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8;
-                uint4 w[2];  // this lane's 8 elements of each 32-column half of the block
+              for (int j = 0; j < 4; ++j) {
+                const int nt0 = cb * 8 + j * 2;  // 8-column blocks nt0, nt0 + 1: 16-byte chunks 2j, 2j + 1 of the block's rows
+                uint32_t p_C[4];  // packed pairs of C, one per 8x8 matrix
                 #pragma unroll
-                for (int half = 0; half < 2; ++half) {
-                  const int ng = cb * 2 + half;
+                for (int i = 0; i < 4; ++i) {
+                  const int nt = nt0 + i / 2, h = i % 2, row = row0 + h * 8 + lane / 4, col = nt * 8 + (lane % 4) * 2;
                   [[maybe_unused]] const int64_t i_i = o_i + row;
-                  uint32_t p_C[4];  // packed pairs of C
+                  float v_C[2];
                   #pragma unroll
-                  for (int j = 0; j < 4; ++j) {
-                    const int nt = ng * 4 + j, col = nt * 8 + (lane % 4) * 2;
-                    float v_C[2];
-                    #pragma unroll
-                    for (int q = 0; q < 2; ++q) {
-                      [[maybe_unused]] const int64_t i_j = o_j + col + q;
-                      v_C[q] = ((acc0[ms][nt * 4 + h * 2 + q] * napkin::to_f(a.sa[0])) * napkin::to_f(a.sb[0]));
-                    }
-                    p_C[j] = napkin::pack2<__nv_bfloat16>(v_C[0], v_C[1]);
+                  for (int q = 0; q < 2; ++q) {
+                    [[maybe_unused]] const int64_t i_j = o_j + col + q;
+                    v_C[q] = ((acc0[ms][nt * 4 + h * 2 + q] * napkin::to_f(a.sa[0])) * napkin::to_f(a.sb[0]));
                   }
-                  napkin::quad_transpose(p_C, lane);
-                  w[half] = make_uint4(p_C[0], p_C[1], p_C[2], p_C[3]);
+                  p_C[i] = napkin::pack2<__nv_bfloat16>(v_C[0], v_C[1]);
                 }
-                // odd rows store their other half first: the 8 lanes of each 16-byte store phase (two rows) then hit 8
-                // distinct 16-byte slots of the swizzled line (16-byte chunk c of row r sits at c ^ (r % 8))
-                const int odd = (lane / 4) & 1;
-                #pragma unroll
-                for (int s = 0; s < 2; ++s) {
-                  const int half = s ^ odd, chunk = half * 4 + lane % 4;
-                  *reinterpret_cast<uint4*>(ob + row * 128 + ((chunk ^ (row % 8)) * 16)) = half ? w[1] : w[0];
-                }
+                // 16-byte chunk c of row r sits at c ^ (r % 8): each 8-row matrix hits 8 distinct 16-byte slots
+                napkin::stsm_x4(ob + srow * 128 + (((j * 2 + schunk) ^ (srow % 8)) * 16), p_C[0], p_C[1], p_C[2], p_C[3]);
               }
             }
             napkin::fence_proxy_async();  // the writes, before the TMA store reads them
