@@ -13,42 +13,42 @@ std::string wide_store_condition(Context& c, const KernelChoice& kc, const GemmF
   return cond;
 }
 
-void gemm_pack_group(Code& code, Context& c, const KernelChoice& kc, const GemmForm& g, const std::function<std::string(std::size_t)>& acc) {
+namespace {
+/** Emits one lane's pair of columns col, col + 1 (defined by the caller, with i_<M>) of every
+ *  output through the epilogue expressions, packed into `p_<o>[slot]`. */
+void pack_pair(Code& code, Context& c, const KernelChoice& kc, const GemmForm& g, const NodeOverride& over, const std::string& slot) {
   const Diagram& d = c.diagram();
+  for (const auto& o : kc.cost.outputs) code.line("float v_" + o + "[2];");
+  code.line("#pragma unroll");
+  code.open("for (int q = 0; q < 2; ++q)");
+  code.line("[[maybe_unused]] const int64_t i_" + g.N + " = o_" + g.N + " + col + q;");
+  for (const auto& o : kc.cost.outputs)
+    code.line("v_" + o + "[q] = " + c.value(*d.find_statement(o)->expr, over, kc.cost.internal) + ";");
+  code.close();
+  for (const auto& o : kc.cost.outputs) code.line("p_" + o + "[" + slot + "] = napkin::pack2<" + c.ctype_of(o) + ">(v_" + o + "[0], v_" + o + "[1]);");
+}
+}  // namespace
+
+void gemm_pack_group(Code& code, Context& c, const KernelChoice& kc, const GemmForm& g, const std::function<std::string(std::size_t)>& acc) {
   const NodeOverride over = gemm_accumulators(g, acc);
   code.line("[[maybe_unused]] const int64_t i_" + g.M + " = o_" + g.M + " + row;");
   for (const auto& o : kc.cost.outputs) code.line("uint32_t p_" + o + "[4];  // packed pairs of " + o);
   code.line("#pragma unroll");
   code.open("for (int j = 0; j < 4; ++j)");
   code.line("const int nt = ng * 4 + j, col = nt * 8 + (lane % 4) * 2;");
-  for (const auto& o : kc.cost.outputs) code.line("float v_" + o + "[2];");
-  code.line("#pragma unroll");
-  code.open("for (int q = 0; q < 2; ++q)");
-  code.line("[[maybe_unused]] const int64_t i_" + g.N + " = o_" + g.N + " + col + q;");
-  for (const auto& o : kc.cost.outputs)
-    code.line("v_" + o + "[q] = " + c.value(*d.find_statement(o)->expr, over, kc.cost.internal) + ";");
-  code.close();
-  for (const auto& o : kc.cost.outputs) code.line("p_" + o + "[j] = napkin::pack2<" + c.ctype_of(o) + ">(v_" + o + "[0], v_" + o + "[1]);");
+  pack_pair(code, c, kc, g, over, "j");
   code.close();
   for (const auto& o : kc.cost.outputs) code.line("napkin::quad_transpose(p_" + o + ", lane);");
 }
 
 void gemm_pack_matrices(Code& code, Context& c, const KernelChoice& kc, const GemmForm& g, const std::function<std::string(std::size_t)>& acc) {
-  const Diagram& d = c.diagram();
   const NodeOverride over = gemm_accumulators(g, acc);
   for (const auto& o : kc.cost.outputs) code.line("uint32_t p_" + o + "[4];  // packed pairs of " + o + ", one per 8x8 matrix");
   code.line("#pragma unroll");
   code.open("for (int i = 0; i < 4; ++i)");
   code.line("const int nt = nt0 + i / 2, h = i % 2, row = row0 + h * 8 + lane / 4, col = nt * 8 + (lane % 4) * 2;");
   code.line("[[maybe_unused]] const int64_t i_" + g.M + " = o_" + g.M + " + row;");
-  for (const auto& o : kc.cost.outputs) code.line("float v_" + o + "[2];");
-  code.line("#pragma unroll");
-  code.open("for (int q = 0; q < 2; ++q)");
-  code.line("[[maybe_unused]] const int64_t i_" + g.N + " = o_" + g.N + " + col + q;");
-  for (const auto& o : kc.cost.outputs)
-    code.line("v_" + o + "[q] = " + c.value(*d.find_statement(o)->expr, over, kc.cost.internal) + ";");
-  code.close();
-  for (const auto& o : kc.cost.outputs) code.line("p_" + o + "[i] = napkin::pack2<" + c.ctype_of(o) + ">(v_" + o + "[0], v_" + o + "[1]);");
+  pack_pair(code, c, kc, g, over, "i");
   code.close();
 }
 
