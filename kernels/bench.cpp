@@ -21,13 +21,18 @@ namespace napkin {
 
 namespace {
 
-/** The harness's dtype code: 0 fp32, 1 bf16, 2 fp16. The harness fills inputs with uniform floats,
- *  so int32 arrays (gather targets, which must be indices in range) are refused with a UserError. */
+/** The harness's dtype code (kernels/bench/harness.cu): 0 fp32, 1 bf16, 2 fp16, 3 fp8e4m3, 4 fp8e5m2,
+ *  5 int32. Raises UserError for a dtype the CUDA emitter does not store (tf32, int8, int4). */
 int dtype_code(DType t) {
-  if (t == DType::int32)
-    throw UserError("napkin bench fills inputs with uniform floats and cannot draw int32 gather targets yet; check a gather "
-                    "with napkin eval and emit --target cpu");
-  return t == DType::fp32 ? 0 : t == DType::bf16 ? 1 : 2;
+  switch (t) {
+    case DType::fp32: return 0;
+    case DType::bf16: return 1;
+    case DType::fp16: return 2;
+    case DType::fp8e4m3: return 3;
+    case DType::fp8e5m2: return 4;
+    case DType::int32: return 5;
+    default: throw UserError(std::string("napkin bench stores fp32, bf16, fp16, fp8e4m3, fp8e5m2 and int32 arrays, not ") + std::string(dtype_name(t)));
+  }
 }
 
 std::string read_all(const std::string& path) {
@@ -86,10 +91,15 @@ std::string epilogue_specs(const Diagram& d, const std::vector<std::string>& gem
 }
 
 /** kInputScales of bench_spec.h: per input (kInputs' order) the factor its uniform [-1, 1) values
- *  are drawn with (diagrams/input_scales.hpp), with the fan-in in a comment. */
-std::string input_scale_spec(const std::vector<InputScale>& scales) {
-  std::string s = "// Inputs are drawn uniform in [-1, 1) times these (1/sqrt(fan-in), diagrams/input_scales.hpp).\nstatic const double kInputScales[] = {\n";
-  for (const auto& x : scales) s += fmt::format("    {:.17g},  // {} fan-in {}\n", x.scale(), x.input, x.fan_in);
+ *  are drawn with (diagrams/input_scales.hpp), with the fan-in in a comment; for a gather's int32
+ *  targets (in `bounds`, diagrams/eval.hpp target_bounds) the bound N_v its integers are drawn under. */
+std::string input_scale_spec(const std::vector<InputScale>& scales, const std::map<std::string, std::int64_t>& bounds) {
+  std::string s = "// Inputs are drawn uniform in [-1, 1) times these (1/sqrt(fan-in), diagrams/input_scales.hpp);\n"
+                  "// gather targets uniform over [0, bound).\nstatic const double kInputScales[] = {\n";
+  for (const auto& x : scales) {
+    if (const auto b = bounds.find(x.input); b != bounds.end()) s += fmt::format("    {},  // {} targets in [0, {})\n", b->second, x.input, b->second);
+    else s += fmt::format("    {:.17g},  // {} fan-in {}\n", x.scale(), x.input, x.fan_in);
+  }
   return s + "    1.0};\n";
 }
 
@@ -112,7 +122,7 @@ std::string bench_spec(const Program& p, const Diagram& d, const SizeMap& sizes)
   s += "};\nstatic const ArraySpec kOutputs[] = {\n";
   for (const auto* o : d.outputs()) s += spec(o->name, *d.array_axes(o->name), storage_dtype(d, o->name, {}));
   s += "};\nstatic const int kNumInputs = " + std::to_string(d.inputs().size()) + ", kNumOutputs = " + std::to_string(d.outputs().size()) + ";\n";
-  s += input_scale_spec(input_scales(p, d, sizes));
+  s += input_scale_spec(input_scales(p, d, sizes), target_bounds(d, sizes));
   s += "struct GemmSpec { const char* statement; int64_t m, n, k, batch, batch_a, batch_b; int trans_a, trans_b; int64_t lda, ldb; long long sa, sb; int dtype; };\n";
   s += "static const GemmSpec kGemms[] = {\n";
   int n = 0;
@@ -123,7 +133,9 @@ std::string bench_spec(const Program& p, const Diagram& d, const SizeMap& sizes)
       for (const auto& a : e.args) visit(*a);
       std::string why;
       const auto g = blas_problem(d, typer, e, sizes, why);
-      if (!g) return;
+      // cublasGemmStridedBatchedEx takes no fp8 operands: an fp8 GEMM's reference is cuBLASLt's
+      // scaled matmul, timed by kernels/reference/compare_torch.py (torch._scaled_mm), not here.
+      if (!g || !(g->dtype == DType::fp32 || g->dtype == DType::bf16 || g->dtype == DType::fp16)) return;
       s += "    {\"" + st->name + "\", " + std::to_string(g->m) + ", " + std::to_string(g->n) + ", " + std::to_string(g->k) + ", " +
            std::to_string(g->batch_count) + ", " + std::to_string(g->batch_a) + ", " + std::to_string(g->batch_b) + ", " + (g->trans_a ? "1" : "0") + ", " +
            (g->trans_b ? "1" : "0") + ", " + std::to_string(g->lda) + ", " + std::to_string(g->ldb) + ", " + std::to_string(g->stride_a) + ", " +

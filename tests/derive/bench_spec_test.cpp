@@ -48,6 +48,18 @@ TEST_CASE("bench_spec.h carries each input's scale, 1/sqrt(fan-in), in kInputs' 
   CHECK(spec_of(load_library("matmul.napkin")).find("    1,  // A fan-in 1\n    1,  // B fan-in 1\n") != std::string::npos);
 }
 
+TEST_CASE("bench_spec.h gives fp8 and int32 arrays their own dtype codes and gather targets their bound", "[bench]") {
+  // cross_entropy: L[t,v] fp32 (code 0), T[t] int32 (code 5) drawn under N_v = 1000.
+  const std::string ce = spec_of(load_library(std::string(NAPKIN_SOURCE_DIR) + "/tests/language/cross_entropy.napkin"));
+  CHECK(ce.find("{\"T\", 5, 64, 1, {64, }},") != std::string::npos);
+  CHECK(ce.find("    1000,  // T targets in [0, 1000)\n") != std::string::npos);
+  // The fp8 GEMM: A and B fp8e4m3 (code 3), the scales fp32; no cuBLAS problem (no fp8 in cublasGemmEx).
+  const std::string f8 = spec_of(load_library(std::string(NAPKIN_SOURCE_DIR) + "/tests/kernels/gemm_fp8.napkin"));
+  CHECK(f8.find("{\"A\", 3, ") != std::string::npos);
+  CHECK(f8.find("{\"sa\", 0, 1, 0, {}},") != std::string::npos);
+  CHECK(f8.find("kNumGemms = 0;") != std::string::npos);
+}
+
 // The harness is compiled by `napkin bench` on the device only; here nvcc compiles it (no link, no
 // GPU) against a generated bench_spec.h, so that a change to either is caught in CI.
 TEST_CASE("the bench harness compiles against a generated bench_spec.h (needs nvcc 12.0+)", "[bench][nvcc]") {
@@ -57,7 +69,7 @@ TEST_CASE("the bench harness compiles against a generated bench_spec.h (needs nv
   }
   const std::string dir = std::filesystem::temp_directory_path().string() + "/napkin-harness-test-" + std::to_string(getpid());
   std::filesystem::create_directories(dir);
-  std::ofstream(dir + "/bench_spec.h") << spec_of(load_library("transformer_block.napkin"));
+  std::ofstream(dir + "/bench_spec.h") << spec_of(load_library("transformer_block.napkin"));  // the harness takes every dtype code at run time
   std::ofstream(dir + "/harness.cu") << slurp(std::string(NAPKIN_SOURCE_DIR) + "/kernels/bench/harness.cu");
   const std::string cmd = std::string(NAPKIN_NVCC) + " -std=c++17 -O0 -c -gencode=arch=compute_90a,code=sm_90a -I" + dir + " -o " + dir + "/harness.o " +
                           dir + "/harness.cu > " + dir + "/nvcc.log 2>&1";

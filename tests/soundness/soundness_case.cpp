@@ -17,6 +17,7 @@
 #include "derive/derivation.hpp"
 #include "derive/search.hpp"
 #include "diagrams/eval.hpp"
+#include "diagrams/graph_view.hpp"
 #include "diagrams/verify.hpp"
 #include "emit/cpu_emitter.hpp"
 #include "emit/cuda_emitter.hpp"
@@ -37,6 +38,7 @@ std::vector<std::pair<const char*, long Counts::*>> fields() {
           {"derived", &Counts::derived},     {"legal", &Counts::legal},         {"refused", &Counts::refused},
           {"streamed", &Counts::streamed},   {"nested", &Counts::nested},       {"two_pass", &Counts::two_pass},
           {"noisy", &Counts::noisy},         {"grouped", &Counts::grouped},     {"several_kernels", &Counts::several_kernels}, {"calls", &Counts::calls},
+          {"gathers", &Counts::gathers},
           {"checked", &Counts::checked},     {"outputs", &Counts::outputs},     {"wrong", &Counts::wrong},
           {"not_compiled", &Counts::not_compiled}, {"internal", &Counts::internal}, {"unlocated", &Counts::unlocated},
           {"crashes", &Counts::crashes}};
@@ -73,7 +75,7 @@ std::optional<Derivation> derive_in_smallest_memory(const Program& p, const Diag
 }
 
 /** Per output of `d`, the relative error the comparison allows: 1e-9, or 1e3 times the relative
- *  change of the evaluator's result when every input moves by a relative 1e-12 (seeded), where
+ *  change of the evaluator's result when every input but the integer ones (gather targets) moves by a relative 1e-12 (seeded), where
  *  that is larger. fp64 rounding (1e-16 per operation) moves an output about as much as such a
  *  perturbation times its condition; an output that cancels to rounding noise and is then scaled
  *  up (an l2norm of a sum of a layernorm along its axis: 0 divided by sqrt(eps)) is compared at
@@ -84,8 +86,11 @@ std::map<std::string, double> tolerances(const Program& written, const Diagram& 
   std::map<std::string, Tensor> moved = inputs;
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> u(-1e-12, 1e-12);
-  for (auto& [name, t] : moved)
+  for (auto& [name, t] : moved) {
+    const auto* in = d.find_input(name);
+    if (in && is_integer_dtype(in->dtype)) continue;  // integer inputs (gather targets) are exact
     for (double& v : t.data) v *= 1 + u(rng);
+  }
   const auto again = evaluate(written, d, sizes, moved);
   std::map<std::string, double> tol;
   for (const auto* o : d.outputs()) {
@@ -110,9 +115,14 @@ void tally(Counts& c, const Schedule& s, const Diagram& d) {
   c.two_pass += two_pass;
   c.grouped += grouped;
   c.several_kernels += s.kernels.size() > 1;
-  bool call = false;
-  for (const auto* st : d.statements()) call |= st->expr && st->expr->op == Op::call;
+  bool call = false, gather = false;
+  for (const auto* st : d.statements()) {
+    if (!st->expr) continue;
+    call |= st->expr->op == Op::call;
+    walk(*st->expr, [&](const Expr& e) { gather |= e.kind == Expr::Kind::apply && e.op == Op::pick; });  // gather(L, T; v) expands to pick
+  }
   c.calls += call;
+  c.gathers += gather;
 }
 
 class Batch {
@@ -169,7 +179,11 @@ void Batch::diagram(std::uint64_t seed) {
     // The reference: the evaluator of the diagram as written (logsumexp, l2norm as themselves).
     auto written = load_program_text("random.napkin", text, diags, false);
     inputs_.clear();
-    for (const auto* in : d->inputs()) inputs_[in->name] = random_input(*in, sizes, 1000 + seed);
+    const auto bounds = target_bounds(*d, sizes);  // gather targets are drawn in range
+    for (const auto* in : d->inputs()) {
+      const auto b = bounds.find(in->name);
+      inputs_[in->name] = random_input(*in, sizes, 1000 + seed, b == bounds.end() ? std::nullopt : std::optional(b->second));
+    }
     expected_ = evaluate(*written, written->select(d->name), sizes, inputs_);
     tolerance_ = tolerances(*written, written->select(d->name), sizes, inputs_, expected_, seed);
     for (const auto& [name, t] : tolerance_) counts_.noisy += t > 1e-9;
@@ -342,7 +356,7 @@ std::string Counts::report() const {
     << " random hand-written)\n"
     << "legal                             " << legal << "  (" << streamed << " streaming, " << nested << " nested streams, "
     << two_pass << " two-pass, " << grouped << " grouped, " << several_kernels << " of several kernels, " << calls
-    << " with calls)\n"
+    << " with calls, " << gathers << " with gathers)\n"
     << "refused with a located error      " << refused << "\n"
     << "checked against the evaluator     " << checked << "  (" << outputs << " outputs; " << noisy
     << " diagram outputs amplify rounding, compared at their noise level)\n"
@@ -396,9 +410,20 @@ CudaCounts write_cuda_cases(std::uint64_t first_seed, int count, int max_size, c
       write_reproducer(dir, "internal", seed, 0, text, "", std::string("derive or emit_cuda: ") + e.what());
     }
   }
-  std::ofstream(dir / "bench.sh") << "#!/usr/bin/env bash\n# napkin bench (element-wise checks) on each random diagram; "
-                                     "usage: bench.sh NAPKIN_BINARY\nset -u\ncd \"$(dirname \"$0\")\"\nfail=0\n"
-                                     "for f in" << files << "; do\n  echo \"== $f\"\n  \"$1\" bench \"$f\" || fail=1\ndone\nexit $fail\n";
+  // bench.sh: napkin bench on every file, JOBS at a time (each in a work folder of its own; the
+  // sample is about correctness, so concurrent runs' timings do not matter), then the tally.
+  std::ofstream(dir / "bench.sh")
+      << "#!/usr/bin/env bash\n# napkin bench (element-wise checks against the fp32 GPU reference and the fp64 evaluator) on each\n"
+         "# random diagram; usage: [JOBS=8] bench.sh NAPKIN_BINARY. Exit 1 if any is not correct.\n"
+         "set -u\ncd \"$(dirname \"$0\")\"\nnapkin=$1\n"
+         "one() { \"$napkin\" bench \"$1\" --runs 20 --workdir \"work-${1%.napkin}\" > \"${1%.napkin}.log\" 2>&1; echo \"$1 exit $?\"; }\n"
+         "export -f one; export napkin\n"
+         "printf '%s\\n'" << files << " | xargs -P \"${JOBS:-8}\" -I{} bash -c 'one {}' | sort > results.txt\n"
+         "correct=$(grep -l 'result: correct' random-*.log | wc -l); wrong=$(grep -l 'INCORRECT' random-*.log | wc -l)\n"
+         "echo \"diagrams $(wc -l < results.txt): correct $correct, incorrect $wrong, other failures $(grep -vc ' exit 0$' results.txt)\"\n"
+         "for f in $(grep -l 'INCORRECT' random-*.log); do echo \"== $f\"; grep -E '^check' \"$f\"; done\n"
+         "for f in $(grep -v ' exit 0$' results.txt | cut -d' ' -f1); do echo \"== $f\"; tail -5 \"${f%.napkin}.log\"; done\n"
+         "grep -q -v ' exit 0$' results.txt && exit 1\nexit 0\n";
   fs::permissions(dir / "bench.sh", fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec, fs::perm_options::add);
   return c;
 }

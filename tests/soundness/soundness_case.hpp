@@ -29,6 +29,7 @@ struct Counts {
   long grouped = 0;           ///< legal ones with a group of size > 1
   long several_kernels = 0;   ///< legal ones of more than one kernel
   long calls = 0;             ///< legal ones of a diagram with a call
+  long gathers = 0;           ///< legal ones of a diagram with a gather (int32 targets)
   long refused = 0;           ///< refused with a located error
   long checked = 0;           ///< loop nests compared with the evaluator
   long outputs = 0;           ///< outputs compared

@@ -180,6 +180,30 @@ class Generator {
   void extended_statement(const std::string& i) {
     if (ext_chance(0.35)) positional("P" + i);
     if (ext_chance(0.3)) call("C" + i);
+    if (ext_chance(0.25)) gather("G" + i);
+  }
+
+  /** A gather of targets: a new int32 input T over the array's axes but one, v, and one of
+   *  `gather(X, T; v)` (plain), `logsumexp(X; v) - gather(X, T; v)` (cross-entropy, a reduction
+   *  read beside another over v) or a gather of a softmax along v (a normaliser inside it). */
+  void gather(const std::string& name) {
+    const Array x = pool_[static_cast<std::size_t>(ext_pick(0, static_cast<int>(pool_.size()) - 1))];
+    if (x.axes.empty()) return;
+    const std::string v = x.axes[static_cast<std::size_t>(ext_pick(0, static_cast<int>(x.axes.size()) - 1))];
+    std::vector<std::string> rest = x.axes;
+    rest.erase(std::find(rest.begin(), rest.end(), v));
+    const std::string t = "I" + name;
+    out_ += "in  " + t + axes_text(rest) + " : int32\n";
+    read_.insert(x.name);
+    std::string e;
+    switch (ext_pick(0, 2)) {
+      case 0: e = "gather(" + x.name + ", " + t + "; " + v + ")"; break;
+      case 1: e = "logsumexp(" + x.name + "; " + v + ") - gather(" + x.name + ", " + t + "; " + v + ")"; break;
+      default: e = "gather(softmax(" + x.name + "; " + v + "), " + t + "; " + v + ") * 2"; break;
+    }
+    std::shuffle(rest.begin(), rest.end(), ext_);
+    out_ += name + axes_text(rest) + " = " + e + "\n";
+    pool_.push_back(Array{name, rest});
   }
 
   /** Positions as values: an ALiBi-like bias, inside a softmax or a windowed mask, or scaled by

@@ -7,7 +7,8 @@
  *  written as expressions), with comments and labels (levels, group and stream sizes). The same
  *  seed gives the same text. The extended grammar (the soundness fuzzer's, tests/soundness) adds
  *  positions as values (`X - 0.5 * (pos(a) - pos(b))`, ALiBi-like, also inside masks and
- *  softmaxes) and calls of a small callee diagram written first in the same file, woven over the
+ *  softmaxes), gathers of int32 targets (`gather(X, T; v)`, cross-entropy, a gather of a
+ *  softmax) and calls of a small callee diagram written first in the same file, woven over the
  *  caller's extra axes; its draws come from a second generator, so that the plain grammar's
  *  texts stay those of earlier versions, seed for seed.
  */
