@@ -87,6 +87,10 @@ KernelEmit emit_kernel(Context& c, const KernelChoice& kc, const Hardware& hw) {
   return k;
 }
 
+/** The Args field of output `name`: the name itself, or `napkin_copy_of_<name>` for an output
+ *  that is an input (Args holds the input under its name; run_all copies it into this one). */
+std::string output_field(const Diagram& d, const std::string& name) { return d.find_input(name) ? "napkin_copy_of_" + name : name; }
+
 }  // namespace
 
 std::string nested_marker(std::size_t id) { return "\x01" + std::to_string(id) + "\x02"; }
@@ -131,7 +135,8 @@ Unit emit_unit(const Program& p, const Diagram& d, const Derivation& dv, const H
   out.line("/** Device pointers of every array kept in global memory, and the sizes of every axis (elements). */");
   out.open("struct Args");
   for (const auto* in : d.inputs()) out.line("const " + c.ctype_of(in->name) + "* " + in->name + ";  // input [" + join(in->axes) + "]");
-  for (const auto* o : d.outputs()) out.line(c.ctype_of(o->name) + "* " + o->name + ";  // output [" + join(c.axes(o->name)) + "]");
+  for (const auto* o : d.outputs()) out.line(c.ctype_of(o->name) + "* " + output_field(d, o->name) + ";  // output [" + join(c.axes(o->name)) + "]" +
+                                             (d.find_input(o->name) ? ", a copy of the input" : ""));
   for (const auto& w : workspace) out.line(w.type + "* " + w.name + ";  // " + w.comment);
   for (const auto* a : d.axes()) out.line("int64_t N_" + a->name + ";");
   out.close(";");
@@ -166,7 +171,8 @@ Unit emit_unit(const Program& p, const Diagram& d, const Derivation& dv, const H
     i = 0;
     for (const auto* in : d.inputs()) out.line("if (in) a." + in->name + " = static_cast<const " + c.ctype_of(in->name) + "*>(in[" + std::to_string(i++) + "]);");
     i = 0;
-    for (const auto* o : d.outputs()) out.line("if (out) a." + o->name + " = static_cast<" + c.ctype_of(o->name) + "*>(out[" + std::to_string(i++) + "]);");
+    for (const auto* o : d.outputs())
+      out.line("if (out) a." + output_field(d, o->name) + " = static_cast<" + c.ctype_of(o->name) + "*>(out[" + std::to_string(i++) + "]);");
     out.line("bind_workspace(a, workspace);");
     out.line("return a;");
     out.close();
@@ -198,6 +204,10 @@ Unit emit_unit(const Program& p, const Diagram& d, const Derivation& dv, const H
   for (const auto& v : pick_axes(d))  // Context::value compares a pick's target and index in fp32
     out.line("if (a.N_" + v + " > (int64_t{1} << 24)) return napkin_fail(\"" + ns + ": a gather along " + v +
              " compares indices in fp32, exact up to 2^24 entries\");");
+  for (const auto* o : d.outputs())  // an input that is also an output: copied (it has the input's storage dtype, lower/options.hpp)
+    if (d.find_input(o->name))
+      out.line("if (a." + output_field(d, o->name) + " != a." + o->name + ") NAPKIN_CUDA(cudaMemcpyAsync(a." + output_field(d, o->name) + ", a." + o->name +
+               ", " + host_bytes(c.ctype_of(o->name), c.axes(o->name)) + ", cudaMemcpyDeviceToDevice, stream));");
   out.line("for (int k = 0; k < " + std::to_string(kernels.size()) + "; ++k)");
   out.line("  if (const int e = run_kernel(k, a, stream)) return e;");
   out.line("return 0;");

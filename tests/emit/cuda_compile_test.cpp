@@ -188,6 +188,17 @@ TEST_CASE("napkin emit --target cuda: strategies per bundled diagram, calls nest
   CHECK(count(tb, "rows") == 2);
 }
 
+TEST_CASE("an input that is also an output is copied into its own output buffer", "[emit][cuda]") {
+  // Args held the input and the output under one name (nvcc: "X has already been declared"): the
+  // device sample of the soundness fuzzer found it (random diagrams output the inputs they do not read).
+  LoadedDiagram l = load_library(std::string(NAPKIN_SOURCE_DIR) + "/tests/language/input_as_output.napkin");
+  Hardware hw = load_hardware("h100");
+  const std::string text = emit_cuda(*l.program, *l.diagram, derive(*l.program, *l.diagram, l.sizes, hw), hw);
+  CHECK(count(text, "const __nv_bfloat16* X;") == 1);
+  CHECK(count(text, "__nv_bfloat16* napkin_copy_of_X;") == 1);
+  CHECK(count(text, "cudaMemcpyAsync(a.napkin_copy_of_X, a.X, sizeof(__nv_bfloat16) * static_cast<size_t>(a.N_t) * static_cast<size_t>(a.N_m)") == 1);
+}
+
 TEST_CASE("napkin emit --target cuda: a call argument the target cannot pass is a clean user error", "[emit][cuda]") {
   const std::string dir = std::filesystem::temp_directory_path().string() + "/napkin-call-test-" + std::to_string(getpid());
   std::filesystem::create_directories(dir);
