@@ -67,6 +67,9 @@ add window-alibi-n300 "$root/tests/language/sliding_window_alibi.napkin"
 add window-alibi-n300.mma.sync "$root/tests/language/sliding_window_alibi.napkin"
 add window-alibi-q130-x777 "$root/tests/language/sliding_window_alibi.napkin" --set q=130 --set x=777
 add banded-elementwise "$root/tests/language/banded_elementwise.napkin"
+# rows masked throughout (more queries than keys, a band after the query): NaN as in the evaluator, on both flash paths
+add masked-rows-q300-x260 "$gpu/attention_masked_rows.napkin"
+add masked-rows-q300-x260.mma.sync "$gpu/attention_masked_rows.napkin"
 # mask and bias arrays read by score maps and epilogues, at sizes that divide no tile (issue 12)
 add mask-bf16-n260 "$gpu/attention_mask_bf16.napkin" --set q=260 --set x=260
 add mask-bf16-n260.mma.sync "$gpu/attention_mask_bf16.napkin" --set q=260 --set x=260

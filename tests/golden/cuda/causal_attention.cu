@@ -704,7 +704,7 @@ namespace k_S_to_O {
     for (int mt = 0; mt < MT; ++mt) {
       float inv_l[2];
       #pragma unroll
-      for (int h = 0; h < 2; ++h) { const float l = napkin::quad_sum(l_reg[mt][h]); inv_l[h] = l > 0.0f ? 1.0f / l : 0.0f; }
+      for (int h = 0; h < 2; ++h) { const float l = napkin::quad_sum(l_reg[mt][h]); inv_l[h] = l > 0.0f ? 1.0f / l : __int_as_float(0x7fc00000); }
       #pragma unroll
       for (int nt = 0; nt < D_V / 8; ++nt) {
         #pragma unroll
@@ -970,7 +970,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
     // finalise: O / l (normalised contraction), then O's epilogue, two adjacent columns per store
     float inv_l[2];
     #pragma unroll
-    for (int h = 0; h < 2; ++h) { const float l = napkin::quad_sum(l_reg[h]); inv_l[h] = l > 0.0f ? 1.0f / l : 0.0f; }
+    for (int h = 0; h < 2; ++h) { const float l = napkin::quad_sum(l_reg[h]); inv_l[h] = l > 0.0f ? 1.0f / l : __int_as_float(0x7fc00000); }
     #pragma unroll
     for (int nt = 0; nt < D_V / 8; ++nt) {
       #pragma unroll

@@ -395,7 +395,7 @@ namespace k_P {
         for (int w = 0; w < TEAM_WARPS; ++w) l += stats_smem[first + w][0] == -INFINITY ? 0.0f : stats_smem[first + w][1] * __expf(stats_smem[first + w][0] - m);
         __syncthreads();
       }
-      const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;
+      const float inv_l = l > 0.0f ? 1.0f / l : __int_as_float(0x7fc00000);  // l = 0: a row masked throughout, NaN as in the fp64 evaluator
       if (!live) continue;
       if (vec) {
         for (int64_t b0 = int64_t{t} * 8; b0 < N_v; b0 += int64_t{TEAM} * 8 * U) {
@@ -415,7 +415,7 @@ namespace k_P {
               const int64_t i_v = b0 + int64_t{u} * TEAM * 8 + j;
               (void)i_v;
               const float v = napkin::to_f(reinterpret_cast<const __nv_bfloat16*>(&L_reg[u])[j]);
-              P_reg[j] = (m == -INFINITY ? 0.0f : __expf(v - m) * inv_l);
+              P_reg[j] = (m == -INFINITY ? __int_as_float(0x7fc00000) : __expf(v - m) * inv_l);
             }
             const int64_t i_v = b0 + int64_t{u} * TEAM * 8;
             *reinterpret_cast<uint4*>(a.P + (i_t) * N_v + i_v) = make_uint4(napkin::pack2<__nv_bfloat16>(P_reg[0], P_reg[1]), napkin::pack2<__nv_bfloat16>(P_reg[2], P_reg[3]), napkin::pack2<__nv_bfloat16>(P_reg[4], P_reg[5]), napkin::pack2<__nv_bfloat16>(P_reg[6], P_reg[7]));
@@ -424,7 +424,7 @@ namespace k_P {
       } else {
         for (int64_t i_v = t; i_v < N_v; i_v += TEAM) {
           const float v = napkin::to_f(a.L[(i_t) * N_v + i_v]);
-          a.P[(i_t) * N_v + i_v] = napkin::from_f<__nv_bfloat16>((m == -INFINITY ? 0.0f : __expf(v - m) * inv_l));
+          a.P[(i_t) * N_v + i_v] = napkin::from_f<__nv_bfloat16>((m == -INFINITY ? __int_as_float(0x7fc00000) : __expf(v - m) * inv_l));
         }
       }
     }
