@@ -214,7 +214,7 @@ class FunctionEmitter {
     if (e.op == Op::softmax) {
       line("double m = -INFINITY, s = 0.0;");
       loops({a}), line("m = std::fmax(m, " + x + ");"), end_loops({a});
-      loops({a}), line(dst + " = std::isinf(m) ? 0.0 : std::exp(" + x + " - m);"), line("s += " + dst + ";"), end_loops({a});
+      loops({a}), line("{ const double v = " + x + "; " + dst + " = v == -INFINITY ? 0.0 : std::exp(v - m); }"), line("s += " + dst + ";"), end_loops({a});
       loops({a}), line(dst + " /= s;"), end_loops({a});
     } else {
       std::string n = "static_cast<double>(n_" + a + ")";
@@ -734,18 +734,23 @@ class FunctionEmitter {
       if (!two_pass || stats_pass) {
         line("double mx = " + st("m") + ";");
         loops({a}), line("mx = std::fmax(mx, " + x + ");"), end_loops({a});
-        line("const double corr = std::isinf(mx) ? 1.0 : std::exp(" + st("m") + " - mx);");
+        // Only -inf (nothing unmasked yet) is guarded: a +inf max gives NaN, as the fp64 evaluator's
+        // exp(inf - inf) does.
+        line("const double corr = mx == -INFINITY ? 1.0 : std::exp(" + st("m") + " - mx);");
         line(st("l") + " *= corr;");
         line(st("c") + " = corr;");
         line(st("m") + " = mx;");
         loops({a});
-        line("const double p = std::isinf(mx) ? 0.0 : std::exp(" + x + " - mx);");
+        // Only a masked element (-inf) is skipped: a NaN element keeps its NaN although the max
+        // (fmax, as the evaluator's) drops it, even in a chunk whose max is -inf (seed 300217).
+        line("const double v = " + x + ";");
+        line("const double p = v == -INFINITY ? 0.0 : std::exp(v - mx);");
         line(st("l") + " += p;");
         if (!two_pass) line(dst + " = p;");
         end_loops({a});
       } else {
         loops({a});
-        line(dst + " = (std::isinf(" + st("m") + ") ? 0.0 : std::exp(" + x + " - " + st("m") + ")) / " + st("l") + ";");
+        line(dst + " = (" + st("m") + " == -INFINITY ? 0.0 : std::exp(" + x + " - " + st("m") + ")) / " + st("l") + ";");
         end_loops({a});
       }
     } else {

@@ -288,6 +288,11 @@ TEST_CASE("derived CPU loop nests equal the fp64 evaluator: bundled and 200 rand
        "diagram l14\naxis t = 9\naxis v = 23\nin L[t,v] : fp32\nLm[t,v] = mask(L, band(t, v; lo=18, hi=30))\nM[t] = max(Lm; v)\n"
        "Z[t] = M + log(sum(exp(Lm - M); v))\nout Z : fp32\n",
        "schedule s for l14\nkernel k\n  fuse Lm, M, Z\n  group t by 2\n  stream v by 4\n"},
+      {"two-pass-normalisation",  // NaN elements in chunks whose max is -inf (P: fmax drops them, the sum must not), a +inf max (R) (soundness fuzzer, seed 300217)
+       "diagram l15\naxis q = 7\naxis x = 13\nin X[q,x] : fp32\nZ[q,x] = mask(X, band(q, x; lo=2, hi=30)) * 0 + X\n"
+       "P[q,x] = softmax(mask(Z, band(q, x; lo=-3, hi=30)); x)\nW[q,x] = mask(X, causal(q, x)) * mask(X, causal(q, x))\n"
+       "R[q,x] = softmax(W; x)\nout P : fp32\nout R : fp32\n",
+       "schedule s for l15\nkernel k\n  fuse Z, P, W, R\n  group q by 2\n  stream x by 2 twice\n"},
       {"chan-centred-moment",  // a centred variance, by mean and by sum
        "diagram l8\naxis t = 5\naxis m = 19\nin X[t,m] : fp32\nmu[t] = mean(X; m)\n"
        "var[t] = mean((X - mu) * (X - mu); m)\nss[t] = sum((X - mu) * (X - mu); m)\nout var : fp32\nout ss : fp32\n",
