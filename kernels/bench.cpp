@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -21,13 +22,22 @@ namespace napkin {
 
 namespace {
 
-/** The harness's dtype code: 0 fp32, 1 bf16, 2 fp16. The harness fills inputs with uniform floats,
- *  so int32 arrays (gather targets, which must be indices in range) are refused with a UserError. */
+/** The harness's dtype code: 0 fp32, 1 bf16, 2 fp16, 3 fp8e4m3, 4 fp8e5m2. The harness fills inputs with uniform floats,
+ *  so int32 arrays (gather targets, which must be indices in range) are refused with a UserError, and so are the dtypes it
+ *  has no code for (int8, int4). */
 int dtype_code(DType t) {
   if (t == DType::int32)
     throw UserError("napkin bench fills inputs with uniform floats and cannot draw int32 gather targets yet; check a gather "
                     "with napkin eval and emit --target cpu");
-  return t == DType::fp32 ? 0 : t == DType::bf16 ? 1 : 2;
+  switch (t) {
+    case DType::fp32: return 0;
+    case DType::bf16: return 1;
+    case DType::fp16: return 2;
+    case DType::fp8e4m3: return 3;
+    case DType::fp8e5m2: return 4;
+    default: break;
+  }
+  throw UserError("napkin bench stores fp32, bf16, fp16, fp8e4m3 and fp8e5m2 arrays; " + std::string(dtype_name(t)) + " is not supported yet");
 }
 
 std::string read_all(const std::string& path) {
@@ -123,7 +133,7 @@ std::string bench_spec(const Program& p, const Diagram& d, const SizeMap& sizes)
       for (const auto& a : e.args) visit(*a);
       std::string why;
       const auto g = blas_problem(d, typer, e, sizes, why);
-      if (!g) return;
+      if (!g || (g->dtype != DType::bf16 && g->dtype != DType::fp16)) return;  // the harness's cuBLAS baseline is 16-bit (GemmEx, 2-byte buffers)
       s += "    {\"" + st->name + "\", " + std::to_string(g->m) + ", " + std::to_string(g->n) + ", " + std::to_string(g->k) + ", " +
            std::to_string(g->batch_count) + ", " + std::to_string(g->batch_a) + ", " + std::to_string(g->batch_b) + ", " + (g->trans_a ? "1" : "0") + ", " +
            (g->trans_b ? "1" : "0") + ", " + std::to_string(g->lda) + ", " + std::to_string(g->ldb) + ", " + std::to_string(g->stride_a) + ", " +
@@ -152,7 +162,7 @@ void run_step(const std::string& what, const std::vector<std::string>& argv, con
 
 /** run_bench's steps in the work folder `dir`. */
 int bench_in(const Program& p, const Diagram& given, const SizeMap& sizes, const Hardware& hw, const BenchOptions& opt,
-             const std::string& dir) {
+             const std::string& dir, BenchResult* result = nullptr) {
   Derivation dv = opt.schedule ? derive_given(p, given, sizes, hw, *opt.schedule) : derive(p, given, sizes, hw);
   const Diagram& d = dv.diagram(given);  // as derive rewrote it (contraction order): what the schedules are of
   Derivation unf = dv;
@@ -189,6 +199,7 @@ int bench_in(const Program& p, const Diagram& given, const SizeMap& sizes, const
     throw InternalError(std::string("malformed harness output: ") + e.what());
   }
   bool ok = true;
+  double max_rel = 0;
   nlohmann::json report;
   report["diagram"] = d.name;
   report["device"] = j["device"];
@@ -197,6 +208,7 @@ int bench_in(const Program& p, const Diagram& given, const SizeMap& sizes, const
     const double rel = c["max_abs_ref"].get<double>() > 0 ? c["max_abs_err"].get<double>() / c["max_abs_ref"].get<double>() : c["max_abs_err"].get<double>();
     c["max_err_over_max_ref"] = rel;
     c["pass"] = rel <= opt.rel_tolerance && c["nonfinite"].get<long long>() == 0;
+    max_rel = std::max(max_rel, c["nonfinite"].get<long long>() == 0 ? rel : INFINITY);
     ok &= c["pass"].get<bool>();
   }
   report["check_fp32_gpu_reference"] = j["check"];
@@ -218,6 +230,7 @@ int bench_in(const Program& p, const Diagram& given, const SizeMap& sizes, const
       const double rel = ref > 0 ? err / ref : err;
       checks.push_back({{"output", o->name}, {"max_abs_err", err}, {"max_abs_ref", ref}, {"max_err_over_max_ref", rel}, {"pass", rel <= opt.rel_tolerance}});
       ok &= rel <= opt.rel_tolerance;
+      max_rel = std::max(max_rel, rel);
     }
     report["check_fp64_evaluator"] = checks;
   }
@@ -266,6 +279,10 @@ int bench_in(const Program& p, const Diagram& given, const SizeMap& sizes, const
   report["pass"] = ok;
   const std::vector<InputScale> scales = input_scales(p, d, sizes);
   for (const auto& x : scales) report["input_scales"][x.input] = {{"fan_in", x.fan_in}, {"scale", x.scale()}};
+  if (result) {
+    *result = {j["device"].get<std::string>(), ok, max_rel, t_all, dv.chosen.cost.t_total, flops_all};
+    return ok ? 0 : 1;
+  }
   if (opt.json) {
     fmt::print("{}\n", report.dump(2));
     return ok ? 0 : 1;
@@ -307,6 +324,25 @@ int run_bench(const Program& p, const Diagram& d, const SizeMap& sizes, const Ha
   // once the harness has run, its report and logs stay.
   WorkFolder work(opt.workdir.empty() ? "napkin-bench-" + d.name : opt.workdir);
   return bench_in(p, d, sizes, hw, opt, work.path());
+}
+
+BenchResult measure_bench(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const BenchOptions& opt) {
+  WorkFolder work(opt.workdir.empty() ? "napkin-bench-" + d.name : opt.workdir);
+  BenchResult r;
+  bench_in(p, d, sizes, hw, opt, work.path(), &r);
+  return r;
+}
+
+double check_tolerance(DType t) {
+  int p = 24;  // significand bits, the implicit one included
+  switch (t) {
+    case DType::fp16: p = 11; break;
+    case DType::bf16: p = 8; break;
+    case DType::fp8e4m3: p = 4; break;
+    case DType::fp8e5m2: p = 3; break;
+    default: break;
+  }
+  return std::max(BenchOptions{}.rel_tolerance, std::ldexp(1.0, 1 - p));
 }
 
 }  // namespace napkin

@@ -10,6 +10,7 @@
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -56,7 +57,8 @@ static void check_napkin(int rc, const char* (*err)(void), const char* what) {
   }
 }
 
-static size_t elem_bytes(int dtype) { return dtype == 0 ? 4 : 2; }
+/** Bytes per element of an array of dtype code `dtype`: 0 fp32, 1 bf16, 2 fp16, 3 fp8e4m3, 4 fp8e5m2. */
+static size_t elem_bytes(int dtype) { return dtype == 0 ? 4 : dtype <= 2 ? 2 : 1; }
 
 /** Uniform in [-1, 1) from (seed, array, index): SplitMix64, the same function as napkin's host side. */
 __host__ __device__ inline float uniform(uint64_t seed, uint64_t array, uint64_t i) {
@@ -73,14 +75,18 @@ __global__ void fill(void* dst, int dtype, int64_t n, uint64_t seed, uint64_t ar
     const float v = uniform(seed, array, static_cast<uint64_t>(i)) * scale;
     if (dtype == 0) static_cast<float*>(dst)[i] = v;
     else if (dtype == 1) static_cast<__nv_bfloat16*>(dst)[i] = __float2bfloat16(v);
-    else static_cast<__half*>(dst)[i] = __float2half(v);
+    else if (dtype == 2) static_cast<__half*>(dst)[i] = __float2half(v);
+    else if (dtype == 3) static_cast<__nv_fp8_e4m3*>(dst)[i] = __nv_fp8_e4m3(v);
+    else static_cast<__nv_fp8_e5m2*>(dst)[i] = __nv_fp8_e5m2(v);
   }
 }
 __global__ void to_fp32(const void* src, int dtype, int64_t n, float* dst) {
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
     dst[i] = dtype == 0 ? static_cast<const float*>(src)[i]
              : dtype == 1 ? __bfloat162float(static_cast<const __nv_bfloat16*>(src)[i])
-                          : __half2float(static_cast<const __half*>(src)[i]);
+             : dtype == 2 ? __half2float(static_cast<const __half*>(src)[i])
+             : dtype == 3 ? static_cast<float>(static_cast<const __nv_fp8_e4m3*>(src)[i])
+                          : static_cast<float>(static_cast<const __nv_fp8_e5m2*>(src)[i]);
 }
 
 static unsigned grid_for(int64_t n) { return static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 65535)); }
