@@ -11,6 +11,7 @@
 #include "cli/compare_measure.hpp"
 #include "cli/compare_report.hpp"
 #include "derive/derivation.hpp"
+#include "diagrams/files.hpp"
 #include "lower/options.hpp"
 #include "tests/support/run.hpp"
 
@@ -69,6 +70,37 @@ TEST_CASE("compare --measure without a GPU fails with a clear error before writi
   CHECK_FALSE(fs::exists(dir + "/cmp.csv"));
   CHECK_FALSE(fs::exists(dir + "/cmp.svg"));
   CHECK(fs::is_empty(dir));  // no work folder
+}
+
+TEST_CASE("compare --measure on a (stand-in) H100: rows of other hardware and dtypes say why, a failed build is a failed row", "[compare][cli]") {
+  const std::string dir = scratch("fake");
+  write_file_atomic(dir + "/nvcc", "#!/bin/sh\n[ \"$1\" = --version ] && exit 0\necho 'fake nvcc: no compiler here' >&2\nexit 1\n");
+  fs::permissions(dir + "/nvcc", fs::perms::owner_all);
+  const std::string env = "cd " + dir + " && LD_LIBRARY_PATH=" + NAPKIN_FAKE_LIBCUDA_DIR + " ";
+  const std::string cmd = std::string(NAPKIN_BIN) + " compare " + lib("matmul.napkin") + " --set a=64 --set b=64 --set c=64 --hw h100,h200 --dtype bf16,int4 --measure";
+  auto r = run_shell(env + cmd + " --nvcc " + dir + "/nvcc --workdir " + dir + "/work -o " + dir + "/cmp");
+  INFO(r.output);
+  CHECK(r.status == 1);
+  CHECK(has(r.output, "napkin compare --measure: GPU NVIDIA H100 80GB HBM3 (cc 9.0, 132 SMs, 79.6 GiB)"));
+  CHECK(has(r.output, "fake nvcc: no compiler here"));  // the failed step's whole message, on stderr
+  CHECK(has(r.output, "; failed: nvcc failed (exit status 1): "));
+  CHECK(has(r.output, "; not measured: H200 has 131.3 GiB of HBM, the GPU here is NVIDIA H100 80GB HBM3"));
+  CHECK(has(r.output, "  H100-SXM5        int4      not measured: "));
+  CHECK(has(r.output, "a measured row was WRONG or failed: exit status 1"));
+  const std::string csv = slurp(dir + "/cmp.csv");
+  CHECK(has(csv, ",failed,,\n"));
+  CHECK(has(csv, "H200,bf16,"));
+  CHECK(has(slurp(dir + "/cmp.svg"), "failed: nvcc failed"));
+  CHECK_FALSE(fs::exists(dir + "/work/h100-bf16"));  // the failed row's work folder is removed, as bench's is
+
+  auto none = run_shell(env + "FAKE_LIBCUDA_NO_DEVICE=1 " + cmd + " -o " + dir + "/none");
+  CHECK(none.status == 1);
+  CHECK(has(none.output, "napkin: error: no GPU found: cuInit failed: no CUDA-capable device is detected (CUresult 100)"));
+  auto no_nvcc = run_shell(env + cmd + " --nvcc " + dir + "/absent/nvcc -o " + dir + "/none");
+  CHECK(no_nvcc.status == 1);
+  CHECK(has(no_nvcc.output, "--measure builds the kernels with nvcc, but '" + dir + "/absent/nvcc --version' failed"));
+  CHECK_FALSE(fs::exists(dir + "/none.csv"));
+  CHECK_FALSE(fs::exists(dir + "/none.svg"));
 }
 
 TEST_CASE("a hardware description is of the GPU present when its arch, SM count and memory match", "[compare]") {
