@@ -4,7 +4,6 @@
 // (cli/compare_measure.hpp).
 #include <fmt/core.h>
 
-#include <algorithm>
 #include <sstream>
 
 #include "cli/commands.hpp"

@@ -2,6 +2,8 @@
 
 #include <fmt/core.h>
 
+#include <cmath>
+
 #include "derive/derivation.hpp"
 #include "emit/cuda_emitter.hpp"
 #include "lower/options.hpp"
@@ -53,6 +55,9 @@ void measure_row(CompareRow& r, const Program& p, const Diagram& d, const SizeMa
     const BenchResult b = measure_bench(p, retyped(d, dt), sizes, hw, o);
     r.measure = b.pass ? Measured::measured : Measured::wrong;
     r.measured_s = b.seconds, r.max_rel_err = b.max_rel_err, r.tolerance = o.rel_tolerance;
+    if (std::fabs(b.predicted_s - r.seconds) > 1e-6 * r.seconds)  // the retyped diagram should be priced as the row (stored_as)
+      fmt::print(stderr, "napkin compare: warning: {} {}: the measured schedule is predicted at {:.1f} us, the row at {:.1f} us\n", r.hw, r.dtype,
+                 b.predicted_s * 1e6, r.seconds * 1e6);
   } catch (const UserError& e) {
     r.measure = Measured::failed, r.measure_note = first_line(e.what());
     fmt::print(stderr, "napkin compare: {} {}: {}\n", r.hw, r.dtype, e.what());
