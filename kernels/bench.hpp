@@ -37,9 +37,33 @@ struct BenchOptions {
  *  missing (with the compiler's or harness's log), InternalError for malformed harness output. */
 int run_bench(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const BenchOptions& opt);
 
-/** bench_spec.h for `d` at `sizes`: sizes, arrays (dtype codes 0 fp32, 1 bf16, 2 fp16), the scale
- *  each input is drawn at (kInputScales: 1/sqrt(fan-in), diagrams/input_scales.hpp) and the
- *  contractions that map onto one cuBLAS strided-batched GEMM each (lower/blas_problem.hpp). */
+/** What one benchmark measured, for callers that report it their own way (napkin compare --measure). */
+struct BenchResult {
+  std::string device;          ///< the GPU's name as the harness reports it
+  bool pass = false;           ///< every element-wise check within opt.rel_tolerance
+  double max_rel_err = 0;      ///< the largest max|err| / max|ref| of the checks (fp32 GPU reference, fp64 evaluator)
+  double seconds = 0;          ///< measured: the derived schedule, all kernels, median (s)
+  double predicted_s = 0;      ///< the model's time of the schedule that was measured (s)
+  double flops = 0;            ///< FLOPs of that schedule (tensor + fp32), as the model counts them
+};
+
+/** run_bench's steps without its report: builds, checks and times `d` and returns the figures.
+ *  Raises as run_bench does. */
+BenchResult measure_bench(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const BenchOptions& opt);
+
+/** The element-wise tolerance (max|err| / max|ref|) of a kernel storing its arrays in `t`: one
+ *  unit in the last place at 1.0, 2^(1-p) for a significand of p bits (two roundings of half an
+ *  ulp: an operand rounded inside the kernel, e.g. attention's P before its MMA, and the stored
+ *  output), and at least BenchOptions' default 2e-2. fp32, fp16 and bf16: 2e-2; fp8e4m3 (p = 4):
+ *  0.125; fp8e5m2 (p = 3): 0.25. Both sides use the same rounded inputs, so input rounding is not
+ *  in the error. */
+double check_tolerance(DType t);
+
+/** bench_spec.h for `d` at `sizes`: sizes, arrays (dtype codes 0 fp32, 1 bf16, 2 fp16, 3 fp8e4m3,
+ *  4 fp8e5m2), the scale each input is drawn at (kInputScales: 1/sqrt(fan-in),
+ *  diagrams/input_scales.hpp) and the bf16 and fp16 contractions that map onto one cuBLAS
+ *  strided-batched GEMM each (lower/blas_problem.hpp; the harness's cuBLAS baseline is 16-bit).
+ *  Raises UserError for an array the harness cannot fill (int32 gather targets, int8, int4). */
 std::string bench_spec(const Program& p, const Diagram& d, const SizeMap& sizes);
 
 }  // namespace napkin

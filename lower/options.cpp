@@ -14,4 +14,14 @@ DType storage_dtype(const Diagram& d, const std::string& array, const ModelOptio
   return outs.empty() ? DType::fp32 : outs.front()->dtype;
 }
 
+Diagram stored_as(const Diagram& d, const ModelOptions& opt) {
+  Diagram out = d;
+  for (auto& item : out.items) {
+    if (auto* in = std::get_if<InputDecl>(&item)) in->dtype = storage_dtype(d, in->name, opt);
+    else if (auto* st = std::get_if<Statement>(&item); st && st->dtype) st->dtype = storage_dtype(d, st->name, opt);
+    else if (auto* o = std::get_if<OutputDecl>(&item)) o->dtype = storage_dtype(d, o->name, opt);
+  }
+  return out;
+}
+
 }  // namespace napkin

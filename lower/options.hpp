@@ -24,4 +24,11 @@ struct ModelOptions {
  *  under the override. */
 DType storage_dtype(const Diagram& d, const std::string& array, const ModelOptions& opt);
 
+/** `d` with every array declared in the dtype storage_dtype gives it under `opt`: inputs, outputs
+ *  and the statements with a dtype label retyped (an unlabelled statement follows the first
+ *  output, retyped too; no label is added, since a label also rounds the value where it is
+ *  computed), so that code emitted from the copy (which reads the declared dtypes) stores what
+ *  the model priced under opt.dtype (compare --dtype). Without opt.dtype the copy equals `d`. */
+Diagram stored_as(const Diagram& d, const ModelOptions& opt);
+
 }  // namespace napkin

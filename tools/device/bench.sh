@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs napkin bench on a lent GPU machine (see docs/benchmarks.md). The machine lacks napkin's
 # Debian libraries, so the call carries build/cli/napkin and .devlibs/ (tools/device/pack.sh).
-# Usage: tools/device/bench.sh quick|bundled|gemm|fp8|variants|attention|perf|torch|issue12|torch-eval|regress|sweep|tiles|initcheck-probe|ncu|calibrate [MODE...]   (outputs under $OUT when set)
+# Usage: tools/device/bench.sh quick|bundled|gemm|fp8|compare|variants|attention|perf|torch|issue12|torch-eval|regress|sweep|tiles|initcheck-probe|ncu|calibrate [MODE...]   (outputs under $OUT when set)
 set -u
 modes=${*:-quick}
 out=/tmp/napkin-bench-out  # everything lands here; $OUT gets one results.tgz of it
@@ -90,6 +90,20 @@ case $mode in
         nvcc -O3 -std=c++17 -shared -Xcompiler -fPIC -gencode=arch=compute_90a,code=sm_90a -o "/tmp/$tag.so" "/tmp/$tag.cu" &&
         python3 kernels/reference/compare_torch.py fp8_gemm --so "/tmp/$tag.so" --sizes "$shape" --predicted-us "$pred" --json "$out/$tag.torch.json" |
           tee "$out/$tag.torch.txt" && [ "${PIPESTATUS[0]}" -eq 0 ] || fails=$((fails + 1))
+    done
+    ;;
+  compare)  # issue 17: napkin compare --measure, measured beside predicted for each dtype, on the
+    # declared sizes: attention (Llama-3-8B, one layer) and the K-major GEMM of tests/kernels/gemm_fp8.napkin,
+    # whose every array --dtype sets (A, B K-major as fp8 wgmma reads them). The GEMM also names the
+    # other Hopper description, whose rows say why they are not measured on this GPU.
+    hw=h100; other=h200; nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && hw=h200 && other=h100
+    for f in diagrams/library/attention.napkin tests/kernels/gemm_fp8.napkin; do
+      tag=compare-$(basename "$f" .napkin)
+      hws=$hw; [ "$f" = tests/kernels/gemm_fp8.napkin ] && hws=$hw,$other
+      echo "=== $tag: napkin compare $f --hw $hws --dtype bf16,fp8e4m3 --measure"
+      $N compare "$f" --hw "$hws" --dtype bf16,fp8e4m3 --measure --workdir "/tmp/nc-$tag" -o "$out/$tag" 2>&1 | tee "$out/$tag.txt"
+      [ "${PIPESTATUS[0]}" -eq 0 ] || fails=$((fails + 1))
+      for r in /tmp/nc-$tag/*/harness.json; do [ -f "$r" ] && cp "$r" "$out/$tag.$(basename "$(dirname "$r")").harness.json"; done
     done
     ;;
   variants)  # hand-written schedules (tools/device/schedules/*.schedule, or $VARIANTS; first line `# bench: DIAGRAM [--set ...]`)
