@@ -73,6 +73,13 @@ TEST_CASE("lowering picks the int8 mma.sync atom from the hardware table and the
       stage += t.R * (t.C + 16);  // rows padded by 16 bytes, 1 byte an element
     }
     CHECK(s.smem_bytes == stage * s.stages);
+    CHECK(kc.cost.smem_resident_bytes == static_cast<double>(s.wgmma ? s.wgmma_smem_bytes : s.smem_bytes));  // the variant priced
+    // What is emitted is the spec: the mma.sync kernel's stage of 1-byte elements and its stages.
+    const std::string cu = emit_cuda(*l.program, *l.diagram, dv, hw);
+    CHECK(cu.find("constexpr int STAGE_ELEMS = " + std::to_string(stage) + ";") != std::string::npos);
+    CHECK(cu.find("STAGES = " + std::to_string(s.stages) + ";") != std::string::npos);
+    CHECK(cu.find("napkin::mma_m16n8k32_int8(acc0[mt][nt]") != std::string::npos);
+    CHECK((cu.find("wgmma_m64n" + std::to_string(g.TN) + "k32_int8<0, 0>(acc0[ms]") != std::string::npos) == s.wgmma);
     // The model: the GEMM's 2 M N K FLOPs on tensor cores, at the int8 rate of the hardware table.
     CHECK(kc.cost.flops_tensor == Approx(2.0 * 8192 * 8192 * 8192));
     CHECK(kc.cost.t_tensor == Approx(kc.cost.flops_tensor / (*hw.tensor_rate(DType::int8) * kc.cost.tensor_fraction) / kc.cost.wave_efficiency));
