@@ -220,7 +220,7 @@ class PseudoEmitter {
          g.k_note + ")");
     for (const auto& t : g.tiles)
       line("# operand " + t.array + ": tile [" + t.rows + ":" + n(t.R) + ", " + t.cols + ":" + n(t.C) + "] " + std::string(dtype_name(g.dtype)) +
-           (t.k_rows ? " (K along the rows)" : " (K contiguous)") + (s.mma_sync ? "; mma.sync: cp.async HBM -> SMEM (rows padded by 8), ldmatrix -> registers" : "") +
+           (t.k_rows ? " (K along the rows)" : " (K contiguous)") + (s.mma_sync ? "; mma.sync: cp.async HBM -> SMEM (rows padded by " + n(gemm_mma_sync_pad_elems(g.dtype)) + "), ldmatrix -> registers" : "") +
            (s.wgmma ? "; wgmma: " + tma_mover(s, t.rows, t.cols) + " HBM -> SMEM (128-byte swizzle), read by wgmma from SMEM" : ""));
     if (s.mma_sync) line("# mma.sync: " + atom(*s.mma_sync) + ", " + n(g.warps) + " warps split " + g.M + " in rows of " + n(s.mma_sync->m));
     else line("# no mma.sync path: " + std::string(dtype_name(g.dtype)) + " operands run on wgmma alone (sm_90a)");
@@ -234,7 +234,7 @@ class PseudoEmitter {
     for (const auto& a : g.batch) form_tile_[a] = 1;
     const int loops = grid(kc);
     for (std::size_t i = 0; i < g.gemms.size(); ++i)
-      line("acc" + n(static_cast<std::int64_t>(i)) + "[" + tile(g.M) + ", " + tile(g.N) + "] fp32 = 0  # head: associative-sum accumulator of contract(" +
+      line("acc" + n(static_cast<std::int64_t>(i)) + "[" + tile(g.M) + ", " + tile(g.N) + "] " + (is_integer_dtype(g.dtype) ? "int32" : "fp32") + " = 0  # head: associative-sum accumulator of contract(" +
            g.gemms[i].a.array + ", " + g.gemms[i].b.array + "; " + g.K + ")");
     for (const auto& a : g.k_outer) line("for " + a + " in 0.." + extent(a) + "  # contracted, one index at a time"), ++indent_;
     line("for " + g.K + "0 in 0.." + extent(g.K) + " step " + n(g.TK) + "  # K chunks, pipelined: " +

@@ -28,7 +28,9 @@ const MmaShape* Hardware::warp_mma(DType t) const {
 
 const MmaShape* Hardware::warpgroup_mma(DType t) const {
   for (const auto& m : mma)
-    if (m.dtype == t && m.scope == "warpgroup" && m.m == 64 && m.k * dtype_bits(t) == 256 && m.ptx.find(".f32.") != std::string::npos) return &m;
+    if (m.dtype == t && m.scope == "warpgroup" && m.m == 64 && m.k * dtype_bits(t) == 256 &&
+        m.ptx.find(is_integer_dtype(t) ? ".s32." : ".f32.") != std::string::npos)
+      return &m;
   return nullptr;
 }
 

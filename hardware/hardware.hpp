@@ -74,9 +74,9 @@ struct Hardware {
   std::optional<double> tensor_rate(DType t) const;
   /** The warp-level MMA (mma.sync) for `t`, or nullptr. */
   const MmaShape* warp_mma(DType t) const;
-  /** The warpgroup-scope (wgmma) instruction with fp32 accumulate for `t`, or nullptr: m64nNkK
-   *  with K * bits(t) = 256 (32 bytes of K per row: k16 for 16-bit types, k32 for fp8; PTX ISA
-   *  9.7.15.2). */
+  /** The warpgroup-scope (wgmma) instruction with fp32 accumulate (int32 for integer `t`) for `t`,
+   *  or nullptr: m64nNkK with K * bits(t) = 256 (32 bytes of K per row: k16 for 16-bit types, k32
+   *  for fp8 and int8; PTX ISA 9.7.15.2). */
   const MmaShape* warpgroup_mma(DType t) const;
 };
 

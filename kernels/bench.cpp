@@ -23,7 +23,7 @@ namespace napkin {
 namespace {
 
 /** The harness's dtype code (kernels/bench/harness.cu): 0 fp32, 1 bf16, 2 fp16, 3 fp8e4m3, 4 fp8e5m2,
- *  5 int32. Raises UserError for a dtype the CUDA emitter does not store (tf32, int8, int4). */
+ *  5 int32, 6 int8. Raises UserError for a dtype the CUDA emitter does not store (tf32, int4). */
 int dtype_code(DType t) {
   switch (t) {
     case DType::fp32: return 0;
@@ -32,7 +32,8 @@ int dtype_code(DType t) {
     case DType::fp8e4m3: return 3;
     case DType::fp8e5m2: return 4;
     case DType::int32: return 5;
-    default: throw UserError(std::string("napkin bench stores fp32, bf16, fp16, fp8e4m3, fp8e5m2 and int32 arrays, not ") + std::string(dtype_name(t)));
+    case DType::int8: return 6;
+    default: throw UserError(std::string("napkin bench stores fp32, bf16, fp16, fp8e4m3, fp8e5m2, int32 and int8 arrays, not ") + std::string(dtype_name(t)));
   }
 }
 

@@ -131,7 +131,8 @@ std::optional<GemmForm> analyse_gemm(const Diagram& d, Typer& typer, const Kerne
     gc.b.k_inner = ya.back() == K;
     for (const auto& arr : {gc.a.array, gc.b.array}) {
       DType t = storage_dtype(d, arr, opt);
-      if (t != DType::bf16 && t != DType::fp16 && !is_fp8(t)) return why = "operands are not bf16, fp16, fp8e4m3 or fp8e5m2", std::nullopt;
+      if (t != DType::bf16 && t != DType::fp16 && !is_fp8(t) && t != DType::int8)
+        return why = "operands are not bf16, fp16, fp8e4m3, fp8e5m2 or int8", std::nullopt;
       if (have_dtype && t != g.dtype) return why = "operands of different dtypes", std::nullopt;
       g.dtype = t, have_dtype = true;
     }
@@ -165,17 +166,31 @@ std::optional<GemmForm> analyse_gemm(const Diagram& d, Typer& typer, const Kerne
 
 int gemm_mma_sync_stages(const GemmForm& g, const Hardware& hw, std::string& why) {
   const MmaShape* mma = hw.warp_mma(g.dtype);
-  if (!mma || mma->m != 16 || mma->n != 8 || mma->k != 16) return why = "no m16n8k16 mma.sync for " + std::string(dtype_name(g.dtype)), 0;
+  const std::string dt(dtype_name(g.dtype));
+  // The atom: m16n8 with 32 bytes of K per row (k16 of a 16-bit type, k32 of int8: the fragments
+  // ldmatrix loads), accumulating in fp32, or in int32 for integer operands (PTX ISA 9.7.14.5).
+  const std::string acc = is_integer_dtype(g.dtype) ? ".s32." : ".f32.";
+  if (!mma || mma->m != 16 || mma->n != 8 || mma->k * dtype_bits(g.dtype) != 256 || mma->ptx.find(acc) == std::string::npos)
+    return why = "no m16n8 mma.sync with 32 bytes of K per row and " + acc.substr(1, 3) + " accumulate for " + dt + " in the hardware's [[mma]] table", 0;
+  if (dtype_bits(g.dtype) == 8)  // ldmatrix .trans transposes 16-bit elements only (PTX ISA 9.7.14.5.15)
+    for (const auto& t : g.tiles)
+      if (t.k_rows)
+        return why = dt + " mma.sync fragments are loaded by ldmatrix without .trans (it transposes 16-bit elements only): both operands K-major; " +
+                     t.array + " is stored " + t.cols + "-major (" + t.cols + " innermost, not " + g.K + ")",
+               0;
+  if (g.TK % mma->k != 0) return why = "K chunk (" + std::to_string(g.TK) + ") not a multiple of the atom's k (" + std::to_string(mma->k) + ")", 0;
   if (g.TM % (16 * g.warps) != 0 || g.TN % 16 != 0) return why = "tiles not multiples of the mma shape per warp", 0;
   const int stages = static_cast<int>(std::min<double>(4, hw.smem_max_per_block_bytes / static_cast<double>(gemm_mma_sync_smem_bytes(g, 1))));
   if (stages < 2) return why = "two pipeline stages do not fit SMEM", 0;
   return stages;
 }
 
+std::int64_t gemm_mma_sync_pad_elems(DType t) { return 128 / dtype_bits(t); }
+
 std::int64_t gemm_mma_sync_smem_bytes(const GemmForm& g, int stages) {
   std::int64_t stage_elems = 0;
-  for (const auto& t : g.tiles) stage_elems += t.R * (t.C + 8);
-  return stage_elems * 2 * stages;
+  for (const auto& t : g.tiles) stage_elems += t.R * (t.C + gemm_mma_sync_pad_elems(g.dtype));
+  return stage_elems * dtype_bits(g.dtype) / 8 * stages;
 }
 
 bool is_fp8(DType t) { return t == DType::fp8e4m3 || t == DType::fp8e5m2; }
@@ -192,7 +207,7 @@ int gemm_wgmma_stages(const GemmForm& g, const Diagram& d, const Hardware& hw, i
                       std::int64_t reserved_bytes) {
   if (!hw.wgmma || !hw.tma) return why = hw.name + " has no wgmma and TMA", 0;
   if (!hw.warpgroup_mma(g.dtype)) return why = "no warpgroup MMA for " + std::string(dtype_name(g.dtype)) + " in the hardware description", 0;
-  if (is_fp8(g.dtype))  // PTX ISA 9.7.15.5.1: the transpose immediates exist for .f16/.bf16 only
+  if (dtype_bits(g.dtype) == 8)  // PTX ISA 9.7.15.5.1: the transpose immediates exist for .f16/.bf16 only (fp8 and int8 K-major)
     for (const auto& t : g.tiles)
       if (t.k_rows)
         return why = std::string(dtype_name(g.dtype)) + " wgmma reads both operands K-major from SMEM; " + t.array + " is stored " + t.cols +

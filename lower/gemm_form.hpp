@@ -1,6 +1,6 @@
 /** \file gemm_form.hpp
- *  The gemm form of a kernel: contractions of 16-bit operands (8-bit floats on the wgmma variant
- *  only) over one or several axes with
+ *  The gemm form of a kernel: contractions of 16-bit operands (int8, both K-major, with int32
+ *  accumulators; 8-bit floats on the wgmma variant only) over one or several axes with
  *  element-wise epilogues (matmul, bias + GELU, SwiGLU's dual GEMM, an output projection over
  *  heads and head width). M and N (a T_M x T_N output tile per thread block) are two output axes
  *  the schedule tiles (grouped, or kept whole: thin M or N), each in one operand; the other output
@@ -61,7 +61,7 @@ struct GemmForm {
   AxisList batch;                 ///< other axes of the output (grid slices)
   std::vector<GemmContraction> gemms;  ///< 1 (matmul) or 2 (SwiGLU's dual GEMM), same operand A
   std::vector<GemmTile> tiles;    ///< operand tiles, one per distinct array
-  DType dtype = DType::bf16;      ///< operand dtype (bf16, fp16; fp8e4m3 or fp8e5m2 for the wgmma variant only)
+  DType dtype = DType::bf16;      ///< operand dtype (bf16, fp16, int8 (int32 accumulate); fp8e4m3 or fp8e5m2 for the wgmma variant only)
   std::int64_t TM = 0, TN = 0, TK = 0;  ///< tile extents (elements); a whole M or N rounded up to the MMA's rows
   int warps = 0;                  ///< compute warps per thread block (the schedule's `warps`)
   std::string k_note;             ///< how the schedule treats K (streamed, or kept whole) and k_outer
@@ -78,12 +78,19 @@ struct GemmForm {
 std::optional<GemmForm> analyse_gemm(const Diagram& d, Typer& typer, const KernelShape& k, const ModelOptions& opt, std::string& why);
 
 /** cp.async pipeline stages of the mma.sync variant (emit/cuda/gemm.cpp): as many as fit the
- *  block's SMEM, at most 4, each stage every operand tile with rows padded by 8 elements (16 bytes:
- *  ldmatrix without bank conflicts); 0 with `why` set when the variant cannot take the form
- *  (no m16n8k16 mma.sync for the dtype in the hardware's [[mma]] table, tiles not multiples of the
- *  mma shape per warp, fewer than two stages fit). */
+ *  block's SMEM, at most 4, each stage every operand tile with rows padded by 16 bytes
+ *  (gemm_mma_sync_pad_elems: ldmatrix without bank conflicts); 0 with `why` set when the variant
+ *  cannot take the form: no m16n8 mma.sync in the hardware's [[mma]] table for the dtype with 32
+ *  bytes of K per row (k16 of 16-bit types, k32 of int8: the fragment ldmatrix loads) and fp32
+ *  accumulate (int32 for integer operands), an 8-bit operand stored MN-major (ldmatrix .trans
+ *  transposes 16-bit elements only), T_K not a multiple of the atom's k, tiles not multiples of
+ *  the mma shape per warp, fewer than two stages fit. */
 int gemm_mma_sync_stages(const GemmForm& g, const Hardware& hw, std::string& why);
-/** SMEM bytes per block of the mma.sync variant with `stages` stages. */
+/** Elements of `t` in the 16 bytes the mma.sync variant pads each SMEM row by (8 of a 16-bit type,
+ *  16 of int8). */
+std::int64_t gemm_mma_sync_pad_elems(DType t);
+/** SMEM bytes per block of the mma.sync variant with `stages` stages (rows padded, elements of the
+ *  operand dtype). */
 std::int64_t gemm_mma_sync_smem_bytes(const GemmForm& g, int stages);
 
 /** TMA pipeline stages of the wgmma variant (emit/cuda/gemm_wgmma.cpp, sm_90a): tiles in 128-byte
@@ -91,8 +98,8 @@ std::int64_t gemm_mma_sync_smem_bytes(const GemmForm& g, int stages);
  *  at most 6; 0 with `why` set when the variant cannot take the form: no wgmma or TMA, warps not
  *  one or two consumer warpgroups, T_M not m64 per warpgroup, T_N not a wgmma N (PTX ISA 9.7.15:
  *  a multiple of 8 up to 256), T_K not whole 128-byte swizzle rows (64 16-bit or 128 fp8 columns),
- *  fp8 operands not both K-major (fp8 wgmma has no transposed SMEM operands: PTX ISA
- *  9.7.15.5.1), accumulators over 160
+ *  8-bit operands (fp8, int8) not both K-major (8-bit wgmma has no transposed SMEM operands: PTX
+ *  ISA 9.7.15.5.1), accumulators over 160
  *  registers per thread, tiles not whole TMA boxes, arrays of over 5 axes (TMA's limit), a
  *  cluster along an axis other than M or N or of more than 2 blocks. `cluster` and `cluster_axis`:
  *  the schedule's cluster directive (1 and empty without). `reserved_bytes`: SMEM the block needs

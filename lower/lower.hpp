@@ -10,7 +10,9 @@
  *           element-wise epilogues, on mma.sync
  *           (sm_80 on) and, where the hardware has wgmma and TMA and the tiles fit, on wgmma fed by
  *           TMA (sm_90a, picked at run time on a Hopper GPU); of fp8 operands (both K-major) on
- *           wgmma alone, taken only where that path fits;
+ *           wgmma alone, taken only where that path fits; of int8 operands (both K-major) on
+ *           mma.sync m16n8k32 (and wgmma m64nNk32) with int32 accumulators (the epilogue
+ *           converts them to fp32);
  *  - flash: contraction, element-wise score maps, softmax along the streamed axis (online softmax,
  *           paper §4) or no normaliser, contraction; on mma.sync and, where it fits, wgmma;
  *  - rows:  one normaliser (softmax, layernorm, rmsnorm) of element-wise arguments: warps per row;

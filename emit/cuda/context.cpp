@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "diagrams/graph_view.hpp"
+
 namespace napkin::cuda {
 
 std::string ctype(DType t) {
@@ -13,10 +15,11 @@ std::string ctype(DType t) {
     case DType::fp16: return "__half";
     case DType::fp8e4m3: return "__nv_fp8_e4m3";  // emit/cuda/device/fp8.cuh
     case DType::fp8e5m2: return "__nv_fp8_e5m2";
+    case DType::int8: return "int8_t";  // emit/cuda/device/int8.cuh
     case DType::int32: return "int32_t";
     default: break;
   }
-  throw UserError("emit --target cuda stores fp32, bf16, fp16, fp8e4m3 and fp8e5m2 arrays (and int32 indices); " + std::string(dtype_name(t)) +
+  throw UserError("emit --target cuda stores fp32, bf16, fp16, fp8e4m3, fp8e5m2 and int8 arrays (and int32 indices); " + std::string(dtype_name(t)) +
                   " is not supported yet (use --dtype or change the diagram's dtypes)");
 }
 
@@ -69,6 +72,26 @@ bool stores_fp8(const Diagram& d, const Hardware& hw, const EmitOptions& opt) {
     if (!hw.tensor_rate(t))
       throw UserError("emit --target cuda: " + a + " is stored as " + std::string(dtype_name(t)) + ", but " + hw.name + " has no " +
                       std::string(dtype_name(t)) + " tensor cores (fp8 needs sm_89 or later; napkin's fp8 GEMM runs on wgmma, sm_90a: --hw h100)");
+    any = true;
+  }
+  return any;
+}
+
+bool stores_int8(const Diagram& d, const Hardware& hw, const EmitOptions& opt) {
+  if (opt.reference) return false;
+  std::vector<std::string> arrays;
+  for (const auto* in : d.inputs()) arrays.push_back(in->name);
+  bool any = false;
+  for (const auto* st : d.statements()) {
+    arrays.push_back(st->name);
+    any |= st->dtype == DType::int8;
+    walk(*st->expr, [&](const Expr& e) { any |= e.kind == Expr::Kind::apply && e.op == Op::cast && e.dtype == DType::int8; });
+  }
+  for (const auto& a : arrays) {
+    if (emit_dtype(d, a, opt) != DType::int8) continue;
+    if (!hw.tensor_rate(DType::int8))
+      throw UserError("emit --target cuda: " + a + " is stored as int8, but " + hw.name + " has no int8 tensor cores (napkin's int8 GEMM runs on mma.sync " +
+                      "m16n8k32, sm_80 and later: --hw a100 or h100)");
     any = true;
   }
   return any;

@@ -30,8 +30,8 @@ struct EmitOptions {
 };
 
 /** C++ type of a storage dtype in emitted code: float, __nv_bfloat16, __half, __nv_fp8_e4m3,
- *  __nv_fp8_e5m2 or int32_t (gather targets). Raises UserError for dtypes the CUDA emitter does
- *  not store (int8, int4, tf32). */
+ *  __nv_fp8_e5m2, int8_t or int32_t (gather targets). Raises UserError for dtypes the CUDA emitter
+ *  does not store (int4, tf32). */
 std::string ctype(DType t);
 
 /** Whether diagram `d` stores an fp8 array (emit_dtype of its inputs, statements and outputs;
@@ -39,6 +39,12 @@ std::string ctype(DType t);
  *  that dtype (its [tensor_core] table: fp8 tensor cores are sm_89 and later, none on the A100):
  *  napkin emits fp8 only for GPUs that multiply it. */
 bool stores_fp8(const Diagram& d, const Hardware& hw, const EmitOptions& opt);
+
+/** Whether diagram `d` needs the int8 conversions (emit/cuda/device/int8.cuh): it stores an int8
+ *  array (emit_dtype of its inputs, statements and outputs) or rounds to int8 in an expression
+ *  (a cast); never in reference mode. Raises UserError when it stores one and `hw` has no int8
+ *  tensor-core rate (its [tensor_core] table). */
+bool stores_int8(const Diagram& d, const Hardware& hw, const EmitOptions& opt);
 
 /** Text being generated, with indentation. */
 struct Code {

@@ -5,6 +5,8 @@
 // axes; K streamed in chunks of T_K through a STAGES-deep cp.async pipeline; each warp owns
 // WM = T_M/WARPS rows of M and all T_N columns; fragments come from SMEM by ldmatrix (.trans for
 // operands stored with M or N contiguous); accumulators stay in registers until the epilogue.
+// int8 operands (K-major both) take the m16n8k32 atom with int32 accumulators, converted to fp32
+// where the epilogue reads them.
 // Where the hardware has wgmma and TMA, emit_gemm_wgmma (gemm_wgmma.cpp) adds the sm_90a variant
 // and the launcher picks it at run time.
 #include "emit/cuda/gemm_form.hpp"
@@ -53,6 +55,10 @@ KernelEmit emit_gemm(Context& c, const KernelChoice& kc) {
   const std::string &M = g.M, &N = g.N, &k = g.K;
   const MmaShape* mma = &*spec.mma_sync;
   const int stages = spec.stages;
+  // int8 operands (mma.sync m16n8k32, lower/gemm_form.hpp): int32 accumulators, converted to fp32
+  // in the epilogue; fragments of 8-bit elements (int8.cuh); rows padded by 16 bytes either way.
+  const bool int8 = is_integer_dtype(g.dtype);
+  const std::string acc_t = int8 ? "int32_t" : "float", frag = int8 ? "8" : "", pad = std::to_string(gemm_mma_sync_pad_elems(g.dtype));
 
   const std::string ns = kernel_ns(kc.plan.name);
   Code code;
@@ -60,7 +66,7 @@ KernelEmit emit_gemm(Context& c, const KernelChoice& kc) {
   code.line("// strategy gemm: M = " + M + " (group " + std::to_string(g.TM) + ", " + std::to_string(g.warps) + " warps x " +
             std::to_string(g.TM / g.warps) + " rows), N = " + N + " (group " + std::to_string(g.TN) + "), K = " + k + " (" + g.k_note + ")");
   code.line("// mma.sync variant (sm_80 and later): " + std::to_string(stages) + "-stage cp.async pipeline; " + mma->ptx +
-            "; fp32 accumulators in registers");
+            "; " + (int8 ? "int32" : "fp32") + " accumulators in registers");
   code.open("namespace " + ns);
   code.line("using T = " + ctype(g.dtype) + ";");
   code.line("constexpr int T_M = " + std::to_string(g.TM) + ", T_N = " + std::to_string(g.TN) + ", T_K = " + std::to_string(g.TK) + ";");
@@ -68,11 +74,11 @@ KernelEmit emit_gemm(Context& c, const KernelChoice& kc) {
   code.line("constexpr int WM = T_M / WARPS, MT = WM / 16, NT = T_N / 8;  // rows per warp; m16 and n8 tiles per warp");
   std::int64_t off = 0;
   for (const auto& t : g.tiles) {
-    code.line("// SMEM tile of " + t.array + ": [" + t.rows + "][" + t.cols + "], rows padded by 8 elements (16 bytes) so ldmatrix is free of bank conflicts");
-    code.line("constexpr int P_" + t.array + " = " + std::to_string(t.C) + " + 8, OFF_" + t.array + " = " + std::to_string(off) + ";");
-    off += t.R * (t.C + 8);
+    code.line("// SMEM tile of " + t.array + ": [" + t.rows + "][" + t.cols + "], rows padded by " + pad + " elements (16 bytes) so ldmatrix is free of bank conflicts");
+    code.line("constexpr int P_" + t.array + " = " + std::to_string(t.C) + " + " + pad + ", OFF_" + t.array + " = " + std::to_string(off) + ";");
+    off += t.R * (t.C + gemm_mma_sync_pad_elems(g.dtype));
   }
-  code.line("constexpr int STAGE_ELEMS = " + std::to_string(gemm_mma_sync_smem_bytes(g, 1) / 2) + ";");
+  code.line("constexpr int STAGE_ELEMS = " + std::to_string(gemm_mma_sync_smem_bytes(g, 1) * 8 / dtype_bits(g.dtype)) + ";");
   code.line("constexpr size_t SMEM_BYTES = size_t{STAGES} * STAGE_ELEMS * sizeof(T);");
   code.line("");
   code.line("__global__ void __launch_bounds__(THREADS) kernel(const Args a) {");
@@ -86,7 +92,7 @@ KernelEmit emit_gemm(Context& c, const KernelChoice& kc) {
   gemm_chunk_loader(code, c, g);
   const bool outer = !g.k_outer.empty();
   for (std::size_t i = 0; i < g.gemms.size(); ++i)
-    code.line("float acc" + std::to_string(i) + "[MT][NT][4] = {};  // registers: contract(" + g.gemms[i].a.array + ", " + g.gemms[i].b.array + "; " +
+    code.line(acc_t + " acc" + std::to_string(i) + "[MT][NT][4] = {};  // registers: contract(" + g.gemms[i].a.array + ", " + g.gemms[i].b.array + "; " +
               join(g.gemms[i].node->axes) + ")");
   code.line("// prologue: the first STAGES - 1 chunks in flight");
   code.open("for (int s = 0; s < STAGES - 1; ++s)");
@@ -100,21 +106,21 @@ KernelEmit emit_gemm(Context& c, const KernelChoice& kc) {
   code.line("napkin::cp_async_commit();");
   code.line("const T* s = smem + (kc % STAGES) * STAGE_ELEMS;");
   code.line("#pragma unroll");
-  code.open("for (int kk = 0; kk < T_K; kk += 16)");
+  code.open("for (int kk = 0; kk < T_K; kk += " + std::to_string(mma->k) + ")");
   std::set<std::string> loaded;
   for (const auto& gc : g.gemms) {
     if (!loaded.count(gc.a.array)) {
       loaded.insert(gc.a.array);
       code.line("uint32_t fa_" + gc.a.array + "[MT][4];");
       code.line("#pragma unroll");
-      code.line("for (int mt = 0; mt < MT; ++mt) napkin::frag_a" + std::string(gc.a.k_inner ? "" : "_t") + "(fa_" + gc.a.array + "[mt], s + OFF_" +
+      code.line("for (int mt = 0; mt < MT; ++mt) napkin::frag_a" + frag + std::string(gc.a.k_inner ? "" : "_t") + "(fa_" + gc.a.array + "[mt], s + OFF_" +
                 gc.a.array + ", P_" + gc.a.array + ", warp * WM + mt * 16, kk, lane);");
     }
     if (!loaded.count(gc.b.array)) {
       loaded.insert(gc.b.array);
       code.line("uint32_t fb_" + gc.b.array + "[NT / 2][4];");
       code.line("#pragma unroll");
-      code.line("for (int nt = 0; nt < NT / 2; ++nt) napkin::frag_b" + std::string(gc.b.k_inner ? "" : "_t") + "(fb_" + gc.b.array + "[nt], s + OFF_" +
+      code.line("for (int nt = 0; nt < NT / 2; ++nt) napkin::frag_b" + frag + std::string(gc.b.k_inner ? "" : "_t") + "(fb_" + gc.b.array + "[nt], s + OFF_" +
                 gc.b.array + ", P_" + gc.b.array + ", nt * 16, kk, lane);");
     }
   }
@@ -145,7 +151,10 @@ KernelEmit emit_gemm(Context& c, const KernelChoice& kc) {
     code.close();
     code.close();
     code.close();
-  }, [](std::size_t i) { return "acc" + std::to_string(i) + "[mt][nt][h * 2 + q]"; }, r.stored);
+  }, [int8](std::size_t i) {
+    const std::string a = "acc" + std::to_string(i) + "[mt][nt][h * 2 + q]";
+    return int8 ? "static_cast<float>(" + a + ")" : a;  // int32 -> fp32: exact below 2^24, then within 2^-24 relative
+  }, r.stored);
   --code.indent;
   code.line("}");
   code.line("");

@@ -148,7 +148,7 @@ class WgmmaGemmRenderer {
     const std::int64_t stage_bytes = stage_bytes_;
     code.line("// wgmma variant (sm_90a): warpgroup 0 loads by TMA into a " + std::to_string(stages) + "-stage ring of 128-byte-swizzled tiles;");
     code.line("// " + std::to_string(consumers) + " consumer warpgroup(s) x " + std::to_string(g.TM / consumers) + " rows of " + M + " issue " + mma->ptx.substr(0, mma->ptx.find(".m64")) +
-              ".m64n" + std::to_string(g.TN) + "k" + std::to_string(mma->k) + " on SMEM descriptors, fp32 accumulators in registers");
+              ".m64n" + std::to_string(g.TN) + "k" + std::to_string(mma->k) + " on SMEM descriptors, " + (is_integer_dtype(g.dtype) ? "int32" : "fp32") + " accumulators in registers");
     code.open("namespace wg");
     code.text += wg_fn_;
     if (cluster > 1) {
@@ -295,11 +295,12 @@ class WgmmaGemmRenderer {
     code.line("int64_t it = 0;  // chunks consumed by this block, over all its tiles");
     if (spec_.tma_store) code.line("int sb = 0;  // staging buffers used by this warpgroup (in turn)");
     tile_loop();
+    const std::string acc_t = is_integer_dtype(g.dtype) ? "int32_t" : "float";  // int8: int32 accumulators (wgmma .s32.s8.s8)
     if (joint)
-      code.line("float acc0[MS][T_N] = {};  // registers: " + contraction(joint_first) + " in columns [0, T_N), " + contraction(1 - joint_first) +
+      code.line(acc_t + " acc0[MS][T_N] = {};  // registers: " + contraction(joint_first) + " in columns [0, T_N), " + contraction(1 - joint_first) +
                 " in [T_N, 2 T_N)");
     else
-      for (std::size_t i = 0; i < accs; ++i) code.line("float acc" + std::to_string(i) + "[MS][T_N / 2] = {};  // registers: " + contraction(i));
+      for (std::size_t i = 0; i < accs; ++i) code.line(acc_t + " acc" + std::to_string(i) + "[MS][T_N / 2] = {};  // registers: " + contraction(i));
     main_loop();
     code.line("napkin::wgmma_wait<0>();");
     fence_all();
@@ -369,9 +370,11 @@ class WgmmaGemmRenderer {
     const bool joint = joint_;
     const int joint_first = joint_first_;
     const std::string wide = wide_store_condition(c, kc, g);
+    const bool integer = is_integer_dtype(g.dtype);
     auto acc = [&](std::size_t i) {
-      if (joint) return std::string("acc0[ms][") + (static_cast<int>(i) == joint_first ? "" : "T_N / 2 + ") + "nt * 4 + h * 2 + q]";
-      return "acc" + std::to_string(i) + "[ms][nt * 4 + h * 2 + q]";
+      const std::string a = joint ? std::string("acc0[ms][") + (static_cast<int>(i) == joint_first ? "" : "T_N / 2 + ") + "nt * 4 + h * 2 + q]"
+                                  : "acc" + std::to_string(i) + "[ms][nt * 4 + h * 2 + q]";
+      return integer ? "static_cast<float>(" + a + ")" : a;  // int32 -> fp32 where the epilogue reads it
     };
     auto fragment_loops = [&](bool by_32_columns, const std::function<void()>& body) {
       code.line("#pragma unroll");

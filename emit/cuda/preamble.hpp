@@ -17,12 +17,14 @@ namespace napkin::cuda {
 
 /** Name of the device function wrapping `m` ("mma_m16n8k16_bf16"). */
 std::string mma_function(const MmaShape& m);
-/** Source of one mma.sync wrapper per shape in `mmas` (warp scope, m16n8k16 with fp32 accumulate;
- *  others are skipped), named by mma_function, in namespace napkin. */
-std::string mma_atoms(const std::vector<MmaShape>& mmas);
+/** Source of one mma.sync wrapper per shape in `mmas` (warp scope, m16n8k16 of 16-bit floats with
+ *  fp32 accumulate, `c` float[4]; if `int8`, also m16n8k32 of int8 with int32 accumulate, `c`
+ *  int32_t[4]: 32 bytes of K per row either way; others are skipped), named by mma_function, in
+ *  namespace napkin. */
+std::string mma_atoms(const std::vector<MmaShape>& mmas, bool int8 = false);
 /** Source text of the device library (the .cuh headers of emit/cuda/device: fp8.cuh too if `fp8`,
- *  the Hopper headers too if `hopper`), then mma_atoms(mmas). */
-std::string preamble(const std::vector<MmaShape>& mmas, bool hopper, bool fp8 = false);
+ *  int8.cuh too if `int8`, the Hopper headers too if `hopper`), then mma_atoms(mmas, int8). */
+std::string preamble(const std::vector<MmaShape>& mmas, bool hopper, bool fp8 = false, bool int8 = false);
 /** Source of a device function issuing `m` (a warpgroup-scope row of the [[mma]] table, n
  *  replaced by `n`), D += A B, B in SMEM: `wgmma_m64n<N>k<K>_<dtype><TA, TB>(float (&d)[N / 2],
  *  desc_a, desc_b)` with A in SMEM, or, if `a_in_registers`, `..._rs<TB>(d, const uint32_t (&a)[4],

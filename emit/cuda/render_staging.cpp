@@ -15,9 +15,10 @@ void gemm_operand_origins(Code& code, Context& c, const GemmForm& g) {
     });
     code.line("const T* g_" + t.array + " = a." + t.array + " + " + origin + ";  // tile origin");
     code.line("const int64_t rs_" + t.array + " = " + stride(c, t.array, t.rows) + ";  // elements between rows of the tile (" + t.rows + ")");
+    const std::string v = std::to_string(128 / dtype_bits(g.dtype));  // elements per 16 bytes
     std::string outer_aligned;  // the outer contracted axes' offsets keep the 16-byte alignment
-    for (const auto& a : g.k_outer) outer_aligned += " && " + stride(c, t.array, a) + " % 8 == 0";
-    code.line("const bool vec_" + t.array + " = rs_" + t.array + " % 8 == 0" + outer_aligned + " && reinterpret_cast<uintptr_t>(g_" + t.array +
+    for (const auto& a : g.k_outer) outer_aligned += " && " + stride(c, t.array, a) + " % " + v + " == 0";
+    code.line("const bool vec_" + t.array + " = rs_" + t.array + " % " + v + " == 0" + outer_aligned + " && reinterpret_cast<uintptr_t>(g_" + t.array +
               ") % 16 == 0;  // 16-byte cp.async");
   }
 }

@@ -57,8 +57,8 @@ static void check_napkin(int rc, const char* (*err)(void), const char* what) {
   }
 }
 
-/** Array dtype codes of bench_spec.h: 0 fp32, 1 bf16, 2 fp16, 3 fp8e4m3, 4 fp8e5m2, 5 int32. */
-static size_t elem_bytes(int dtype) { return dtype == 0 || dtype == 5 ? 4 : dtype >= 3 ? 1 : 2; }
+/** Array dtype codes of bench_spec.h: 0 fp32, 1 bf16, 2 fp16, 3 fp8e4m3, 4 fp8e5m2, 5 int32, 6 int8. */
+static size_t elem_bytes(int dtype) { return dtype == 0 || dtype == 5 ? 4 : dtype == 1 || dtype == 2 ? 2 : 1; }
 
 /** Uniform in [-1, 1) from (seed, array, index): SplitMix64, the same function as napkin's host side. */
 __host__ __device__ inline float uniform(uint64_t seed, uint64_t array, uint64_t i) {
@@ -71,7 +71,8 @@ __host__ __device__ inline float uniform(uint64_t seed, uint64_t array, uint64_t
 
 /** dst[i] = uniform(seed, array, i) * scale, rounded to `dtype` (kInputScales gives each input's
  *  scale); an int32 array (gather targets) gets integers uniform in [0, scale): its kInputScales
- *  entry is the bound of its targets (napkin's target_bounds). */
+ *  entry is the bound of its targets (napkin's target_bounds); an int8 array integers uniform over
+ *  [-127, 127] (the quantised operands of an int8 GEMM, whose scales are inputs of their own). */
 __global__ void fill(void* dst, int dtype, int64_t n, uint64_t seed, uint64_t array, float scale) {
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     const float u = uniform(seed, array, static_cast<uint64_t>(i)), v = u * scale;
@@ -80,7 +81,8 @@ __global__ void fill(void* dst, int dtype, int64_t n, uint64_t seed, uint64_t ar
     else if (dtype == 2) static_cast<__half*>(dst)[i] = __float2half(v);
     else if (dtype == 3) static_cast<__nv_fp8_e4m3*>(dst)[i] = __nv_fp8_e4m3(v);
     else if (dtype == 4) static_cast<__nv_fp8_e5m2*>(dst)[i] = __nv_fp8_e5m2(v);
-    else static_cast<int32_t*>(dst)[i] = min(static_cast<int32_t>((u + 1.0f) * 0.5f * scale), static_cast<int32_t>(scale) - 1);
+    else if (dtype == 5) static_cast<int32_t*>(dst)[i] = min(static_cast<int32_t>((u + 1.0f) * 0.5f * scale), static_cast<int32_t>(scale) - 1);
+    else static_cast<int8_t*>(dst)[i] = static_cast<int8_t>(__float2int_rn(u * 127.0f));  // int8: integers over [-127, 127], whatever the scale
   }
 }
 __global__ void to_fp32(const void* src, int dtype, int64_t n, float* dst) {
@@ -90,7 +92,8 @@ __global__ void to_fp32(const void* src, int dtype, int64_t n, float* dst) {
              : dtype == 2 ? __half2float(static_cast<const __half*>(src)[i])
              : dtype == 3 ? static_cast<float>(static_cast<const __nv_fp8_e4m3*>(src)[i])
              : dtype == 4 ? static_cast<float>(static_cast<const __nv_fp8_e5m2*>(src)[i])
-                          : static_cast<float>(static_cast<const int32_t*>(src)[i]);  // int32 targets: exact below 2^24
+             : dtype == 5 ? static_cast<float>(static_cast<const int32_t*>(src)[i])  // int32 targets: exact below 2^24
+                          : static_cast<float>(static_cast<const int8_t*>(src)[i]);
 }
 
 static unsigned grid_for(int64_t n) { return static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 65535)); }

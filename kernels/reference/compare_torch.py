@@ -8,6 +8,10 @@ times it against PyTorch in one run, after checking that the outputs agree:
   fp8_gemm:  C = (A B^T) sa sb of fp8 A[i,k], B[j,k] (tests/kernels/gemm_fp8.napkin) against
              torch._scaled_mm (cuBLASLt fp8, per-tensor scales, bf16 out), checked element by
              element against fp32 of the dequantised inputs (fp8_gemm_tolerance);
+  int8_gemm: C = (A B^T) sa sb of int8 A[i,k], B[j,k] (tests/kernels/gemm_int8.napkin) against
+             torch._int_mm (cuBLASLt int8 -> int32) followed by the scale in fp32 and the cast to
+             bf16 (the reference: the same output), and _int_mm alone, checked element by element
+             against the exact product (int8_gemm_tolerance);
   generic:   any diagram: the module `napkin emit --target torch` wrote for it, run eagerly as
              emitted and through torch.compile (default mode), each output checked against the
              module in reference mode (fp32, TF32 off) on the same inputs.
@@ -249,9 +253,66 @@ def fp8_gemm(args, nap, dev):
     return rows, check, 2 * i * j * k, sets, bad
 
 
+def int8_gemm_tolerance(ref):
+    """Element-wise tolerance of an int8 GEMM's bf16 output against the exact result `ref` (the
+    integer sum, exact in fp64 below 2^53, times sa sb in fp64). The int32 accumulation is exact,
+    so what remains is rounding: the sum to fp32 and the two scale products in fp32 (2^-24 relative
+    each), then the bf16 output (half an ulp, 2^-9 relative); 2^-8 |ref| leaves a factor of 2 over
+    their sum, and any error in the integer sum (one missing product of a K chunk, at least 1 in
+    about sqrt(K) * 74^2 = 5e5 at K = 8192) is outside it wherever it is not hidden under a bf16
+    ulp of the result."""
+    return ref.abs() * 2.0**-8
+
+
+def int8_gemm(args, nap, dev):
+    """Returns (rows, check, flops, sets, bad): napkin's int8 GEMM, torch._int_mm with the scale
+    chain (the reference: int8 x int8 -> int32, times sa sb in fp32, cast to bf16, the output napkin
+    computes) and torch._int_mm alone (int32 out, no scale: a lower bound on the chain), on the same
+    fresh random inputs, checked element by element first (int8_gemm_tolerance)."""
+    i, j, k = [int(s) for s in args.sizes.split(",")]
+
+    def make(n):
+        g = torch.Generator(device=dev).manual_seed(2000 + n)
+        a = torch.randint(-128, 128, (i, k), device=dev, dtype=torch.int8, generator=g)
+        b = torch.randint(-128, 128, (j, k), device=dev, dtype=torch.int8, generator=g)
+        sa = (torch.rand(1, device=dev, generator=g) + 0.5) / 127  # per-tensor scales, as a symmetric quantiser's amax / 127
+        sb = (torch.rand(1, device=dev, generator=g) + 0.5) / (127 * k**0.5)
+        return [a, b, sa.float().contiguous(), sb.float().contiguous()]
+
+    sets = rotating(make, i * k + j * k)
+    out = torch.empty(i, j, device=dev, dtype=torch.bfloat16)
+    run, with_inputs = nap.runner(sets[0], [out], [i, j, k])
+    run()
+    A, B, sa, sb = sets[0]
+    ref = (A.double() @ B.double().T) * sa.double() * sb.double()  # exact integer sums (|sum| <= 2^14 K < 2^53), then the scales
+    tol = int8_gemm_tolerance(ref)
+    chain = lambda s: (torch._int_mm(s[0], s[1].t()).float() * (s[2] * s[3])).to(torch.bfloat16)
+    plain = lambda s: torch._int_mm(s[0], s[1].t())
+    # torch._int_mm (cuBLASLt) needs M over 16 and K and N multiples of 8: other shapes are checked, not compared
+    cublas = i > 16 and k % 8 == 0 and j % 8 == 0
+    if not cublas:
+        print(f"torch._int_mm needs M > 16 and K, N multiples of 8 ({i}x{j}x{k}): napkin checked and timed alone")
+    check, bad = {}, {}
+    for name, got in (("napkin", out),) + ((("torch._int_mm + scale", chain(sets[0])),) if cublas else ()):
+        err = (got.double() - ref).abs()
+        check[name] = rel_err(got, ref)
+        bad[name] = int((err > tol).sum().item())
+    if cublas:  # the plain product is exact: it must equal the integer sum, element for element
+        exact = A.double() @ B.double().T
+        got = plain(sets[0]).double()
+        check["torch._int_mm (int32)"] = rel_err(got, exact)
+        bad["torch._int_mm (int32)"] = int((got != exact).sum().item())
+    ptrs = [with_inputs(s) for s in sets]
+    rows = [("napkin", median_ms(lambda p: run(p), ptrs, args.runs))]
+    if cublas:
+        rows.append(("torch._int_mm + scale (reference)", median_ms(chain, sets, args.runs)))
+        rows.append(("torch._int_mm alone (int32 out)", median_ms(plain, sets, args.runs)))
+    return rows, check, 2 * i * j * k, sets, bad
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("kind", choices=["attention", "swiglu", "layernorm", "matmul", "generic", "fp8_gemm"])
+    ap.add_argument("kind", choices=["attention", "swiglu", "layernorm", "matmul", "generic", "fp8_gemm", "int8_gemm"])
     ap.add_argument("--so")
     ap.add_argument("--sizes", required=True,
                     help="the diagram's axis sizes, in declaration order, comma-separated (generic: NAME=SIZE,...; others default)")
@@ -263,7 +324,7 @@ def main():
     ap.add_argument("--causal", action="store_true")
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--json")
-    ap.add_argument("--predicted-us", type=float, help="fp8_gemm: napkin's predicted time (napkin derive --format json), for the model's error")
+    ap.add_argument("--predicted-us", type=float, help="fp8_gemm, int8_gemm: napkin's predicted time (napkin derive --format json), for the model's error")
     args = ap.parse_args()
     if args.kind == "generic":
         if not args.module:
@@ -312,6 +373,23 @@ def main():
             with open(args.json, "w") as fh:
                 json.dump({"kind": args.kind, "sizes": sizes, "check": check, "outside_tolerance": bad, "ms": dict(rows),
                            "predicted_us": args.predicted_us, "ok": ok}, fh, indent=1)
+        return 0 if ok else 1
+    if args.kind == "int8_gemm":
+        rows, check, flops, sets, bad = int8_gemm(args, nap, dev)
+        ok = bad["napkin"] == 0
+        print(f"int8_gemm sizes {sizes} (int8, int32 accumulation, per-tensor scales, bf16 out) on {torch.cuda.get_device_name()}, "
+              f"torch {torch.__version__}, median of {args.runs}, {len(sets)} rotating input sets")
+        print("check against the exact product, element by element (|err| <= 2^-8 |ref|): " +
+              ", ".join(f"{k} {bad[k]} outside, max|err|/max|ref| {v:.2e}" for k, v in check.items()) + ("  ok" if ok else "  FAILED"))
+        t_nap = rows[0][1]
+        for name, ms in rows:
+            print(f"  {name:<34} {ms * 1e3:10.1f} us {flops / ms / 1e9:8.1f} TOP/s   napkin speed-up {ms / t_nap:6.2f}x")
+        if args.predicted_us:
+            print(f"  model: predicted {args.predicted_us:.1f} us, measured {t_nap * 1e3:.1f} us, error {(args.predicted_us / (t_nap * 1e3) - 1) * 100:+.1f}%")
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump({"kind": args.kind, "sizes": sizes, "check": check, "outside_tolerance": bad, "ms": dict(rows),
+                           "reference": "torch._int_mm + scale (reference)", "predicted_us": args.predicted_us, "ok": ok}, fh, indent=1)
         return 0 if ok else 1
     if args.kind == "attention":
         b, h, q, x, d = sizes

@@ -76,7 +76,7 @@ int check_invariant(const Derivation& dv, const std::string& text) {
     CHECK(sm80.find("napkin::tma_load") == std::string::npos);
     if (spec.strategy == Strategy::gemm) {
       CHECK(constant(sm80, "STAGES") == spec.stages);
-      CHECK(constant(sm80, "STAGE_ELEMS") * 2 * spec.stages == spec.smem_bytes);
+      CHECK(constant(sm80, "STAGE_ELEMS") * dtype_bits(spec.gemm->dtype) / 8 * spec.stages == spec.smem_bytes);
     } else {
       const std::int64_t tq = constant(sm80, "T_Q"), tx = constant(sm80, "T_X"), dk = constant(sm80, "D_K"), dvv = constant(sm80, "D_V");
       CHECK(2 * (tq * (dk + 8) + 2 * tx * (dk + 8) + 2 * tx * (dvv + 8)) == spec.smem_bytes);

@@ -85,6 +85,8 @@ float host_f(bf16 x) { return __bfloat162float(x); }
 float host_f(__half x) { return __half2float(x); }
 float host_f(__nv_fp8_e4m3 x) { return static_cast<float>(x); }
 float host_f(__nv_fp8_e5m2 x) { return static_cast<float>(x); }
+float host_f(int8_t x) { return static_cast<float>(x); }
+float host_f(int32_t x) { return static_cast<float>(x); }
 template <class T> T host_from_f(float x) {
   if constexpr (std::is_same_v<T, float>) return x;
   else if constexpr (std::is_same_v<T, bf16>) return __float2bfloat16(x);
@@ -439,6 +441,82 @@ template <class T, bool A_T, bool B_T> void check_mma_sync(const char* type) {
   report(d.empty(), name, d);
 }
 
+// ---- int8: conversions, and mma.sync m16n8k32 with ldmatrix fragments (int8.cuh) ---------------
+
+constexpr int I8_K = 64, I8_PITCH = I8_K + 16;  // two k32 steps; rows padded by 16 bytes, as the GEMM's
+
+/** C[16][16] = A[16][64] B^T of int8 (A [m][k], B [n][k], K-major in SMEM as the int8 GEMM stages
+ *  them): the generated m16n8k32 atom, two n8 atoms per k32 step, int32 accumulators. */
+__global__ void mma_int8_kernel(const int8_t* a_g, const int8_t* b_g, int32_t* c_out) {
+  __shared__ __align__(16) int8_t sa[16 * I8_PITCH];
+  __shared__ __align__(16) int8_t sb[16 * I8_PITCH];
+  const int lane = threadIdx.x;
+  for (int i = lane; i < 16 * I8_K; i += 32) sa[(i / I8_K) * I8_PITCH + i % I8_K] = a_g[i], sb[(i / I8_K) * I8_PITCH + i % I8_K] = b_g[i];
+  __syncwarp();
+  int32_t c0[4] = {}, c1[4] = {};
+  for (int kk = 0; kk < I8_K; kk += 32) {
+    uint32_t a[4], b[4];
+    napkin::frag_a8(a, sa, I8_PITCH, 0, kk, lane);
+    napkin::frag_b8(b, sb, I8_PITCH, 0, kk, lane);
+    napkin::mma_m16n8k32_int8(c0, a, b);
+    napkin::mma_m16n8k32_int8(c1, a, b + 2);
+  }
+  for (int i = 0; i < 4; ++i) {
+    c_out[acc_row(lane, i) * 16 + acc_col(lane, i)] = c0[i];
+    c_out[acc_row(lane, i) * 16 + 8 + acc_col(lane, i)] = c1[i];
+  }
+}
+
+void check_mma_int8() {
+  std::uniform_int_distribution<int> u(-128, 127);
+  std::vector<int8_t> a(16 * I8_K), b(16 * I8_K);
+  for (auto& x : a) x = static_cast<int8_t>(u(g_rng));
+  for (auto& x : b) x = static_cast<int8_t>(u(g_rng));
+  int8_t* da = to_device(a);
+  int8_t* db = to_device(b);
+  int32_t* dc = to_device(std::vector<int32_t>(256));
+  mma_int8_kernel<<<1, 32>>>(da, db, dc);
+  const std::string name = "mma.sync m16n8k32 int8 x2 x2 (K = 64), int32 accumulators, fragments by ldmatrix (A [m][k], B [n][k])";
+  finish(name);
+  std::vector<int32_t> want(256);
+  for (int m = 0; m < 16; ++m)
+    for (int n = 0; n < 16; ++n) {
+      int32_t s = 0;
+      for (int k = 0; k < I8_K; ++k) s += int32_t{a[m * I8_K + k]} * int32_t{b[n * I8_K + k]};
+      want[m * 16 + n] = s;
+    }
+  const std::string d = compare_exact(from_device(dc, 256), want, 16);  // integer sums: exact
+  report(d.empty(), name, d);
+}
+
+/** from_f<int8_t> (round to nearest even, saturate, NaN to 0), to_f and store_pair of int8. */
+__global__ void int8_convert_kernel(const float* x, int8_t* q, float* back, int n) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x) q[i] = napkin::from_f<int8_t>(x[i]), back[i] = napkin::to_f(q[i]);
+  if (threadIdx.x == 0) {
+    const int64_t at[2] = {n, n + 1};
+    const float v[2] = {3.5f, -1000.0f};
+    napkin::store_pair(q, at, v, true);
+  }
+}
+
+void check_int8_conversions() {
+  const std::vector<float> x{-200.0f, -128.5f, -127.5f, -0.5f, 0.5f, 1.5f, 2.5f, 126.5f, 127.5f, 300.0f, NAN, 3e9f};
+  const std::vector<int8_t> want{-128, -128, -128, 0, 0, 2, 2, 126, 127, 127, 0, 127, 4, -128};
+  const int n = static_cast<int>(x.size());
+  float* dx = to_device(x);
+  int8_t* dq = to_device(std::vector<int8_t>(n + 2));
+  float* db = to_device(std::vector<float>(n));
+  int8_convert_kernel<<<1, 32>>>(dx, dq, db, n);
+  const std::string name = "int8 from_f (nearest even, saturating, NaN to 0), to_f and store_pair";
+  finish(name);
+  const auto q = from_device(dq, n + 2);
+  const auto back = from_device(db, n);
+  std::string d = compare_exact(q, want, n + 2);
+  for (int i = 0; i < n && d.empty(); ++i)
+    if (back[i] != static_cast<float>(want[i])) d = "to_f of element " + std::to_string(i) + " is " + std::to_string(back[i]);
+  report(d.empty(), name, d);
+}
+
 // ---- sm_90a: wgmma m64n128k16 on SMEM descriptors of 128-byte-swizzled tiles -------------------
 
 constexpr int WG_M = 64, WG_N = 128, WG_K = 64, WG_THREADS = 128;
@@ -534,6 +612,61 @@ template <class T> __global__ void wgmma_fp8_kernel(const T* a_g, const T* b_g, 
   for (int j = 0; j < WG_N / 8; ++j)
     for (int i = 0; i < 4; ++i) c_out[(warp * 16 + acc_row(lane, i)) * WG_N + j * 8 + acc_col(lane, i)] = acc[j * 4 + i];
 #endif
+}
+
+/** C[64][128] = A[64][128] B^T of int8 (A [m][k], B [n][k]): the generated wgmma m64n128k32 .s32.s8.s8
+ *  atom, both operands K-major in SMEM, K = 128 bytes = one swizzle row, 4 k32 steps; int32
+ *  accumulators (int8.cuh's fence_regs). */
+__global__ void wgmma_int8_kernel(const int8_t* a_g, const int8_t* b_g, int32_t* c_out) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int K = 128;
+  extern __shared__ unsigned char raw[];
+  unsigned char* smem = smem_aligned_1024(raw);
+  int8_t* sa = reinterpret_cast<int8_t*>(smem);
+  int8_t* sb = reinterpret_cast<int8_t*>(smem + WG_SMEM_B_OFFSET);
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  for (int i = tid; i < WG_M * K; i += WG_THREADS) sa[napkin::Swizzled128Tile<int8_t, WG_M>::offset(i / K, i % K)] = a_g[i];
+  for (int i = tid; i < WG_N * K; i += WG_THREADS) sb[napkin::Swizzled128Tile<int8_t, WG_N>::offset(i / K, i % K)] = b_g[i];
+  napkin::fence_proxy_async();
+  __syncthreads();
+  int32_t acc[WG_N / 2];
+  for (int i = 0; i < WG_N / 2; ++i) acc[i] = 0;
+  napkin::fence_regs(acc);
+  napkin::wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < K; kk += 32) {
+    const uint64_t da = napkin::smem_desc(sa + kk, 16, 1024), db = napkin::smem_desc(sb + kk, 16, 1024);
+    napkin::wgmma_m64n128k32_int8<0, 0>(acc, da, db);
+  }
+  napkin::wgmma_commit();
+  napkin::wgmma_wait<0>();
+  napkin::fence_regs(acc);
+  for (int j = 0; j < WG_N / 8; ++j)
+    for (int i = 0; i < 4; ++i) c_out[(warp * 16 + acc_row(lane, i)) * WG_N + j * 8 + acc_col(lane, i)] = acc[j * 4 + i];
+#endif
+}
+
+void check_wgmma_int8() {
+  constexpr int K = 128;
+  std::uniform_int_distribution<int> u(-128, 127);
+  std::vector<int8_t> a(WG_M * K), b(WG_N * K);
+  for (auto& x : a) x = static_cast<int8_t>(u(g_rng));
+  for (auto& x : b) x = static_cast<int8_t>(u(g_rng));
+  int8_t* da = to_device(a);
+  int8_t* db = to_device(b);
+  int32_t* dc = to_device(std::vector<int32_t>(WG_M * WG_N));
+  wgmma_int8_kernel<<<1, WG_THREADS, WG_SMEM_BYTES>>>(da, db, dc);
+  const std::string name = "wgmma m64n128k32 .s32.s8.s8 x4 (K = 128), A and B K-major in SMEM, int32 accumulators";
+  finish(name);
+  std::vector<int32_t> want(WG_M * WG_N);
+  for (int m = 0; m < WG_M; ++m)
+    for (int n = 0; n < WG_N; ++n) {
+      int32_t s = 0;
+      for (int k = 0; k < K; ++k) s += int32_t{a[m * K + k]} * int32_t{b[n * K + k]};
+      want[m * WG_N + n] = s;
+    }
+  const std::string d = compare_exact(from_device(dc, WG_M * WG_N), want, WG_N);  // integer sums: exact
+  report(d.empty(), name, d);
 }
 
 template <class T> void check_wgmma_fp8(const char* what) {
@@ -819,6 +952,8 @@ int main(int argc, char** argv) {
   check_mma_sync<__half, false, false>("fp16");
   check_mma_sync<__half, true, false>("fp16");
   check_mma_sync<__half, false, true>("fp16");
+  check_mma_int8();
+  check_int8_conversions();
   if (napkin::hopper_kernel(reinterpret_cast<const void*>(&tma_kernel))) {
     check_wgmma<bf16, 0>("bf16, A and B K-major in SMEM");
     check_wgmma<__half, 0>("fp16, A and B K-major in SMEM");
@@ -826,6 +961,7 @@ int main(int argc, char** argv) {
     check_wgmma<bf16, 2>("bf16, A in registers, B K-major in SMEM");
     check_wgmma_fp8<__nv_fp8_e4m3>("fp8e4m3");
     check_wgmma_fp8<__nv_fp8_e5m2>("fp8e5m2");
+    check_wgmma_int8();
     check_tma();
     check_tma_store();
     check_stmatrix();

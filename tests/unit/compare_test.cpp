@@ -196,7 +196,10 @@ TEST_CASE("the check's tolerance follows the dtype and the harness stores fp8 ar
   CHECK(has(bench_spec(*l.program, stored_as(*l.diagram, e5m2), l.sizes), "{\"B\", 4, "));
   ModelOptions int8;
   int8.dtype = DType::int8;
-  CHECK_THROWS_WITH(bench_spec(*l.program, stored_as(*l.diagram, int8), l.sizes), Catch::Contains("not int8"));
+  CHECK(has(bench_spec(*l.program, stored_as(*l.diagram, int8), l.sizes), "{\"A\", 6, "));  // int8: code 6
+  ModelOptions int4;
+  int4.dtype = DType::int4;
+  CHECK_THROWS_WITH(bench_spec(*l.program, stored_as(*l.diagram, int4), l.sizes), Catch::Contains("not int4"));
   const auto fp32 = load_text("diagram d\naxis a = 64\naxis b = 32\naxis c = 48\nin A[a,b] : fp32\nin B[b,c] : fp32\nC[a,c] = contract(A, B; b)\nout C : fp32\n");
   CHECK(has(bench_spec(*fp32.program, *fp32.diagram, fp32.sizes), "kNumGemms = 0;"));  // fp32 buffers are not the baseline's 2-byte ones
 }

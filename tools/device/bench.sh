@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs napkin bench on a lent GPU machine (see docs/benchmarks.md). The machine lacks napkin's
 # Debian libraries, so the call carries build/cli/napkin and .devlibs/ (tools/device/pack.sh).
-# Usage: tools/device/bench.sh quick|bundled|gemm|fp8|compare|variants|attention|perf|torch|issue12|torch-eval|regress|sweep|tiles|initcheck-probe|ncu|calibrate [MODE...]   (outputs under $OUT when set)
+# Usage: tools/device/bench.sh quick|bundled|gemm|fp8|int8|compare|variants|attention|perf|torch|issue12|torch-eval|regress|sweep|tiles|initcheck-probe|ncu|calibrate [MODE...]   (outputs under $OUT when set)
 set -u
 modes=${*:-quick}
 out=/tmp/napkin-bench-out  # everything lands here; $OUT gets one results.tgz of it
@@ -104,6 +104,26 @@ case $mode in
       $N compare "$f" --hw "$hws" --dtype bf16,fp8e4m3 --measure --workdir "/tmp/nc-$tag" -o "$out/$tag" 2>&1 | tee "$out/$tag.txt"
       [ "${PIPESTATUS[0]}" -eq 0 ] || fails=$((fails + 1))
       for r in /tmp/nc-$tag/*/harness.json; do [ -f "$r" ] && cp "$r" "$out/$tag.$(basename "$(dirname "$r")").harness.json"; done
+    done
+    ;;
+  int8)  # the int8 GEMM (tests/kernels/gemm_int8.napkin: int8 A[i,k], B[j,k], int32 accumulation, per-tensor scales, bf16 out):
+    # per shape, emitted and built for the GPU's arch (mma.sync m16n8k32), checked element by element
+    # against the exact product on fresh random inputs, then timed against torch._int_mm + the scale
+    # in fp32 + the cast to bf16 (the reference: the same output) and torch._int_mm alone (int32
+    # out) in the same run, with the model's prediction (napkin derive) and its error
+    gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+    hw=h100 arch=sm_90a
+    case $gpu in *H200*) hw=h200 ;; *A100*) hw=a100 arch=sm_80 ;; esac
+    for shape in 8192,8192,8192 8192,256,4096 1000,72,1008; do  # the goal's 8192^3, a thin N, odd M and K (K of 7.9 chunks)
+      IFS=, read -r si sj sk <<< "$shape"
+      tag=int8-${si}x${sj}x${sk}
+      sets=(--hw $hw --set i=$si --set j=$sj --set k=$sk)
+      echo "=== $tag: napkin emit tests/kernels/gemm_int8.napkin ${sets[*]}; compare_torch.py int8_gemm"
+      pred=$($N derive tests/kernels/gemm_int8.napkin "${sets[@]}" --format json | python3 -c 'import json,sys; print(json.load(sys.stdin)["predicted_seconds"] * 1e6)')
+      $N emit tests/kernels/gemm_int8.napkin --target cuda "${sets[@]}" -o "/tmp/$tag.cu" &&
+        nvcc -O3 -std=c++17 -shared -Xcompiler -fPIC -gencode=arch=compute_${arch#sm_},code=$arch -o "/tmp/$tag.so" "/tmp/$tag.cu" &&
+        python3 kernels/reference/compare_torch.py int8_gemm --so "/tmp/$tag.so" --sizes "$shape" --predicted-us "$pred" --json "$out/$tag.torch.json" |
+          tee "$out/$tag.torch.txt" && [ "${PIPESTATUS[0]}" -eq 0 ] || fails=$((fails + 1))
     done
     ;;
   variants)  # hand-written schedules (tools/device/schedules/*.schedule, or $VARIANTS; first line `# bench: DIAGRAM [--set ...]`)
