@@ -10,6 +10,7 @@
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -56,7 +57,8 @@ static void check_napkin(int rc, const char* (*err)(void), const char* what) {
   }
 }
 
-static size_t elem_bytes(int dtype) { return dtype == 0 ? 4 : 2; }
+/** Bytes of a dtype code (kernels/bench.cpp dtype_code): 0 fp32, 1 bf16, 2 fp16, 3 fp8e4m3, 4 fp8e5m2. */
+static size_t elem_bytes(int dtype) { return dtype == 0 ? 4 : dtype >= 3 ? 1 : 2; }
 
 /** Uniform in [-1, 1) from (seed, array, index): SplitMix64, the same function as napkin's host side. */
 __host__ __device__ inline float uniform(uint64_t seed, uint64_t array, uint64_t i) {
@@ -73,6 +75,8 @@ __global__ void fill(void* dst, int dtype, int64_t n, uint64_t seed, uint64_t ar
     const float v = uniform(seed, array, static_cast<uint64_t>(i)) * scale;
     if (dtype == 0) static_cast<float*>(dst)[i] = v;
     else if (dtype == 1) static_cast<__nv_bfloat16*>(dst)[i] = __float2bfloat16(v);
+    else if (dtype == 3) static_cast<__nv_fp8_e4m3*>(dst)[i] = __nv_fp8_e4m3(v);  // round to nearest even, saturating
+    else if (dtype == 4) static_cast<__nv_fp8_e5m2*>(dst)[i] = __nv_fp8_e5m2(v);
     else static_cast<__half*>(dst)[i] = __float2half(v);
   }
 }
@@ -80,6 +84,8 @@ __global__ void to_fp32(const void* src, int dtype, int64_t n, float* dst) {
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
     dst[i] = dtype == 0 ? static_cast<const float*>(src)[i]
              : dtype == 1 ? __bfloat162float(static_cast<const __nv_bfloat16*>(src)[i])
+             : dtype == 3 ? static_cast<float>(static_cast<const __nv_fp8_e4m3*>(src)[i])
+             : dtype == 4 ? static_cast<float>(static_cast<const __nv_fp8_e5m2*>(src)[i])
                           : __half2float(static_cast<const __half*>(src)[i]);
 }
 
@@ -220,7 +226,9 @@ int main(int argc, char** argv) {
     in_bytes += s.count * elem_bytes(s.dtype);
     check(cudaMalloc(&in[i], s.count * elem_bytes(s.dtype)), "alloc input");
     check(cudaMalloc(&in32[i], s.count * 4), "alloc fp32 input");
-    fill<<<grid_for(s.count), 256>>>(in[i], s.dtype, s.count, seed, static_cast<uint64_t>(i), static_cast<float>(kInputScales[i]));
+    // fp8 inputs are drawn in [-1, 1) unscaled: an fp8 tensor carries its magnitude in its per-tensor
+    // scale input, and 1/sqrt(fan-in) would put most values below e4m3's smallest normal (2^-6).
+    fill<<<grid_for(s.count), 256>>>(in[i], s.dtype, s.count, seed, static_cast<uint64_t>(i), s.dtype >= 3 ? 1.0f : static_cast<float>(kInputScales[i]));
     to_fp32<<<grid_for(s.count), 256>>>(in[i], s.dtype, s.count, static_cast<float*>(in32[i]));
   }
   for (int i = 0; i < kNumOutputs; ++i) {
