@@ -135,7 +135,8 @@ std::string bench_spec(const Program& p, const Diagram& d, const SizeMap& sizes)
       for (const auto& a : e.args) visit(*a);
       std::string why;
       const auto g = blas_problem(d, typer, e, sizes, why);
-      if (!g || (g->dtype != DType::bf16 && g->dtype != DType::fp16)) return;  // cuBLAS is timed on 16-bit operands only
+      // cuBLAS is timed on 16-bit operands of one dtype only (an fp8 operand has no cublasGemmEx type here)
+      if (!g || (g->dtype != DType::bf16 && g->dtype != DType::fp16) || storage_dtype(d, g->b, {}) != g->dtype) return;
       s += "    {\"" + st->name + "\", " + std::to_string(g->m) + ", " + std::to_string(g->n) + ", " + std::to_string(g->k) + ", " +
            std::to_string(g->batch_count) + ", " + std::to_string(g->batch_a) + ", " + std::to_string(g->batch_b) + ", " + (g->trans_a ? "1" : "0") + ", " +
            (g->trans_b ? "1" : "0") + ", " + std::to_string(g->lda) + ", " + std::to_string(g->ldb) + ", " + std::to_string(g->stride_a) + ", " +

@@ -37,7 +37,7 @@ struct BenchOptions {
  *  missing (with the compiler's or harness's log), InternalError for malformed harness output. */
 int run_bench(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const BenchOptions& opt);
 
-/** bench_spec.h for `d` at `sizes`: sizes, arrays (dtype codes 0 fp32, 1 bf16, 2 fp16), the scale
+/** bench_spec.h for `d` at `sizes`: sizes, arrays (dtype codes 0 fp32, 1 bf16, 2 fp16, 3 fp8e4m3, 4 fp8e5m2), the scale
  *  each input is drawn at (kInputScales: 1/sqrt(fan-in), diagrams/input_scales.hpp) and the
  *  contractions that map onto one cuBLAS strided-batched GEMM each (lower/blas_problem.hpp). */
 std::string bench_spec(const Program& p, const Diagram& d, const SizeMap& sizes);
