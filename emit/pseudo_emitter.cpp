@@ -288,7 +288,7 @@ class PseudoEmitter {
       const std::string score = print_expr(*f.score);
       line("m_new = max(m, rowmax(" + score + ")); " + f.P->name + " = exp(" + score + " - m_new)  # body: " + f.normaliser_lemma);
       line("l = l * exp(m - m_new) + rowsum(" + f.P->name + "); " + f.O->name + "_reg = " + f.O->name + "_reg * exp(m - m_new) + " + f.P->name + " · " +
-           f.Vn + "_smem; m = m_new");
+           f.Vn + "_smem; m = m_new" + (flash_fp8(f) ? "  # " + f.P->name + " rounded to " + std::string(dtype_name(f.dtype)) + " for the product" : ""));
     } else {
       line(f.O->name + "_reg += " + f.P->name + " · " + f.Vn + "_smem  # body: associative-sum");
     }

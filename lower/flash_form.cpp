@@ -149,7 +149,8 @@ bool flash_wgmma_fits(const FlashForm& f, const Diagram& d, const Hardware& hw, 
   if (f.TX % 16 != 0 || f.TX > 256) return why = "T_X not a multiple of 16 up to 256", false;
   const std::int64_t row = flash_swizzle_row_elems(f);
   const std::string rs = std::to_string(row);
-  if (f.DK % row != 0 || f.DV % 64 != 0 || f.DV > 256) return why = "head dimensions not multiples of " + rs + " and 64 (DV up to 256)", false;
+  if (f.DK % row != 0 || f.DV % 64 != 0 || f.DV > 256)
+    return why = row == 64 ? "head dimensions not multiples of 64 (DV up to 256)" : "head dimensions not multiples of " + rs + " (DK) and 64 (DV, up to 256)", false;
   if (f.v_x_inner && (f.TX % row != 0 || f.TX > 256))
     return why = "T_X not whole " + rs + "-element swizzle rows up to 256 (" + f.Vn + " is read with " + f.x + " innermost)", false;
   if (f.TX / 2 + f.DV / 2 + f.TX * dtype_bits(f.dtype) / 64 > 200) return why = "S, O and P over 200 registers per thread", false;
