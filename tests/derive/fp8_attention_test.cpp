@@ -133,3 +133,17 @@ TEST_CASE("the fp8 attention's CUDA and pseudocode match their golden files", "[
   check_golden("cuda/attention_fp8.cu", cu);
   check_golden("pseudo/attention_fp8.txt", emit_pseudo(*l.program, *l.diagram, dv, h100));
 }
+
+TEST_CASE("the model prices fp8 attention at fp8's peak whatever input the diagram declares first", "[derive][perfmodel][fp8]") {
+  const Hardware h100 = load_hardware("h100");
+  // The scales first: the compute dtype is the flash form's operand dtype, not the first input's (fp32).
+  LoadedDiagram l = load_text(
+      "diagram a\naxis b = 4\naxis h = 16\naxis q = 4096\naxis x = 4096\naxis d = 128\nin sq[] : fp32\nin sk[] : fp32\nin sv[] : fp32\n"
+      "in Q[b,h,q,d] : fp8e4m3\nin K[b,h,x,d] : fp8e4m3\nin V[b,h,d,x] : fp8e4m3\nS[b,h,q,x] = contract(Q, K; d) * (sq * sk / sqrt(d))\n"
+      "P[b,h,q,x] = softmax(S; x)\nO[b,h,q,d] = contract(P, V; x) * sv\nout O : bf16\n");
+  const Derivation dv = derive(*l.program, *l.diagram, l.sizes, h100);
+  const KernelChoice& kc = o_kernel(dv);
+  REQUIRE(kc.cost.spec->strategy == Strategy::flash);
+  CHECK(kc.cost.flops_tensor > 0);
+  CHECK(kc.cost.t_tensor == Approx(kc.cost.flops_tensor / (*h100.tensor_rate(DType::fp8e4m3) * kc.cost.tensor_fraction)).epsilon(0.05));
+}
