@@ -258,10 +258,11 @@ class PseudoEmitter {
     line("# flash: query " + f.M + " (tile " + n(f.TQ) + "), key " + f.x + " (chunks of " + n(f.TX) + ", " + f.x_note + "), head width" + (f.dk == f.dv ? " " + f.dk + " = " + n(f.DK) : "s " + f.dk + " = " + n(f.DK) + ", " + f.dv + " = " + n(f.DV)) + (f.normaliser_lemma.empty() ? ", no normaliser" : ", " + f.normaliser_lemma) +
          (f.skip ? ", chunks past the causal diagonal skipped" : ""));
     const std::string wg = s.wgmma ? "; wgmma: TMA HBM -> SMEM (128-byte swizzle)" : "";
-    line("# operand " + f.Qn + ": tile [" + f.M + ":" + n(f.TQ) + ", " + f.dk + ":" + n(f.DK) + "] once per block; mma.sync: cp.async HBM -> SMEM, ldmatrix -> registers" + wg);
-    line("# operands " + f.Kn + ", " + f.Vn + ": tiles [" + f.x + ":" + n(f.TX) + ", " + f.dk + ":" + n(f.DK) + "], [" + f.x + ":" + n(f.TX) + ", " + f.dv + ":" +
-         n(f.DV) + "] per chunk, double-buffered; mma.sync: cp.async HBM -> SMEM, ldmatrix -> registers" + wg);
-    line("# mma.sync: " + atom(*s.mma_sync) + ", " + n(f.warps) + " warps split " + f.M + " in rows of " + n(s.mma_sync->m));
+    const std::string ms = s.mma_sync ? "; mma.sync: cp.async HBM -> SMEM, ldmatrix -> registers" : "";  // fp8: the wgmma path alone
+    const std::string v_tile = f.v_x_inner ? "[" + f.dv + ":" + n(f.DV) + ", " + f.x + ":" + n(f.TX) + "]" : "[" + f.x + ":" + n(f.TX) + ", " + f.dv + ":" + n(f.DV) + "]";
+    line("# operand " + f.Qn + ": tile [" + f.M + ":" + n(f.TQ) + ", " + f.dk + ":" + n(f.DK) + "] once per block" + ms + wg);
+    line("# operands " + f.Kn + ", " + f.Vn + ": tiles [" + f.x + ":" + n(f.TX) + ", " + f.dk + ":" + n(f.DK) + "], " + v_tile + " per chunk, double-buffered" + ms + wg);
+    if (s.mma_sync) line("# mma.sync: " + atom(*s.mma_sync) + ", " + n(f.warps) + " warps split " + f.M + " in rows of " + n(s.mma_sync->m));
     if (s.wgmma)
       line("# wgmma: " + wgmma_shape(*s.wgmma_mma, n(f.TX)) + " for S, " + wgmma_shape(*s.wgmma_mma, n(f.DV)) + " for O, " + warpgroups(f.warps));
   }
@@ -279,14 +280,15 @@ class PseudoEmitter {
     ++indent_;
     line(decl(f.Kn, MemLevel::smem, true) + " <- load " + slice(f.Kn));
     line(decl(f.Vn, MemLevel::smem, true) + " <- load " + slice(f.Vn));
-    line("acc_S[" + tile(f.M) + ", " + tile(f.x) + "] fp32 = " + f.Qn + "_smem · " + f.Kn + "_smem^T  # " + (s.wgmma ? "wgmma (sm_90a) or " : "") + "mma.sync");
+    line("acc_S[" + tile(f.M) + ", " + tile(f.x) + "] fp32 = " + f.Qn + "_smem · " + f.Kn + "_smem^T  # " +
+         (s.mma_sync ? (s.wgmma ? "wgmma (sm_90a) or " : "") + std::string("mma.sync") : std::string("wgmma (sm_90a)")));
     for (const auto& st : kc.cost.statements)
       if (st != f.O->name && !(online && st == f.P->name)) statement(kc, st, "score map, element by element (the contraction: acc_S)");
     if (online) {
       const std::string score = print_expr(*f.score);
       line("m_new = max(m, rowmax(" + score + ")); " + f.P->name + " = exp(" + score + " - m_new)  # body: " + f.normaliser_lemma);
       line("l = l * exp(m - m_new) + rowsum(" + f.P->name + "); " + f.O->name + "_reg = " + f.O->name + "_reg * exp(m - m_new) + " + f.P->name + " · " +
-           f.Vn + "_smem; m = m_new");
+           f.Vn + "_smem; m = m_new" + (flash_fp8(f) ? "  # " + f.P->name + " rounded to " + std::string(dtype_name(f.dtype)) + " for the product" : ""));
     } else {
       line(f.O->name + "_reg += " + f.P->name + " · " + f.Vn + "_smem  # body: associative-sum");
     }

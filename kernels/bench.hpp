@@ -60,10 +60,10 @@ BenchResult measure_bench(const Program& p, const Diagram& d, const SizeMap& siz
 double check_tolerance(DType t);
 
 /** bench_spec.h for `d` at `sizes`: sizes, arrays (dtype codes 0 fp32, 1 bf16, 2 fp16, 3 fp8e4m3,
- *  4 fp8e5m2), the scale each input is drawn at (kInputScales: 1/sqrt(fan-in),
+ *  4 fp8e5m2, 5 int32, 6 int8; gather targets drawn under their bound), the scale each input is drawn at (kInputScales: 1/sqrt(fan-in),
  *  diagrams/input_scales.hpp) and the bf16 and fp16 contractions that map onto one cuBLAS
  *  strided-batched GEMM each (lower/blas_problem.hpp; the harness's cuBLAS baseline is 16-bit).
- *  Raises UserError for an array the harness cannot fill (int32 gather targets, int8, int4). */
+ *  Raises UserError for an array the harness cannot fill (tf32, int4). */
 std::string bench_spec(const Program& p, const Diagram& d, const SizeMap& sizes);
 
 }  // namespace napkin

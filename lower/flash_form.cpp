@@ -1,11 +1,12 @@
-// The flash form and the checks of its two variants (contract in flash_form.hpp). The emitters
-// (emit/cuda/flash.cpp, flash_wgmma.cpp) render what these functions accept and never decline it.
+// The flash form and the checks of its two variants (contract in flash_form.hpp). The emitter
+// (emit/cuda/flash.cpp) renders what these functions accept and never declines it.
 #include "lower/flash_form.hpp"
 
 #include <algorithm>
 #include <functional>
 
 #include "diagrams/graph_view.hpp"
+#include "lower/gemm_form.hpp"
 
 namespace napkin {
 
@@ -95,14 +96,28 @@ std::optional<FlashForm> analyse_flash(const Diagram& d, const KernelShape& k, c
   for (const auto& dir : k.plan.directives)
     if (dir.kind == Directive::Kind::group && f.M.empty() && contains(qa, dir.names[0]) && !contains(ka, dir.names[0])) f.M = dir.names[0];
   if (f.M.empty() || !contains(ka, x) || !contains(f.P->axes, f.M)) return why = "no grouped query axis", std::nullopt;
-  f.dv = va.back();  // the value dimension: V's innermost axis
-  if (f.dv == x || !contains(va, x) || !contains(f.O->axes, f.dv)) return why = "V's innermost axis is not an output axis", std::nullopt;
-  if (qa.back() != f.dk || ka.back() != f.dk) return why = "Q, K, V not stored with the head dimension innermost", std::nullopt;
+  // The value dimension: V's innermost axis other than x. Where V stores x innermost (V[.., dv, x])
+  // O += P V reads V K-major, which 8-bit wgmma needs and the 16-bit paths do not read.
+  if (!contains(va, x)) return why = "V does not hold the last contraction's axis", std::nullopt;
+  f.v_x_inner = va.back() == x;
+  f.dv = f.v_x_inner ? (va.size() > 1 ? va[va.size() - 2] : "") : va.back();
+  if (f.dv.empty() || !contains(f.O->axes, f.dv)) return why = "V's value axis (its innermost axis other than " + x + ") is not an output axis", std::nullopt;
+  if (qa.back() != f.dk || ka.back() != f.dk) return why = "Q and K not stored with the head dimension innermost", std::nullopt;
   f.dtype = storage_dtype(d, f.Qn, opt);
-  if ((f.dtype != DType::bf16 && f.dtype != DType::fp16) || storage_dtype(d, f.Kn, opt) != f.dtype || storage_dtype(d, f.Vn, opt) != f.dtype)
-    return why = "operands are not all bf16 or all fp16", std::nullopt;
-  const MmaShape* mma = hw.warp_mma(f.dtype);
-  if (!mma || mma->m != 16 || mma->n != 8 || mma->k != 16) return why = "no m16n8k16 mma.sync", std::nullopt;
+  const bool fp8 = is_fp8(f.dtype);
+  if ((f.dtype != DType::bf16 && f.dtype != DType::fp16 && !fp8) || storage_dtype(d, f.Kn, opt) != f.dtype || storage_dtype(d, f.Vn, opt) != f.dtype)
+    return why = "operands are not all bf16, all fp16, all fp8e4m3 or all fp8e5m2", std::nullopt;
+  if (fp8 && !f.v_x_inner)
+    return why = std::string(dtype_name(f.dtype)) + " " + f.Vn + " is stored with " + f.dv + " innermost: O += P " + f.Vn + " contracts " + x +
+                 ", and 8-bit wgmma reads its B operand K-major only (PTX ISA 9.7.15.5.1, no transpose for 8-bit types); store it as " + f.Vn +
+                 "[.., " + f.dv + ", " + x + "] (x innermost) to take the fp8 flash form",
+           std::nullopt;
+  if (!fp8 && f.v_x_inner)
+    return why = f.Vn + " is stored with " + x + " innermost: the 16-bit flash paths read V with " + f.dv + " innermost", std::nullopt;
+  if (!fp8) {  // 8-bit operands have no mma.sync: the wgmma path alone (flash_wgmma_fits)
+    const MmaShape* mma = hw.warp_mma(f.dtype);
+    if (!mma || mma->m != 16 || mma->n != 8 || mma->k != 16) return why = "no m16n8k16 mma.sync", std::nullopt;
+  }
   f.warps = k.plan.warps();
   f.TQ = *k.plan.group(f.M);
   f.DK = k.axes.at(f.dk).extent, f.DV = k.axes.at(f.dv).extent;
@@ -112,21 +127,33 @@ std::optional<FlashForm> analyse_flash(const Diagram& d, const KernelShape& k, c
     if (a != f.M && a != f.dv) f.batch.push_back(a);
   // Causal chunks are skipped where the kernel's shape found it sound (a softmax of a causal mask).
   f.skip = k.causal_active_fraction < 1 && k.causal_x == x && k.causal_q == f.M;
-  if (static_cast<double>(flash_mma_sync_smem_bytes(f)) > hw.smem_max_per_block_bytes) return why = "tiles do not fit SMEM", std::nullopt;
+  if (!fp8 && static_cast<double>(flash_mma_sync_smem_bytes(f)) > hw.smem_max_per_block_bytes) return why = "tiles do not fit SMEM", std::nullopt;
   return f;
 }
 
+bool flash_fp8(const FlashForm& f) { return is_fp8(f.dtype); }
+
+std::int64_t flash_swizzle_row_elems(const FlashForm& f) { return gemm_swizzle_row_elems(f.dtype); }
+
 std::int64_t flash_mma_sync_smem_bytes(const FlashForm& f) { return 2 * (f.TQ * (f.DK + 8) + 2 * f.TX * (f.DK + 8) + 2 * f.TX * (f.DV + 8)); }
 
-std::int64_t flash_wgmma_smem_bytes(const FlashForm& f) { return f.TQ * f.DK * 2 + 2 * (f.TX * f.DK * 2 + f.TX * f.DV * 2) + 1024 + 128; }
+std::int64_t flash_wgmma_smem_bytes(const FlashForm& f) {
+  const std::int64_t e = dtype_bits(f.dtype) / 8;
+  return f.TQ * f.DK * e + 2 * (f.TX * f.DK * e + f.TX * f.DV * e) + 1024 + 128;
+}
 
 bool flash_wgmma_fits(const FlashForm& f, const Diagram& d, const Hardware& hw, std::string& why) {
   if (!hw.wgmma || !hw.tma) return why = hw.name + " has no wgmma and TMA", false;
   if (!hw.warpgroup_mma(f.dtype)) return why = "no warpgroup MMA for " + std::string(dtype_name(f.dtype)), false;
   if (f.warps % 4 != 0 || f.TQ != 64 * (f.warps / 4) || f.warps / 4 > 2) return why = "T_Q not 64 rows per consumer warpgroup (4 or 8 warps)", false;
   if (f.TX % 16 != 0 || f.TX > 256) return why = "T_X not a multiple of 16 up to 256", false;
-  if (f.DK % 64 != 0 || f.DV % 64 != 0 || f.DV > 256) return why = "head dimensions not multiples of 64 (DV up to 256)", false;
-  if (f.TX / 2 + f.DV / 2 + f.TX / 4 > 200) return why = "S, O and P over 200 registers per thread", false;
+  const std::int64_t row = flash_swizzle_row_elems(f);
+  const std::string rs = std::to_string(row);
+  if (f.DK % row != 0 || f.DV % 64 != 0 || f.DV > 256)
+    return why = row == 64 ? "head dimensions not multiples of 64 (DV up to 256)" : "head dimensions not multiples of " + rs + " (DK) and 64 (DV, up to 256)", false;
+  if (f.v_x_inner && (f.TX % row != 0 || f.TX > 256))
+    return why = "T_X not whole " + rs + "-element swizzle rows up to 256 (" + f.Vn + " is read with " + f.x + " innermost)", false;
+  if (f.TX / 2 + f.DV / 2 + f.TX * dtype_bits(f.dtype) / 64 > 200) return why = "S, O and P over 200 registers per thread", false;
   for (const auto& arr : {f.Qn, f.Kn, f.Vn})
     if (d.array_axes(arr)->size() > 5) return why = arr + " has more than 5 axes (TMA's limit)", false;
   if (static_cast<double>(flash_wgmma_smem_bytes(f)) > hw.smem_max_per_block_bytes) return why = "Q and two stages of K and V do not fit SMEM", false;

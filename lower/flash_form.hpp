@@ -5,7 +5,9 @@
  *  normaliser (sigmoid attention: O is a plain sum over x, no rescaling), then
  *  O = h(contract(P, V; x)); x streamed (or kept whole and walked in chunks of 64), the query axis
  *  grouped, d_qk and d_v independent: FlashAttention-2's loop (paper §4). Read by lowering
- *  (lower.cpp), rendered by emit/cuda/flash.cpp (mma.sync) and flash_wgmma.cpp (sm_90a).
+ *  (lower.cpp), rendered by emit/cuda/flash.cpp (mma.sync on cp.async, and wgmma on TMA on sm_90a).
+ *  Operands bf16 or fp16 (both paths; V stored with d_v innermost), or 8-bit floats (fp8e4m3,
+ *  fp8e5m2: the wgmma path alone, V stored with x innermost: below).
  */
 #pragma once
 #include <optional>
@@ -21,7 +23,7 @@ namespace napkin {
 
 struct FlashForm {
   std::string x, M, dk, dv;            ///< key axis (streamed), query axis (grouped), head dimensions
-  std::string Qn, Kn, Vn;              ///< operand arrays: Q[.., M, dk], K[.., x, dk], V[.., x, dv]
+  std::string Qn, Kn, Vn;              ///< operand arrays: Q[.., M, dk], K[.., x, dk], V[.., x, dv] or V[.., dv, x] (v_x_inner)
   /** S holds the first contraction, P is what the last contraction reads (S itself when the
    *  chain has one statement), O the stored statement. */
   const Statement *S = nullptr, *P = nullptr, *O = nullptr;
@@ -35,30 +37,45 @@ struct FlashForm {
    *  an associative sum over x of P = score. */
   std::string normaliser_lemma;
   AxisList batch;                      ///< O's axes other than M and dv (grid slices)
-  DType dtype = DType::bf16;
+  DType dtype = DType::bf16;           ///< Q, K and V's dtype: bf16, fp16, fp8e4m3 or fp8e5m2
+  /** V stored with the contracted axis x innermost (V[.., dv, x]): O += P V reads V K-major, the
+   *  one layout 8-bit wgmma takes for B (PTX ISA 9.7.15.5.1: no transpose for 8-bit types). Taken
+   *  for 8-bit operands only; 16-bit operands are read with d_v innermost. */
+  bool v_x_inner = false;
   std::int64_t TQ = 0, TX = 0, DK = 0, DV = 0;  ///< q tile, x chunk, head dimensions (elements)
   int warps = 0;                       ///< the schedule's warps per thread block
   bool skip = false;                   ///< causal: chunks past the tile's last row are skipped
   std::string x_note;                  ///< how the schedule treats x
 };
 
-/** Reads kernel `k` of `d` as the flash form (above) for the mma.sync variant on `hw`: the kernel
- *  stores one statement; its statements other than O are element-wise over the score's axes
- *  (structurally: no name of a diagram or array matters); m16n8k16 mma.sync, tiles
- *  multiples of the mma shape, Q and double-buffered K and V tiles, rows padded by 16 bytes, within
- *  the block's SMEM); nullopt with `why` set otherwise. Dtypes are storage_dtype(d, ., opt). */
+/** Reads kernel `k` of `d` as the flash form (above) on `hw`: the kernel stores one statement; its
+ *  statements other than O are element-wise over the score's axes (structurally: no name of a
+ *  diagram or array matters); tiles multiples of 16; Q and K stored with d_qk innermost. 16-bit
+ *  operands (the mma.sync variant's checks: m16n8k16 mma.sync, Q and double-buffered K and V tiles
+ *  with rows padded by 16 bytes within the block's SMEM) with V's d_v innermost; 8-bit float
+ *  operands (no mma.sync: the wgmma variant alone, checked by flash_wgmma_fits) with V's x
+ *  innermost, else refused with the reason (fp8 wgmma reads K-major B only; no in-kernel transpose
+ *  of V). nullopt with `why` set otherwise. Dtypes are storage_dtype(d, ., opt). */
 std::optional<FlashForm> analyse_flash(const Diagram& d, const KernelShape& k, const Hardware& hw, const ModelOptions& opt, std::string& why);
 
 /** SMEM bytes per block of the mma.sync variant: Q's tile and two stages of K and V, rows padded by 8 elements. */
 std::int64_t flash_mma_sync_smem_bytes(const FlashForm& f);
 
-/** Whether the wgmma variant (emit/cuda/flash_wgmma.cpp, sm_90a) takes the form: wgmma and TMA on
+/** Whether the wgmma variant (emit/cuda/flash.cpp, sm_90a) takes the form: wgmma and TMA on
  *  the hardware, a warpgroup MMA for the dtype, 64 rows of q per consumer warpgroup (one or two),
- *  T_X a multiple of 16 up to 256 (a wgmma N, PTX ISA 9.7.15), head dimensions multiples of 64 (d_v
- *  up to 256), S, P and O at most 200 registers per thread, Q, K, V of at most 5 axes (TMA), Q and
- *  two stages of K and V within SMEM. False with `why` set otherwise. */
+ *  T_X a multiple of 16 up to 256 (a wgmma N, PTX ISA 9.7.15), head dimensions whole 128-byte
+ *  swizzle rows (64 16-bit or 128 8-bit elements; d_v up to 256), with V's x innermost (8-bit) T_X
+ *  whole swizzle rows too, S, P and O at most 200 registers per thread (P: T_X / 4 of 16 bits,
+ *  T_X / 8 of 8 bits), Q, K, V of at most 5 axes (TMA), Q and two stages of K and V within SMEM.
+ *  False with `why` set otherwise. */
 bool flash_wgmma_fits(const FlashForm& f, const Diagram& d, const Hardware& hw, std::string& why);
-/** SMEM bytes per block of the wgmma variant: Q, two stages of K and V, barriers and alignment. */
+/** SMEM bytes per block of the wgmma variant: Q, two stages of K and V (of the operand dtype),
+ *  barriers and alignment. */
 std::int64_t flash_wgmma_smem_bytes(const FlashForm& f);
+/** Elements of the operand dtype in one 128-byte swizzle row of the wgmma variant's tiles (64 of
+ *  a 16-bit type, 128 of an 8-bit one). */
+std::int64_t flash_swizzle_row_elems(const FlashForm& f);
+/** Whether the operands are 8-bit floats: then the form has the wgmma path alone. */
+bool flash_fp8(const FlashForm& f);
 
 }  // namespace napkin

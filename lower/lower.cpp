@@ -109,13 +109,16 @@ void lower_gemm(KernelSpec& s, const Diagram& d, const Hardware& hw, const Model
   }
 }
 
-void lower_flash(KernelSpec& s, const Diagram& d, const Hardware& hw, const ModelOptions& opt) {
+/** The flash form's paths: mma.sync on cp.async (16-bit operands) and, where it fits, wgmma on TMA.
+ *  False, with `why` set, for 8-bit operands (no mma.sync) when the wgmma path does not fit. */
+bool lower_flash(KernelSpec& s, const Diagram& d, const Hardware& hw, const ModelOptions& opt, std::string& why) {
   const FlashForm& f = *s.flash;
   batch_axes_in_grid(s.shape, f.batch);
-  s.mma_sync = *hw.warp_mma(f.dtype);
-  s.stages = 2;
-  s.smem_bytes = flash_mma_sync_smem_bytes(f);
-  std::string why;
+  if (!flash_fp8(f)) {  // 8-bit operands: no mma.sync in the [[mma]] tables, the wgmma path alone
+    s.mma_sync = *hw.warp_mma(f.dtype);
+    s.stages = 2;
+    s.smem_bytes = flash_mma_sync_smem_bytes(f);
+  }
   s.wgmma = flash_wgmma_fits(f, d, hw, why);
   if (s.wgmma) {
     why = tma_stride_problem(d, s.shape, {f.Qn, f.Kn, f.Vn}, opt);
@@ -123,11 +126,12 @@ void lower_flash(KernelSpec& s, const Diagram& d, const Hardware& hw, const Mode
   }
   if (!s.wgmma) {
     s.why_no_wgmma = why;
-    return;
+    return s.mma_sync.has_value();
   }
   s.wgmma_mma = *hw.warpgroup_mma(f.dtype);
   s.wgmma_stages = 2;
   s.wgmma_smem_bytes = flash_wgmma_smem_bytes(f);
+  return true;
 }
 
 }  // namespace
@@ -162,9 +166,14 @@ KernelSpec lower_kernel(const Program& p, const Diagram& d, const std::vector<St
     s.gemm.reset();
   }
   if ((s.flash = analyse_flash(d, s.shape, hw, opt, why_flash))) {
-    s.strategy = Strategy::flash;
-    lower_flash(s, d, hw, opt);
-    return s;
+    KernelSpec w = s;  // the shape lower_flash rewrites (batch axes in the grid) stays s's if it declines
+    std::string why_wgmma;
+    if (lower_flash(w, d, hw, opt, why_wgmma)) {
+      w.strategy = Strategy::flash;
+      return w;
+    }
+    why_flash = "no mma.sync for " + std::string(dtype_name(s.flash->dtype)) + " operands, and no wgmma: " + why_wgmma;
+    s.flash.reset();
   }
   s.declined = "gemm: " + why_gemm + "; flash: " + why_flash;
   s.rows = analyse_rows(d, s.shape, sizes, hw, opt, why_rows);
@@ -181,7 +190,7 @@ std::string describe_spec(const KernelSpec& s) {
   }
   if (s.tensor_cores()) {
     if (s.mma_sync) out += " on mma.sync (" + std::to_string(s.stages) + " stages, " + std::to_string(s.smem_bytes) + " B SMEM)";
-    else out += " (no mma.sync path for " + std::string(dtype_name(s.gemm->dtype)) + ")";
+    else out += " (no mma.sync path for " + std::string(dtype_name(s.gemm ? s.gemm->dtype : s.flash->dtype)) + ")";
     if (s.wgmma)
       out += std::string(s.mma_sync ? " and" : " on") + " wgmma + TMA on sm_90a (" + std::to_string(s.wgmma_stages) + " stages, " + std::to_string(s.wgmma_smem_bytes) + " B SMEM" +
              (s.cluster > 1 ? ", clusters of " + std::to_string(s.cluster) + " along " + s.cluster_axis : "") +

@@ -14,7 +14,8 @@
  *           mma.sync m16n8k32 (and wgmma m64nNk32) with int32 accumulators (the epilogue
  *           converts them to fp32);
  *  - flash: contraction, element-wise score maps, softmax along the streamed axis (online softmax,
- *           paper §4) or no normaliser, contraction; on mma.sync and, where it fits, wgmma;
+ *           paper §4) or no normaliser, contraction; on mma.sync and, where it fits, wgmma; of
+ *           fp8 operands (V with x innermost) on wgmma alone, taken only where that path fits;
  *  - rows:  one normaliser (softmax, layernorm, rmsnorm) of element-wise arguments: warps per row;
  *  - simt:  anything else: one kernel per statement, one thread per element, reductions as loops
  *           (no tensor cores, intermediates through global memory). `declined` says why the
@@ -65,8 +66,8 @@ struct KernelSpec {
   std::optional<GemmForm> gemm;    ///< strategy gemm
   std::optional<FlashForm> flash;  ///< strategy flash
   std::optional<RowsForm> rows;    ///< strategy rows: the launch shape (rows_form.hpp)
-  /** The mma.sync path (sm_80 on; every gemm and flash kernel has it, but a gemm of fp8 operands,
-   *  which has the wgmma path alone: gemm_form.hpp is_fp8): its atom (a row of the hardware's
+  /** The mma.sync path (sm_80 on; every gemm and flash kernel has it, but a gemm or flash kernel
+   *  of fp8 operands, which has the wgmma path alone: gemm_form.hpp is_fp8): its atom (a row of the hardware's
    *  [[mma]] table), cp.async stages (flash: K and V double-buffered, 2) and SMEM bytes per
    *  thread block. */
   std::optional<MmaShape> mma_sync;

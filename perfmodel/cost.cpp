@@ -322,8 +322,18 @@ class KernelModel {
   }
 
   // ------------------------------------------------------------------ FLOPs
+  /** The dtype the kernel's contractions run in: the override; else the operand dtype of the
+   *  tensor-core form lowering took (gemm, flash: an fp8 attention prices fp8's peak whatever input
+   *  the diagram declares first); else the diagram's first input's. */
+  DType compute_dtype() const {
+    if (opt_.dtype) return *opt_.dtype;
+    if (spec_.strategy == Strategy::flash && spec_.flash) return spec_.flash->dtype;
+    if (spec_.strategy == Strategy::gemm && spec_.gemm) return spec_.gemm->dtype;
+    return d_.inputs().empty() ? DType::fp32 : d_.inputs().front()->dtype;
+  }
+
   void flops() {
-    DType compute = opt_.dtype ? *opt_.dtype : (d_.inputs().empty() ? DType::fp32 : d_.inputs().front()->dtype);
+    DType compute = compute_dtype();
     bool tensor = hw_.tensor_rate(compute).has_value() && compute != DType::fp32;
     Typer typer(d_, p_.diagrams, nullptr);
     for (const auto* w : stmts_) {
@@ -371,7 +381,7 @@ class KernelModel {
 
   // ------------------------------------------------------------------ time
   void timing() {
-    DType compute = opt_.dtype ? *opt_.dtype : (d_.inputs().empty() ? DType::fp32 : d_.inputs().front()->dtype);
+    DType compute = compute_dtype();
     // wgmma where the emitter's sm_90a variant applies: its rate, and TMA's L2 -> SMEM bandwidth.
     // wgmma where lowering emits the sm_90a variant (lower/lower.hpp): its rate, and TMA's L2 -> SMEM bandwidth.
     c_.warpgroup_mma = spec_.wgmma && c_.flops_tensor > 0;

@@ -18,6 +18,10 @@
 //   to 16 bits as wgmma's A operand and O += P V (V N-major in SMEM) is issued one chunk late so
 //   that it runs during the next chunk's softmax; two consumer warpgroups take turns at the tensor
 //   cores (named barriers, FA3's ping-pong).
+// - 8-bit operands (fp8e4m3, fp8e5m2) have the wgmma path alone (k32 atoms, 128 elements per
+//   swizzle row, V stored with x innermost so that O += P V reads it K-major; P rounded to the
+//   8-bit type and exchanged in the quad into the k32 A fragment, fp8.cuh acc_to_a_fp8); where it
+//   cannot run the launcher fails with the reason.
 // S, P, the running max m and sum l never leave registers. Causal masks skip the chunks past the
 // tile's last row.
 #include "emit/cuda/preamble.hpp"
@@ -69,6 +73,24 @@ void head_cp_async(const FlashKernel& fk) {
   k.line("// grid: tiles of " + f.M + " (fastest: consecutive blocks share K and V in L2) x " + join(f.batch));
 }
 
+/** The wgmma path alone (8-bit operands: no mma.sync): the plan's comment, the kernel's namespace
+ *  opened and the compile-time constants the wgmma variant reads (tile sizes, the lemma's). */
+void head_constants(const FlashKernel& fk) {
+  Code& k = fk.k;
+  const FlashForm& f = fk.f;
+  k.line(describe_plan(fk.kc.plan));
+  k.line("// strategy flash: q = " + f.M + " (group " + std::to_string(f.TQ) + "), " + f.x + " " + f.x_note +
+         (f.normaliser_lemma.empty() ? " with no normaliser (associative sum); " : " with the online-softmax lemma; ") + f.dk + " = " + std::to_string(f.DK) +
+         " and " + f.dv + " = " + std::to_string(f.DV) + " whole (compile-time)");
+  k.line("// no mma.sync variant: " + std::string(dtype_name(f.dtype)) + " operands run on wgmma alone (sm_90a); " + f.Vn + " is read with " + f.x +
+         " innermost (K-major B of O += P V); P is rounded to " + std::string(dtype_name(f.dtype)) + " before it");
+  k.open("namespace " + kernel_ns(fk.kc.plan.name));
+  k.line("using T = " + ctype(f.dtype) + ";");
+  k.line("constexpr int T_Q = " + std::to_string(f.TQ) + ", T_X = " + std::to_string(f.TX) + ", D_K = " + std::to_string(f.DK) + ", D_V = " +
+         std::to_string(f.DV) + ";");
+  fk.lemma.constants(k);
+}
+
 /** wgmma on TMA: namespace `wg` (inside the kernel's) opened, the atoms' wrappers, the warpgroup
  *  roles and the SMEM layout (Q, the K and V rings, the mbarriers), and the kernel (taking the
  *  operands' tensor maps) opened. */
@@ -82,7 +104,8 @@ void head_tma(const FlashKernel& fk, const WgmmaAtoms& atoms) {
   k.open("namespace wg");
   k.text += atoms.functions;
   k.line("constexpr int CONSUMERS = " + std::to_string(consumers) + ", THREADS = (CONSUMERS + 1) * 128;");
-  k.line("constexpr int Q_BYTES = T_Q * D_K * 2, K_BYTES = T_X * D_K * 2, V_BYTES = T_X * D_V * 2;");
+  const std::string es = flash_fp8(f) ? "" : " * 2";  // bytes per element
+  k.line("constexpr int Q_BYTES = T_Q * D_K" + es + ", K_BYTES = T_X * D_K" + es + ", V_BYTES = T_X * D_V" + es + ";");
   k.line("constexpr int OFF_K = Q_BYTES, OFF_V = OFF_K + 2 * K_BYTES, OFF_BAR = OFF_V + 2 * V_BYTES;  // SMEM bytes: Q, K ring, V ring, barriers");
   k.line("constexpr size_t SMEM_BYTES = OFF_BAR + 16 * sizeof(uint64_t) + 1024;  // + alignment");
   k.line("__global__ void __launch_bounds__(THREADS, 1) kernel(const Args a, const __grid_constant__ CUtensorMap tm_" + f.Qn +
@@ -113,7 +136,10 @@ void prologue(const FlashKernel& fk) {
   k.line("const int cw = threadIdx.x / 128 - 1, warp = threadIdx.x % 128 / 32, lane = threadIdx.x % 32;");
   k.line("float O_reg[D_V / 2] = {};  // registers: O accumulator (unnormalised), m16n8 tiles");
   fk.lemma.init(k);
-  k.line("uint32_t P_reg[T_X / 16][4];  // registers: P of the previous chunk in 16 bits, wgmma A fragments");
+  if (flash_fp8(fk.f))
+    k.line("uint32_t P_reg[T_X / 32][4];  // registers: P of the previous chunk in 8 bits (rounded to T), k32 wgmma A fragments");
+  else
+    k.line("uint32_t P_reg[T_X / 16][4];  // registers: P of the previous chunk in 16 bits, wgmma A fragments");
   k.line("napkin::mbar_wait(q_full, 0);");
 }
 
@@ -212,24 +238,42 @@ KernelEmit emit_flash(Context& c, const KernelChoice& kc) {
   const FlashForm& f = *spec.flash;
   const std::string ns = kernel_ns(kc.plan.name);
   Code k;
-  flash_kernel(c, kc, spec.path(false), k);
+  if (spec.mma_sync) {
+    flash_kernel(c, kc, spec.path(false), k);
+  } else {  // 8-bit operands: the wgmma path alone (lower.cpp lower_flash)
+    NAPKIN_ASSERT(spec.wgmma) << "a flash kernel without an mma.sync path must have the wgmma path (lower.cpp)";
+    head_constants(FlashKernel{c, kc, f, spec.path(true), flash_lemma(f, spec.path(true)), k});
+  }
   KernelEmit r;
   r.strategy = "flash";
   r.stored.insert(f.O->name);
   Code l;
   flash_launch_blocks(l, f, ns);
-  add_hopper_variant(r, k, l, spec, ns, [&](const std::string& fallback) {
+  auto wgmma_variant = [&](const std::string& fallback) {
     KernelEmit wg;
     Code w;
     flash_kernel(c, kc, spec.path(true), w);
     w.close("  // namespace wg");
     wg.device_code = w.text;
-    std::vector<TmaOperand> ops{{f.Qn, f.dk, f.M, 64, static_cast<std::uint32_t>(f.TQ)},
-                                {f.Kn, f.dk, f.x, 64, static_cast<std::uint32_t>(f.TX)},
-                                {f.Vn, f.dv, f.x, 64, static_cast<std::uint32_t>(f.TX)}};
+    const auto row = static_cast<std::uint32_t>(flash_swizzle_row_elems(f));  // a box's columns: one 128-byte swizzle row
+    std::vector<TmaOperand> ops{{f.Qn, f.dk, f.M, row, static_cast<std::uint32_t>(f.TQ)},
+                                {f.Kn, f.dk, f.x, row, static_cast<std::uint32_t>(f.TX)},
+                                f.v_x_inner ? TmaOperand{f.Vn, f.x, f.dv, row, static_cast<std::uint32_t>(f.DV)}
+                                            : TmaOperand{f.Vn, f.dv, f.x, 64, static_cast<std::uint32_t>(f.TX)}};
     wg.launch_code = tma_launch(c, ns, ops, f.dtype, fallback, "a.N_" + f.x + " > 0");
     return wg;
-  });
+  };
+  if (spec.mma_sync) {
+    add_hopper_variant(r, k, l, spec, ns, wgmma_variant);
+  } else {
+    const std::string dt(dtype_name(f.dtype));
+    const KernelEmit wg = wgmma_variant("return napkin_fail(\"" + ns + ": this " + dt +
+                                        " attention runs on the sm_90a wgmma path alone: it needs a Hopper GPU, a binary built for sm_90a, 16-byte-aligned arrays and N_" +
+                                        f.x + " > 0\");\n");
+    r.hopper = true;
+    k.text += wg.device_code;
+    l.text += wg.launch_code;
+  }
   k.close("  // namespace " + ns);
   r.device_code = k.text;
   r.launch_code = l.text;

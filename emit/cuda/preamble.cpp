@@ -77,6 +77,18 @@ std::string wgmma_function(const MmaShape& m, int n, bool a_in_registers, std::s
     s += "               : \"l\"(desc_a), \"l\"(desc_b), \"r\"(1), \"n\"(TA), \"n\"(TB));\n}\n";
     return s;
   }
+  if (dtype_bits(m.dtype) == 8) {  // no transpose immediate for 8-bit types (PTX ISA 9.7.15.5.1): B K-major
+    s += "/** " + ptx + " (from the hardware description's [[mma]] table): D += A B, A in registers (the 8-bit\n";
+    s += " *  k32 A fragment per warp, PTX ISA 9.7.15.5.1.1: fp8.cuh acc_to_a_fp8), B K-major in SMEM. */\n";
+    s += "template <int TB>\n";
+    s += "__device__ __forceinline__ void " + name + "(float (&d)[" + r + "], const uint32_t (&a)[4], uint64_t desc_b) {\n";
+    s += "  static_assert(TB == 0, \"8-bit wgmma reads a K-major B only\");\n";
+    s += "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, " + op(5) + ", 0;\\n\"\n";
+    s += "               \"" + ptx + " {" + d + "}, {" + op(0) + ", " + op(1) + ", " + op(2) + ", " + op(3) + "}, " + op(4) + ", p, 1, 1;\\n}\\n\"\n";
+    s += "               : " + outs + "\n";
+    s += "               : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(desc_b), \"r\"(1));\n}\n";
+    return s;
+  }
   s += "/** " + ptx + " (from the hardware description's [[mma]] table): D += A B, A in registers (the m16n8k16\n";
   s += " *  A fragment layout per warp, PTX ISA 9.7.15.5.1.1), B in SMEM. */\n";
   s += "template <int TB>\n";

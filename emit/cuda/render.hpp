@@ -193,19 +193,24 @@ void mma_sync_scores(Code& k, const MmaShape& mma);
  *  next mma (FlashAttention-2), packed to 16 bits; V's fragments from `V_smem`, transposed by ldmatrix. */
 void mma_sync_pv(Code& k, const MmaShape& mma);
 
-/** The wgmma atoms of a consumer warpgroup (warpgroup scope): S = Q K^T (m64n<T_X>k16, Q and K in
- *  SMEM, 128-byte swizzled) and O += P V (m64n<D_V>k16, P from registers `P_reg`, V N-major in SMEM). */
+/** The wgmma atoms of a consumer warpgroup (warpgroup scope): S = Q K^T (m64n<T_X>k<K>, Q and K in
+ *  SMEM, 128-byte swizzled) and O += P V (m64n<D_V>k<K>, P from registers `P_reg`; V N-major in SMEM
+ *  for 16-bit operands, K-major (x innermost) for 8-bit ones). K: the atom's k (16; 32 for 8 bits). */
 struct WgmmaAtoms {
   WgmmaAtoms(const MmaShape& mma, const FlashForm& f);
   std::string functions;       ///< the two wrappers' source, emitted in namespace wg
   std::string s_name, o_name;  ///< their names
+  int k_step;                  ///< the atom's k (elements per instruction along the contracted axis)
+  std::int64_t row, esize;     ///< elements per 128-byte swizzle row; bytes per element
+  bool v_x_inner, fp8;         ///< V read K-major (FlashForm::v_x_inner); 8-bit operands
   /** Emits the chunk's issue: wait for K's stage (and, after the first chunk, the previous V's),
    *  S = Q K^T and the previous chunk's O += P V in this warpgroup's turn, wait for S and free
    *  K's stage. Declares `s`, `sp` (stages) and `S_reg`. */
   void issue(Code& k, bool first) const;
   /** Emits O += P V from ring stage `stage` (a device expression) and commits the group. */
   void pv(Code& k, const std::string& stage) const;
-  /** Emits P (`S_reg`) packed to 16 bits into `P_reg`, the next O += P V's A operand. */
+  /** Emits P (`S_reg`) packed to 16 bits (8 bits: rounded and exchanged in the quad, fp8.cuh
+   *  acc_to_a_fp8) into `P_reg`, the next O += P V's A operand. */
   void pack_p(Code& k) const;
 };
 

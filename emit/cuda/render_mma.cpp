@@ -62,19 +62,26 @@ void mma_sync_pv(Code& k, const MmaShape& mma) {
   k.close();
 }
 
-WgmmaAtoms::WgmmaAtoms(const MmaShape& mma, const FlashForm& f) {
+WgmmaAtoms::WgmmaAtoms(const MmaShape& mma, const FlashForm& f)
+    : k_step(mma.k), row(flash_swizzle_row_elems(f)), esize(dtype_bits(f.dtype) / 8), v_x_inner(f.v_x_inner), fp8(flash_fp8(f)) {
   functions = wgmma_function(mma, static_cast<int>(f.TX), false, s_name);
   functions += wgmma_function(mma, static_cast<int>(f.DV), true, o_name);
 }
 
 void WgmmaAtoms::pv(Code& k, const std::string& stage) const {
+  const std::string ks = std::to_string(k_step);
   k.line("#pragma unroll");
-  k.line("for (int kk = 0; kk < T_X / 16; ++kk)");
-  k.line("  " + o_name + "<1>(O_reg, P_reg[kk], napkin::smem_desc(smem + OFF_V + " + stage + " * V_BYTES + kk * 16 * 128, T_X * 128, 1024));");
+  k.line("for (int kk = 0; kk < T_X / " + ks + "; ++kk)");
+  if (v_x_inner)  // V [T_X / row blocks][D_V rows][row]: K-major, a k step advances k_step elements inside the swizzle row
+    k.line("  " + o_name + "<0>(O_reg, P_reg[kk], napkin::smem_desc(smem + OFF_V + " + stage + " * V_BYTES + (kk * " + ks + " / " + std::to_string(row) +
+           ") * D_V * 128 + (kk * " + ks + " % " + std::to_string(row) + ")" + (esize == 1 ? "" : " * " + std::to_string(esize)) + ", 16, 1024));");
+  else  // V [D_V / 64 blocks][T_X rows][64]: N-major (transposed B), a k16 step is 16 rows of 128 bytes
+    k.line("  " + o_name + "<1>(O_reg, P_reg[kk], napkin::smem_desc(smem + OFF_V + " + stage + " * V_BYTES + kk * 16 * 128, T_X * 128, 1024));");
   k.line("napkin::wgmma_commit();");
 }
 
 void WgmmaAtoms::issue(Code& k, bool first) const {
+  const std::string ks = std::to_string(k_step), rs = std::to_string(row), es = esize == 1 ? "" : " * " + std::to_string(esize);
   k.line("const int s = static_cast<int>(kc % 2), sp = static_cast<int>((kc + 1) % 2);");
   k.line("(void)sp;");
   k.line("float S_reg[T_X / 2] = {};  // registers: S = Q K^T for this chunk");
@@ -85,9 +92,9 @@ void WgmmaAtoms::issue(Code& k, bool first) const {
   k.line("napkin::fence_regs(O_reg);");
   k.line("napkin::wgmma_fence();");
   k.line("#pragma unroll");
-  k.line("for (int kk = 0; kk < D_K; kk += 16)");
-  k.line("  " + s_name + "<0, 0>(S_reg, napkin::smem_desc(smem + (kk / 64) * T_Q * 128 + cw * 64 * 128 + (kk % 64) * 2, 16, 1024),");
-  k.line("      napkin::smem_desc(smem + OFF_K + s * K_BYTES + (kk / 64) * T_X * 128 + (kk % 64) * 2, 16, 1024));");
+  k.line("for (int kk = 0; kk < D_K; kk += " + ks + ")");
+  k.line("  " + s_name + "<0, 0>(S_reg, napkin::smem_desc(smem + (kk / " + rs + ") * T_Q * 128 + cw * 64 * 128 + (kk % " + rs + ")" + es + ", 16, 1024),");
+  k.line("      napkin::smem_desc(smem + OFF_K + s * K_BYTES + (kk / " + rs + ") * T_X * 128 + (kk % " + rs + ")" + es + ", 16, 1024));");
   k.line("napkin::wgmma_commit();");
   if (!first) pv(k, "sp");
   k.line("if (CONSUMERS == 2) napkin::named_arrive(2 - cw, 256);  // the other warpgroup's turn");
@@ -98,6 +105,10 @@ void WgmmaAtoms::issue(Code& k, bool first) const {
 
 void WgmmaAtoms::pack_p(Code& k) const {
   k.line("#pragma unroll");
+  if (fp8) {  // the k32 A fragment of 8-bit wgmma is not the accumulator's layout: a quad exchange (fp8.cuh)
+    k.line("for (int kb = 0; kb < T_X / 32; ++kb) napkin::acc_to_a_fp8<T>(S_reg + kb * 16, P_reg[kb], lane);");
+    return;
+  }
   k.open("for (int nt = 0; nt < T_X / 8; ++nt)");
   k.line("P_reg[nt / 2][(nt % 2) * 2] = napkin::pack2<T>(S_reg[nt * 4], S_reg[nt * 4 + 1]);");
   k.line("P_reg[nt / 2][(nt % 2) * 2 + 1] = napkin::pack2<T>(S_reg[nt * 4 + 2], S_reg[nt * 4 + 3]);");

@@ -154,3 +154,13 @@ TEST_CASE("contractions no single BLAS call runs are rejected with the reason", 
   CHECK_FALSE(problem_of(two, "Y", why));
   CHECK(why == "not a contraction of two operands over one axis");
 }
+
+TEST_CASE("fp8 inputs get their own dtype codes and no cuBLAS problem", "[bench][fp8]") {
+  // tests/kernels/attention_fp8.napkin: Q, K, Vt fp8e4m3 (code 3, 1 byte each in the harness); cuBLAS
+  // has no fp8 problem here, and P (bf16) times Vt (fp8) is no cuBLAS problem of one dtype either.
+  const std::string s = spec_of(load_library(std::string(NAPKIN_SOURCE_DIR) + "/tests/kernels/attention_fp8.napkin"));
+  CHECK(s.find("{\"Q\", 3, ") != std::string::npos);
+  CHECK(s.find("{\"Vt\", 3, ") != std::string::npos);
+  CHECK(s.find("{\"O\", 1, ") != std::string::npos);
+  CHECK(s.find("kNumGemms = 0;") != std::string::npos);
+}

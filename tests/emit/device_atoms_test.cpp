@@ -1,6 +1,6 @@
 // The generated MMA atoms that tests/gpu/tiles_test.cu checks on the GPU: the mma.sync wrappers of
 // the H100 description's [[mma]] table (int8's m16n8k32 with them), wgmma m64n128k16 (A in SMEM or registers) and m64n128k32
-// of fp8 and int8 (A in SMEM), as
+// of fp8 and int8 (A in SMEM; e4m3 also from registers, the fp8 flash form's P), as
 // emit/cuda/preamble.cpp generates them for emitted kernels. The device test includes the golden
 // file, so this test keeps what the GPU checks equal to what napkin emits.
 #include <catch2/catch.hpp>
@@ -23,7 +23,7 @@ TEST_CASE("the device test's MMA atoms match their golden file", "[emit][cuda]")
       continue;
     std::string name;
     text += cuda::wgmma_function(m, 128, false, name);
-    if (m.dtype == DType::bf16) text += cuda::wgmma_function(m, 128, true, name);
+    if (m.dtype == DType::bf16 || m.dtype == DType::fp8e4m3) text += cuda::wgmma_function(m, 128, true, name);
     ++wgmmas;
   }
   text += "}  // namespace napkin\n";

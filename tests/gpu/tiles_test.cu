@@ -684,6 +684,90 @@ template <class T> void check_wgmma_fp8(const char* what) {
   report(d.empty(), name, d);
 }
 
+// ---- the fp8 flash form's P: fp32 accumulator fragments as the k32 A fragment of 8-bit wgmma ------
+
+/** A 64 x 128 P (row-major fp32 values, each exactly a T) as one warpgroup's m64nN accumulator
+ *  fragments, per k32 slice kb converted by napkin::acc_to_a_fp8 (emit/cuda/device/fp8.cuh); the
+ *  registers go to a_out[(kb * 128 + thread) * 4 + r]. WGMMA (sm_90a, e4m3): also C = P B^T by the
+ *  generated wgmma m64n128k32 atom with A from those registers and B [n][k] K-major in SMEM. */
+template <class T, bool WGMMA> __global__ void acc_to_a_fp8_kernel(const float* p, uint32_t* a_out, const T* b_g, float* c_out) {
+  static_assert(!WGMMA || std::is_same_v<T, __nv_fp8_e4m3>, "the test's register-A wgmma atom is the e4m3 one");
+  constexpr int K = 128;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  uint32_t af[K / 32][4];
+#pragma unroll
+  for (int kb = 0; kb < K / 32; ++kb) {
+    float acc[16];
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[j * 4 + e] = p[(warp * 16 + acc_row(lane, e)) * K + kb * 32 + j * 8 + acc_col(lane, e)];
+    napkin::acc_to_a_fp8<T>(acc, af[kb], lane);
+#pragma unroll
+    for (int r = 0; r < 4; ++r) a_out[(kb * 128 + tid) * 4 + r] = af[kb][r];
+  }
+  if constexpr (WGMMA) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    extern __shared__ unsigned char raw[];
+    T* sb = reinterpret_cast<T*>(smem_aligned_1024(raw));
+    for (int i = tid; i < WG_N * K; i += WG_THREADS) sb[napkin::Swizzled128Tile<T, WG_N>::offset(i / K, i % K)] = b_g[i];
+    napkin::fence_proxy_async();  // generic-proxy writes before wgmma's async-proxy reads
+    __syncthreads();
+    float c[WG_N / 2];
+    for (int i = 0; i < WG_N / 2; ++i) c[i] = 0.0f;
+    napkin::fence_regs(c);
+    napkin::wgmma_fence();
+#pragma unroll
+    for (int kb = 0; kb < K / 32; ++kb) napkin::wgmma_m64n128k32_fp8e4m3_rs<0>(c, af[kb], napkin::smem_desc(sb + kb * 32, 16, 1024));
+    napkin::wgmma_commit();
+    napkin::wgmma_wait<0>();
+    napkin::fence_regs(c);
+    for (int j = 0; j < WG_N / 8; ++j)
+      for (int i = 0; i < 4; ++i) c_out[(warp * 16 + acc_row(lane, i)) * WG_N + j * 8 + acc_col(lane, i)] = c[j * 4 + i];
+#endif
+  }
+}
+
+/** acc_to_a_fp8 against the PTX ISA's layout of the 8-bit A fragment of wgmma .m64nNk32 (9.7.15.5.1.1,
+ *  as mma.m16n8k32's per warp: element a_i of register i / 4 at row lane / 4 + 8 ((i / 4) % 2),
+ *  column 4 (lane % 4) + i % 4 + 16 (i >= 8)), byte for byte; with WGMMA, also through the
+ *  hardware: P B^T by wgmma from those registers against the host's product. */
+template <class T, bool WGMMA> void check_acc_to_a_fp8(const char* what) {
+  constexpr int K = 128;
+  const auto pv = random_values<T>(WG_M * K), b = random_values<T>(WG_N * K);
+  std::vector<float> pf(pv.size());
+  for (size_t i = 0; i < pv.size(); ++i) pf[i] = host_f(pv[i]);
+  float* dp = to_device(pf);
+  uint32_t* da = to_device(std::vector<uint32_t>(K / 32 * WG_THREADS * 4));
+  T* db = to_device(b);
+  float* dc = to_device(std::vector<float>(WG_M * WG_N));
+  acc_to_a_fp8_kernel<T, WGMMA><<<1, WG_THREADS, WGMMA ? WG_SMEM_BYTES : 0>>>(dp, da, db, dc);
+  const std::string name = std::string("acc_to_a_fp8 ") + what + ": m64nN f32 accumulator fragments as wgmma k32 8-bit A fragments";
+  finish(name);
+  const auto a = from_device(da, K / 32 * WG_THREADS * 4);
+  int bad = 0;
+  std::string first;
+  for (int kb = 0; kb < K / 32; ++kb)
+    for (int tid = 0; tid < WG_THREADS; ++tid)
+      for (int r = 0; r < 4; ++r)
+        for (int i = 0; i < 4; ++i) {
+          const int lane = tid % 32, row = tid / 32 * 16 + lane / 4 + 8 * (r % 2), col = kb * 32 + 4 * (lane % 4) + i + 16 * (r / 2);
+          const unsigned got = (a[(kb * WG_THREADS + tid) * 4 + r] >> (8 * i)) & 0xffu;
+          unsigned char want = 0;
+          std::memcpy(&want, &pv[row * K + col], 1);
+          if (got != want && bad++ == 0)
+            first = "thread " + std::to_string(tid) + " k32 slice " + std::to_string(kb) + " register " + std::to_string(r) + " byte " + std::to_string(i) +
+                    ": want P(" + std::to_string(row) + ", " + std::to_string(col) + ")";
+        }
+  report(bad == 0, name, bad ? std::to_string(bad) + " bytes differ, first " + first : "");
+  if (!WGMMA) return;
+  const std::string name_mma = std::string("wgmma m64n128k32 x4 (K = 128) ") + what + ", A from acc_to_a_fp8's registers, B K-major in SMEM";
+  std::vector<double> want, tol;
+  host_gemm(pv, b, WG_M, WG_N, K, want, tol);
+  const std::string d = compare_close(from_device(dc, WG_M * WG_N), want, tol, WG_N);
+  report(d.empty(), name_mma, d);
+}
+
 template <class T, int MODE> void check_wgmma(const char* what) {
   const auto a = random_values<T>(WG_M * WG_K), b = random_values<T>(WG_N * WG_K);
   T* da = to_device(a);
@@ -954,6 +1038,7 @@ int main(int argc, char** argv) {
   check_mma_sync<__half, false, true>("fp16");
   check_mma_int8();
   check_int8_conversions();
+  check_acc_to_a_fp8<__nv_fp8_e5m2, false>("fp8e5m2");
   if (napkin::hopper_kernel(reinterpret_cast<const void*>(&tma_kernel))) {
     check_wgmma<bf16, 0>("bf16, A and B K-major in SMEM");
     check_wgmma<__half, 0>("fp16, A and B K-major in SMEM");
@@ -962,6 +1047,7 @@ int main(int argc, char** argv) {
     check_wgmma_fp8<__nv_fp8_e4m3>("fp8e4m3");
     check_wgmma_fp8<__nv_fp8_e5m2>("fp8e5m2");
     check_wgmma_int8();
+    check_acc_to_a_fp8<__nv_fp8_e4m3, true>("fp8e4m3");
     check_tma();
     check_tma_store();
     check_stmatrix();

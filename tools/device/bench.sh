@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs napkin bench on a lent GPU machine (see docs/benchmarks.md). The machine lacks napkin's
 # Debian libraries, so the call carries build/cli/napkin and .devlibs/ (tools/device/pack.sh).
-# Usage: tools/device/bench.sh quick|bundled|gemm|fp8|int8|compare|variants|attention|perf|torch|issue12|torch-eval|regress|sweep|tiles|initcheck-probe|ncu|calibrate [MODE...]   (outputs under $OUT when set)
+# Usage: tools/device/bench.sh quick|bundled|gemm|fp8|fp8attn|int8|compare|variants|attention|perf|torch|issue12|torch-eval|regress|sweep|tiles|initcheck-probe|ncu|calibrate [MODE...]   (outputs under $OUT when set)
 set -u
 modes=${*:-quick}
 out=/tmp/napkin-bench-out  # everything lands here; $OUT gets one results.tgz of it
@@ -125,6 +125,42 @@ case $mode in
         python3 kernels/reference/compare_torch.py int8_gemm --so "/tmp/$tag.so" --sizes "$shape" --predicted-us "$pred" --json "$out/$tag.torch.json" |
           tee "$out/$tag.torch.txt" && [ "${PIPESTATUS[0]}" -eq 0 ] || fails=$((fails + 1))
     done
+    ;;
+  fp8attn)  # the fp8 attention forward (tests/kernels/attention_fp8.napkin: fp8e4m3 Q, K, Vt[b,h,d,x],
+    # per-tensor scales, bf16 out) and napkin's bf16 attention at B4 H16 N4096 d128 in the same run:
+    # each napkin bench checks element by element against the fp32 reference of the (dequantised)
+    # inputs on fresh random inputs first (fp8: max|err| / max|ref| <= 2^-4, e4m3's unit roundoff:
+    # kernels/bench.cpp check_tolerance), then times; then the fp8/bf16 speed ratio and each model error
+    hw=h100; nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && hw=h200
+    seed=$(( $(date +%s) % 1000000 ))
+    sets=(--hw "$hw" --set b=4 --set h=16 --set q=4096 --set x=4096 --seed "$seed" --format json)
+    for c in "fp8attn-4x16x4096 tests/kernels/attention_fp8.napkin" "bf16attn-4x16x4096 diagrams/library/attention.napkin"; do
+      read -r tag file <<< "$c"
+      echo "=== $tag: napkin bench $file ${sets[*]}"
+      $N bench "$file" --workdir "/tmp/nb-$tag" "${sets[@]}" > "$out/$tag.json" 2> "$out/$tag.err" || fails=$((fails + 1))
+      tail -5 "$out/$tag.err"
+    done
+    python3 - "$out/fp8attn-4x16x4096.json" "$out/bf16attn-4x16x4096.json" <<'PY' | tee "$out/fp8attn-summary.txt" || fails=$((fails + 1))
+import json, sys
+runs = []
+for path in sys.argv[1:]:
+    try:
+        runs.append(json.load(open(path)))
+    except (OSError, ValueError) as e:
+        sys.exit(f"fp8attn: no report in {path}: {e}")
+for name, r in zip(("fp8e4m3", "bf16"), runs):
+    for c in r["check_fp32_gpu_reference"]:
+        print(f"{name}: check {c['output']} vs fp32 reference: max|err| / max|ref| = {c['max_err_over_max_ref']:.3e} (tolerance {r['tolerance']:.3e}) {'ok' if c['pass'] else 'FAILED'}")
+    for k in r["kernels"]:
+        print(f"{name}: kernel {k['kernel']} ({k['strategy']}): measured {k['measured_s'] * 1e6:.1f} us, {k['tflops']:.0f} TFLOP/s, "
+              f"predicted {k['predicted_s'] * 1e6:.1f} us ({k['model_error'] * 100:+.0f}%)")
+    print(f"{name}: derived {r['derived_s'] * 1e6:.1f} us ({r['derived_tflops']:.0f} TFLOP/s), predicted {r['derived_predicted_s'] * 1e6:.1f} us "
+          f"({(r['derived_predicted_s'] / r['derived_s'] - 1) * 100:+.0f}%), on {r['device']}")
+fp8, bf16 = runs
+print(f"fp8/bf16 speed ratio: {bf16['derived_s'] / fp8['derived_s']:.2f}x (goal: at least 1.5x); "
+      f"predicted ratio {bf16['derived_predicted_s'] / fp8['derived_predicted_s']:.2f}x")
+sys.exit(0 if fp8["pass"] and bf16["pass"] else 1)
+PY
     ;;
   variants)  # hand-written schedules (tools/device/schedules/*.schedule, or $VARIANTS; first line `# bench: DIAGRAM [--set ...]`)
     for f in ${VARIANTS:-tools/device/schedules/*.schedule}; do
