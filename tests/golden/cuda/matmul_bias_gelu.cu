@@ -39,10 +39,13 @@ template <> __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi
   return *reinterpret_cast<uint32_t*>(&v);
 }
 
-/** Stores v[0], v[1] at p[0], p[1] as one 4- or 8-byte store; p must be aligned to it. */
+/** Stores v[0], v[1] at p[0], p[1] as one 4- or 8-byte store (p aligned to it); 1-byte elements
+ *  (fp8, int8) as two single stores. */
 template <class T> __device__ __forceinline__ void store2(T* p, const float v[2]) {
   if constexpr (sizeof(T) == 4) {
     *reinterpret_cast<float2*>(p) = make_float2(v[0], v[1]);
+  } else if constexpr (sizeof(T) == 1) {
+    p[0] = from_f<T>(v[0]), p[1] = from_f<T>(v[1]);
   } else {
     *reinterpret_cast<uint32_t*>(p) = pack2<T>(v[0], v[1]);
   }
