@@ -36,6 +36,7 @@ const DTypeInfo& info(DType t) { return kTypes[static_cast<std::size_t>(t)]; }
 std::string_view dtype_name(DType t) { return info(t).name; }
 int dtype_bits(DType t) { return info(t).bits; }
 bool is_integer_dtype(DType t) { return info(t).is_int; }
+int dtype_mantissa_bits(DType t) { return info(t).mantissa_bits; }
 
 std::optional<DType> parse_dtype(std::string_view s) {
   for (const auto& i : kTypes)

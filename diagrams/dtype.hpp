@@ -19,6 +19,9 @@ std::optional<DType> parse_dtype(std::string_view s);
 int dtype_bits(DType t);
 /** True for the integer dtypes (int8, int4, int32). */
 bool is_integer_dtype(DType t);
+/** Explicit fraction bits of a floating dtype (fp32 23, tf32 10, bf16 7, fp16 10, fp8e4m3 3,
+ *  fp8e5m2 2: the formats cited at round_to_dtype); 0 for the integer dtypes. */
+int dtype_mantissa_bits(DType t);
 /** Comma-separated list of every dtype name, for error messages. */
 std::string dtype_list();
 

@@ -44,7 +44,8 @@ int dtype_code(DType t) {
  *  values is off by at most u times the sum of their magnitudes (tests/kernels/attention_fp8.napkin). */
 double input_tolerance(const Diagram& d, double given) {
   double u = 0;
-  for (const auto* in : d.inputs()) u = std::max(u, in->dtype == DType::fp8e4m3 ? 0x1p-4 : in->dtype == DType::fp8e5m2 ? 0x1p-3 : 0.0);
+  for (const auto* in : d.inputs())
+    if (!is_integer_dtype(in->dtype) && dtype_bits(in->dtype) == 8) u = std::max(u, std::ldexp(1.0, -(dtype_mantissa_bits(in->dtype) + 1)));
   return std::max(given, u);
 }
 
@@ -372,14 +373,8 @@ BenchResult measure_bench(const Program& p, const Diagram& d, const SizeMap& siz
 }
 
 double check_tolerance(DType t) {
-  int p = 24;  // significand bits, the implicit one included
-  switch (t) {
-    case DType::fp16: p = 11; break;
-    case DType::bf16: p = 8; break;
-    case DType::fp8e4m3: p = 4; break;
-    case DType::fp8e5m2: p = 3; break;
-    default: break;
-  }
+  if (is_integer_dtype(t)) return BenchOptions{}.rel_tolerance;
+  const int p = dtype_mantissa_bits(t) + 1;  // significand bits, the implicit one included
   return std::max(BenchOptions{}.rel_tolerance, std::ldexp(1.0, 1 - p));
 }
 

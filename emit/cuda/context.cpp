@@ -216,7 +216,7 @@ std::string Context::normaliser(const Expr& e, const NodeOverride& over, const s
     s += "float m = -INFINITY, l = 0.0f; " + loop + "m = fmaxf(m, " + xf + "(j)); ";
     // A row masked throughout (max -inf) is NaN, as exp(-inf - -inf) gives in the fp64 evaluator
     // (docs/diagram-language.md); returned early, so that no expf(-inf - -inf) is evaluated.
-    s += "if (m == -INFINITY) return __int_as_float(0x7fc00000); " + loop + "l += expf(" + xf + "(j) - m); ";
+    s += "if (m == -INFINITY) return " + std::string(kNanF) + "; " + loop + "l += expf(" + xf + "(j) - m); ";
     s += "return expf(" + xf + "(i_" + ax + ") - m) / l; }())";
     return s;
   }

@@ -34,6 +34,10 @@ struct EmitOptions {
  *  does not store (int4, tf32). */
 std::string ctype(DType t);
 
+/** The device expression of a quiet fp32 NaN: the value of a softmax row masked throughout (and of
+ *  what reads it), as exp(-inf - -inf) gives in the fp64 evaluator (docs/diagram-language.md). */
+inline constexpr const char* kNanF = "__int_as_float(0x7fc00000)";
+
 /** Whether diagram `d` stores an fp8 array (emit_dtype of its inputs, statements and outputs;
  *  never in reference mode). Raises UserError when it does and `hw` has no tensor-core rate for
  *  that dtype (its [tensor_core] table: fp8 tensor cores are sm_89 and later, none on the A100):

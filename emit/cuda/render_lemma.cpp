@@ -80,7 +80,7 @@ void FlashLemma::finalise(Code& k) const {
   if (!softmax_) return;
   k.line("float inv_l[2];");
   k.line("#pragma unroll");
-  k.line("for (int h = 0; h < 2; ++h) { const float l = napkin::quad_sum(" + l_ + "[h]); inv_l[h] = l > 0.0f ? 1.0f / l : __int_as_float(0x7fc00000); }");  // l = 0: a row masked throughout, NaN as in the fp64 evaluator
+  k.line("for (int h = 0; h < 2; ++h) { const float l = napkin::quad_sum(" + l_ + "[h]); inv_l[h] = l > 0.0f ? 1.0f / l : " + std::string(kNanF) + "; }");  // l = 0: a row masked throughout, NaN as in the fp64 evaluator
 }
 
 std::string FlashLemma::result(const std::string& acc, const std::string& h) const {
@@ -148,7 +148,7 @@ void RowsLemma::merge(Code& k) const {
 
 void RowsLemma::finalise(Code& k) const {
   if (e_.op == Op::softmax) {
-    k.line("const float inv_l = l > 0.0f ? 1.0f / l : __int_as_float(0x7fc00000);  // l = 0: a row masked throughout, NaN as in the fp64 evaluator");
+    k.line("const float inv_l = l > 0.0f ? 1.0f / l : " + std::string(kNanF) + ";  // l = 0: a row masked throughout, NaN as in the fp64 evaluator");
     return;
   }
   if (e_.op == Op::layernorm) {
@@ -161,7 +161,7 @@ void RowsLemma::finalise(Code& k) const {
 }
 
 std::string RowsLemma::map() const {
-  if (e_.op == Op::softmax) return "(m == -INFINITY ? __int_as_float(0x7fc00000) : __expf(v - m) * inv_l)";  // a row masked throughout: NaN
+  if (e_.op == Op::softmax) return "(m == -INFINITY ? " + std::string(kNanF) + " : __expf(v - m) * inv_l)";  // a row masked throughout: NaN
   std::string y = e_.op == Op::layernorm ? "(v - mean) * inv" : "v * inv";
   if (e_.args.size() > 1) y += " * w";
   if (e_.args.size() > 2) y += " + bias";
