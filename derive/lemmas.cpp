@@ -55,12 +55,15 @@ const LemmaArithmetic* lemma_arithmetic(const std::string& id) {
        {{{"s", "0.0"}},
         {{"m_old", "the running max of M before this chunk"},
          {"m_new", "the running max of M after it"},
-         {"part", "the chunk's sum with M read as m_new"}},
-        // While the running max is -inf every element so far is -inf: the sum keeps the chunks'
-        // exp(-inf - -inf) = NaN, as the written expression gives for a row masked throughout
-        // (the fp64 evaluator's value); once the max is finite, those elements add exactly 0.
-        {"$s = $m_new == -INFINITY ? $s + $part : ($m_old == -INFINITY ? 0.0 : $s * std::exp($m_old - $m_new)) + $part;"},
-        "$s"}},
+         {"part", "the chunk's sum with M read as m_new, exp(E - M) read as 0 where E = -inf"}},
+        // An element with E = -inf adds exp(-inf - M) = 0 at every finite final max, so the part
+        // reads it as 0 even while the running max is still -inf (where exp(-inf - -inf) would be
+        // NaN); a NaN element (E = NaN, which the max skips) stays NaN. While the max has not
+        // moved, the sum is not rescaled (exp(-inf - -inf) again). A final max of -inf means every
+        // element was -inf or NaN: the written expression is NaN there (a row masked throughout,
+        // the fp64 evaluator's value), so the finalise makes it NaN.
+        {"$s = ($m_old == $m_new ? $s : $s * std::exp($m_old - $m_new)) + $part;"},
+        "$m_new == -INFINITY ? NAN : $s"}},
       {"chan-centred-moment",
        {{{"n", "0.0"}, {"mean", "0.0"}, {"m2", "0.0"}},
         {{"n_b", "the chunk's element count"}, {"mean_b", "the chunk's mean of E"}, {"m2_b", "the chunk's sum of (E - mean_b)^2"}},
@@ -160,6 +163,7 @@ ReductionForm reduction_form(const Expr& node, const std::string& axis,
         for (const auto& a : kernel.at(inner)->statement->axes) constant &= !has(node.axes, a);
       if (constant) {
         f.lemma = "online-rescaled-sum";
+        f.shifted_exp = &x;
         return f;
       }
     }

@@ -67,7 +67,8 @@ struct StreamVerdict {
 /** The arithmetic of a lemma whose state the emitters render (written once, here): C++-syntax
  *  templates over `$name` placeholders. `state` (name, initial value) is per accumulator
  *  element; `chunk` names the per-chunk values the renderer computes first; `update` folds one
- *  chunk into the state; `finalise` is the reduction's value (before a mean's division). */
+ *  chunk into the state; `finalise` is the reduction's value (before a mean's division), over
+ *  the state after the last chunk (`$m_new` there is the final max). */
 struct LemmaArithmetic {
   std::vector<std::pair<std::string, std::string>> state;
   std::vector<std::pair<std::string, std::string>> chunk;  ///< (name, what it is)
@@ -85,6 +86,7 @@ struct ReductionForm {
   std::string lemma;               ///< "associative-sum", "max-monoid", "online-rescaled-sum", "chan-centred-moment"; empty: none
   std::string inner;               ///< the array read inside (M or mu), for the last two
   const Expr* centred = nullptr;   ///< chan-centred-moment: E in (E - mu) * (E - mu)
+  const Expr* shifted_exp = nullptr;  ///< online-rescaled-sum: the factor exp(E - M), read as 0 where E = -inf
   std::string why;                 ///< when lemma is empty: what is missing, for the user
 };
 /** Recognises `node` (contract, sum, mean or max reducing `axis`) structurally. `kernel` holds the

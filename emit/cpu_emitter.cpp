@@ -123,7 +123,10 @@ class FunctionEmitter {
     auto v = [&](std::size_t i) { return value(*e.args.at(i)); };
     switch (e.op) {
       case Op::neg: return "(-" + v(0) + ")";
-      case Op::exp: return "std::exp(" + v(0) + ")";
+      case Op::exp:
+        if (&e == shifted_exp_)  // online-rescaled-sum: exp(E - M) with E = -inf is 0 at any finite final max
+          return "napkin_exp_shifted(" + value(*e.args[0]->args[0]) + ", " + value(*e.args[0]->args[1]) + ")";
+        return "std::exp(" + v(0) + ")";
       case Op::log: return "std::log(" + v(0) + ")";
       case Op::relu: return "napkin_relu(" + v(0) + ")";
       case Op::gelu: return "napkin_gelu(" + v(0) + ")";
@@ -622,11 +625,24 @@ class FunctionEmitter {
         end_loops(b.axes);
         close();
         (void)row;
+      } else if (auto lf = forms_.find(r); lf != forms_.end() && lemma_arithmetic(lf->second.lemma) &&
+                 folded_value(lf->second, b, acc) != at(b)) {  // the lemma's finalise (derive/lemmas)
+        loops(b.axes), line(at(b) + " = (" + folded_value(lf->second, b, acc) + ")" + fix + ";"), end_loops(b.axes);
       } else if (!fix.empty()) {
         loops(b.axes), line(at(b) + " = " + at(b) + fix + ";"), end_loops(b.axes);
       }
       subst_[r] = b;
     }
+  }
+
+  /** The finalise of a reduction folded by a lemma's arithmetic (derive/lemmas), over its state
+   *  after the last chunk, rendered for the element of `b` the enclosing loops index. */
+  std::string folded_value(const ReductionForm& f, const Buf& b, const std::map<const Expr*, Buf>& acc) {
+    const LemmaArithmetic& la = *lemma_arithmetic(f.lemma);
+    if (f.lemma == "online-rescaled-sum")
+      return render_template(la.finalise, {{"s", at(b)}, {"m_new", at(acc.at(d_.find_statement(f.inner)->expr.ptr.get()))}});
+    std::string idx = "[" + local_index(b.axes) + "]";
+    return render_template(la.finalise, {{"n", "chn_" + b.name + idx}, {"mean", "chm_" + b.name + idx}, {"m2", at(b)}});
   }
 
   /** Copies buffer `b` into `dst` (indexed by `dst_axes`, a permutation of b's axes; b's by default). */
@@ -647,7 +663,9 @@ class FunctionEmitter {
     if (f.lemma == "online-rescaled-sum") {
       const Buf& m = acc.at(d_.find_statement(f.inner)->expr.ptr.get());
       line("double part = 0.0;");
+      shifted_exp_ = f.shifted_exp;
       loops(r.axes), line("part += " + product_of(r) + ";"), end_loops(r.axes);
+      shifted_exp_ = nullptr;
       vars = {{"s", at(b)}, {"m_old", at(Buf{"old_" + m.name, m.axes})}, {"m_new", at(m)}, {"part", "part"}};
     } else {
       std::string e = value(*f.centred);
@@ -808,6 +826,7 @@ class FunctionEmitter {
   std::map<std::string, std::string> buffer_;
   std::map<std::string, AxisList> state_rows_;
   std::set<std::string> rescaled_;                 ///< maxima read by an online-rescaled-sum, running in the loop
+  const Expr* shifted_exp_ = nullptr;              ///< the exp(E - M) factor value() renders guarded (fold)
   std::map<const Expr*, ReductionForm> forms_;     ///< per accumulated reduction node, its lemma
   std::vector<std::string> stream_axes_;
   std::string current_statement_;
@@ -823,6 +842,8 @@ static inline double napkin_relu(double x) { return x > 0 ? x : 0.0; }
 static inline double napkin_gelu(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
 static inline double napkin_silu(double x) { return x / (1 + std::exp(-x)); }
 static inline double napkin_sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
+/** exp(e - m), 0 where e = -inf (its value at every finite m; derive/lemmas: online-rescaled-sum). */
+static inline double napkin_exp_shifted(double e, double m) { return e == -INFINITY ? 0.0 : std::exp(e - m); }
 /** Round to a dtype, as diagrams/dtype.cpp: index in DType order. */
 static inline double napkin_round(double x, int t) {
   static const struct { int mant, emin; double max; bool inf, integer; } f[] = {

@@ -290,6 +290,10 @@ TEST_CASE("derived CPU loop nests equal the fp64 evaluator: bundled and 200 rand
        "diagram l14\naxis t = 9\naxis v = 23\nin L[t,v] : fp32\nLm[t,v] = mask(L, band(t, v; lo=18, hi=30))\nM[t] = max(Lm; v)\n"
        "Z[t] = M + log(sum(exp(Lm - M); v))\nout Z : fp32\n",
        "schedule s for l14\nkernel k\n  fuse Lm, M, Z\n  group t by 2\n  stream v by 4\n"},
+      {"online-rescaled-sum",  // a NaN element (-inf * 0 at v = t) in a chunk whose running max is still -inf, finite chunks after it: NaN, as written (soundness fuzzer, seed 301744)
+       "diagram l16\naxis t = 9\naxis v = 23\nin L[t,v] : fp32\nN[t,v] = mask(L, band(t, v; lo=6, hi=40)) * (pos(v) - pos(t))\n"
+       "M[t] = max(N; v)\nZ[t] = M + log(sum(exp(N - M); v))\nout Z : fp32\n",
+       "schedule s for l16\nkernel k\n  fuse N, M, Z\n  group t by 2\n  stream v by 4\n"},
       {"two-pass-normalisation",  // NaN elements in chunks whose max is -inf (P: fmax drops them, the sum must not), a +inf max (R) (soundness fuzzer, seed 300217)
        "diagram l15\naxis q = 7\naxis x = 13\nin X[q,x] : fp32\nZ[q,x] = mask(X, band(q, x; lo=2, hi=30)) * 0 + X\n"
        "P[q,x] = softmax(mask(Z, band(q, x; lo=-3, hi=30)); x)\nW[q,x] = mask(X, causal(q, x)) * mask(X, causal(q, x))\n"
