@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs napkin bench on a lent GPU machine (see docs/benchmarks.md). The machine lacks napkin's
 # Debian libraries, so the call carries build/cli/napkin and .devlibs/ (tools/device/pack.sh).
-# Usage: tools/device/bench.sh quick|bundled|gemm|fp8|fp8attn|int8|compare|variants|attention|perf|torch|issue12|torch-eval|regress|sweep|tiles|initcheck-probe|ncu|calibrate [MODE...]   (outputs under $OUT when set)
+# Usage: tools/device/bench.sh quick|bundled|gemm|fp8|fp8attn|int8|compare|variants|attention|perf|torch|issue12|torch-eval|regress|sweep|tiles|initcheck-probe|ncu|stalls|calibrate [MODE...]   (outputs under $OUT when set)
 set -u
 modes=${*:-quick}
 out=/tmp/napkin-bench-out  # everything lands here; $OUT gets one results.tgz of it
@@ -238,6 +238,19 @@ PY
       echo "=== ncu $tag: the first cuBLAS kernel (its name gives its tiles)" | tee -a "$out/ncu.txt"
       (cd "/tmp/nb-$tag" && timeout 200 ncu --kernel-name-base demangled -k regex:'nvjet|sm90|gemm|cutlass' --launch-count 1 --section SpeedOfLight \
          --section LaunchStats ./harness --runs 20 2>&1 | grep -v '^==PROF==' | grep -A40 -E 'nvjet|sm90|gemm|cutlass' | head -60) | tee -a "$out/ncu.txt"
+    done
+    ;;
+  stalls)  # why a kernel waits: ncu's stall reasons (cycles per issued instruction, by reason) and the
+    # SASS instructions with the most stall samples, for napkin's kernel in earlier modes' harnesses ($NCU_TAGS)
+    for tag in ${NCU_TAGS:-}; do
+      echo "=== stalls $tag" | tee -a "$out/stalls.txt"
+      rep=/tmp/stalls-$tag
+      (cd "/tmp/nb-$tag" && timeout 240 ncu --kernel-name-base demangled -k regex:'^napkin_' --launch-count 1 --set full \
+         --import-source no -f -o "$rep" ./harness --no-time > /dev/null 2>&1) || { echo "ncu failed on $tag"; fails=$((fails + 1)); continue; }
+      ncu -i "$rep.ncu-rep" --page raw --csv --metrics \
+        'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio|gpu__time_duration.sum|smsp__average_warp_latency_per_inst_issued.ratio|lts__t_bytes.sum.per_second|dram__bytes_read.sum.per_second|sm__throughput.avg.pct_of_peak_sustained_elapsed' \
+        2>/dev/null | python3 tools/device/stall_table.py raw | tee -a "$out/stalls.txt"
+      ncu -i "$rep.ncu-rep" --page source --csv --print-source sass 2>/dev/null | python3 tools/device/stall_table.py source 40 | tee -a "$out/stalls.txt"
     done
     ;;
   tiles)  # the device tile library's unit test (tests/gpu/tiles_test.cu) built for this GPU: sm_90a on a Hopper
