@@ -1,5 +1,5 @@
 // The gemm form and the checks of its two variants (contract in gemm_form.hpp). The emitters
-// (emit/cuda/gemm.cpp, gemm_wgmma.cpp) render what these functions accept and never decline it.
+// (emit/cuda/gemm.cpp, both paths) render what these functions accept and never decline it.
 #include "lower/gemm_form.hpp"
 
 #include <algorithm>

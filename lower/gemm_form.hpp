@@ -8,7 +8,7 @@
  *  contracted axes, K (the one an operand stores innermost, else the streamed one) is walked in
  *  chunks of T_K; the others (`k_outer`) one index at a time around it, each chunk then a 2-D
  *  tile of each operand at a base offset. Read by lowering (lower.cpp), rendered by
- *  emit/cuda/gemm*.cpp.
+ *  emit/cuda/gemm.cpp.
  */
 #pragma once
 #include <optional>
@@ -93,7 +93,7 @@ std::int64_t gemm_mma_sync_pad_elems(DType t);
  *  operand dtype). */
 std::int64_t gemm_mma_sync_smem_bytes(const GemmForm& g, int stages);
 
-/** TMA pipeline stages of the wgmma variant (emit/cuda/gemm_wgmma.cpp, sm_90a): tiles in 128-byte
+/** TMA pipeline stages of the wgmma variant (emit/cuda/gemm.cpp, sm_90a): tiles in 128-byte
  *  swizzled rows (1024-byte atoms), as many stages as fit the block's SMEM less 2 KB of barriers,
  *  at most 6; 0 with `why` set when the variant cannot take the form: no wgmma or TMA, warps not
  *  one or two consumer warpgroups, T_M not m64 per warpgroup, T_N not a wgmma N (PTX ISA 9.7.15:
@@ -115,7 +115,7 @@ std::int64_t gemm_swizzle_row_elems(DType t);
 /** SMEM bytes per stage of the wgmma variant (every operand tile, unpadded, of the operand dtype). */
 std::int64_t gemm_wgmma_stage_bytes(const GemmForm& g);
 
-/** The wgmma variant's epilogue through SMEM (emit/cuda/gemm_wgmma.cpp): each consumer
+/** The wgmma variant's epilogue through SMEM (emit/cuda/render_store.cpp): each consumer
  *  warpgroup writes its rows of the output tile, 64 columns at a time, into one of the staging
  *  buffers (128-byte swizzle; KernelSpec::tma_store_buffers) and one thread stores them by TMA (cp.async.bulk.tensor, PTX ISA
  *  9.7.9.25.5.2), so the stores run while the next tile's MMAs do (CUTLASS's Hopper epilogues do

@@ -425,7 +425,7 @@ class KernelModel {
     double tc = hw_.tensor_rate(compute).value_or(hw_.fp32_flops_per_s) * c_.tensor_fraction;
     double l2_bw = c_.warpgroup_mma && hw_.l2_bulk_bandwidth_bytes_per_s > 0 ? hw_.l2_bulk_bandwidth_bytes_per_s : hw_.l2.bandwidth_bytes_per_s;
     c_.t_hbm = c_.hbm_bytes / hw_.hbm.bandwidth_bytes_per_s / mem_util;
-    // The persistent wgmma GEMM (emit/cuda/gemm_wgmma.cpp) overlaps the next tile's loads with a
+    // The persistent wgmma GEMM (emit/cuda/gemm.cpp) overlaps the next tile's loads with a
     // tile's epilogue but not the epilogue's stores with the MMAs: the output's HBM write is paid
     // after the main loop, tile by tile, so it leaves the overlapped HBM term and adds to the total.
     // Stored by TMA from SMEM (spec_.tma_store), the writes overlap the next tile's MMAs instead.
@@ -501,7 +501,7 @@ class KernelModel {
   /** wgmma instructions per m64 subtile of A and k16 step in the gemm emitter's sm_90a variant:
    *  the B-side tiles' columns (the product of their tiles over axes other than the streamed
    *  ones) in instructions of at most N = 256 (PTX ISA 9.7.15: m64nNk16, N <= 256), side-by-side B
-   *  tiles sharing one instruction (SwiGLU's dual GEMM, emit/cuda/gemm_wgmma.cpp). */
+   *  tiles sharing one instruction (SwiGLU's dual GEMM, emit/cuda/render_tma.cpp). */
   double wgmma_per_subtile() const {
     double cols = 0;
     for (const auto& t : c_.transfers) {

@@ -76,7 +76,7 @@ struct KernelCost {
   double wave_efficiency = 1;
   double t_hbm = 0, t_l2 = 0, t_smem = 0, t_tensor = 0, t_fp32 = 0, t_sfu = 0, t_launch = 0, t_total = 0;
   /** Seconds of output stores not overlapped with the main loop (the persistent wgmma GEMM's
-   *  epilogue: emit/cuda/gemm_wgmma.cpp), added to the total; 0 elsewhere. */
+   *  epilogue: emit/cuda/render_store.cpp), added to the total; 0 elsewhere. */
   double t_epilogue = 0;
   /** Dependent rounds of loads in series (seconds; rows kernels only, perfmodel/rows_cost.hpp):
    *  the rows' rounds of both walks over the teams of warps resident at once, times the loaded
@@ -90,7 +90,7 @@ struct KernelCost {
   double tensor_fraction = 1;
   /** Thread blocks per cluster (schedule `cluster A by 2`; 1: none): adjacent tiles of A whose
    *  blocks share the operand tiles that do not vary along A, each block loading 1/cluster of them
-   *  by TMA multicast into all (PTX ISA 9.7.9.25.5.1, `.multicast::cluster`; emit/cuda/gemm_wgmma.cpp).
+   *  by TMA multicast into all (PTX ISA 9.7.9.25.5.1, `.multicast::cluster`; emit/cuda/render_tma.cpp).
    *  Those tiles' L2 -> SMEM bytes are divided by it. Only GEMM kernels on the wgmma path. */
   int cluster = 1;
   std::vector<std::string> cluster_shared;  ///< arrays whose tiles the cluster's blocks share

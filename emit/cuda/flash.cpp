@@ -263,17 +263,11 @@ KernelEmit emit_flash(Context& c, const KernelChoice& kc) {
     wg.launch_code = tma_launch(c, ns, ops, f.dtype, fallback, "a.N_" + f.x + " > 0");
     return wg;
   };
-  if (spec.mma_sync) {
-    add_hopper_variant(r, k, l, spec, ns, wgmma_variant);
-  } else {
-    const std::string dt(dtype_name(f.dtype));
-    const KernelEmit wg = wgmma_variant("return napkin_fail(\"" + ns + ": this " + dt +
-                                        " attention runs on the sm_90a wgmma path alone: it needs a Hopper GPU, a binary built for sm_90a, 16-byte-aligned arrays and N_" +
-                                        f.x + " > 0\");\n");
-    r.hopper = true;
-    k.text += wg.device_code;
-    l.text += wg.launch_code;
-  }
+  add_path_variants(r, k, l, spec, ns,
+                    "this " + std::string(dtype_name(f.dtype)) +
+                        " attention runs on the sm_90a wgmma path alone: it needs a Hopper GPU, a binary built for sm_90a, 16-byte-aligned arrays and N_" + f.x +
+                        " > 0",
+                    wgmma_variant);
   k.close("  // namespace " + ns);
   r.device_code = k.text;
   r.launch_code = l.text;

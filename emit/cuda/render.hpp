@@ -1,7 +1,8 @@
 /** \file render.hpp
- *  The steps the CUDA renderers of a kernel spec (emit/cuda/gemm.cpp, gemm_wgmma.cpp, flash.cpp,
- *  rows.cpp) share, one file per concern, each written once for every strategy and path (atom and
- *  mover: KernelSpec::path) that needs it:
+ *  The steps the CUDA renderers of a kernel spec (emit/cuda/gemm.cpp, flash.cpp, rows.cpp) share,
+ *  one file per concern, each written once for every strategy and path (atom and mover:
+ *  KernelSpec::path) that needs it; a renderer is one sequence over its spec's paths that calls
+ *  them:
  *  - render_grid.cpp: the grid decode (block index -> tile origins, batch indices, valid extents)
  *    and the chunks of the streamed axis a block walks;
  *  - render_lemma.cpp: each normaliser lemma's state, init, update and finalise arithmetic (the
@@ -9,12 +10,18 @@
  *  - render_score.cpp: the flash form's score chain (S's contraction through the element-wise
  *    score maps to P's argument) as values at one element of the score tile, and the loops over
  *    the score tile in each atom's fragment layout with the lemma's update;
- *  - render_mma.cpp: the MMA atoms of the flash renderer (mma.sync: fragments by ldmatrix, P
- *    repacked from S; wgmma: operands in SMEM by descriptor, P from registers, pipelined issue);
- *  - render_staging.cpp: operand tiles from global memory into SMEM (tile origins, cp.async
- *    loaders into a ring of stages, the TMA producer warpgroup and its mbarriers);
+ *  - render_mma.cpp: the MMA atoms (mma.sync: fragments by ldmatrix, flash's P repacked from S;
+ *    wgmma: operands in SMEM by descriptor, flash's P from registers, pipelined issue), the
+ *    accumulators in each atom's layout;
+ *  - render_staging.cpp: operand tiles from global memory into SMEM by cp.async (tile origins,
+ *    loaders into a ring of stages, the wait for a stage), and flash's TMA producer;
+ *  - render_tma.cpp: the gemm's TMA staging (stage layout and boxes, cluster multicast, the
+ *    full/empty mbarrier ring, the producer warpgroup);
  *  - render_epilogue.cpp: the output tile from the accumulators (the lemma's finalise, the stored
- *    statements' element-wise epilogue), stored within the arrays' extents;
+ *    statements' element-wise epilogue, the loops over each atom's fragments), stored within the
+ *    arrays' extents;
+ *  - render_store.cpp: the gemm's wide stores of interior tiles (16-byte vectors after a quad
+ *    transpose; stmatrix into SMEM and a TMA store);
  *  - render_launch.cpp: the host launcher (block counts, launch checks; the sm_90a variants'
  *    tensor maps and run-time choice: tma_launch and add_hopper_variant, declared in
  *    strategies.hpp).
@@ -22,7 +29,10 @@
  *  context.hpp (`i_<axis>`, `N_<axis>`, `a.<array>`); none declines what lowering accepted.
  */
 #pragma once
+#include <functional>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "emit/cuda/strategies.hpp"
 #include "lower/flash_form.hpp"
@@ -41,6 +51,13 @@ namespace napkin::cuda {
  *  `block`: the linear block index to decode (a persistent kernel's virtual block). Needs the
  *  constants T_M, T_N (and CLUSTER) in scope. */
 void gemm_tile_origin(Code& code, const GemmForm& g, int cluster = 1, const std::string& cluster_axis = "", const std::string& block = "blockIdx.x");
+
+/** Emits `tile_blocks`, the gemm's output tiles (the grid a non-persistent kernel would have:
+ *  tiles of M x tiles of N, the cluster's axis rounded up to whole clusters, x the batch axes). */
+void gemm_tile_count(Code& code, const GemmForm& g, const std::string& cluster_axis);
+/** Opens the persistent walk over output tiles (virtual block `vb` from blockIdx.x, gridDim.x
+ *  apart, below tile_blocks) and decodes each tile's origin (gemm_tile_origin). The caller closes it. */
+void gemm_tile_walk(Code& code, const GemmForm& g, int cluster, const std::string& cluster_axis);
 
 /** Emits the flash grid decode from blockIdx.x: `tiles_q`, `o_<M>` (the q tile's origin, q tiles
  *  fastest, so that consecutive blocks share K and V in L2; with `longest_first` in reverse
@@ -193,6 +210,22 @@ void mma_sync_scores(Code& k, const MmaShape& mma);
  *  next mma (FlashAttention-2), packed to 16 bits; V's fragments from `V_smem`, transposed by ldmatrix. */
 void mma_sync_pv(Code& k, const MmaShape& mma);
 
+/** Emits the gemm's fp32 (int8: int32) accumulators `acc<i>`, one per contraction, in the layout
+ *  of path `p`'s atom: mma.sync `[MT][NT][4]` per warp; wgmma `[MS][T_N / 2]` per consumer
+ *  warpgroup, or with `joint_first` >= 0 (gemm_tma_stage) one `acc0[MS][T_N]` for both. */
+void gemm_accumulators_declare(Code& code, const GemmForm& g, const KernelPath& p, int joint_first);
+/** Emits one chunk's MMAs on the mma.sync atom `mma`: per k step, each operand's fragments from
+ *  SMEM stage `s` by ldmatrix (.trans for M- or N-major tiles; 8-bit fragments for int8), then
+ *  every m16n8 tile of the warp. */
+void gemm_mma_sync_step(Code& code, const GemmForm& g, const MmaShape& mma);
+/** Emits the register fences of the wgmma accumulators (wgmma.fence's contract). */
+void gemm_wgmma_fence(Code& code, std::size_t accumulators);
+/** Emits one chunk's MMAs on the wgmma atom `mma` (function `wg_name`, preamble.hpp
+ *  wgmma_function) from SMEM stage `st`: descriptors of the 128-byte swizzled tiles per k step, one
+ *  wgmma per m64 subtile and contraction (both B tiles at once with `joint_first` >= 0), committed,
+ *  then the wait that leaves this chunk's group in flight. */
+void gemm_wgmma_issue(Code& code, const GemmForm& g, const MmaShape& mma, int joint_first, const std::string& wg_name);
+
 /** The wgmma atoms of a consumer warpgroup (warpgroup scope): S = Q K^T (m64n<T_X>k<K>, Q and K in
  *  SMEM, 128-byte swizzled) and O += P V (m64n<D_V>k<K>, P from registers `P_reg`; V N-major in SMEM
  *  for 16-bit operands, K-major (x innermost) for 8-bit ones). K: the atom's k (16; 32 for 8 bits). */
@@ -220,11 +253,17 @@ struct WgmmaAtoms {
  *  indices; 0 along the contracted axes), `rs_<A>` (elements between its rows) and `vec_<A>`
  *  (whether 16-byte cp.async is aligned, the outer contracted axes' offsets included). */
 void gemm_operand_origins(Code& code, Context& c, const GemmForm& g);
-/** Emits `chunks` (with several contracted axes: `k_chunks` per index of the outer axes, times
- *  their extents) and `load_chunk(stage, o_k)` (with outer axes: `load_chunk(stage, kc)`), which
+/** Emits `load_chunk(stage, o_k)` (with outer axes: `load_chunk(stage, kc)`), which
  *  issues the cp.async of every operand's chunk into SMEM stage `stage`, bounded by n_M, n_N and
  *  n_K. Needs the tile constants (T_*, P_*, OFF_*, STAGE_ELEMS) and gemm_operand_origins. */
 void gemm_chunk_loader(Code& code, Context& c, const GemmForm& g);
+/** Emits `chunks` (with several contracted axes: `k_chunks` per index of the outer axes, times
+ *  their extents). */
+void gemm_chunk_count(Code& code, const GemmForm& g);
+/** Emits the cp.async prologue: the first STAGES - 1 chunks in flight. Needs gemm_chunk_loader. */
+void gemm_cp_async_prologue(Code& code, const GemmForm& g);
+/** Emits, at the top of chunk kc: wait for its stage, start chunk kc + STAGES - 1, `s` (the stage). */
+void gemm_cp_async_stage(Code& code, const GemmForm& g);
 /** Emits the flash form's cp.async operands: `Q_gmem` (the q tile's origin), `K_gmem`, `V_gmem` (x = 0),
  *  their row strides rs_Q, rs_K, rs_V and `vec` (whether every row and pointer allows 16-byte
  *  copies). */
@@ -248,6 +287,48 @@ void flash_cp_async_next_v(Code& k);
  *  tm_<Q>, tm_<K>, tm_<V>, the batch indices and `chunks`. */
 void flash_tma_ring(Code& k, Context& c, const FlashForm& f);
 
+// ---- the gemm's TMA staging (render_tma.cpp) ----
+
+/** One TMA box load of an operand tile per stage. */
+struct GemmTmaBox {
+  std::int64_t dst = 0;  ///< byte offset inside the tile
+  std::string c0, c1;    ///< coordinates of the two matrix axes (innermost first)
+  int rank = -1;         ///< cluster rank that multicasts it, -1: not shared (each block loads its own)
+};
+/** One operand tile in a pipeline stage: its byte offset and size in the stage, its TMA boxes
+ *  and the box's extents (elements, innermost first). */
+struct GemmTmaTile {
+  const GemmTile* t;
+  std::int64_t off, bytes;
+  std::vector<GemmTmaBox> boxes;
+  std::uint32_t box_inner, box_outer;
+};
+/** A stage of the wgmma path's ring: the tiles, their bytes, and the contraction whose B tile
+ *  comes first where SwiGLU's two B tiles sit side by side (one wgmma of N = 2 T_N), else -1. */
+struct GemmTmaStage {
+  std::vector<GemmTmaTile> tiles;
+  std::int64_t bytes = 0;
+  int joint_first = -1;
+};
+/** The SMEM layout per stage: each tile as 128-byte rows (64 16-bit or 128 fp8 elements: `row`)
+ *  in 1024-byte swizzle atoms. K-major tile [R][T_K]: T_K/row column blocks of R rows; MN-major
+ *  tile [T_K][R]: R/row blocks of T_K rows. Tiles shared by a cluster's blocks (not varying
+ *  along `cluster_axis`) are split into `cluster` times as many boxes, multicast by the ranks in
+ *  turn. Its bytes equal lowering's (gemm_wgmma_stage_bytes; an internal error otherwise). */
+GemmTmaStage gemm_tma_stage(const GemmForm& g, int cluster, const std::string& cluster_axis);
+/** Emits the full/empty mbarriers of the ring, initialised before any block of the cluster signals. */
+void gemm_tma_barriers(Code& code, int cluster);
+/** Emits warpgroup 0, the producer: one thread walks this block's tiles and streams their chunks
+ *  into the ring by TMA (multicast for a cluster's shared tiles), each stage reused once the
+ *  consumers of every block of the cluster released it; then opens the consumers' branch
+ *  (`} else {`), which the caller closes. */
+void gemm_tma_producer(Code& code, Context& c, const GemmForm& g, const GemmTmaStage& st, int cluster, const std::string& cluster_axis);
+/** Emits the consumers' wait for chunk `it`'s stage: `s` and `st` (its SMEM). */
+void gemm_tma_stage_wait(Code& code);
+/** Emits the release of stage `chunk` % STAGES: one arrival per consumer warp on every block of
+ *  the cluster (a statement under the caller's condition). */
+void gemm_tma_release(Code& code, int cluster, const std::string& chunk);
+
 // ---- epilogues (render_epilogue.cpp) ----
 
 /** The override that reads each contraction of the gemm form from its accumulator: node
@@ -265,6 +346,17 @@ NodeOverride gemm_accumulators(const GemmForm& g, const std::function<std::strin
 void gemm_epilogue(Code& code, Context& c, const KernelChoice& kc, const GemmForm& g, const std::function<void(const std::function<void()>&)>& loops,
                    const std::function<std::string(std::size_t)>& acc, std::set<std::string>& stored);
 
+/** The accumulator element of contraction i at fragment (nt, h, q) in path `p`'s layout (m16
+ *  tile `mt` of mma.sync, m64 subtile `ms` of wgmma), as fp32 (int32 converted). */
+std::function<std::string(std::size_t)> gemm_accumulator(const GemmForm& g, const KernelPath& p, int joint_first);
+/** Emits the loops over path `p`'s accumulator fragments defining `row` and `col` (tile-relative;
+ *  with `by_32_columns` `ng`, a 32-column group, instead of `nt` and `col`), calls `body` and closes them. */
+void gemm_fragment_loops(Code& code, const KernelPath& p, bool by_32_columns, const std::function<void()>& body);
+/** Emits the gemm epilogue of path `p`: on wgmma, interior tiles through SMEM by TMA (the spec's
+ *  tma_store) or by 16-byte stores (wide_store_condition), the rest by gemm_epilogue; on
+ *  mma.sync, gemm_epilogue. Adds the outputs to `stored`. */
+void gemm_path_epilogue(Code& code, Context& c, const KernelChoice& kc, const GemmForm& g, const KernelPath& p, int joint_first, std::set<std::string>& stored);
+
 /** Emits the mma.sync flash variant's end: the lemma's finalise per m16 tile of the warp, then O's
  *  epilogue (its expression with the contraction as the finalised accumulator) per element of the
  *  m16n8 fragments, rows past n_q skipped. Adds nothing to `stored` (the caller stores O). */
@@ -273,6 +365,40 @@ void flash_epilogue_fragments(Code& k, Context& c, const FlashForm& f, const Fla
  *  epilogue for two adjacent columns at a time, stored by napkin::store_pair; rows past n_q
  *  skipped. */
 void flash_epilogue_pairs(Code& k, Context& c, const FlashForm& f, const FlashLemma& lemma);
+
+// ---- wide stores of interior tiles (render_store.cpp) ----
+
+/** The condition (a device expression; empty when the form cannot take it) under which a tile's
+ *  outputs take 16-byte stores: every output 16-bit with N innermost, T_N a multiple of 32, the
+ *  tile whole, N_<N> a multiple of 8, every output array 16-byte aligned. */
+std::string wide_store_condition(Context& c, const KernelChoice& kc, const GemmForm& g);
+/** Emits, for one 32-column group `ng` of a fragment row `row` (both defined by the caller, with
+ *  `lane` and the tile origin o_<M>, o_<N>), every output's 8 consecutive 16-bit values of this
+ *  lane as `uint32_t p_<o>[4]`: computed from `acc(i)` through the epilogue expressions in pairs,
+ *  packed, then exchanged across the quad (napkin::quad_transpose): lane l holds columns
+ *  ng * 32 + (l % 4) * 8 .. + 7. Defines i_<M>. */
+void gemm_pack_group(Code& code, Context& c, const KernelChoice& kc, const GemmForm& g, const std::function<std::string(std::size_t)>& acc);
+/** Emits, for the 16x16 block of accumulator rows `row0` (tile-relative, a multiple of 16:
+ *  defined by the caller) .. +15 and 8-column blocks `nt0`, nt0 + 1 (defined by the caller), every
+ *  output's packed pairs as `uint32_t p_<o>[4]` in stmatrix order (napkin::stsm_x4, PTX ISA
+ *  9.7.14.5.16): p[i] holds this lane's pair of matrix i, rows row0 + 8 (i % 2) + lane / 4, columns
+ *  (nt0 + i / 2) * 8 + 2 (lane % 4), +1, computed from `acc(i)` (an expression in nt, h and q)
+ *  through the epilogue expressions; no shuffles. */
+void gemm_pack_matrices(Code& code, Context& c, const KernelChoice& kc, const GemmForm& g, const std::function<std::string(std::size_t)>& acc);
+/** Emits the interior epilogue with 16-byte stores (to be placed under wide_store_condition).
+ *  `loops(body)` opens the loops over (m subtile, row half) defining `row` (tile-relative) and
+ *  calls `body` once per 32-column group `ng`; inside it the emitted code computes every output's
+ *  8 elements of this lane (gemm_pack_group) and stores them as one vector. Adds the outputs to
+ *  `stored`. */
+void gemm_wide_store_epilogue(Code& code, Context& c, const KernelChoice& kc, const GemmForm& g,
+                              const std::function<void(const std::function<void()>&)>& loops,
+                              const std::function<std::string(std::size_t)>& acc, std::set<std::string>& stored);
+/** Emits the interior tile's epilogue through SMEM (the spec's tma_store, one output): per block
+ *  of 64 columns, each consumer warpgroup waits until the buffer it used OUT_BUFS blocks ago has
+ *  been read by its TMA store, writes its rows by stmatrix (gemm_pack_matrices; 128-byte swizzle:
+ *  16-byte chunk c of row r at chunk c ^ (r % 8)), makes them visible to the async proxy, and one
+ *  thread stores them by TMA, not waiting for the write. Needs out_stage, sb, t, tm_<output>. */
+void gemm_tma_store_epilogue(Code& code, Context& c, const KernelChoice& kc, const GemmForm& g, const std::function<std::string(std::size_t)>& acc);
 
 // ---- host launcher (render_launch.cpp; tma_launch and add_hopper_variant: strategies.hpp) ----
 
@@ -286,5 +412,15 @@ void flash_launch_blocks(Code& l, const FlashForm& f, const std::string& ns);
 /** Host statements launching rows kernel `ns`::kernel over the product of `rows`' extents,
  *  `rows_per_block` rows per block. */
 void rows_launch(Code& l, const AxisList& rows, std::int64_t rows_per_block, const std::string& ns);
+/** Adds the paths of a gemm or flash spec to its unit: with the mma.sync path,
+ *  add_hopper_variant (`make` renders the wgmma path given the mma.sync launch as its fallback);
+ *  without it (8-bit floats: the wgmma path alone), `make` given a fallback that fails with
+ *  "<ns>: <alone>", r.hopper set. */
+void add_path_variants(KernelEmit& r, Code& device, Code& launch, const KernelSpec& spec, const std::string& ns, const std::string& alone,
+                       const std::function<KernelEmit(const std::string&)>& make);
+/** Host statements launching the gemm's wgmma path (tma_launch): a tensor map per operand tile
+ *  (the boxes of `st`) and, with the spec's tma_store, of the output; the persistent grid (at
+ *  most one block per SM, whole clusters); `fallback` otherwise. */
+std::string gemm_tma_launch(const Context& c, const KernelChoice& kc, const GemmTmaStage& st, const std::string& fallback);
 
 }  // namespace napkin::cuda

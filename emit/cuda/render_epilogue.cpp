@@ -73,6 +73,66 @@ void gemm_epilogue(Code& code, Context& c, const KernelChoice& kc, const GemmFor
   stored.insert(kc.cost.outputs.begin(), kc.cost.outputs.end());
 }
 
+std::function<std::string(std::size_t)> gemm_accumulator(const GemmForm& g, const KernelPath& p, int joint_first) {
+  const bool integer = is_integer_dtype(g.dtype), wgmma = p.wgmma();
+  return [integer, wgmma, joint_first](std::size_t i) {
+    std::string a;
+    if (!wgmma) a = "acc" + std::to_string(i) + "[mt][nt][h * 2 + q]";
+    else if (joint_first >= 0) a = std::string("acc0[ms][") + (static_cast<int>(i) == joint_first ? "" : "T_N / 2 + ") + "nt * 4 + h * 2 + q]";
+    else a = "acc" + std::to_string(i) + "[ms][nt * 4 + h * 2 + q]";
+    return integer ? "static_cast<float>(" + a + ")" : a;  // int32 -> fp32: exact below 2^24, then within 2^-24 relative
+  };
+}
+
+void gemm_fragment_loops(Code& code, const KernelPath& p, bool by_32_columns, const std::function<void()>& body) {
+  code.line("#pragma unroll");
+  code.open(p.wgmma() ? "for (int ms = 0; ms < MS; ++ms)" : "for (int mt = 0; mt < MT; ++mt)");
+  code.line("#pragma unroll");
+  code.open(by_32_columns ? "for (int ng = 0; ng < T_N / 32; ++ng)" : p.wgmma() ? "for (int nt = 0; nt < T_N / 8; ++nt)" : "for (int nt = 0; nt < NT; ++nt)");
+  code.line("#pragma unroll");
+  code.open("for (int h = 0; h < 2; ++h)");
+  const std::string row = p.wgmma() ? "const int row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8" : "const int row = warp * WM + mt * 16 + lane / 4 + h * 8";
+  code.line(row + (by_32_columns ? ";" : ", col = nt * 8 + (lane % 4) * 2;"));
+  body();
+  code.close();
+  code.close();
+  code.close();
+}
+
+void gemm_path_epilogue(Code& code, Context& c, const KernelChoice& kc, const GemmForm& g, const KernelPath& p, int joint_first, std::set<std::string>& stored) {
+  const auto acc = gemm_accumulator(g, p, joint_first);
+  auto loops = [&](bool by_32_columns) {
+    return [&code, &p, by_32_columns](const std::function<void()>& body) { gemm_fragment_loops(code, p, by_32_columns, body); };
+  };
+  if (!p.wgmma()) {
+    code.line("// epilogue: accumulator elements (row, col + q) of each m16n8 tile -> outputs");
+    gemm_epilogue(code, c, kc, g, loops(false), acc, stored);
+    return;
+  }
+  code.line("// epilogue: per m64 subtile, warp w holds rows 16w..16w+15 as m16n8 accumulator tiles");
+  // Interior tiles through SMEM by TMA, or by 16-byte stores (16-bit outputs); the rest, and
+  // everything on the mma.sync atom, by the bounded and paired stores of gemm_epilogue.
+  const bool tma_store = kc.cost.spec->tma_store;
+  const std::string wide = tma_store ? "" : wide_store_condition(c, kc, g);
+  if (tma_store) {
+    code.line("// interior tiles through SMEM by TMA unless the host turned it off (napkin::tma_store_enabled)");
+    code.open("if (tma_store && n_M == T_M && n_N == T_N)");
+    gemm_tma_store_epilogue(code, c, kc, g, acc);
+  } else if (!wide.empty()) {
+    code.open("if (" + wide + ")");
+    gemm_wide_store_epilogue(code, c, kc, g, loops(true), acc, stored);
+  }
+  if (tma_store || !wide.empty()) {
+    code.close(" else {");
+    ++code.indent;
+  }
+  gemm_epilogue(code, c, kc, g, loops(false), acc, stored);
+  if (tma_store || !wide.empty()) {
+    --code.indent;
+    code.line("}");
+  }
+}
+
 void flash_epilogue_fragments(Code& k, Context& c, const FlashForm& f, const FlashLemma& lemma) {
   const std::string &M = f.M, &dv = f.dv;
   const Statement* O = f.O;

@@ -36,6 +36,21 @@ void gemm_tile_origin(Code& code, const GemmForm& g, int cluster, const std::str
             " - o_" + N + "));");
 }
 
+void gemm_tile_count(Code& code, const GemmForm& g, const std::string& cluster_axis) {
+  auto tiles = [&](const std::string& a, const std::string& tile) {
+    const std::string n = "(N_" + a + " + " + tile + " - 1) / " + tile;
+    return a == cluster_axis ? "((" + n + " + CLUSTER - 1) / CLUSTER * CLUSTER)" : "(" + n + ")";
+  };
+  std::string total = tiles(g.M, "T_M") + " * " + tiles(g.N, "T_N");
+  for (const auto& b : g.batch) total += " * N_" + b;
+  code.line("const int64_t tile_blocks = " + total + ";  // the non-persistent grid: one block per output tile");
+}
+
+void gemm_tile_walk(Code& code, const GemmForm& g, int cluster, const std::string& cluster_axis) {
+  code.open("for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x)");
+  gemm_tile_origin(code, g, cluster, cluster_axis, "vb");
+}
+
 void flash_tile_origin(Code& k, const FlashForm& f, bool longest_first) {
   const std::string& M = f.M;
   k.line("int64_t bid = blockIdx.x;");

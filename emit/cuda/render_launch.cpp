@@ -103,4 +103,31 @@ void add_hopper_variant(KernelEmit& r, Code& device, Code& launch, const KernelS
   launch.text += wg.launch_code;
 }
 
+void add_path_variants(KernelEmit& r, Code& device, Code& launch, const KernelSpec& spec, const std::string& ns, const std::string& alone,
+                       const std::function<KernelEmit(const std::string&)>& make) {
+  if (spec.mma_sync) {
+    add_hopper_variant(r, device, launch, spec, ns, make);
+    return;
+  }
+  NAPKIN_ASSERT(spec.wgmma) << "a kernel without an mma.sync path must have the wgmma path (lower.cpp)";
+  const KernelEmit wg = make("return napkin_fail(\"" + ns + ": " + alone + "\");\n");
+  r.hopper = true;
+  device.text += wg.device_code;
+  launch.text += wg.launch_code;
+}
+
+std::string gemm_tma_launch(const Context& c, const KernelChoice& kc, const GemmTmaStage& st, const std::string& fallback) {
+  const KernelSpec& spec = *kc.cost.spec;
+  const GemmForm& g = *spec.gemm;
+  std::vector<TmaOperand> ops;
+  for (const auto& L : st.tiles) ops.push_back({L.t->array, L.t->cols, L.t->rows, L.box_inner, L.box_outer});
+  if (spec.tma_store) {
+    const std::string& out = kc.cost.outputs.at(0);
+    ops.push_back({out, g.N, g.M, 64, static_cast<std::uint32_t>(g.TM / (g.warps / 4)), c.dtype(out)});
+  }
+  // Persistent grid: at most one block per SM (the SMEM ring fills the SM), whole clusters.
+  const std::string grid = "napkin::persistent_grid(blocks, " + std::to_string(spec.cluster) + ")";
+  return tma_launch(c, kernel_ns(kc.plan.name), ops, g.dtype, fallback, "true", grid, spec.tma_store ? ", napkin::tma_store_enabled()" : "");
+}
+
 }  // namespace napkin::cuda

@@ -3,6 +3,8 @@
 // S = Q K^T and O += P V per m16n8k16 tile with P repacked from S's accumulators. wgmma
 // (warpgroup scope): S = Q K^T with both operands in SMEM, O += P V with P from registers, issued
 // in the warpgroup's turn, one chunk late (software pipelining) so that it overlaps the softmax.
+#include <set>
+
 #include "emit/cuda/preamble.hpp"
 #include "emit/cuda/render.hpp"
 
@@ -113,6 +115,98 @@ void WgmmaAtoms::pack_p(Code& k) const {
   k.line("P_reg[nt / 2][(nt % 2) * 2] = napkin::pack2<T>(S_reg[nt * 4], S_reg[nt * 4 + 1]);");
   k.line("P_reg[nt / 2][(nt % 2) * 2 + 1] = napkin::pack2<T>(S_reg[nt * 4 + 2], S_reg[nt * 4 + 3]);");
   k.close();
+}
+
+namespace {
+std::string contraction(const GemmForm& g, std::size_t i) {
+  return "contract(" + g.gemms[i].a.array + ", " + g.gemms[i].b.array + "; " + join(g.gemms[i].node->axes) + ")";
+}
+}  // namespace
+
+void gemm_accumulators_declare(Code& code, const GemmForm& g, const KernelPath& p, int joint_first) {
+  const std::string acc_t = is_integer_dtype(g.dtype) ? "int32_t" : "float";  // int8: int32 accumulators (mma.sync m16n8k32, wgmma .s32.s8.s8)
+  if (!p.wgmma()) {
+    for (std::size_t i = 0; i < g.gemms.size(); ++i) code.line(acc_t + " acc" + std::to_string(i) + "[MT][NT][4] = {};  // registers: " + contraction(g, i));
+  } else if (joint_first >= 0) {
+    code.line(acc_t + " acc0[MS][T_N] = {};  // registers: " + contraction(g, static_cast<std::size_t>(joint_first)) + " in columns [0, T_N), " +
+              contraction(g, static_cast<std::size_t>(1 - joint_first)) + " in [T_N, 2 T_N)");
+  } else {
+    for (std::size_t i = 0; i < g.gemms.size(); ++i) code.line(acc_t + " acc" + std::to_string(i) + "[MS][T_N / 2] = {};  // registers: " + contraction(g, i));
+  }
+}
+
+void gemm_mma_sync_step(Code& code, const GemmForm& g, const MmaShape& mma) {
+  const std::string frag = is_integer_dtype(g.dtype) ? "8" : "";  // fragments of 8-bit elements (int8.cuh)
+  code.line("#pragma unroll");
+  code.open("for (int kk = 0; kk < T_K; kk += " + std::to_string(mma.k) + ")");
+  std::set<std::string> loaded;
+  for (const auto& gc : g.gemms) {
+    if (loaded.insert(gc.a.array).second) {
+      code.line("uint32_t fa_" + gc.a.array + "[MT][4];");
+      code.line("#pragma unroll");
+      code.line("for (int mt = 0; mt < MT; ++mt) napkin::frag_a" + frag + std::string(gc.a.k_inner ? "" : "_t") + "(fa_" + gc.a.array + "[mt], s + OFF_" +
+                gc.a.array + ", P_" + gc.a.array + ", warp * WM + mt * 16, kk, lane);");
+    }
+    if (loaded.insert(gc.b.array).second) {
+      code.line("uint32_t fb_" + gc.b.array + "[NT / 2][4];");
+      code.line("#pragma unroll");
+      code.line("for (int nt = 0; nt < NT / 2; ++nt) napkin::frag_b" + frag + std::string(gc.b.k_inner ? "" : "_t") + "(fb_" + gc.b.array + "[nt], s + OFF_" +
+                gc.b.array + ", P_" + gc.b.array + ", nt * 16, kk, lane);");
+    }
+  }
+  code.line("#pragma unroll");
+  code.open("for (int mt = 0; mt < MT; ++mt)");
+  code.line("#pragma unroll");
+  code.open("for (int nt = 0; nt < NT; ++nt)");
+  for (std::size_t i = 0; i < g.gemms.size(); ++i)
+    code.line("napkin::" + mma_function(mma) + "(acc" + std::to_string(i) + "[mt][nt], fa_" + g.gemms[i].a.array + "[mt], &fb_" + g.gemms[i].b.array +
+              "[nt / 2][(nt % 2) * 2]);");
+  code.close();
+  code.close();
+  code.close();
+}
+
+void gemm_wgmma_fence(Code& code, std::size_t accumulators) {
+  code.line("#pragma unroll");
+  code.open("for (int ms = 0; ms < MS; ++ms)");
+  for (std::size_t i = 0; i < accumulators; ++i) code.line("napkin::fence_regs(acc" + std::to_string(i) + "[ms]);");
+  code.close();
+}
+
+void gemm_wgmma_issue(Code& code, const GemmForm& g, const MmaShape& mma, int joint_first, const std::string& wg_name) {
+  const bool joint = joint_first >= 0;
+  const std::size_t accs = joint ? 1 : g.gemms.size();
+  gemm_wgmma_fence(code, accs);
+  code.line("napkin::wgmma_fence();");
+  code.line("#pragma unroll");
+  code.open("for (int kk = 0; kk < T_K; kk += " + std::to_string(mma.k) + ")");
+  const std::string row = std::to_string(gemm_swizzle_row_elems(g.dtype)), esize = std::to_string(dtype_bits(g.dtype) / 8);
+  auto desc = [&](const GemmOperand& o, bool is_a) {
+    const std::string R = is_a ? "T_M" : "T_N";
+    const std::string row0 = is_a ? "(cw * WM + ms * 64)" : "0";
+    if (o.k_inner)  // [T_K/row blocks][R rows][row]: advance 32 bytes per MMA k step inside the swizzle atom
+      return "napkin::smem_desc(st + OFF_" + o.array + " + (kk / " + row + ") * " + R + " * 128 + " + row0 + " * 128 + (kk % " + row + ") * " + esize +
+             ", 16, 1024)";
+    // [R/64 blocks][T_K rows][64]: a k16 step is 16 rows of 128 bytes; blocks T_K * 128 bytes apart
+    return "napkin::smem_desc(st + OFF_" + o.array + " + " + row0 + " / 64 * T_K * 128 + kk * 128, T_K * 128, 1024)";
+  };
+  std::set<std::string> described;
+  for (std::size_t i = 0; i < g.gemms.size(); ++i)
+    if ((!joint || static_cast<int>(i) == joint_first) && described.insert(g.gemms[i].b.array).second)
+      code.line("const uint64_t db_" + g.gemms[i].b.array + " = " + desc(g.gemms[i].b, false) + ";" + (joint ? "  // and the B tile after it: N = 2 T_N" : ""));
+  code.line("#pragma unroll");
+  code.open("for (int ms = 0; ms < MS; ++ms)");
+  code.line("const uint64_t da = " + desc(g.gemms[0].a, true) + ";");
+  for (std::size_t i = 0; i < g.gemms.size(); ++i) {
+    if (joint && static_cast<int>(i) != joint_first) continue;
+    code.line(wg_name + "<" + (g.gemms[i].a.k_inner ? "0" : "1") + ", " + (g.gemms[i].b.k_inner ? "0" : "1") + ">(acc" + std::to_string(joint ? 0 : i) +
+              "[ms], da, db_" + g.gemms[i].b.array + ");");
+  }
+  code.close();
+  code.close();
+  code.line("napkin::wgmma_commit();");
+  gemm_wgmma_fence(code, accs);
+  code.line("napkin::wgmma_wait<1>();  // the MMAs of the tile's previous chunk are done: release its stage");
 }
 
 }  // namespace napkin::cuda

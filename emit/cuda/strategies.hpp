@@ -7,7 +7,8 @@
  *  - gemm:  grid = tiles of M and N x the batch axes, warps split M, K streamed through a
  *           cp.async pipeline of the spec's stages, ldmatrix into mma.sync, fp32 accumulators,
  *           the element-wise epilogue on the accumulators; with the spec's wgmma path also an
- *           sm_90a variant (gemm_wgmma.cpp) that the launcher picks at run time on a Hopper GPU;
+ *           sm_90a variant (wgmma on TMA, rendered by the same sequence in gemm.cpp) that the
+ *           launcher picks at run time on a Hopper GPU;
  *  - flash: contraction, softmax along the streamed axis, contraction (attention): the
  *           online-softmax lemma (paper §4) with S and P in registers;
  *  - rows:  a normaliser (softmax, layernorm, rmsnorm) along an axis kept whole or streamed: one

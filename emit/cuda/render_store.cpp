@@ -1,5 +1,14 @@
-// The gemm strategy's interior epilogue with 16-byte stores (contract: gemm_wide_store.hpp).
-#include "emit/cuda/gemm_wide_store.hpp"
+// Wide stores of the gemm renderer's interior tiles (contract: render.hpp). An m16n8 accumulator
+// fragment (PTX ISA 9.7.14.5.14; the wgmma D layout of 9.7.15.5.1.1 is the same per warp) gives
+// lane l the pair of columns 2 (l % 4), +1 of an 8-column block: stored as they are, a warp's
+// 4-byte stores fill each 32-byte sector half (Nsight Compute on the H100, matmul 8192x256x4096:
+// 16.0 of 32 bytes used per sector, L2 throughput 81% while DRAM ran at 19%). Two remedies:
+// - 16-byte stores: the four lanes of a quad exchange their pairs of four consecutive blocks
+//   (three shuffles), so that each lane holds 8 consecutive 16-bit elements and stores them as
+//   one 16-byte vector: whole sectors, a quarter of the store instructions;
+// - through SMEM by TMA (lowering's tma_store): the rows written by stmatrix into a 128-byte
+//   swizzled staging buffer, stored by one thread while the next tile's MMAs run.
+#include "emit/cuda/render.hpp"
 
 namespace napkin::cuda {
 
@@ -64,6 +73,39 @@ void gemm_wide_store_epilogue(Code& code, Context& c, const KernelChoice& kc, co
       code.line("*reinterpret_cast<uint4*>(a." + o + " + " + c.index(o) + ") = make_uint4(p_" + o + "[0], p_" + o + "[1], p_" + o + "[2], p_" + o + "[3]);");
   });
   stored.insert(kc.cost.outputs.begin(), kc.cost.outputs.end());
+}
+
+void gemm_tma_store_epilogue(Code& code, Context& c, const KernelChoice& kc, const GemmForm& g, const std::function<std::string(std::size_t)>& acc) {
+  const std::string& out = kc.cost.outputs.at(0);
+  const std::string batch = tma_batch_coords(c, out, g.M, g.N);
+  code.line("// interior tile: through SMEM, stored by TMA while the next tile's MMAs run (named barrier 1 + cw: this warpgroup)");
+  code.line("#pragma unroll");
+  code.open("for (int cb = 0; cb < T_N / 64; ++cb, ++sb)");
+  code.line("unsigned char* const ob = out_stage + (sb % OUT_BUFS) * OUT_BYTES;");
+  code.line("if (t == 0) napkin::bulk_wait_read<OUT_BUFS - 1>();  // the store from this buffer OUT_BUFS blocks ago has read it");
+  code.line("napkin::named_sync(1 + cw, 128);");
+  code.line("#pragma unroll");
+  code.open("for (int ms = 0; ms < MS; ++ms)");
+  code.line("const int row0 = cw * WM + ms * 64 + warp * 16;  // this warp's 16 rows of the m64 subtile");
+  code.line("// stmatrix: lanes 8i..8i+7 address the rows of matrix i (rows 8 (i % 2).., 16-byte chunk i / 2 of the pair)");
+  code.line("const int srow = row0 + ((lane / 8) % 2) * 8 + lane % 8, schunk = lane / 16;");
+  code.line("#pragma unroll");
+  code.open("for (int j = 0; j < 4; ++j)");
+  code.line("const int nt0 = cb * 8 + j * 2;  // 8-column blocks nt0, nt0 + 1: 16-byte chunks 2j, 2j + 1 of the block's rows");
+  gemm_pack_matrices(code, c, kc, g, acc);
+  code.line("// 16-byte chunk c of row r sits at c ^ (r % 8): each 8-row matrix hits 8 distinct 16-byte slots");
+  code.line("napkin::stsm_x4(ob + srow * 128 + (((j * 2 + schunk) ^ (srow % 8)) * 16), p_" + out + "[0], p_" + out + "[1], p_" + out + "[2], p_" + out +
+            "[3]);");
+  code.close();
+  code.close();
+  code.line("napkin::fence_proxy_async();  // the writes, before the TMA store reads them");
+  code.line("napkin::named_sync(1 + cw, 128);");
+  code.open("if (t == 0)");
+  code.line("napkin::tma_store(&tm_" + out + ", ob + cw * WM * 128, static_cast<int>(o_" + g.N + ") + cb * 64, static_cast<int>(o_" + g.M + ") + cw * WM" +
+            batch + ");");
+  code.line("napkin::bulk_commit();");
+  code.close();
+  code.close();
 }
 
 }  // namespace napkin::cuda
