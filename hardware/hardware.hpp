@@ -57,13 +57,6 @@ struct Hardware {
   /** L2 -> SMEM bandwidth of the bulk-copy engine that TMA loads use (bytes/s, whole device),
    *  measured by `napkin calibrate`; 0 when not known: l2.bandwidth_bytes_per_s applies. */
   double l2_bulk_bandwidth_bytes_per_s = 0;
-  /** Bytes landed in SMEM per second by the bulk-copy path in clusters of 2 blocks that refill a
-   *  stage only when both released it, over the same with lone blocks (ratio; l2.cluster_landing_ratio,
-   *  measured by tests/gpu/multicast_probe.cu). TMA multicast halves what the pair reads from L2
-   *  but not what lands in each SM, and the probe lands the same bytes per second with and without
-   *  it: the SM's intake, not L2's output, bounds the path, so the model gives multicast no L2 ->
-   *  SMEM saving and divides a clustered kernel's L2 -> SMEM rate by this. 0: unknown (1). */
-  double cluster_landing_ratio = 0;
   /** Latency of one dependent HBM load (seconds; pointer chase, `napkin calibrate`); 0: unknown. */
   double hbm_latency_s = 0;
   /** Time of one round of dependent loads while every SM keeps its loads in flight (seconds;

@@ -435,7 +435,6 @@ class KernelModel {
       c_.t_epilogue = out / hw_.hbm.bandwidth_bytes_per_s / mem_util;
       c_.t_hbm = std::max(0.0, c_.hbm_bytes - out) / hw_.hbm.bandwidth_bytes_per_s / mem_util;
     }
-    if (c_.cluster > 1 && hw_.cluster_landing_ratio > 0) l2_bw *= hw_.cluster_landing_ratio;  // the cluster's lockstep (clusters())
     c_.t_l2 = c_.l2_to_smem_bytes / l2_bw / mem_util;
     c_.t_smem = c_.smem_read_bytes / hw_.smem.bandwidth_bytes_per_s / c_.wave_efficiency;
     c_.t_tensor = c_.flops_tensor / tc / c_.wave_efficiency;
@@ -457,11 +456,8 @@ class KernelModel {
     if (compute_t > memory && std::max({c_.t_tensor, c_.t_fp32, c_.t_sfu}) < 0.7 * compute_t) c_.bound = "compute (tensor + FP32 + SFU, not overlapped)";
   }
 
-  /** Clusters of `size` blocks along `axis`: the operand tiles that do not vary along it are read
-   *  from L2 once per cluster (cluster_saved_bytes) but still land in every block's SMEM, and the
-   *  SM's intake bounds the bulk-copy path (hardware.hpp, cluster_landing_ratio; measured by
-   *  tests/gpu/multicast_probe.cu), so the L2 -> SMEM bytes stay and the rate drops by the ratio
-   *  (set where the terms are summed); the grid rounds the tiles along `axis` up to whole clusters. */
+  /** Clusters of `size` blocks along `axis`: the operand tiles that do not vary along it cross
+   *  L2 -> SMEM once per cluster; the grid rounds the tiles along `axis` up to whole clusters. */
   void clusters(const std::string& axis, int size) {
     if (!c_.clusterable || spec_.cluster != size) {
       c_.problems.push_back("cluster: only GEMM kernels on the wgmma path of hardware with clusters form clusters (this kernel lowers to " +
@@ -485,6 +481,7 @@ class KernelModel {
       c_.cluster_shared.push_back(t->array);
       c_.cluster_saved_bytes += t->bytes * (1 - 1.0 / size);
     }
+    c_.l2_to_smem_bytes -= c_.cluster_saved_bytes;
     const std::int64_t n = c_.axes.at(axis).count;
     c_.blocks = c_.blocks / n * ((n + size - 1) / size * size);
   }

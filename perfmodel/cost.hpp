@@ -94,7 +94,7 @@ struct KernelCost {
    *  Those tiles' L2 -> SMEM bytes are divided by it. Only GEMM kernels on the wgmma path. */
   int cluster = 1;
   std::vector<std::string> cluster_shared;  ///< arrays whose tiles the cluster's blocks share
-  double cluster_saved_bytes = 0;           ///< bytes the multicast saves reading L2 (whole grid); what lands in SMEM is unchanged
+  double cluster_saved_bytes = 0;           ///< L2 -> SMEM bytes the multicast saves (whole grid)
   /** Whether a `cluster` directive could apply: a GEMM kernel on the wgmma path on hardware with
    *  clusters (the search then tries one along each grouped axis). */
   bool clusterable = false;

@@ -21,13 +21,12 @@ std::vector<Step> cluster_pass(const PassContext& c, KernelCandidate& k, Diagram
   if (!cl || kc.cost.cluster < 2) return {};
   std::string shared;
   for (const auto& a : kc.cost.cluster_shared) shared += (shared.empty() ? "" : ", ") + a;
-  const double read = kc.cost.l2_to_smem_bytes;
+  const double before = kc.cost.l2_to_smem_bytes + kc.cost.cluster_saved_bytes;
   return {{"derive-cluster", kc.plan.name, "cluster " + cl->first + " by " + std::to_string(cl->second),
            "a group partition over thread-block clusters (paper §2.3, one level up); TMA multicast (PTX ISA 9.7.9.25.5.1)",
            "the tiles of " + shared + " do not vary along " + cl->first + ": each of the " + std::to_string(cl->second) +
-               " blocks loads 1/" + std::to_string(cl->second) + " of them into all; L2 reads " + human_bytes(read) + " -> " +
-               human_bytes(read - kc.cost.cluster_saved_bytes) + ", while " + human_bytes(read) +
-               " still land in SMEM, at the cluster's lower rate (hardware l2.cluster_landing_ratio)"}};
+               " blocks loads 1/" + std::to_string(cl->second) + " of them into all; L2 -> SMEM " + human_bytes(before) + " -> " +
+               human_bytes(kc.cost.l2_to_smem_bytes)}};
 }
 
 }  // namespace napkin
