@@ -28,6 +28,7 @@ Runner setup_passes(CLI::App& sub);
 Runner setup_emit(CLI::App& sub);
 Runner setup_compare(CLI::App& sub);
 Runner setup_budget(CLI::App& sub);
+Runner setup_grad(CLI::App& sub);
 Runner setup_calibrate(CLI::App& sub);
 Runner setup_bench(CLI::App& sub);
 

@@ -19,6 +19,7 @@ const std::vector<Command>& commands() {
       {"derive", "Derive the best schedule by relabelling, with its cost per kernel and level", setup_derive},
       {"emit", "Emit the derived schedule as pseudocode, a CPU loop nest or CUDA, or the diagram as a PyTorch module", setup_emit},
       {"compare", "Compare the best schedules across hardware and dtypes (table, CSV, SVG chart)", setup_compare},
+      {"grad", "Write the backward of a diagram as a diagram: cotangents in, gradients out (reverse mode)", setup_grad},
       {"budget", "The training budget of a model made of the diagram's block: parameters, FLOPs, time, memory per GPU, MFU", setup_budget},
       {"bench", "Build, check and time the derived kernels on this GPU against the unfused schedule and cuBLAS", setup_bench},
       {"calibrate", "Measure the model's ceilings on a GPU and write a hardware description", setup_calibrate},
@@ -62,9 +63,13 @@ SizeMap parse_sets(const std::vector<std::string>& sets) {
 }
 
 std::optional<Loaded> load_checked(const DiagramArgs& args, bool verify) {
+  return load_checked(args, verify, /*expand=*/verify);  // print shows the file as written
+}
+
+std::optional<Loaded> load_checked(const DiagramArgs& args, bool verify, bool expand) {
   DiagnosticEngine diags;
   Loaded l;
-  l.program = load_program(args.file, diags, /*expand=*/verify);  // print shows the file as written
+  l.program = load_program(args.file, diags, expand);
   SizeMap overrides = parse_sets(args.sets);
   bool has_diagram = !l.program->main_file().diagrams.empty() || !args.diagram.empty();
   if (verify && has_diagram) {

@@ -34,6 +34,9 @@ struct Loaded {
 /** Loads and verifies; prints diagnostics (errors and warnings) to stderr. Returns nullopt when
  *  any error was reported (the caller exits with status 1). `verify` false: parse only. */
 std::optional<Loaded> load_checked(const DiagramArgs& args, bool verify = true);
+/** As above, with the built-ins logsumexp, l2norm and gather kept as written when `expand` is false
+ *  (diagrams/builtins.hpp; `napkin grad` differentiates them by their own rules). */
+std::optional<Loaded> load_checked(const DiagramArgs& args, bool verify, bool expand);
 
 /** Validates a `--seed` value: digits only, so that -1 is refused instead of wrapping to 2^64 - 1. */
 CLI::Validator seed_value();

@@ -165,6 +165,8 @@ class Evaluator {
       case Op::rsqrt: return map1(a[0], [](double x) { return 1 / std::sqrt(x); });
       case Op::sqrt: return map1(a[0], [](double x) { return std::sqrt(x); });
       case Op::abs: return map1(a[0], [](double x) { return std::fabs(x); });
+      case Op::step: return map1(a[0], [](double x) { return std::isnan(x) ? x : x > 0 ? 1.0 : 0.0; });
+      case Op::erf: return map1(a[0], [](double x) { return std::erf(x); });
       case Op::pow: return map2(a[0], a[1], [](double x, double p) { return std::pow(x, p); });
       case Op::minimum: return map2(a[0], a[1], [](double x, double y) { return std::fmin(x, y); });
       case Op::maximum: return map2(a[0], a[1], [](double x, double y) { return std::fmax(x, y); });

@@ -44,6 +44,9 @@ struct Number {
 enum class Op {
   // element-wise, one operand
   neg, exp, log, relu, gelu, silu, sigmoid, tanh, rsqrt, sqrt, abs,
+  // step(X): 1 where X > 0, 0 where X <= 0, NaN where X is NaN (the derivative of relu);
+  // erf(X): the error function (the derivative of gelu is written with it)
+  step, erf,
   // element-wise, two operands (broadcast by axis name); pow's exponent is a number
   add, sub, mul, div, pow, minimum, maximum,
   // pick(L, T; v): element-wise, L where index(v) == T and 0 elsewhere (T integer, without v): the

@@ -190,7 +190,7 @@ class FunctionWriter {
     if (e.op == Op::neg) return {"(-" + x.code + ")", x.axes, x.scalar};
     std::string name(op_name(e.op));
     if (x.scalar) return {"_s_" + name + "(" + x.code + ")", {}, true};
-    std::string fn = e.op == Op::gelu || e.op == Op::silu ? "F." + name : "torch." + name;
+    std::string fn = e.op == Op::gelu || e.op == Op::silu ? "F." + name : e.op == Op::step ? "_step" : "torch." + name;
     return {fn + "(" + x.code + ")", x.axes, false};
   }
 

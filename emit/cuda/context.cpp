@@ -171,6 +171,8 @@ std::string Context::value(const Expr& e, const NodeOverride& over, const std::v
     case Op::cast: return "napkin::round_to<" + ctype(*e.dtype) + ">(" + v(0) + ")";
     case Op::mask: return "(" + v(1) + " != 0.0f ? " + v(0) + " : -INFINITY)";
     case Op::abs: return "fabsf(" + v(0) + ")";
+    case Op::step: return "napkin::step(" + v(0) + ")";
+    case Op::erf: return "erff(" + v(0) + ")";
     case Op::pow: return "powf(" + v(0) + ", " + v(1) + ")";
     case Op::minimum: return "fminf(" + v(0) + ", " + v(1) + ")";
     case Op::maximum: return "fmaxf(" + v(0) + ", " + v(1) + ")";

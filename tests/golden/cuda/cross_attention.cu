@@ -60,6 +60,8 @@ template <class T> __device__ __forceinline__ void store_pair(T* p, const int64_
 }
 
 __device__ __forceinline__ float relu(float x) { return fmaxf(x, 0.0f); }
+// step: 1 where x > 0, 0 where x <= 0, NaN where x is NaN (the evaluator's, diagrams/eval.cpp).
+__device__ __forceinline__ float step(float x) { return x > 0.0f ? 1.0f : x == x ? 0.0f : x; }
 __device__ __forceinline__ float gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678f)); }
 // sigmoid: MUFU ex2 and rcp (CUDA C++ Programming Guide, intrinsic functions: __expf, __fdividef,
 // 2 ulp); 1 + exp(-x) overflowing to inf gives 0, as it should.

@@ -242,6 +242,19 @@ def _s_fmax(a, b):
     return b if math.isnan(a) else (a if math.isnan(b) else max(a, b))
 
 
+def _step(x):
+    """1 where x > 0, 0 where x <= 0, NaN where x is NaN (the evaluator's step, diagrams/eval.cpp)."""
+    return torch.where(torch.isnan(x), x, (x > 0).to(x.dtype))
+
+
+def _s_step(x):
+    return x if math.isnan(x) else (1.0 if x > 0 else 0.0)
+
+
+def _s_erf(x):
+    return math.erf(x)
+
+
 def _s_abs(x):
     return abs(x)
 

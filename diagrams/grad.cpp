@@ -1,0 +1,425 @@
+// Reverse mode on diagrams (contract: grad.hpp; the rules: adjoints.hpp).
+#include "diagrams/grad.hpp"
+
+#include <algorithm>
+#include <functional>
+#include <set>
+
+#include "diagrams/adjoints.hpp"
+#include "diagrams/diagnostics.hpp"
+#include "diagrams/graph_view.hpp"
+#include "diagrams/inline_calls.hpp"
+#include "diagrams/printer.hpp"
+
+namespace napkin {
+
+namespace {
+
+using grad::Term;
+
+bool is_normaliser(const Expr& e) {
+  return e.kind == Expr::Kind::apply && (e.op == Op::softmax || e.op == Op::layernorm || e.op == Op::rmsnorm);
+}
+
+/** True if `e` holds an operation that is not element-wise: computing it twice costs a pass. */
+bool expensive(const Expr& e) {
+  bool found = false;
+  walk(e, [&](const Expr& n) { found |= n.kind == Expr::Kind::apply && !is_elementwise(n.op) && !is_positional(n.op); });
+  return found;
+}
+
+std::string claim(const std::string& base, std::set<std::string>& taken) {
+  std::string n = base;
+  for (int i = 1; taken.count(n); ++i) n = base + "_" + std::to_string(i);
+  taken.insert(n);
+  return n;
+}
+
+Statement statement(const std::string& name, const AxisList& axes, ExprPtr e) {
+  Statement s;
+  s.name = name;
+  s.axes = axes;
+  s.axis_locs.assign(axes.size(), SourceLoc{});
+  s.expr = std::move(e);
+  return s;
+}
+
+/** A normaliser node of `e` that is not `e` itself and holds no other, or nullptr. */
+const Expr* inner_normaliser(const Expr& e, bool root = true) {
+  for (const auto& a : e.args)
+    if (const Expr* n = inner_normaliser(*a, false)) return n;
+  return !root && is_normaliser(e) ? &e : nullptr;
+}
+
+ExprPtr replace_node(const ExprPtr& e, const Expr* target, const ExprPtr& by) {
+  if (e.ptr.get() == target) return by;
+  bool changed = false;
+  std::vector<ExprPtr> args;
+  for (const auto& a : e->args) {
+    args.push_back(replace_node(a, target, by));
+    changed |= args.back().ptr != a.ptr;
+  }
+  if (!changed) return e;
+  auto n = std::make_shared<Expr>(*e);
+  n->args = std::move(args);
+  return {std::move(n)};
+}
+
+/** `d` with every normaliser that is not a whole right-hand side in a statement `<S>_<op>` of its own. */
+Diagram hoist_normalisers(const Program& p, Diagram d) {
+  std::set<std::string> taken;
+  for (const auto* a : d.axes()) taken.insert(a->name);
+  for (const auto* i : d.inputs()) taken.insert(i->name);
+  for (const auto* s : d.statements()) taken.insert(s->name);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (std::size_t k = 0; k < d.items.size() && !changed; ++k) {
+      auto* s = std::get_if<Statement>(&d.items[k]);
+      const Expr* n = s ? inner_normaliser(*s->expr) : nullptr;
+      if (!n) continue;
+      Typer typer(d, p.diagrams, nullptr);
+      const AxisList axes = *typer.axes_of(*n);
+      Statement hoisted = statement(claim(s->name + "_" + std::string(op_name(n->op)), taken), axes, {});
+      std::function<ExprPtr(const ExprPtr&)> find = [&](const ExprPtr& e) -> ExprPtr {
+        if (e.ptr.get() == n) return e;
+        for (const auto& a : e->args)
+          if (auto f = find(a)) return f;
+        return {};
+      };
+      hoisted.expr = find(s->expr);
+      s->expr = replace_node(s->expr, n, make_ref(hoisted.name, n->loc));
+      d.items.insert(d.items.begin() + static_cast<std::ptrdiff_t>(k), std::move(hoisted));
+      changed = true;
+    }
+  }
+  return d;
+}
+
+/** The reverse sweep over one flat diagram. */
+class Differentiator {
+ public:
+  Differentiator(const Program& p, Diagram fwd) : fwd_(std::move(fwd)), typer_(fwd_, p.diagrams, nullptr) {
+    for (const auto* a : fwd_.axes()) taken_.insert(a->name);
+    for (const auto* i : fwd_.inputs()) taken_.insert(i->name);
+    for (const auto* s : fwd_.statements()) {
+      taken_.insert(s->name);
+      index(s->expr);
+    }
+  }
+
+  GradResult run(const std::vector<std::string>& wrt_asked);
+
+ private:
+  void index(const ExprPtr& e) {
+    node_ptr_[e.ptr.get()] = e;
+    for (const auto& a : e->args) index(a);
+  }
+  std::vector<std::string> choose_wrt(const std::vector<std::string>& asked);
+  std::set<std::string> depending_on(const std::set<std::string>& roots) const;
+  bool active(const Expr& e) const {
+    bool found = false;
+    walk(e, [&](const Expr& n) { found |= n.kind == Expr::Kind::ref && active_.count(n.name); });
+    return found;
+  }
+  Term keep(const Term& t, const std::string& base);
+  Term value(const Expr& e);
+  void save_statistics(const Statement& s);
+  void backprop(const Expr& node, const Term& cot);
+  Term adjoint(const std::string& name, const AxisList& primal, bool always_statement);
+  ExprPtr recomputed(const Statement& s) const;
+  Diagram backward(const std::vector<std::string>& wrt, const std::vector<std::pair<std::string, const OutputDecl*>>& cots);
+  Diagram forward() const;
+
+  Diagram fwd_;
+  mutable Typer typer_;  // axes_of is not const (it reports through its engine)
+  std::set<std::string> taken_;
+  std::map<const Expr*, ExprPtr> node_ptr_;
+  std::set<std::string> active_;
+  std::map<std::string, std::vector<Term>> contrib_;
+  std::vector<Statement> bwd_;
+  std::map<const Expr*, Term> kept_values_;
+  const Statement* cur_ = nullptr;
+  std::map<std::string, grad::SavedStats> stats_;          ///< by normaliser statement
+  std::map<std::string, std::vector<Statement>> stat_defs_;  ///< forward statements of each's statistics
+  std::vector<SavedStatistic> saved_;
+};
+
+std::set<std::string> Differentiator::depending_on(const std::set<std::string>& roots) const {
+  std::set<std::string> out = roots;
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (const auto* s : fwd_.statements())
+      if (!out.count(s->name))
+        for (const auto& r : referenced_arrays(*s->expr, fwd_))
+          if (out.count(r)) {
+            changed = out.insert(s->name).second;
+            break;
+          }
+  }
+  return out;
+}
+
+std::vector<std::string> Differentiator::choose_wrt(const std::vector<std::string>& asked) {
+  auto reaches_output = [&](const std::string& input) {
+    auto deps = depending_on({input});
+    for (const auto* o : fwd_.outputs())
+      if (deps.count(o->name)) return true;
+    return false;
+  };
+  std::vector<std::string> out;
+  if (asked.empty()) {
+    for (const auto* i : fwd_.inputs())
+      if (!is_integer_dtype(i->dtype) && reaches_output(i->name)) out.push_back(i->name);
+    if (out.empty()) throw UserError("no output of '" + fwd_.name + "' depends on a floating-point input: nothing to differentiate");
+    return out;
+  }
+  for (const auto& w : asked) {
+    const InputDecl* in = fwd_.find_input(w);
+    if (!in) throw UserError("--wrt: '" + w + "' is not an input of diagram '" + fwd_.name + "'");
+    if (is_integer_dtype(in->dtype))
+      throw UserError("--wrt: input '" + w + "' is of the integer dtype " + std::string(dtype_name(in->dtype)) + ": it has no gradient");
+    if (!reaches_output(w)) throw UserError("--wrt: no output of diagram '" + fwd_.name + "' depends on input '" + w + "'");
+    if (std::find(out.begin(), out.end(), w) != out.end()) throw UserError("--wrt: input '" + w + "' is named twice");
+    out.push_back(w);
+  }
+  return out;
+}
+
+Term Differentiator::keep(const Term& t, const std::string& base) {
+  if (t.e->kind != Expr::Kind::apply) return t;
+  std::string n = claim(base, taken_);
+  bwd_.push_back(statement(n, t.axes, t.e));
+  return grad::ref(n, t.axes);
+}
+
+Term Differentiator::value(const Expr& e) {
+  if (cur_ && &e == cur_->expr.ptr.get()) return grad::ref(cur_->name, cur_->axes);
+  if (e.kind == Expr::Kind::ref) {
+    if (const auto* axes = fwd_.array_axes(e.name)) return grad::ref(e.name, *axes);
+    return grad::axis_size(e.name);
+  }
+  const ExprPtr& ptr = node_ptr_.at(&e);
+  if (!expensive(e)) return {ptr, *typer_.axes_of(e)};
+  if (auto it = kept_values_.find(&e); it != kept_values_.end()) return it->second;
+  Term kept = keep({ptr, *typer_.axes_of(e)}, cur_->name + "_v");
+  kept_values_.emplace(&e, kept);
+  return kept;
+}
+
+void Differentiator::save_statistics(const Statement& s) {
+  const Expr& n = *s.expr;
+  const ExprPtr& x = n.args[0];
+  const AxisList rows = [&] {
+    AxisList r;
+    for (const auto& a : s.axes)
+      if (!contains(n.axes, a)) r.push_back(a);
+    return r;
+  }();
+  Number eps{1e-5, "1e-5"};
+  for (const auto& b : n.bindings)
+    if (b.key == "eps" && b.number) eps = *b.number;
+  auto apply = [](Op op, std::vector<ExprPtr> args, const AxisList& axes = {}) {
+    auto e = std::make_shared<Expr>();
+    e->kind = Expr::Kind::apply, e->op = op, e->args = std::move(args), e->axes = axes;
+    e->axis_locs.assign(axes.size(), SourceLoc{});
+    return ExprPtr{std::move(e)};
+  };
+  auto add = [&](const std::string& what, ExprPtr e) {
+    std::string name = claim(s.name + "_" + (what == "logsumexp" ? "lse" : what), taken_);
+    stat_defs_[s.name].push_back(statement(name, rows, std::move(e)));
+    saved_.push_back({name, s.name, what});
+    return grad::ref(name, rows);
+  };
+  auto& st = stats_[s.name];
+  if (n.op == Op::softmax) {
+    st.lse = add("logsumexp", apply(Op::logsumexp, {x}, n.axes));
+    return;
+  }
+  ExprPtr centred = x;
+  if (n.op == Op::layernorm) {
+    st.mean = add("mean", apply(Op::mean, {x}, n.axes));
+    centred = apply(Op::sub, {x, st.mean->e});
+  }
+  ExprPtr ms = apply(Op::mean, {apply(Op::mul, {centred, centred})}, n.axes);
+  st.rstd = add("rstd", apply(Op::rsqrt, {apply(Op::add, {ms, make_number(eps, {})})}));
+}
+
+void Differentiator::backprop(const Expr& node, const Term& cot) {
+  if (node.kind == Expr::Kind::ref) {
+    if (active_.count(node.name)) contrib_[node.name].push_back(cot);
+    return;
+  }
+  if (node.kind != Expr::Kind::apply) return;
+  std::size_t n_active = 0;
+  for (const auto& a : node.args) n_active += active(*a);
+  const bool reads_twice = n_active > 1 || node.op == Op::softmax || node.op == Op::layernorm ||
+                           node.op == Op::rmsnorm || node.op == Op::l2norm;
+  Term c = cot;
+  if (reads_twice && expensive(*c.e)) c = keep(c, "d" + cur_->name + "_c");
+  grad::RuleContext ctx;
+  ctx.cot = c;
+  ctx.value = [this](const Expr& e) { return value(e); };
+  ctx.axes_of = [this](const Expr& e) { return *typer_.axes_of(e); };
+  if (auto it = stats_.find(cur_->name); it != stats_.end() && &node == cur_->expr.ptr.get()) ctx.saved = &it->second;
+  for (std::size_t i = 0; i < node.args.size(); ++i)
+    if (active(*node.args[i]))
+      if (auto ci = grad::operand_cotangent(node, i, ctx)) backprop(*node.args[i], *ci);
+}
+
+Term Differentiator::adjoint(const std::string& name, const AxisList& primal, bool always_statement) {
+  auto& cs = contrib_[name];
+  if (cs.empty()) cs.push_back(grad::number(0));  // reached only through operations of derivative 0 (step, a mask)
+  if (cs.size() == 1 && cs[0].e->kind == Expr::Kind::ref && !always_statement) return cs[0];
+  Term sum = cs[0];
+  for (std::size_t i = 1; i < cs.size(); ++i) sum = grad::binary(Op::add, sum, cs[i]);
+  if (always_statement) sum = grad::expand(sum, primal);
+  AxisList axes;
+  for (const auto& a : primal)
+    if (contains(sum.axes, a)) axes.push_back(a);
+  NAPKIN_ASSERT(axes.size() == sum.axes.size()) << "the adjoint of " << name << " has axes " << print_axes(sum.axes)
+                                                 << " beyond its array's " << print_axes(primal);
+  std::string n = claim("d" + name, taken_);
+  bwd_.push_back(statement(n, axes, sum.e));
+  return grad::ref(n, axes);
+}
+
+ExprPtr Differentiator::recomputed(const Statement& s) const {
+  auto it = stats_.find(s.name);
+  if (it == stats_.end()) return s.expr;
+  const auto& st = it->second;
+  const Expr& n = *s.expr;
+  Term x{n.args[0], *typer_.axes_of(*n.args[0])};
+  if (n.op == Op::softmax) return grad::unary(Op::exp, grad::binary(Op::sub, x, *st.lse)).e;
+  Term y = n.op == Op::layernorm ? grad::binary(Op::sub, x, *st.mean) : x;
+  y = grad::binary(Op::mul, y, *st.rstd);
+  if (n.args.size() > 1) y = grad::binary(Op::mul, y, {n.args[1], *typer_.axes_of(*n.args[1])});
+  if (n.args.size() > 2) y = grad::binary(Op::add, y, {n.args[2], *typer_.axes_of(*n.args[2])});
+  return y.e;
+}
+
+Diagram Differentiator::forward() const {
+  Diagram d = fwd_;
+  d.name = fwd_.name + "_fwd";
+  d.trivia.leading = {std::string(" ") + fwd_.name + " with the row statistics its backward reads as extra outputs (napkin grad)"};
+  d.items.clear();
+  for (const auto& item : fwd_.items) {
+    d.items.push_back(item);
+    if (const auto* s = std::get_if<Statement>(&item); s && stat_defs_.count(s->name))
+      for (const auto& st : stat_defs_.at(s->name)) d.items.emplace_back(st);
+  }
+  for (const auto& sv : saved_) {
+    OutputDecl o;
+    o.name = sv.name;
+    o.dtype = DType::fp32;
+    d.items.emplace_back(std::move(o));
+  }
+  return d;
+}
+
+Diagram Differentiator::backward(const std::vector<std::string>& wrt,
+                                 const std::vector<std::pair<std::string, const OutputDecl*>>& cots) {
+  // The forward statements the backward reads, transitively, recomputed.
+  std::set<std::string> need;
+  std::vector<ExprPtr> work;
+  for (const auto& s : bwd_) work.push_back(s.expr);
+  while (!work.empty()) {
+    ExprPtr e = work.back();
+    work.pop_back();
+    walk(*e, [&](const Expr& n) {
+      if (n.kind != Expr::Kind::ref || need.count(n.name)) return;
+      const Statement* s = fwd_.find_statement(n.name);
+      if (!s && !fwd_.find_input(n.name)) return;
+      need.insert(n.name);
+      if (s) work.push_back(recomputed(*s));
+    });
+  }
+  Diagram d;
+  d.name = fwd_.name + "_bwd";
+  d.trivia.leading = {std::nullopt, std::string(" The backward of ") + fwd_.name + " (napkin grad): cotangents d<output> in, gradients d<input> out"};
+  for (const auto* a : fwd_.axes()) d.items.emplace_back(*a);
+  for (const auto* i : fwd_.inputs())
+    if (need.count(i->name)) d.items.emplace_back(*i);
+  for (const auto& [name, out] : cots) {
+    InputDecl in;
+    in.name = name;
+    in.axes = *fwd_.array_axes(out->name);
+    in.axis_locs.assign(in.axes.size(), SourceLoc{});
+    in.dtype = out->dtype;
+    in.trivia.trailing = "cotangent of " + out->name;
+    d.items.emplace_back(std::move(in));
+  }
+  for (const auto& sv : saved_) {
+    InputDecl in;
+    in.name = sv.name;
+    for (const auto& st : stat_defs_.at(sv.statement))
+      if (st.name == sv.name) in.axes = st.axes;
+    in.axis_locs.assign(in.axes.size(), SourceLoc{});
+    in.dtype = DType::fp32;
+    in.trivia.trailing = "saved by the forward: " + sv.what + " of " + sv.statement;
+    d.items.emplace_back(std::move(in));
+  }
+  for (const auto* s : fwd_.statements())
+    if (need.count(s->name)) {
+      Statement copy = *s;
+      copy.expr = recomputed(*s);
+      copy.trivia = {};
+      copy.trivia.trailing = stats_.count(s->name) ? "recomputed from the saved statistics" : "recomputed";
+      d.items.emplace_back(std::move(copy));
+    }
+  for (const auto& s : bwd_) d.items.emplace_back(s);
+  for (const auto& w : wrt) {
+    OutputDecl o;
+    o.name = "d" + w;
+    for (const auto& s : bwd_)
+      if (s.trivia.trailing == "gradient of " + w) o.name = s.name;
+    o.dtype = fwd_.find_input(w)->dtype;
+    d.items.emplace_back(std::move(o));
+  }
+  return d;
+}
+
+GradResult Differentiator::run(const std::vector<std::string>& wrt_asked) {
+  GradResult r;
+  r.wrt = choose_wrt(wrt_asked);
+  active_ = depending_on({r.wrt.begin(), r.wrt.end()});
+  std::vector<std::pair<std::string, const OutputDecl*>> cots;
+  for (const auto* o : fwd_.outputs())
+    if (active_.count(o->name)) {
+      std::string n = claim("d" + o->name, taken_);
+      cots.emplace_back(n, o);
+      r.cotangents.push_back(n);
+      contrib_[o->name].push_back(grad::ref(n, *fwd_.array_axes(o->name)));
+    }
+  auto order = dataflow_graph(fwd_).topological_order();
+  NAPKIN_ASSERT(order) << fwd_.name << ": a cycle in a verified diagram";
+  const std::size_t n_inputs = fwd_.inputs().size();
+  const auto statements = fwd_.statements();
+  for (auto it = order->rbegin(); it != order->rend(); ++it) {
+    if (*it < n_inputs) continue;
+    const Statement& s = *statements[*it - n_inputs];
+    if (!active_.count(s.name) || !contrib_.count(s.name)) continue;
+    cur_ = &s;
+    Term ds = adjoint(s.name, s.axes, false);
+    if (is_normaliser(*s.expr)) save_statistics(s);
+    backprop(*s.expr, ds);
+  }
+  cur_ = nullptr;
+  for (const auto& w : r.wrt) {
+    adjoint(w, fwd_.find_input(w)->axes, true);
+    bwd_.back().trivia.trailing = "gradient of " + w;
+  }
+  r.saved = saved_;
+  r.file.diagrams.push_back(forward());
+  r.file.diagrams.push_back(backward(r.wrt, cots));
+  return r;
+}
+
+}  // namespace
+
+GradResult differentiate(const Program& p, const Diagram& d, const std::vector<std::string>& wrt) {
+  Diagram flat = hoist_normalisers(p, inline_calls(p, d));
+  Differentiator diff(p, std::move(flat));
+  return diff.run(wrt);
+}
+
+}  // namespace napkin
