@@ -134,14 +134,24 @@ std::optional<Term> reductions(const Expr& node, std::size_t i, const RuleContex
       return binary(Op::mul, c, unary(Op::exp, binary(Op::sub, x, ctx.value(node))));
     }
     case Op::contract: {
-      std::vector<Term> terms{c};
-      AxisList all = c.axes;
+      // The cotangent's scalar factors (c = core * s * ..) go outside: contract(core, ..) * s * ..
+      Term core = c;
+      std::vector<Term> factors;
+      while (core.e->kind == Expr::Kind::apply && core.e->op == Op::mul) {
+        if (ctx.scalar(*core.e->args[1])) factors.push_back({core.e->args[1], {}}), core = {core.e->args[0], core.axes};
+        else if (ctx.scalar(*core.e->args[0])) factors.push_back({core.e->args[0], {}}), core = {core.e->args[1], core.axes};
+        else break;
+      }
+      std::vector<Term> terms{core};
+      AxisList all = core.axes;
       for (std::size_t j = 0; j < node.args.size(); ++j)
         if (j != i) {
           terms.push_back(ctx.value(*node.args[j]));
           all = axis_union({all, terms.back().axes});
         }
-      return contract_terms(terms, minus(all, ctx.axes_of(*node.args[i])));
+      Term out = contract_terms(terms, minus(all, ctx.axes_of(*node.args[i])));
+      for (auto f = factors.rbegin(); f != factors.rend(); ++f) out = binary(Op::mul, out, *f);
+      return out;
     }
     case Op::gather: case Op::pick: {
       if (i == 1) return std::nullopt;
@@ -169,14 +179,14 @@ std::optional<Term> normalisers(const Expr& node, std::size_t i, const RuleConte
   switch (node.op) {
     case Op::softmax: {
       Term p = ctx.value(node);
-      return mul(p, sub(c, sum_over(mul(c, p), a)));
+      return mul(p, sub(c, ctx.keep(sum_over(mul(c, p), a), "rowsum")));
     }
     case Op::l2norm: {
       double eps = 1e-12;
       for (const auto& b : node.bindings)
         if (b.key == "eps" && b.number) eps = b.number->value;
-      Term r = unary(Op::rsqrt, binary(Op::add, sum_over(mul(x, x), a), number(eps)));
-      return sub(mul(c, r), mul(mul(x, mul(mul(r, r), r)), sum_over(mul(c, x), a)));
+      Term r = ctx.keep(unary(Op::rsqrt, binary(Op::add, sum_over(mul(x, x), a), number(eps))), "rstd");
+      return sub(mul(c, r), mul(mul(x, mul(mul(r, r), r)), ctx.keep(sum_over(mul(c, x), a), "rowsum")));
     }
     case Op::rmsnorm: case Op::layernorm: break;
     default: return std::nullopt;
@@ -187,13 +197,13 @@ std::optional<Term> normalisers(const Expr& node, std::size_t i, const RuleConte
   Term g = has_weight ? mul(c, ctx.value(*node.args[1])) : c;
   if (node.op == Op::rmsnorm) {
     if (i == 1) return unbroadcast(mul(mul(c, x), r), ctx.axes_of(*node.args[1]), full);
-    return sub(mul(r, g), mul(mul(x, mul(mul(r, r), r)), mean_over(mul(g, x), a)));
+    return sub(mul(r, g), mul(mul(x, mul(mul(r, r), r)), ctx.keep(mean_over(mul(g, x), a), "rowmean")));
   }
   NAPKIN_ASSERT(ctx.saved->mean) << "layernorm without its saved mean";
   Term xh = mul(sub(x, *ctx.saved->mean), r);
   if (i == 1) return unbroadcast(mul(c, xh), ctx.axes_of(*node.args[1]), full);
   if (i == 2) return unbroadcast(c, ctx.axes_of(*node.args[2]), full);
-  return mul(r, sub(sub(g, mean_over(g, a)), mul(xh, mean_over(mul(g, xh), a))));
+  return mul(r, sub(sub(g, ctx.keep(mean_over(g, a), "rowmean")), mul(xh, ctx.keep(mean_over(mul(g, xh), a), "rowmean"))));
 }
 
 }  // namespace

@@ -19,6 +19,8 @@
  *    first operand, as fmin and fmax return it);
  *  - contract (einsum): the cotangent of operand i is the contraction of the result's cotangent
  *    with the other operands over every axis operand i lacks (the product rule, term by term);
+ *    scalar factors of the cotangent are written outside the contraction (linearity), so that
+ *    `contract(dS, K; x) * rsqrt(d)` keeps the form of a contraction with an epilogue;
  *  - sum: a broadcast of the cotangent; mean: the same over the count; max over axes: the cotangent
  *    to every element equal to the maximum (each tied element gets all of it);
  *  - softmax(X; a) = P: dX = P (dP - sum(dP P; a)) (the Jacobian diag(P) - P P^T), with P recomputed
@@ -87,6 +89,12 @@ struct RuleContext {
   Term cot;
   std::function<Term(const Expr&)> value;
   std::function<AxisList(const Expr&)> axes_of;
+  /** True for an expression of numbers and axis sizes alone (a scalar: rsqrt(d)). */
+  std::function<bool(const Expr&)> scalar;
+  /** A statement of its own for `t` (a row reduction inside an element-wise expression), named
+   *  after the cotangent's statement and `what`: the form the kernel forms take (a rows kernel,
+   *  then element-wise maps), instead of the reduction recomputed per element. */
+  std::function<Term(const Term& t, const std::string& what)> keep;
   const SavedStats* saved = nullptr;
 };
 

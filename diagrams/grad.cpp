@@ -260,6 +260,14 @@ void Differentiator::backprop(const Expr& node, const Term& cot) {
   ctx.cot = c;
   ctx.value = [this](const Expr& e) { return value(e); };
   ctx.axes_of = [this](const Expr& e) { return *typer_.axes_of(e); };
+  ctx.scalar = [this](const Expr& e) {
+    bool scalar = true;
+    walk(e, [&](const Expr& n) {
+      scalar = scalar && !(n.kind == Expr::Kind::ref && !fwd_.find_axis(n.name)) && !(n.kind == Expr::Kind::apply && is_positional(n.op));
+    });
+    return scalar;
+  };
+  ctx.keep = [this](const Term& t, const std::string& what) { return keep(t, "d" + cur_->name + "_" + what); };
   if (auto it = stats_.find(cur_->name); it != stats_.end() && &node == cur_->expr.ptr.get()) ctx.saved = &it->second;
   for (std::size_t i = 0; i < node.args.size(); ++i)
     if (active(*node.args[i]))

@@ -17,6 +17,8 @@
 #include <regex>
 
 #include "diagrams/eval.hpp"
+#include "diagrams/grad.hpp"
+#include "diagrams/printer.hpp"
 #include "diagrams/verify.hpp"
 #include "emit/cpu_emitter.hpp"
 #include "tests/support/loop_nest_check.hpp"
@@ -94,6 +96,22 @@ std::vector<std::uint64_t> random_seeds(bool& chosen) {
   return seeds;
 }
 
+/** Run sizes for a bundled diagram derived at `full`: about 1.5 tiles along each partitioned axis
+ *  (never a multiple), 12 along whole axes; only axes declared by a literal (products follow). */
+SizeMap run_sizes(const Diagram& d, const Derivation& dv, const SizeMap& full) {
+  auto literal = [&](const std::string& a) {
+    const AxisDecl* decl = d.find_axis(a);
+    return decl && decl->size.size() == 1 && decl->size[0].axis.empty();
+  };
+  SizeMap run;
+  for (const auto& k : dv.chosen.kernels)
+    for (const auto& [a, ap] : k.cost.axes)
+      if (ap.kind != AxisPlan::Kind::whole && literal(a)) run[a] = std::max<std::int64_t>(run[a], std::min(ap.extent, ap.tile + ap.tile / 2 + 3));
+  for (const auto* a : d.axes())
+    if (!run.count(a->name) && literal(a->name)) run[a->name] = std::min<std::int64_t>(full.at(a->name), 12);
+  return run;
+}
+
 /** Prepares a case: derives, emits the loop nest to dir/case<i>.cpp, writes inputs, evaluates. */
 void prepare(Case& c, std::size_t i, const fs::path& dir, const Derivation& dv) {
   std::string prefix = "napkin_c" + std::to_string(i) + "_";
@@ -115,7 +133,7 @@ void prepare(Case& c, std::size_t i, const fs::path& dir, const Derivation& dv) 
 
 }  // namespace
 
-TEST_CASE("derived CPU loop nests equal the fp64 evaluator: bundled and 200 random diagrams", "[emit][cpu][property]") {
+TEST_CASE("derived CPU loop nests equal the fp64 evaluator: bundled diagrams, their backwards and 200 random diagrams", "[emit][cpu][property]") {
   fs::path dir = fs::temp_directory_path() / ("napkin-cpu-loop-nests-" + std::to_string(getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
@@ -143,13 +161,30 @@ TEST_CASE("derived CPU loop nests equal the fp64 evaluator: bundled and 200 rand
     const bool block = c.label == "transformer_block.napkin";
     SizeMap full = *resolve_sizes(*c.diagram, block ? SizeMap{{"b", 2}} : SizeMap{}, diags);
     Derivation dv = derive(*c.program, *c.diagram, full, h100);
-    // About 1.5 tiles along each partitioned axis (never a multiple), 12 along whole axes.
-    SizeMap run;
-    for (const auto& k : dv.chosen.kernels)
-      for (const auto& [a, ap] : k.cost.axes)
-        if (ap.kind != AxisPlan::Kind::whole) run[a] = std::max<std::int64_t>(run[a], std::min(ap.extent, ap.tile + ap.tile / 2 + 3));
-    for (const auto* a : c.diagram->axes())
-      if (!run.count(a->name)) run[a->name] = std::min<std::int64_t>(full.at(a->name), 12);
+    SizeMap run = run_sizes(*c.diagram, dv, full);
+    if (block) run = {{"b", 2}, {"s", 21}, {"m", 40}, {"g", 2}, {"r", 2}, {"d", 12}, {"f", 70}};
+    c.sizes = *resolve_sizes(*c.diagram, run, diags);
+    prepare(c, cases.size(), dir, dv);
+    cases.push_back(std::move(c));
+  }
+  // The backward of each bundled diagram (napkin grad, diagrams/grad.hpp), derived and run as the
+  // forward is: the backward goes through the same derive, lower and emit.
+  for (const auto& file : test::library_files()) {
+    DiagnosticEngine diags;
+    auto written = load_program(file, diags, /*expand=*/false);
+    const Diagram& forward = written->select("");
+    REQUIRE(verify_program(*written, diags, &forward));
+    Case c;
+    c.label = fs::path(file).filename().string() + " backward";
+    c.text = print_file(differentiate(*written, forward, {}).file);
+    c.program = load_program_text("g.napkin", c.text, diags);
+    c.diagram = &c.program->select("");
+    REQUIRE(verify_program(*c.program, diags, c.diagram));
+    const bool block = c.label == "transformer_block.napkin backward";
+    SizeMap full = *resolve_sizes(*c.diagram, block ? SizeMap{{"b", 2}} : SizeMap{}, diags);
+    Derivation dv = derive(*c.program, *c.diagram, full, h100);
+    c.plan = plan_text(dv);
+    SizeMap run = run_sizes(*c.diagram, dv, full);
     if (block) run = {{"b", 2}, {"s", 21}, {"m", 40}, {"g", 2}, {"r", 2}, {"d", 12}, {"f", 70}};
     c.sizes = *resolve_sizes(*c.diagram, run, diags);
     prepare(c, cases.size(), dir, dv);
