@@ -107,7 +107,7 @@ class Differentiator {
     }
   }
 
-  GradResult run(const std::vector<std::string>& wrt_asked);
+  GradResult run(const std::vector<std::string>& wrt_asked, const std::vector<std::string>& save);
 
  private:
   void index(const ExprPtr& e) {
@@ -142,6 +142,15 @@ class Differentiator {
   std::map<std::string, grad::SavedStats> stats_;          ///< by normaliser statement
   std::map<std::string, std::vector<Statement>> stat_defs_;  ///< forward statements of each's statistics
   std::vector<SavedStatistic> saved_;
+  std::set<std::string> save_;        ///< forward statements to save rather than recompute
+  std::vector<std::string> stored_;   ///< those of save_ the backward reads
+  std::vector<std::string> recomputed_;
+  /** The dtype a saved statement is stored in: its label, else the diagram's first output's. */
+  DType stored_dtype(const Statement& s) const {
+    if (s.dtype) return *s.dtype;
+    const auto outs = fwd_.outputs();
+    return outs.empty() ? DType::fp32 : outs.front()->dtype;
+  }
 };
 
 std::set<std::string> Differentiator::depending_on(const std::set<std::string>& roots) const {
@@ -313,12 +322,22 @@ Diagram Differentiator::forward() const {
   for (const auto& item : fwd_.items) {
     d.items.push_back(item);
     if (const auto* s = std::get_if<Statement>(&item); s && stat_defs_.count(s->name))
-      for (const auto& st : stat_defs_.at(s->name)) d.items.emplace_back(st);
+      for (const auto& st : stat_defs_.at(s->name))
+        if (std::any_of(saved_.begin(), saved_.end(), [&](const SavedStatistic& sv) { return sv.name == st.name; })) d.items.emplace_back(st);
   }
   for (const auto& sv : saved_) {
     OutputDecl o;
     o.name = sv.name;
     o.dtype = DType::fp32;
+    d.items.emplace_back(std::move(o));
+  }
+  const auto outputs = fwd_.outputs();
+  for (const auto& name : stored_) {
+    if (std::any_of(outputs.begin(), outputs.end(), [&](const OutputDecl* o) { return o->name == name; })) continue;  // an output already
+    OutputDecl o;
+    o.name = name;
+    o.dtype = stored_dtype(*fwd_.find_statement(name));
+    o.trivia.trailing = "saved for the backward";
     d.items.emplace_back(std::move(o));
   }
   return d;
@@ -336,11 +355,14 @@ Diagram Differentiator::backward(const std::vector<std::string>& wrt,
     walk(*e, [&](const Expr& n) {
       if (n.kind != Expr::Kind::ref || need.count(n.name)) return;
       const Statement* s = fwd_.find_statement(n.name);
-      if (!s && !fwd_.find_input(n.name)) return;
+      const bool statistic = std::any_of(saved_.begin(), saved_.end(), [&](const SavedStatistic& sv) { return sv.name == n.name; });
+      if (!s && !fwd_.find_input(n.name) && !statistic) return;
       need.insert(n.name);
-      if (s) work.push_back(recomputed(*s));
+      if (s && !save_.count(n.name)) work.push_back(recomputed(*s));
     });
   }
+  // A statistic whose statement is saved, not recomputed, is not read: the forward keeps it not.
+  std::erase_if(saved_, [&](const SavedStatistic& sv) { return !need.count(sv.name); });
   Diagram d;
   d.name = fwd_.name + "_bwd";
   d.trivia.leading = {std::nullopt, std::string(" The backward of ") + fwd_.name + " (napkin grad): cotangents d<output> in, gradients d<input> out"};
@@ -356,6 +378,17 @@ Diagram Differentiator::backward(const std::vector<std::string>& wrt,
     in.trivia.trailing = "cotangent of " + out->name;
     d.items.emplace_back(std::move(in));
   }
+  for (const auto* s : fwd_.statements())
+    if (need.count(s->name) && save_.count(s->name)) {
+      stored_.push_back(s->name);
+      InputDecl in;
+      in.name = s->name;
+      in.axes = s->axes;
+      in.axis_locs.assign(in.axes.size(), SourceLoc{});
+      in.dtype = stored_dtype(*s);
+      in.trivia.trailing = "saved by the forward";
+      d.items.emplace_back(std::move(in));
+    }
   for (const auto& sv : saved_) {
     InputDecl in;
     in.name = sv.name;
@@ -367,7 +400,8 @@ Diagram Differentiator::backward(const std::vector<std::string>& wrt,
     d.items.emplace_back(std::move(in));
   }
   for (const auto* s : fwd_.statements())
-    if (need.count(s->name)) {
+    if (need.count(s->name) && !save_.count(s->name)) {
+      recomputed_.push_back(s->name);
       Statement copy = *s;
       copy.expr = recomputed(*s);
       copy.trivia = {};
@@ -386,9 +420,14 @@ Diagram Differentiator::backward(const std::vector<std::string>& wrt,
   return d;
 }
 
-GradResult Differentiator::run(const std::vector<std::string>& wrt_asked) {
+GradResult Differentiator::run(const std::vector<std::string>& wrt_asked, const std::vector<std::string>& save) {
   GradResult r;
   r.wrt = choose_wrt(wrt_asked);
+  for (const auto& s : save) {
+    if (!fwd_.find_statement(s))
+      throw UserError("--save: '" + s + "' is not a statement of " + fwd_.name + "_fwd (the forward with calls inlined)");
+    save_.insert(s);
+  }
   active_ = depending_on({r.wrt.begin(), r.wrt.end()});
   std::vector<std::pair<std::string, const OutputDecl*>> cots;
   for (const auto* o : fwd_.outputs())
@@ -416,18 +455,22 @@ GradResult Differentiator::run(const std::vector<std::string>& wrt_asked) {
     adjoint(w, fwd_.find_input(w)->axes, true);
     bwd_.back().trivia.trailing = "gradient of " + w;
   }
+  Diagram bwd = backward(r.wrt, cots);  // first: it finds the statements saved and recomputed
   r.saved = saved_;
   r.file.diagrams.push_back(forward());
-  r.file.diagrams.push_back(backward(r.wrt, cots));
+  r.file.diagrams.push_back(std::move(bwd));
+  r.recomputed = recomputed_;
+  r.stored = stored_;
   return r;
 }
 
 }  // namespace
 
-GradResult differentiate(const Program& p, const Diagram& d, const std::vector<std::string>& wrt) {
+GradResult differentiate(const Program& p, const Diagram& d, const std::vector<std::string>& wrt,
+                         const std::vector<std::string>& save) {
   Diagram flat = hoist_normalisers(p, inline_calls(p, d));
   Differentiator diff(p, std::move(flat));
-  return diff.run(wrt);
+  return diff.run(wrt, save);
 }
 
 }  // namespace napkin

@@ -40,12 +40,20 @@ struct GradResult {
   std::vector<std::string> wrt;          ///< differentiated inputs, in order
   std::vector<std::string> cotangents;   ///< cotangent inputs of the backward, `d<O>`
   std::vector<SavedStatistic> saved;     ///< statistics the forward saves
+  std::vector<std::string> recomputed;   ///< forward statements the backward recomputes, in order
+  std::vector<std::string> stored;       ///< forward statements saved instead (`save`), in order
 };
 
 /** Differentiates `d` (a verified diagram of `p`, built-ins as written or expanded) with respect to
  *  the inputs `wrt` (empty: every input of a floating-point dtype that some output depends on).
+ *  Each statement of `save` (named as in `<D>_fwd`: an inlined call's statements as
+ *  `<S>_<name>`) that the backward reads is saved rather than recomputed (activation
+ *  checkpointing's choice, derive/checkpoint.hpp): `<D>_fwd` outputs it, in its dtype label or else
+ *  the dtype of D's first output, and `<D>_bwd` takes it as an input (`# saved by the forward`).
  *  Raises UserError for a name of `wrt` that is not an input of d, an integer input, or an input
- *  no output depends on, and where inlining a call does (inline_calls.hpp). */
-GradResult differentiate(const Program& p, const Diagram& d, const std::vector<std::string>& wrt);
+ *  no output depends on, for a name of `save` that is no statement of `<D>_fwd`, and where
+ *  inlining a call does (inline_calls.hpp). */
+GradResult differentiate(const Program& p, const Diagram& d, const std::vector<std::string>& wrt,
+                         const std::vector<std::string>& save = {});
 
 }  // namespace napkin

@@ -83,10 +83,11 @@ std::unique_ptr<Program> load_generated(const std::string& text) {
 
 /** Differentiates the last diagram of `text` (a file at `path`'s folder, for imports) and checks
  *  the round trip, the forward and the backward against central differences. */
-void check_gradient(const std::string& path, const std::string& text, std::uint64_t seed) {
+void check_gradient(const std::string& path, const std::string& text, std::uint64_t seed, const std::vector<std::string>& save = {}) {
   INFO(path);
   Loaded l = load_unexpanded(path, text);
-  GradResult g = differentiate(*l.program, *l.diagram, {});
+  GradResult g = differentiate(*l.program, *l.diagram, {}, save);
+  CHECK(g.stored == save);
   const std::string printed = print_file(g.file);
   INFO(printed);
   // Round trip: the text parses back to the same IR and prints identically.
@@ -169,6 +170,23 @@ void check_gradient(const std::string& path, const std::string& text, std::uint6
 TEST_CASE("the backward of every bundled diagram equals finite differences in fp64", "[grad]") {
   std::uint64_t seed = 1;
   for (const auto& path : library_files()) check_gradient(path, slurp(path), seed++);
+}
+
+TEST_CASE("arrays saved instead of recomputed: the backward reads the forward's outputs", "[grad]") {
+  const std::string lib = std::string(NAPKIN_SOURCE_DIR) + "/diagrams/library/";
+  check_gradient(lib + "attention.napkin", slurp(lib + "attention.napkin"), 21, {"P"});
+  check_gradient(lib + "mlp_swiglu.napkin", slurp(lib + "mlp_swiglu.napkin"), 22, {"G", "H"});
+  check_gradient(lib + "transformer_block.napkin", slurp(lib + "transformer_block.napkin"), 23, {"H1", "A_P", "X2"});
+  Loaded l = load_unexpanded("attention.napkin", slurp(lib + "attention.napkin"));
+  GradResult g = differentiate(*l.program, *l.diagram, {}, {"P"});
+  const std::string text = print_file(g.file);
+  INFO(text);
+  CHECK(text.find("P_lse") == std::string::npos);  // P is read, not recomputed from its statistic
+  CHECK(text.find("out P : bf16  # saved for the backward") != std::string::npos);
+  CHECK(text.find("in  P[b,h,q,x] : bf16") != std::string::npos);
+  CHECK(g.recomputed.empty());  // S is read by nothing once P is saved
+  CHECK_THROWS_WITH(differentiate(*l.program, *l.diagram, {}, {"Q"}),
+                    Catch::Contains("--save: 'Q' is not a statement of attention_fwd"));
 }
 
 TEST_CASE("every adjoint rule against finite differences", "[grad]") {
