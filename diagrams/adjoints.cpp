@@ -179,7 +179,7 @@ std::optional<Term> normalisers(const Expr& node, std::size_t i, const RuleConte
   switch (node.op) {
     case Op::softmax: {
       Term p = ctx.value(node);
-      return mul(p, sub(c, ctx.keep(sum_over(mul(c, p), a), "rowsum")));
+      return mul(p, sub(c, ctx.softmax_rowsum ? *ctx.softmax_rowsum : ctx.keep(sum_over(mul(c, p), a), "rowsum")));
     }
     case Op::l2norm: {
       double eps = 1e-12;

@@ -25,7 +25,11 @@
  *    to every element equal to the maximum (each tied element gets all of it);
  *  - softmax(X; a) = P: dX = P (dP - sum(dP P; a)) (the Jacobian diag(P) - P P^T), with P recomputed
  *    from the saved row statistic L = logsumexp(X; a) as exp(X - L) (FlashAttention-2, Dao 2023,
- *    Algorithm 2: the backward recomputes P from the saved logsumexp);
+ *    Algorithm 2: the backward recomputes P from the saved logsumexp); when P is read only by one
+ *    contraction O = contract(P, V, ..; r) that keeps P's rows (r holds none of P's axes but a),
+ *    sum(dP P; a) = sum(dO O) over O's axes that are not P's rows (O is linear in P:
+ *    <dP, P> = <dO, O> row by row), FlashAttention-2's D = rowsum(dO o O), which reads O (a
+ *    forward output) instead of the q x x arrays dP and P;
  *  - logsumexp(X; r) = Y: dX = dY exp(X - Y);
  *  - rmsnorm(X, W; a) = X r W with r = rsqrt(mean(X^2; a) + eps): with g = dY W,
  *    dX = r g - X r^3 mean(g X; a), dW = sum over X's other axes of dY X r (Zhang and Sennrich 2019);
@@ -96,6 +100,9 @@ struct RuleContext {
    *  then element-wise maps), instead of the reduction recomputed per element. */
   std::function<Term(const Term& t, const std::string& what)> keep;
   const SavedStats* saved = nullptr;
+  /** For a softmax P read only by a contraction O linear in it: sum(dP * P; a) computed as
+   *  sum(dO * O) over O's other axes (grad.hpp), to be used as it is. */
+  std::optional<Term> softmax_rowsum;
 };
 
 /** The cotangent of operand `i` of the apply node `node`, or nullopt when the operand has none

@@ -126,6 +126,7 @@ class Differentiator {
   void save_statistics(const Statement& s);
   void backprop(const Expr& node, const Term& cot);
   Term adjoint(const std::string& name, const AxisList& primal, bool always_statement);
+  std::optional<Term> rowsum_by_output(const Statement& p);
   ExprPtr recomputed(const Statement& s) const;
   Diagram backward(const std::vector<std::string>& wrt, const std::vector<std::pair<std::string, const OutputDecl*>>& cots);
   Diagram forward() const;
@@ -145,6 +146,7 @@ class Differentiator {
   std::set<std::string> save_;        ///< forward statements to save rather than recompute
   std::vector<std::string> stored_;   ///< those of save_ the backward reads
   std::vector<std::string> recomputed_;
+  std::map<std::string, Term> adjoints_;  ///< each statement's adjoint, once made
   /** The dtype a saved statement is stored in: its label, else the diagram's first output's. */
   DType stored_dtype(const Statement& s) const {
     if (s.dtype) return *s.dtype;
@@ -278,9 +280,44 @@ void Differentiator::backprop(const Expr& node, const Term& cot) {
   };
   ctx.keep = [this](const Term& t, const std::string& what) { return keep(t, "d" + cur_->name + "_" + what); };
   if (auto it = stats_.find(cur_->name); it != stats_.end() && &node == cur_->expr.ptr.get()) ctx.saved = &it->second;
+  if (&node == cur_->expr.ptr.get() && node.op == Op::softmax) ctx.softmax_rowsum = rowsum_by_output(*cur_);
   for (std::size_t i = 0; i < node.args.size(); ++i)
     if (active(*node.args[i]))
       if (auto ci = grad::operand_cotangent(node, i, ctx)) backprop(*node.args[i], *ci);
+}
+
+std::optional<Term> Differentiator::rowsum_by_output(const Statement& p) {
+  // P's one reader: a statement O = contract(.., P, ..; r), P once, r none of P's rows.
+  const Statement* reader = nullptr;
+  for (const auto* s : fwd_.statements())
+    for (const auto& r : referenced_arrays(*s->expr, fwd_))
+      if (r == p.name) {
+        if (reader) return std::nullopt;
+        reader = s;
+      }
+  if (!reader || !adjoints_.count(reader->name)) return std::nullopt;
+  const Expr& o = *reader->expr;
+  if (o.kind != Expr::Kind::apply || o.op != Op::contract) return std::nullopt;
+  std::size_t uses = 0;
+  for (const auto& a : o.args) {
+    if (a->kind == Expr::Kind::ref && a->name == p.name && !a->level) ++uses;
+    else if (contains(referenced_arrays(*a, fwd_), p.name)) return std::nullopt;  // P inside another operand
+  }
+  const AxisList& normalised = p.expr->axes;
+  AxisList rows;
+  for (const auto& a : p.axes)
+    if (!contains(normalised, a)) rows.push_back(a);
+  for (const auto& r : o.axes)
+    if (contains(rows, r)) return std::nullopt;
+  const auto outputs = fwd_.outputs();
+  const bool output = std::any_of(outputs.begin(), outputs.end(), [&](const OutputDecl* d) { return d->name == reader->name; });
+  if (uses != 1 || !(output || save_.count(reader->name))) return std::nullopt;
+  save_.insert(reader->name);  // the backward reads O from the forward
+  AxisList others;
+  for (const auto& a : reader->axes)
+    if (!contains(rows, a)) others.push_back(a);
+  Term prod = grad::binary(Op::mul, adjoints_.at(reader->name), grad::ref(reader->name, reader->axes));
+  return keep(grad::sum_over(prod, others), "d" + p.name + "_rowsum");
 }
 
 Term Differentiator::adjoint(const std::string& name, const AxisList& primal, bool always_statement) {
@@ -447,6 +484,7 @@ GradResult Differentiator::run(const std::vector<std::string>& wrt_asked, const 
     if (!active_.count(s.name) || !contrib_.count(s.name)) continue;
     cur_ = &s;
     Term ds = adjoint(s.name, s.axes, false);
+    adjoints_.emplace(s.name, ds);
     if (is_normaliser(*s.expr)) save_statistics(s);
     backprop(*s.expr, ds);
   }

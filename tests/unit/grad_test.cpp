@@ -5,6 +5,7 @@
 // keeps the meaning; `napkin grad` refuses bad --wrt lists with exit status 1.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <unistd.h>
@@ -87,7 +88,7 @@ void check_gradient(const std::string& path, const std::string& text, std::uint6
   INFO(path);
   Loaded l = load_unexpanded(path, text);
   GradResult g = differentiate(*l.program, *l.diagram, {}, save);
-  CHECK(g.stored == save);
+  for (const auto& s : save) CHECK(std::find(g.stored.begin(), g.stored.end(), s) != g.stored.end());
   const std::string printed = print_file(g.file);
   INFO(printed);
   // Round trip: the text parses back to the same IR and prints identically.
@@ -262,13 +263,16 @@ TEST_CASE("napkin grad: the attention backward recomputes P from the saved logsu
   RunResult r = run_napkin("grad " + lib + "attention.napkin --wrt Q,K,V -o " + out);
   INFO(r.output);
   REQUIRE(r.status == 0);
-  CHECK(r.output.find("napkin grad: d/d{Q,K,V} of attention: attention_fwd saves P_lse; attention_bwd takes the cotangents dO") !=
+  CHECK(r.output.find("napkin grad: d/d{Q,K,V} of attention: attention_fwd saves P_lse, O; attention_bwd takes the cotangents dO") !=
         std::string::npos);
   const std::string text = slurp(out);
   std::filesystem::remove(out);
   check_golden("grad/attention.napkin", text);
   CHECK(text.find("P_lse[b,h,q] = logsumexp(S; x)") != std::string::npos);
   CHECK(text.find("P[b,h,q,x] = exp(S - P_lse)") != std::string::npos);
+  // FlashAttention-2's D = rowsum(dO o O): O read from the forward, not the q x x arrays dP and P
+  CHECK(text.find("dP_rowsum[b,h,q] = sum(dO * O; d)") != std::string::npos);
+  CHECK(text.find("in  O[b,h,q,d] : bf16") != std::string::npos);
   CHECK(text.find("out dV : bf16") != std::string::npos);
 }
 
