@@ -6,6 +6,9 @@
 #include <tuple>
 
 #include "derive/passes/contraction_order.hpp"
+#include "diagrams/call_statements.hpp"
+#include "lower/call_arguments.hpp"
+#include "perfmodel/simt_cost.hpp"
 #include "derive/labelled.hpp"
 #include "derive/pipeline.hpp"
 #include "derive/registry.hpp"
@@ -70,6 +73,26 @@ namespace {
  *  unfused schedule, is derived once. */
 using CalleeCache = std::map<std::pair<std::string, SizeMap>, std::shared_ptr<Derivation>>;
 
+/** The copies of the call's arguments its callee cannot read in place (lower/call_arguments.hpp),
+ *  priced as the SIMT kernels the call strategy emits for them, added to the call's kernel. */
+void add_argument_copies(const Diagram& d, const Statement& s, const Expr& call, const std::vector<AxisList>& args,
+                         const LiftedCallee& lifted, const CallShape& shape, const SizeMap& sizes, const Hardware& hw,
+                         const ModelOptions& opt, KernelCost& cost) {
+  const auto copies = call_argument_copies(d, s, call, args, lifted, shape, opt);
+  if (copies.empty()) return;
+  std::vector<std::string> names;
+  std::string why;
+  for (const auto& c : copies) {
+    names.push_back(c.buffer);
+    why += (why.empty() ? "" : "; ") + std::string("argument ") + std::to_string(c.index + 1) + ", " + c.reason;
+  }
+  const SimtCost sc = price_simt(with_argument_copies(d, s, call, copies), names, sizes, hw, opt);
+  cost.t_total += sc.t_total;
+  cost.hbm_bytes += sc.hbm_bytes;
+  cost.flops_fp32 += sc.flops_fp32;
+  cost.bound += ", after " + std::to_string(copies.size()) + " SIMT cop" + (copies.size() == 1 ? "y" : "ies") + " of its arguments (" + why + ")";
+}
+
 /** A call kernel costs what the derivation of its callee, lifted over the call's woven axes, costs. */
 void add_callees(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt,
                  const SearchOptions& so, SearchResult& r, Derivation* keep, CalleeCache& cache) {
@@ -110,6 +133,7 @@ void add_callees(const Program& p, const Diagram& d, const SizeMap& sizes, const
       kc.cost.flops_tensor = sub->chosen.cost.flops;
       kc.cost.flops_fp32 = 0;
       kc.cost.bound = "as derived for " + sub->lifted->diagram.name;
+      add_argument_copies(d, *s, *call, args, *sub->lifted, shape, sizes, hw, opt, kc.cost);
       if (keep) keep->callees.emplace_back(s->name, sub);
     }
     r.cost.t_total += kc.cost.t_total;
@@ -177,8 +201,10 @@ Derivation complete(const Program& p, const Diagram& d, const SizeMap& sizes, co
 Derivation derive(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt,
                   const SearchOptions& so) {
   Derivation out;
-  ContractionOrderResult ordered = order_contractions(p, d, sizes, hw, opt, so);
-  if (ordered.changed) out.rewritten = std::make_shared<const Diagram>(std::move(ordered.diagram));
+  bool split = false;  // one call per statement (diagrams/call_statements.hpp), then pairwise contractions
+  Diagram one_call = one_call_per_statement(p, d, split);
+  ContractionOrderResult ordered = order_contractions(p, one_call, sizes, hw, opt, so);
+  if (ordered.changed || split) out.rewritten = std::make_shared<const Diagram>(std::move(ordered.diagram));
   const Diagram& searched = out.diagram(d);  // owned by `out.rewritten` or the caller: stable across the move below
   std::tie(out.chosen, out.unfused) = search_with_unfused(p, searched, sizes, hw, opt, so);
   out.steps = std::move(ordered.steps);
@@ -188,6 +214,13 @@ Derivation derive(const Program& p, const Diagram& d, const SizeMap& sizes, cons
 Derivation derive_given(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw, SearchResult given,
                         const ModelOptions& opt, const SearchOptions& so) {
   Derivation out;
+  bool split = false;
+  const Diagram one_call = one_call_per_statement(p, d, split);
+  for (const auto* s : one_call.statements())
+    if (!d.find_statement(s->name))
+      throw UserError("a hand-written schedule needs one call per statement, but '" + s->name.substr(0, s->name.rfind("_call")) +
+                      "' holds more (or a call inside another's arguments): write each call in a statement of its own, or "
+                      "derive without --schedule, which splits them (diagrams/call_statements.hpp)");
   out.unfused = search_with_unfused(p, d, sizes, hw, opt, so).second;
   out.chosen = std::move(given);
   return complete(p, d, sizes, hw, opt, so, std::move(out));

@@ -35,7 +35,8 @@ struct Derivation {
   const Diagram& diagram(const Diagram& original) const { return rewritten ? *rewritten : original; }
 };
 
-/** Derives `d` at `sizes` on `hw`. First every contraction of three or more operands is split
+/** Derives `d` at `sizes` on `hw`. First a statement holding several calls becomes one call per
+ *  statement (diagrams/call_statements.hpp), then every contraction of three or more operands is split
  *  into pairwise ones (order_contractions: the new diagram is `rewritten`, its steps lead the
  *  log). Each call of another diagram is derived recursively: its callee
  *  lifted over the call's woven axes (lift_call), at the sizes the call binds; the call kernel
@@ -46,7 +47,9 @@ Derivation derive(const Program& p, const Diagram& d, const SizeMap& sizes, cons
 
 /** The derivation of a given schedule (`given`, checked by check_schedule and turned into a
  *  SearchResult by result_of): `given` becomes the chosen schedule; the unfused schedule, the
- *  callees, the steps and the bound are derived as by derive(). Raises UserError as derive(). */
+ *  callees, the steps and the bound are derived as by derive(). Raises UserError as derive(), and
+ *  for a statement holding more than one call (derive() splits those, diagrams/call_statements.hpp;
+ *  a hand-written schedule names the statements as written). */
 Derivation derive_given(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw, SearchResult given,
                         const ModelOptions& opt = {}, const SearchOptions& so = {});
 

@@ -5,9 +5,41 @@
 // When the statement is more than the bare call (`Y = X2 + mlp(H2, ...)`), the call writes a buffer
 // `<statement>__call` and a SIMT kernel computes the statement over it.
 #include "emit/cuda/strategies.hpp"
+#include "lower/call_arguments.hpp"
 #include "emit/cuda/unit.hpp"
 
 namespace napkin::cuda {
+
+namespace {
+
+/** A SIMT kernel writing the argument `arg` into its copy's buffer (lower/call_arguments.hpp): one
+ *  thread per element of the copy's layout, rounded to `ctype`; its launch into `l`. */
+void render_argument_copy(Context& c, const CallArgumentCopy& cp, const Expr& arg, const std::string& ctype, Code& k, Code& l) {
+  const std::string ns = kernel_ns(cp.buffer);
+  k.line("// " + cp.buffer + ": argument " + std::to_string(cp.index + 1) + " copied before the call (" + cp.reason + ")");
+  k.open("namespace " + ns);
+  k.line("constexpr int THREADS = 256;");
+  k.line("__global__ void __launch_bounds__(THREADS) copy(const Args a) {");
+  ++k.indent;
+  c.declare_sizes(k);
+  std::string total = "int64_t{1}", host_total = "int64_t{1}";
+  for (const auto& ax : cp.axes) total += " * N_" + ax, host_total += " * a.N_" + ax;
+  k.open("for (int64_t idx = int64_t{blockIdx.x} * THREADS + threadIdx.x; idx < " + total + "; idx += int64_t{gridDim.x} * THREADS)");
+  k.line("int64_t rest = idx;");
+  decompose(k, "rest", cp.axes);
+  k.line("a." + cp.buffer + "[idx] = napkin::from_f<" + ctype + ">(" + c.value(arg) + ");");
+  k.close();
+  --k.indent;
+  k.line("}");
+  k.close("  // namespace " + ns);
+  l.open("");
+  l.line("const int64_t n = " + host_total + ";");
+  l.line("const int64_t blocks = std::min<int64_t>((n + 255) / 256, int64_t{1} << 20);");
+  l.line("if (blocks > 0) " + ns + "::copy<<<static_cast<unsigned>(blocks), " + ns + "::THREADS, 0, stream>>>(a);");
+  l.close();
+}
+
+}  // namespace
 
 KernelEmit emit_call(Context& c, const Statement& s, const Derivation& sub, const Hardware& hw) {
   const Expr* call = nullptr;
@@ -64,19 +96,20 @@ KernelEmit emit_call(Context& c, const Statement& s, const Derivation& sub, cons
   k.open("static " + ns + "::Args " + ns + "_args(const Args& a)");
   k.line(ns + "::Args c = " + ns + "_sizes(a);");
   const auto formals = callee.inputs();
+  const auto copies = call_argument_copies(c.diagram(), s, *call, arg_axes, *sub.lifted, shape, ModelOptions{});
+  std::size_t next_copy = 0;
   for (std::size_t j = 0; j < formals.size(); ++j) {
+    if (next_copy < copies.size() && copies[next_copy].index == j) {
+      const CallArgumentCopy& cp = copies[next_copy++];
+      k.line("c." + formals[j]->name + " = a." + cp.buffer + ";  // copied: " + cp.reason);
+      r.buffers.push_back({cp.buffer, callee_ctype(formals[j]->name), host_bytes(callee_ctype(formals[j]->name), cp.axes),
+                           "argument " + std::to_string(j + 1) + " of the call in " + s.name + " [" + join(cp.axes) + "]"});
+      continue;
+    }
     const Expr& arg = *call->args[j];
-    const std::string where = "emit --target cuda: argument " + std::to_string(j + 1) + " of the call of " + shape.callee->name + " in '" + s.name + "'";
-    if (arg.kind != Expr::Kind::ref || !c.diagram().array_axes(arg.name))
-      throw UserError(where + " is an expression; the CUDA target passes arrays only: compute it in a statement of its own first");
-    const AxisList have = c.axes(arg.name);
-    const AxisList want = to_caller(formals[j]->axes);
-    if (have != want)
-      throw UserError(where + ", '" + arg.name + "[" + join(have) + "]', must be laid out as [" + join(want) +
-                      "] (woven axes first, then the callee's axes in its order)");
-    if (c.ctype_of(arg.name) != callee_ctype(formals[j]->name))
-      throw UserError(where + ", '" + arg.name + "', is " + c.ctype_of(arg.name) + " but " + shape.callee->name + " takes " +
-                      callee_ctype(formals[j]->name));
+    NAPKIN_ASSERT(arg.kind == Expr::Kind::ref && c.axes(arg.name) == to_caller(formals[j]->axes) &&
+                  c.ctype_of(arg.name) == callee_ctype(formals[j]->name))
+        << "argument " << j + 1 << " of the call in " << s.name << " is read in place but is not laid out or typed as the callee's";
     k.line("c." + formals[j]->name + " = a." + arg.name + ";");
   }
   const std::string out_name = callee.outputs().front()->name;
@@ -94,6 +127,7 @@ KernelEmit emit_call(Context& c, const Statement& s, const Derivation& sub, cons
   r.stored.insert(s.name);
 
   Code l;
+  for (const auto& cp : copies) render_argument_copy(c, cp, *call->args[cp.index], callee_ctype(formals[cp.index]->name), k, l);
   l.line("if (const int e = " + ns + "::run_all(" + ns + "_args(a), stream)) return e;");
   if (!direct) {
     // The rest of the statement, one thread per element, the call node read from its buffer.

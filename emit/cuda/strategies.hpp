@@ -53,8 +53,8 @@ KernelEmit emit_rows(Context& c, const KernelChoice& k);
 /** A statement calling another diagram: the unit of the callee lifted over the call's woven axes
  *  (derived separately, `sub`, whose `lifted` it is) nested in the caller's namespace and run once
  *  on the caller's arrays, the woven axes batch axes of its kernels' grids; the rest of the statement (`X2 + mlp(...)`) as a SIMT kernel over the
- *  call's result. Raises UserError for arguments that are not plain arrays laid out as
- *  [woven axes..., callee axes...] or whose dtype differs from the callee's. */
+ *  call's result. Arguments the callee cannot read in place (an expression, another layout or
+ *  dtype: lower/call_arguments.hpp) are first copied by a SIMT kernel into a buffer it reads. */
 KernelEmit emit_call(Context& c, const Statement& s, const Derivation& sub, const Hardware& hw);
 /** One SIMT kernel per statement in `statements` (topological order); `over` renders call nodes. */
 KernelEmit emit_simt(Context& c, const std::string& name, const std::vector<std::string>& statements,

@@ -3,6 +3,8 @@
 // prints as text that parses back to it, and the lifts that cannot be well formed are user errors.
 #include <catch2/catch.hpp>
 
+#include "diagrams/call_statements.hpp"
+#include "diagrams/eval.hpp"
 #include "diagrams/graph_view.hpp"
 #include "diagrams/lift.hpp"
 #include "diagrams/parser.hpp"
@@ -125,4 +127,51 @@ TEST_CASE("lifts that cannot be well formed are user errors naming the call", "[
       "diagram f\naxis t = 5\nin M[t] : fp32\nin W[t] : fp32\nY[t] = mask(W, M) + M\nout Y : fp32\n\n"
       "diagram g\naxis b = 2\naxis t = 5\nin A[b,t] : fp32\nin B[t] : fp32\nC[b,t] = f(A, B)\nout C : fp32\n");
   CHECK_THROWS_WITH(lift_in(mask, "C"), Catch::Contains("cannot be woven over [b]"));
+}
+
+TEST_CASE("one call per statement: calls beside and inside others become statements, the values unchanged", "[lift][calls]") {
+  const std::string text = R"(diagram f
+axis t = 3
+axis m = 4
+in  X[t,m] : fp32
+Y[t,m] = exp(X) * 2
+out Y : fp32
+
+diagram g
+axis t = 3
+axis m = 4
+in  X[t,m] : fp32
+Y[t,m] = X - sum(X; m)
+out Y : fp32
+
+diagram caller
+axis t = 3
+axis m = 4
+in  A[t,m] : fp32
+in  B[t,m] : fp32
+Z[t,m] = f(A) + g(f(B) * 3)
+W[t,m] = g(A)
+out Z : fp32
+out W : fp32
+)";
+  LoadedDiagram l = load_text(text);
+  bool changed = false;
+  Diagram split = one_call_per_statement(*l.program, *l.diagram, changed);
+  CHECK(changed);
+  INFO(print_file(File{{}, {split}, {}}));
+  REQUIRE(split.find_statement("Z_call1"));
+  REQUIRE(split.find_statement("Z_call2"));
+  CHECK(print_expr(*split.find_statement("Z_call1")->expr) == "f(A)");
+  CHECK(print_expr(*split.find_statement("Z_call2")->expr) == "f(B)");
+  CHECK(print_expr(*split.find_statement("Z")->expr) == "Z_call1 + g(Z_call2 * 3)");
+  CHECK(print_expr(*split.find_statement("W")->expr) == "g(A)");
+  DiagnosticEngine diags;
+  CHECK(verify_diagram(*l.program, split, diags));
+  std::map<std::string, Tensor> in;
+  for (const auto* i : l.diagram->inputs()) in[i->name] = random_input(*i, l.sizes, 3);
+  auto a = evaluate(*l.program, *l.diagram, l.sizes, in), b = evaluate(*l.program, split, l.sizes, in);
+  for (const char* o : {"Z", "W"}) CHECK(a.at(o).data == b.at(o).data);
+  bool again = true;
+  one_call_per_statement(*l.program, split, again);
+  CHECK_FALSE(again);
 }
