@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "derive/passes/contraction_order.hpp"
+#include "derive/passes/operand_relayout.hpp"
 #include "derive/labelled.hpp"
 #include "derive/pipeline.hpp"
 #include "derive/registry.hpp"
@@ -178,10 +179,12 @@ Derivation derive(const Program& p, const Diagram& d, const SizeMap& sizes, cons
                   const SearchOptions& so) {
   Derivation out;
   ContractionOrderResult ordered = order_contractions(p, d, sizes, hw, opt, so);
-  if (ordered.changed) out.rewritten = std::make_shared<const Diagram>(std::move(ordered.diagram));
+  OperandRelayoutResult relaid = relayout_operands(p, ordered.diagram, sizes, hw, opt, so);
+  if (relaid.changed || ordered.changed) out.rewritten = std::make_shared<const Diagram>(std::move(relaid.diagram));
   const Diagram& searched = out.diagram(d);  // owned by `out.rewritten` or the caller: stable across the move below
   std::tie(out.chosen, out.unfused) = search_with_unfused(p, searched, sizes, hw, opt, so);
   out.steps = std::move(ordered.steps);
+  out.steps.insert(out.steps.end(), relaid.steps.begin(), relaid.steps.end());
   return complete(p, searched, sizes, hw, opt, so, std::move(out));
 }
 
