@@ -86,8 +86,9 @@ TEST_CASE("quantization fp16 -> fp8: transfer time / 4 for attention, / 2^1.5 fo
   // The lower level holds a fixed number of bytes; fp8 fits twice the elements, each half the size.
   const double m_bytes = 2 * 65536;
   // Every array declared in the dtype (compare --dtype fp8e4m3 would keep outputs in bf16).
+  // The search resumes after each replacement: replacing fp16 with fp16 must not find it again.
   auto in = [](std::string text, const std::string& dt) {
-    for (std::size_t at; (at = text.find("fp16")) != std::string::npos;) text.replace(at, 4, dt);
+    for (std::size_t at = 0; (at = text.find("fp16", at)) != std::string::npos; at += dt.size()) text.replace(at, 4, dt);
     return load(text);
   };
   auto bytes = [&](const std::string& text, DType dt) {
