@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <memory>
+#include <optional>
 #include <set>
 
 #include "diagrams/diagnostics.hpp"
@@ -136,19 +138,38 @@ std::string axes_text(const AxisList& axes) {
   return s + "]";
 }
 
-/** The search's best objective for `d` (infinite where nothing fits), and the copies' share of it. */
-std::pair<double, double> price(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt,
-                                const SearchOptions& so, const std::vector<Copy>& copies) {
-  try {
-    const SearchResult r = search_schedule(p, d, sizes, hw, opt, so);
-    double copy = 0;
+/** One side of the decision: the search's best objective (infinite where nothing fits), the
+ *  copies' share of it, and the search itself (best and unfused) where both succeeded. */
+struct Priced {
+  double objective = std::numeric_limits<double>::infinity();
+  double copies = 0;
+  std::optional<std::pair<SearchResult, SearchResult>> searched;
+};
+
+/** Prices `d` as derive() will search it: search_with_unfused, so that derive can keep the result
+ *  of the side it takes instead of searching that diagram again. Where that raises, the search
+ *  alone decides (an unfused comparison with no legal schedule is derive's error to raise, not a
+ *  reason to price the side infinitely slow). */
+Priced price(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt, const SearchOptions& so,
+             const std::vector<Copy>& copies) {
+  Priced out;
+  auto share = [&](const SearchResult& r) {
+    out.objective = objective(r.cost, so);
     for (const auto& k : r.kernels)
       for (const auto& c : copies)
-        if (k.plan.fused() == std::vector<std::string>{c.name}) copy += k.cost.t_total;
-    return {objective(r.cost, so), copy};
+        if (k.plan.fused() == std::vector<std::string>{c.name}) out.copies += k.cost.t_total;
+  };
+  try {
+    out.searched = search_with_unfused(p, d, sizes, hw, opt, so);
+    share(out.searched->first);
+    return out;
   } catch (const UserError&) {
-    return {std::numeric_limits<double>::infinity(), 0};
   }
+  try {
+    share(search_schedule(p, d, sizes, hw, opt, so));
+  } catch (const UserError&) {
+  }
+  return out;
 }
 
 }  // namespace
@@ -156,26 +177,25 @@ std::pair<double, double> price(const Program& p, const Diagram& d, const SizeMa
 OperandRelayoutResult relayout_operands(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt,
                                         const SearchOptions& so) {
   Relayout r(p, d, hw, opt);  // p: names the copies avoid
-  OperandRelayoutResult out{r.build(), {}, false};
-  if (r.copies.empty()) {
-    out.diagram = d;
-    return out;
-  }
-  const auto [with, copy_s] = price(p, out.diagram, sizes, hw, opt, so, r.copies);
-  const auto [without, none] = price(p, d, sizes, hw, opt, so, {});
-  (void)none;
-  out.changed = with < without;
-  if (!out.changed) out.diagram = d;
+  auto rewritten = std::make_shared<const Diagram>(r.build());  // searched where it will live: the plans point into it
+  OperandRelayoutResult out;
+  if (r.copies.empty()) return out;
+  Priced with = price(p, *rewritten, sizes, hw, opt, so, r.copies);
+  Priced without = price(p, d, sizes, hw, opt, so, {});
+  const bool changed = with.objective < without.objective;
+  if (changed) out.rewritten = std::move(rewritten);
+  out.searched = std::move(changed ? with.searched : without.searched);
   for (const auto& c : r.copies) {
     const std::string why = c.source + " is stored " + c.inner + "-innermost; " + std::string(dtype_name(c.dtype)) + " " +
                             (c.atom->scope == "warpgroup" ? "wgmma" : "mma.sync") + " reads K-major operands only (the [[mma]] row " +
                             c.atom->ptx + " has no mn_major; PTX ISA " + (c.atom->scope == "warpgroup" ? "9.7.15.5.1" : "9.7.14.5.15") + ")";
-    std::string detail = "predicted " + objective_text(with, so) + " with the copy";
-    if (so.objective == SearchOptions::Objective::time && std::isfinite(with)) detail += " (copies " + objective_text(copy_s, so) + ")";
-    detail += " against " + objective_text(without, so) + " reading " + c.source + " as stored";
+    std::string detail = "predicted " + objective_text(with.objective, so) + " with the copy";
+    if (so.objective == SearchOptions::Objective::time && std::isfinite(with.objective))
+      detail += " (copies " + objective_text(with.copies, so) + ")";
+    detail += " against " + objective_text(without.objective, so) + " reading " + c.source + " as stored";
     out.steps.push_back({"derive-operand-relayout", c.name,
-                         out.changed ? why + ": transposed copy " + c.name + axes_text(c.axes) + " = " + c.source + ", " + c.contracted + " innermost"
-                                     : why + ": no copy (reading " + c.source + " as stored is predicted faster)",
+                         changed ? why + ": transposed copy " + c.name + axes_text(c.axes) + " = " + c.source + ", " + c.contracted + " innermost"
+                                 : why + ": no copy (reading " + c.source + " as stored is predicted faster)",
                          "a relayout is exact: the copy holds the same values in another order", detail});
   }
   return out;

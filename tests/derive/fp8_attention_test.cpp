@@ -176,6 +176,26 @@ TEST_CASE("derive gives an fp8 V stored d-innermost a K-major copy and takes the
   CHECK(o_kernel(q).cost.spec->strategy == Strategy::flash);
 }
 
+TEST_CASE("derive keeps the relayout decision's search: it is the search of the rewritten diagram and points into it", "[derive][relayout][fp8]") {
+  const auto l = fp8_attention("fp8e4m3", "b,h,x,d");
+  const Hardware h100 = load_hardware("h100");
+  const Derivation dv = derive(*l.program, *l.diagram, l.sizes, h100);
+  REQUIRE(dv.rewritten);
+  // The flash form names the statements of the diagram it was lowered from: the one derive holds.
+  const KernelChoice& o = o_kernel(dv);
+  REQUIRE(o.cost.spec);
+  REQUIRE(o.cost.spec->flash);
+  CHECK(o.cost.spec->flash->O == dv.rewritten->find_statement("O"));
+  CHECK(o.cost.spec->flash->S == dv.rewritten->find_statement("S"));
+  // The same schedules and prices as a search of the rewritten diagram from scratch.
+  const auto [chosen, unfused] = search_with_unfused(*l.program, *dv.rewritten, l.sizes, h100, {}, {});
+  CHECK(dv.chosen.schedule == chosen.schedule);
+  CHECK(dv.chosen.cost.t_total == chosen.cost.t_total);
+  CHECK(dv.chosen.candidates_scored == chosen.candidates_scored);
+  CHECK(dv.unfused.schedule == unfused.schedule);
+  CHECK(dv.unfused.cost.t_total == unfused.cost.t_total);
+}
+
 TEST_CASE("no relayout where none is needed: 16-bit V, fp8 V with x innermost", "[derive][relayout][fp8]") {
   const Hardware h100 = load_hardware("h100");
   for (const auto& [dtype, v] : std::vector<std::pair<std::string, std::string>>{{"bf16", "b,h,x,d"}, {"fp8e4m3", "b,h,d,x"}}) {
