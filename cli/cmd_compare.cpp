@@ -73,7 +73,7 @@ Runner setup_compare(CLI::App& sub) {
   auto bench = std::make_shared<BenchOptions>();
   args->add_to(sub);
   sub.add_option("--hw", *hws, "Comma-separated hardware names")->capture_default_str();
-  sub.add_option("--dtype", *dtypes, "Comma-separated dtypes every array is stored in")->capture_default_str();
+  sub.add_option("--dtype", *dtypes, "Comma-separated dtypes arrays are stored in (8 bits or fewer: inputs in it, outputs and intermediates in bf16)")->capture_default_str();
   sub.add_option("-o,--output", *out, "Prefix of the CSV and SVG files (default: <diagram>-compare)");
   auto* m = sub.add_flag("--measure", *measure,
                          "Also build, check and time each row whose hardware is this machine's GPU (napkin bench's machinery; needs a GPU and nvcc)");

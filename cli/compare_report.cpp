@@ -50,7 +50,10 @@ double model_error(const CompareRow& r) { return r.measured_s > 0 ? r.seconds / 
 
 std::string compare_table(const std::vector<CompareRow>& rows, const std::string& diagram) {
   const bool m = any_measure(rows);
-  std::string s = fmt::format("napkin compare: diagram '{}' (sizes as declared; every array stored in the listed dtype)\n\n", diagram);
+  std::string s = fmt::format(
+      "napkin compare: diagram '{}' (sizes as declared; a 16- or 32-bit dtype stores every array in it; an 8-bit or\n"
+      "narrower one stores the inputs in it and the outputs and intermediates in bf16, accumulating in fp32)\n\n",
+      diagram);
   if (m)
     s += fmt::format("  {:<16} {:<9} {:>7} {:>13} {:>9} {:>13} {:>9} {:>7} {:>11} {:>11}   {}\n", "hardware", "dtype", "kernels", "predicted", "TFLOP/s",
                      "measured", "TFLOP/s", "model", "HBM", "L2->SMEM", "bound");

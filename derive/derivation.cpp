@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "derive/passes/contraction_order.hpp"
+#include "derive/passes/operand_relayout.hpp"
 #include "diagrams/call_statements.hpp"
 #include "lower/call_arguments.hpp"
 #include "perfmodel/simt_cost.hpp"
@@ -205,9 +206,15 @@ Derivation derive(const Program& p, const Diagram& d, const SizeMap& sizes, cons
   Diagram one_call = one_call_per_statement(p, d, split);
   ContractionOrderResult ordered = order_contractions(p, one_call, sizes, hw, opt, so);
   if (ordered.changed || split) out.rewritten = std::make_shared<const Diagram>(std::move(ordered.diagram));
+  // The relayout decision searches the diagram it returns (out.diagram(d), or its own rewrite):
+  // that search is kept rather than run again (the plans' specs point into that diagram).
+  OperandRelayoutResult relaid = relayout_operands(p, out.diagram(d), sizes, hw, opt, so);
+  if (relaid.changed()) out.rewritten = std::move(relaid.rewritten);
   const Diagram& searched = out.diagram(d);  // owned by `out.rewritten` or the caller: stable across the move below
-  std::tie(out.chosen, out.unfused) = search_with_unfused(p, searched, sizes, hw, opt, so);
+  if (relaid.searched) std::tie(out.chosen, out.unfused) = std::move(*relaid.searched);
+  else std::tie(out.chosen, out.unfused) = search_with_unfused(p, searched, sizes, hw, opt, so);
   out.steps = std::move(ordered.steps);
+  out.steps.insert(out.steps.end(), relaid.steps.begin(), relaid.steps.end());
   return complete(p, searched, sizes, hw, opt, so, std::move(out));
 }
 

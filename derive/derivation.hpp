@@ -29,7 +29,8 @@ struct Derivation {
    *  the diagram this derivation is of; its kernels run over the woven axes as batch axes. */
   std::shared_ptr<const LiftedCallee> lifted;
   /** The diagram the schedule is of when a rewrite before the search changed the one given
-   *  (derive-contraction-order: new statements for pairwise contractions); null when unchanged. */
+   *  (derive-contraction-order: new statements for pairwise contractions; derive-operand-relayout:
+   *  K-major copies of 8-bit operands); null when unchanged. */
   std::shared_ptr<const Diagram> rewritten;
   /** The diagram `chosen` and `unfused` schedule: `rewritten`, or `original` (the one derived). */
   const Diagram& diagram(const Diagram& original) const { return rewritten ? *rewritten : original; }

@@ -1,12 +1,15 @@
 #include "derive/registry.hpp"
 
 #include "derive/passes/contraction_order.hpp"
+#include "derive/passes/operand_relayout.hpp"
 
 namespace napkin {
 
 const std::vector<PassInfo>& pass_registry() {
   static const std::vector<PassInfo> table{
       {"derive-contraction-order", "split contractions of 3+ operands into pairwise ones, in the order the model prices cheapest (before the search)", "einsum associativity: a sum over an axis moves inside the product of the operands that carry it", contraction_order_pass, false},
+      {"derive-operand-relayout", "give an 8-bit operand stored MN-major a K-major copy where the tensor-core atom reads K-major only and the copy pays (before the search)",
+       "a relayout is exact; the [[mma]] table's mn_major (PTX ISA 9.7.15.5.1, 9.7.14.5.15)", operand_relayout_pass, false},
       {"derive-weave-analysis", "which axes each operation is woven over, reduces or normalises",
        "NCD weaving (paper §2.1)", weave_analysis_pass, false},
       {"derive-fusion", "fuse statements into one kernel so intermediates never leave the SM",

@@ -24,6 +24,10 @@ struct MmaShape {
   int m = 16, n = 8, k = 16;
   std::string scope = "warp";  ///< "warp" (mma.sync) or "warpgroup" (wgmma)
   std::string ptx;
+  /** Whether the atom reads operands stored MN-major (M or N innermost, K strided) from memory:
+   *  true for 16-bit types (wgmma's transpose bits, PTX ISA 9.7.15.5.1; ldmatrix .trans, 9.7.14.5.15);
+   *  false where only K-major operands are read (8-bit wgmma and mma.sync). Optional, default false. */
+  bool mn_major = false;
 };
 
 /** A memory level's size and the rate at which data moves into it. */

@@ -86,6 +86,7 @@ constexpr Field<MmaShape> kMma[] = {
      }},
     {"scope", Type::string, true, 0, 0, false, "", [](MmaShape& m, const V& v) { m.scope = v.text; }},
     {"ptx", Type::string, true, 0, 0, false, "", [](MmaShape& m, const V& v) { m.ptx = v.text; }},
+    {"mn_major", Type::boolean, false, 0, 0, false, "", [](MmaShape& m, const V& v) { m.mn_major = v.flag; }},
 };
 
 constexpr Section kSections[] = {

@@ -172,7 +172,7 @@ int gemm_mma_sync_stages(const GemmForm& g, const Hardware& hw, std::string& why
   const std::string acc = is_integer_dtype(g.dtype) ? ".s32." : ".f32.";
   if (!mma || mma->m != 16 || mma->n != 8 || mma->k * dtype_bits(g.dtype) != 256 || mma->ptx.find(acc) == std::string::npos)
     return why = "no m16n8 mma.sync with 32 bytes of K per row and " + acc.substr(1, 3) + " accumulate for " + dt + " in the hardware's [[mma]] table", 0;
-  if (dtype_bits(g.dtype) == 8)  // ldmatrix .trans transposes 16-bit elements only (PTX ISA 9.7.14.5.15)
+  if (!mma->mn_major)  // the [[mma]] row: ldmatrix .trans transposes 16-bit elements only (PTX ISA 9.7.14.5.15)
     for (const auto& t : g.tiles)
       if (t.k_rows)
         return why = dt + " mma.sync fragments are loaded by ldmatrix without .trans (it transposes 16-bit elements only): both operands K-major; " +
@@ -207,7 +207,7 @@ int gemm_wgmma_stages(const GemmForm& g, const Diagram& d, const Hardware& hw, i
                       std::int64_t reserved_bytes) {
   if (!hw.wgmma || !hw.tma) return why = hw.name + " has no wgmma and TMA", 0;
   if (!hw.warpgroup_mma(g.dtype)) return why = "no warpgroup MMA for " + std::string(dtype_name(g.dtype)) + " in the hardware description", 0;
-  if (dtype_bits(g.dtype) == 8)  // PTX ISA 9.7.15.5.1: the transpose immediates exist for .f16/.bf16 only (fp8 and int8 K-major)
+  if (!hw.warpgroup_mma(g.dtype)->mn_major)  // the [[mma]] row; PTX ISA 9.7.15.5.1: transpose immediates for .f16/.bf16 only
     for (const auto& t : g.tiles)
       if (t.k_rows)
         return why = std::string(dtype_name(g.dtype)) + " wgmma reads both operands K-major from SMEM; " + t.array + " is stored " + t.cols +

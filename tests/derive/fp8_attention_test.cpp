@@ -147,3 +147,62 @@ TEST_CASE("the model prices fp8 attention at fp8's peak whatever input the diagr
   CHECK(kc.cost.flops_tensor > 0);
   CHECK(kc.cost.t_tensor == Approx(kc.cost.flops_tensor / (*h100.tensor_rate(DType::fp8e4m3) * kc.cost.tensor_fraction)).epsilon(0.05));
 }
+
+TEST_CASE("derive gives an fp8 V stored d-innermost a K-major copy and takes the fp8 flash form", "[derive][relayout][fp8]") {
+  // diagrams/library/attention.napkin's layout (V[b,h,x,d]) in fp8e4m3, as compare --dtype fp8e4m3 derives it.
+  const auto l = fp8_attention("fp8e4m3", "b,h,x,d");
+  const Hardware h100 = load_hardware("h100");
+  const Derivation dv = derive(*l.program, *l.diagram, l.sizes, h100);
+  REQUIRE(dv.rewritten);
+  const Statement* copy = dv.rewritten->find_statement("V_k");
+  REQUIRE(copy);
+  CHECK(copy->axes == AxisList{"b", "h", "d", "x"});
+  CHECK(copy->dtype == DType::fp8e4m3);  // stored as the input it copies
+  const KernelChoice& o = o_kernel(dv);
+  REQUIRE(o.cost.spec);
+  CHECK(o.cost.spec->strategy == Strategy::flash);
+  bool step = false;
+  for (const auto& s : dv.steps)
+    step |= s.pass == "derive-operand-relayout" && s.move.find("V is stored d-innermost; fp8e4m3 wgmma reads K-major operands only") != std::string::npos &&
+            s.move.find("transposed copy V_k[b,h,d,x] = V") != std::string::npos;
+  CHECK(step);
+  // The same under compare's override of a bf16 diagram (inputs fp8, O bf16).
+  const auto bf = fp8_attention("bf16", "b,h,x,d");
+  ModelOptions opt;
+  opt.dtype = DType::fp8e4m3;
+  const Derivation q = derive(*bf.program, *bf.diagram, bf.sizes, h100, opt);
+  REQUIRE(q.rewritten);
+  CHECK(q.rewritten->find_statement("V_k"));
+  CHECK(o_kernel(q).cost.spec->strategy == Strategy::flash);
+}
+
+TEST_CASE("derive keeps the relayout decision's search: it is the search of the rewritten diagram and points into it", "[derive][relayout][fp8]") {
+  const auto l = fp8_attention("fp8e4m3", "b,h,x,d");
+  const Hardware h100 = load_hardware("h100");
+  const Derivation dv = derive(*l.program, *l.diagram, l.sizes, h100);
+  REQUIRE(dv.rewritten);
+  // The flash form names the statements of the diagram it was lowered from: the one derive holds.
+  const KernelChoice& o = o_kernel(dv);
+  REQUIRE(o.cost.spec);
+  REQUIRE(o.cost.spec->flash);
+  CHECK(o.cost.spec->flash->O == dv.rewritten->find_statement("O"));
+  CHECK(o.cost.spec->flash->S == dv.rewritten->find_statement("S"));
+  // The same schedules and prices as a search of the rewritten diagram from scratch.
+  const auto [chosen, unfused] = search_with_unfused(*l.program, *dv.rewritten, l.sizes, h100, {}, {});
+  CHECK(dv.chosen.schedule == chosen.schedule);
+  CHECK(dv.chosen.cost.t_total == chosen.cost.t_total);
+  CHECK(dv.chosen.candidates_scored == chosen.candidates_scored);
+  CHECK(dv.unfused.schedule == unfused.schedule);
+  CHECK(dv.unfused.cost.t_total == unfused.cost.t_total);
+}
+
+TEST_CASE("no relayout where none is needed: 16-bit V, fp8 V with x innermost", "[derive][relayout][fp8]") {
+  const Hardware h100 = load_hardware("h100");
+  for (const auto& [dtype, v] : std::vector<std::pair<std::string, std::string>>{{"bf16", "b,h,x,d"}, {"fp8e4m3", "b,h,d,x"}}) {
+    INFO(dtype << " V[" << v << "]");
+    const auto l = fp8_attention(dtype, v);
+    const Derivation dv = derive(*l.program, *l.diagram, l.sizes, h100);
+    CHECK(!dv.rewritten);
+    for (const auto& s : dv.steps) CHECK(s.pass != "derive-operand-relayout");
+  }
+}

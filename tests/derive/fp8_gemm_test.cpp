@@ -113,3 +113,20 @@ TEST_CASE("the fp8 GEMM's CUDA and pseudocode match their golden files", "[emit]
   check_golden("cuda/gemm_fp8.cu", cu);
   check_golden("pseudo/gemm_fp8.txt", emit_pseudo(*l.program, *l.diagram, dv, h100));
 }
+
+TEST_CASE("derive gives an fp8 B stored N-major a K-major copy and takes the wgmma GEMM", "[derive][relayout][fp8]") {
+  const auto l = fp8_gemm("fp8e4m3", "k,j");
+  const Hardware h100 = load_hardware("h100");
+  const Derivation dv = derive(*l.program, *l.diagram, l.sizes, h100);
+  REQUIRE(dv.rewritten);
+  const Statement* copy = dv.rewritten->find_statement("B_k");
+  REQUIRE(copy);
+  CHECK(copy->axes == AxisList{"j", "k"});
+  CHECK(copy->dtype == DType::fp8e4m3);
+  bool gemm = false;
+  for (const auto& kc : dv.chosen.kernels) gemm |= kc.cost.spec && kc.cost.spec->strategy == Strategy::gemm;
+  CHECK(gemm);
+  // K-major operands: no copy, the diagram unchanged.
+  const auto k = fp8_gemm("fp8e4m3", "j,k");
+  CHECK(!derive(*k.program, *k.diagram, k.sizes, h100).rewritten);
+}

@@ -169,7 +169,8 @@ TEST_CASE("the diagram retyped to a row's dtype is priced as compare prices the 
       opt.dtype = dt;
       const Diagram typed = stored_as(*l.diagram, opt);
       for (const auto* in : typed.inputs()) CHECK(in->dtype == dt);
-      for (const auto* o : typed.outputs()) CHECK(o->dtype == dt);
+      // 8 bits or fewer: outputs in bf16 (the quantized storage rule); else every array in dt.
+      for (const auto* o : typed.outputs()) CHECK(o->dtype == (dtype_bits(dt) <= 8 ? DType::bf16 : dt));
       const Derivation want = derive(*l.program, *l.diagram, sizes, h, opt);
       const Derivation got = derive(*l.program, typed, sizes, h);
       CHECK(got.chosen.cost.t_total == want.chosen.cost.t_total);
@@ -178,6 +179,40 @@ TEST_CASE("the diagram retyped to a row's dtype is priced as compare prices the 
     }
     CHECK(stored_as(*l.diagram, ModelOptions{}) == *l.diagram);
   }
+}
+
+TEST_CASE("a quantized override stores inputs in the low type, outputs and intermediates in bf16", "[compare][storage]") {
+  const auto l = load_text(
+      "diagram d\naxis a = 64\naxis b = 32\naxis c = 48\nin A[a,b] : bf16\nin B[b,c] : bf16\nin I[a] : int32\n"
+      "Bt[c,b] = B\nT[a,c] = contract(A, Bt; b)\nC[a,c] : fp32 = T * 2\nout C : fp32\n");
+  const Diagram& d = *l.diagram;
+  for (DType q : {DType::fp8e4m3, DType::fp8e5m2, DType::int8, DType::int4}) {
+    INFO(dtype_name(q));
+    ModelOptions opt;
+    opt.dtype = q;
+    CHECK(quantized_override(opt));
+    CHECK(storage_dtype(d, "A", opt) == q);
+    CHECK(storage_dtype(d, "B", opt) == q);
+    CHECK(storage_dtype(d, "Bt", opt) == q);  // a copy of an input (a relayout) is stored as the input
+    CHECK(storage_dtype(d, "I", opt) == DType::int32);
+    CHECK(storage_dtype(d, "T", opt) == DType::bf16);
+    CHECK(storage_dtype(d, "C", opt) == DType::bf16);  // labelled fp32 and the output: bf16
+    const Diagram typed = stored_as(d, opt);
+    CHECK(typed.find_input("A")->dtype == q);
+    CHECK(typed.outputs().front()->dtype == DType::bf16);
+    CHECK(*typed.find_statement("C")->dtype == DType::bf16);
+  }
+  for (DType wide : {DType::bf16, DType::fp16, DType::fp32}) {
+    INFO(dtype_name(wide));
+    ModelOptions opt;
+    opt.dtype = wide;
+    CHECK(!quantized_override(opt));
+    for (const char* a : {"A", "Bt", "T", "C"}) CHECK(storage_dtype(d, a, opt) == wide);
+    CHECK(storage_dtype(d, "I", opt) == DType::int32);
+  }
+  CHECK(!quantized_override(ModelOptions{}));
+  CHECK(storage_dtype(d, "C", ModelOptions{}) == DType::fp32);
+  CHECK(storage_dtype(d, "T", ModelOptions{}) == DType::fp32);  // unlabelled: the first output's
 }
 
 TEST_CASE("the check's tolerance follows the dtype and the harness stores fp8 arrays", "[compare][bench]") {

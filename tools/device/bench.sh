@@ -93,9 +93,11 @@ case $mode in
     done
     ;;
   compare)  # issue 17: napkin compare --measure, measured beside predicted for each dtype, on the
-    # declared sizes: attention (Llama-3-8B, one layer) and the K-major GEMM of tests/kernels/gemm_fp8.napkin,
-    # whose every array --dtype sets (A, B K-major as fp8 wgmma reads them). The GEMM also names the
-    # other Hopper description, whose rows say why they are not measured on this GPU.
+    # declared sizes: attention (Llama-3-8B, one layer) and the K-major GEMM of tests/kernels/gemm_fp8.napkin.
+    # Under fp8e4m3 the inputs are stored in fp8 and the outputs in bf16 (the quantized storage rule), and
+    # attention's V[b,h,x,d] gets a K-major copy (derive-operand-relayout: V_k[b,h,d,x]) so that O += P V
+    # takes the fp8 flash form on wgmma: attention's fp8 row shows 2 kernels. The K-major GEMM also names
+    # the other Hopper description, whose rows say why they are not measured on this GPU.
     hw=h100; other=h200; nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && hw=h200 && other=h100
     for f in diagrams/library/attention.napkin tests/kernels/gemm_fp8.napkin; do
       tag=compare-$(basename "$f" .napkin)
