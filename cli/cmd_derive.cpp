@@ -155,11 +155,16 @@ void check_pass_name(const std::string& name) {
 }
 
 /** `napkin derive --dump-after PASS`: the labelled diagrams after PASS (one per kernel after
- *  derive-fusion), as the printer writes them (they parse back to the same labels). */
-void dump_after(const Derivation& dv, const Diagram& d, const std::string& pass) {
+ *  derive-fusion), as the printer writes them (they parse back to the same labels), each axis
+ *  given by `--set` (`overrides`) written as that literal size: the sizes its labels were chosen for. */
+void dump_after(const Derivation& dv, const Diagram& d, const std::string& pass, const SizeMap& overrides) {
   for (const auto& [name, diagrams] : dv.after) {
     if (name != pass) continue;
-    fmt::print("# {} after {}: {} labelled diagram(s) (derive/labelled.hpp)\n{}", d.name, pass, diagrams.size(), print_labelled(diagrams));
+    std::vector<Diagram> sized = diagrams;
+    for (auto& k : sized)
+      for (auto& item : k.items)
+        if (auto* a = std::get_if<AxisDecl>(&item); a && overrides.count(a->name)) a->size = {SizeFactor{"", overrides.at(a->name), a->loc}};
+    fmt::print("# {} after {}: {} labelled diagram(s) (derive/labelled.hpp)\n{}", d.name, pass, sized.size(), print_labelled(sized));
   }
 }
 
@@ -193,7 +198,7 @@ Runner setup_derive(CLI::App& sub) {
       auto checked = load_schedule(*schedule, *l, h, opt);
       if (!checked) return 1;
       if (!dump->empty()) {
-        dump_after(derive_given(*l->program, d, l->sizes, h, *checked, opt), d, *dump);
+        dump_after(derive_given(*l->program, d, l->sizes, h, *checked, opt), d, *dump, parse_sets(args->sets));
         return 0;
       }
       const SearchResult& r = *checked;
@@ -204,7 +209,7 @@ Runner setup_derive(CLI::App& sub) {
     }
     Derivation dv = derive(*l->program, d, l->sizes, h, opt);
     if (!dump->empty()) {
-      dump_after(dv, d, *dump);
+      dump_after(dv, d, *dump, parse_sets(args->sets));
       return 0;
     }
     if (*format == "json") {

@@ -2,6 +2,8 @@
 // `napkin derive --dump-after`.
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <fstream>
+#include <unistd.h>
 
 #include "derive/derivation.hpp"
 #include "derive/labelled.hpp"
@@ -120,4 +122,22 @@ TEST_CASE("napkin derive --dump-after prints the labelled diagram, and an unknow
   RunResult bad = run_napkin("derive " + file + " --dump-after derive-nothing");
   CHECK(bad.status == 1);
   CHECK(bad.output.find("unknown pass 'derive-nothing'; the passes are derive-contraction-order, derive-operand-relayout, derive-weave-analysis, derive-fusion") != std::string::npos);
+}
+
+TEST_CASE("napkin derive --dump-after writes the --set sizes its labels were chosen for", "[derive][labels][cli]") {
+  const std::string file = std::string(NAPKIN_SOURCE_DIR) + "/diagrams/library/mlp_swiglu.napkin";
+  RunResult r = run_napkin("derive " + file + " --set f=4096 --set t=1000 --dump-after derive-group-partition");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(r.output.find("axis f = 4096") != std::string::npos);
+  CHECK(r.output.find("axis t = 1000") != std::string::npos);
+  CHECK(r.output.find("14336") == std::string::npos);  // the declared width of f
+  CHECK(r.output.find("axis m = 4096") != std::string::npos);  // not overridden: as declared
+  // The dump parses back and verifies.
+  const std::string dumped = std::filesystem::temp_directory_path() / ("napkin-dump-" + std::to_string(getpid()) + ".napkin");
+  std::ofstream(dumped) << r.output;
+  RunResult check = run_napkin("check " + dumped);
+  INFO(check.output);
+  CHECK(check.status == 0);
+  std::filesystem::remove(dumped);
 }
