@@ -18,6 +18,10 @@ struct Work {
   Work times(double n) const { return {flops * n, sfu * n, bytes * n, loads * n}; }
 };
 
+/** Bytes of the sector a global load is served in (CUDA C++ Best Practices Guide, "Coalesced
+ *  Access to Global Memory": 32-byte segments). */
+constexpr double kSectorBytes = 32;
+
 class Counter {
  public:
   Counter(const Diagram& d, const SizeMap& sizes, const ModelOptions& opt, std::string innermost)
@@ -29,8 +33,19 @@ class Counter {
     if (e.kind == Expr::Kind::ref) {
       const AxisList* axes = d_.array_axes(e.name);
       if (!axes) return w;  // an axis's size: a scalar in a register
-      const bool coalesced = shadowed_ == 0 && std::find(axes->begin(), axes->end(), inner_) != axes->end();
-      w.bytes = dtype_bits(storage_dtype(d_, e.name, opt_)) / 8.0 / (coalesced ? 1 : 32);
+      // Consecutive threads step along inner_: a load of an array without it (or with its index a
+      // loop's) is one address for the warp, a broadcast; else the threads' addresses are the
+      // array's stride along inner_ apart, and each thread pulls min(32, stride x element) bytes
+      // of 32-byte sectors (coalesced at stride 1).
+      const double element = dtype_bits(storage_dtype(d_, e.name, opt_)) / 8.0;
+      auto at = std::find(axes->begin(), axes->end(), inner_);
+      if (shadowed_ > 0 || at == axes->end()) {
+        w.bytes = element / 32;
+      } else {
+        double stride = 1;
+        for (auto a = at + 1; a != axes->end(); ++a) stride *= static_cast<double>(sizes_.at(*a));
+        w.bytes = std::min(kSectorBytes, stride * element);
+      }
       w.loads = 1;
       arrays_.insert(e.name);
       return w;

@@ -12,8 +12,12 @@
  *  partition);
  *  where HBM bytes are each array read once plus the statement written once. A load of an array
  *  without the innermost axis, or inside a loop over it (its index then the loop's), is the same
- *  address for the 32 threads of a warp (a broadcast: b/32); any other load is coalesced (b per
- *  thread). Loop costs follow the emitted loops
+ *  address for the 32 threads of a warp (a broadcast: b/32); a load of an array whose own innermost
+ *  axis is the statement's is coalesced (b per thread); any other load is strided, the threads'
+ *  addresses the array's stride s along that axis apart: min(32, s b) bytes per thread, a 32-byte
+ *  sector each once s b >= 32 (CUDA C++ Best Practices Guide, coalesced access to global memory;
+ *  a row reduction over d of dO[b,h,q,d] with threads along q measured 288 us on an H200 where
+ *  pricing its loads as coalesced predicted 35 us, docs/benchmarks.md session 14). Loop costs follow the emitted loops
  *  (emit/cuda/context.cpp): a reduction over axes R evaluates its body |R| times; softmax 2N + 1
  *  times its argument, layernorm 3N + 1, rmsnorm 2N + 1 (N: the normalised extent).
  */
