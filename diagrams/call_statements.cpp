@@ -29,27 +29,6 @@ const Expr* call_to_hoist(const std::vector<std::pair<const Expr*, bool>>& calls
   return nullptr;
 }
 
-ExprPtr replace_node(const ExprPtr& e, const Expr* target, const ExprPtr& by) {
-  if (e.ptr.get() == target) return by;
-  bool changed = false;
-  std::vector<ExprPtr> args;
-  for (const auto& a : e->args) {
-    args.push_back(replace_node(a, target, by));
-    changed |= args.back().ptr != a.ptr;
-  }
-  if (!changed) return e;
-  auto n = std::make_shared<Expr>(*e);
-  n->args = std::move(args);
-  return {std::move(n)};
-}
-
-ExprPtr find_node(const ExprPtr& e, const Expr* target) {
-  if (e.ptr.get() == target) return e;
-  for (const auto& a : e->args)
-    if (auto f = find_node(a, target)) return f;
-  return {};
-}
-
 }  // namespace
 
 Diagram one_call_per_statement(const Program& p, const Diagram& d, bool& changed) {

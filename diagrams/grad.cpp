@@ -51,20 +51,6 @@ const Expr* inner_normaliser(const Expr& e, bool root = true) {
   return !root && is_normaliser(e) ? &e : nullptr;
 }
 
-ExprPtr replace_node(const ExprPtr& e, const Expr* target, const ExprPtr& by) {
-  if (e.ptr.get() == target) return by;
-  bool changed = false;
-  std::vector<ExprPtr> args;
-  for (const auto& a : e->args) {
-    args.push_back(replace_node(a, target, by));
-    changed |= args.back().ptr != a.ptr;
-  }
-  if (!changed) return e;
-  auto n = std::make_shared<Expr>(*e);
-  n->args = std::move(args);
-  return {std::move(n)};
-}
-
 /** `d` with every normaliser that is not a whole right-hand side in a statement `<S>_<op>` of its own. */
 Diagram hoist_normalisers(const Program& p, Diagram d) {
   std::set<std::string> taken;
@@ -80,13 +66,7 @@ Diagram hoist_normalisers(const Program& p, Diagram d) {
       Typer typer(d, p.diagrams, nullptr);
       const AxisList axes = *typer.axes_of(*n);
       Statement hoisted = statement(claim(s->name + "_" + std::string(op_name(n->op)), taken), axes, {});
-      std::function<ExprPtr(const ExprPtr&)> find = [&](const ExprPtr& e) -> ExprPtr {
-        if (e.ptr.get() == n) return e;
-        for (const auto& a : e->args)
-          if (auto f = find(a)) return f;
-        return {};
-      };
-      hoisted.expr = find(s->expr);
+      hoisted.expr = find_node(s->expr, n);
       s->expr = replace_node(s->expr, n, make_ref(hoisted.name, n->loc));
       d.items.insert(d.items.begin() + static_cast<std::ptrdiff_t>(k), std::move(hoisted));
       changed = true;

@@ -38,21 +38,6 @@ const Expr* innermost_call(const Expr& e) {
   return e.kind == Expr::Kind::apply && e.op == Op::call ? &e : nullptr;
 }
 
-/** `e` with `target` (a node of it) replaced by `by`; other nodes shared. */
-ExprPtr replace_node(const ExprPtr& e, const Expr* target, const ExprPtr& by) {
-  if (e.ptr.get() == target) return by;
-  bool changed = false;
-  std::vector<ExprPtr> args;
-  for (const auto& a : e->args) {
-    args.push_back(replace_node(a, target, by));
-    changed |= args.back().ptr != a.ptr;
-  }
-  if (!changed) return e;
-  auto n = std::make_shared<Expr>(*e);
-  n->args = std::move(args);
-  return {std::move(n)};
-}
-
 /** `e` with its axis `from` renamed `to` (an axis of the same size): contract(e, band(from, to;
  *  lo=0, hi=0); from), the product with the identity matrix, exact for finite values. */
 ExprPtr twin_copy(const ExprPtr& e, const std::string& from, const std::string& to, SourceLoc loc) {

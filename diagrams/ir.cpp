@@ -38,6 +38,27 @@ ExprPtr make_apply(Op op, std::vector<ExprPtr> args, SourceLoc loc) {
 
 ExprPtr rebuild(const Expr& e) { return {std::make_shared<Expr>(e)}; }
 
+ExprPtr replace_node(const ExprPtr& e, const Expr* target, const ExprPtr& by) {
+  if (e.ptr.get() == target) return by;
+  bool changed = false;
+  std::vector<ExprPtr> args;
+  for (const auto& a : e->args) {
+    args.push_back(replace_node(a, target, by));
+    changed |= args.back().ptr != a.ptr;
+  }
+  if (!changed) return e;
+  auto n = std::make_shared<Expr>(*e);
+  n->args = std::move(args);
+  return {std::move(n)};
+}
+
+ExprPtr find_node(const ExprPtr& e, const Expr* target) {
+  if (e.ptr.get() == target) return e;
+  for (const auto& a : e->args)
+    if (auto f = find_node(a, target)) return f;
+  return {};
+}
+
 namespace {
 template <class T>
 const T* find_item(const std::vector<Item>& items, const std::string& n) {

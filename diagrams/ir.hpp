@@ -123,6 +123,11 @@ ExprPtr make_number(Number n, SourceLoc loc);
 ExprPtr make_apply(Op op, std::vector<ExprPtr> args, SourceLoc loc);
 /** A copy of `e` with some fields changed: the way passes derive new nodes from old ones. */
 ExprPtr rebuild(const Expr& e);
+/** `e` with its node `target` (compared by address) replaced by `by`; the nodes off the path to
+ *  it are shared, and `e` itself comes back when `target` is not in it. */
+ExprPtr replace_node(const ExprPtr& e, const Expr* target, const ExprPtr& by);
+/** The pointer holding the node `target` of `e` (compared by address), or an empty one. */
+ExprPtr find_node(const ExprPtr& e, const Expr* target);
 
 /** One factor of an axis size: a literal integer or another axis's size. */
 struct SizeFactor {
