@@ -34,10 +34,7 @@ const Expr* call_to_hoist(const std::vector<std::pair<const Expr*, bool>>& calls
 Diagram one_call_per_statement(const Program& p, const Diagram& d, bool& changed) {
   changed = false;
   Diagram out = d;
-  std::set<std::string> taken;
-  for (const auto* a : d.axes()) taken.insert(a->name);
-  for (const auto* i : d.inputs()) taken.insert(i->name);
-  for (const auto* s : d.statements()) taken.insert(s->name);
+  std::set<std::string> taken = declared_names(d);
   for (std::size_t k = 0; k < out.items.size(); ++k) {
     for (;;) {
       auto* s = std::get_if<Statement>(&out.items[k]);

@@ -28,13 +28,6 @@ bool expensive(const Expr& e) {
   return found;
 }
 
-std::string claim(const std::string& base, std::set<std::string>& taken) {
-  std::string n = base;
-  for (int i = 1; taken.count(n); ++i) n = base + "_" + std::to_string(i);
-  taken.insert(n);
-  return n;
-}
-
 Statement statement(const std::string& name, const AxisList& axes, ExprPtr e) {
   Statement s;
   s.name = name;
@@ -53,10 +46,7 @@ const Expr* inner_normaliser(const Expr& e, bool root = true) {
 
 /** `d` with every normaliser that is not a whole right-hand side in a statement `<S>_<op>` of its own. */
 Diagram hoist_normalisers(const Program& p, Diagram d) {
-  std::set<std::string> taken;
-  for (const auto* a : d.axes()) taken.insert(a->name);
-  for (const auto* i : d.inputs()) taken.insert(i->name);
-  for (const auto* s : d.statements()) taken.insert(s->name);
+  std::set<std::string> taken = declared_names(d);
   for (bool changed = true; changed;) {
     changed = false;
     for (std::size_t k = 0; k < d.items.size() && !changed; ++k) {
@@ -65,7 +55,7 @@ Diagram hoist_normalisers(const Program& p, Diagram d) {
       if (!n) continue;
       Typer typer(d, p.diagrams, nullptr);
       const AxisList axes = *typer.axes_of(*n);
-      Statement hoisted = statement(claim(s->name + "_" + std::string(op_name(n->op)), taken), axes, {});
+      Statement hoisted = statement(claim_name(s->name + "_" + std::string(op_name(n->op)), taken), axes, {});
       hoisted.expr = find_node(s->expr, n);
       s->expr = replace_node(s->expr, n, make_ref(hoisted.name, n->loc));
       d.items.insert(d.items.begin() + static_cast<std::ptrdiff_t>(k), std::move(hoisted));
@@ -78,13 +68,9 @@ Diagram hoist_normalisers(const Program& p, Diagram d) {
 /** The reverse sweep over one flat diagram. */
 class Differentiator {
  public:
-  Differentiator(const Program& p, Diagram fwd) : fwd_(std::move(fwd)), typer_(fwd_, p.diagrams, nullptr) {
-    for (const auto* a : fwd_.axes()) taken_.insert(a->name);
-    for (const auto* i : fwd_.inputs()) taken_.insert(i->name);
-    for (const auto* s : fwd_.statements()) {
-      taken_.insert(s->name);
-      index(s->expr);
-    }
+  Differentiator(const Program& p, Diagram fwd)
+      : fwd_(std::move(fwd)), typer_(fwd_, p.diagrams, nullptr), taken_(declared_names(fwd_)) {
+    for (const auto* s : fwd_.statements()) index(s->expr);
   }
 
   GradResult run(const std::vector<std::string>& wrt_asked, const std::vector<std::string>& save);
@@ -178,7 +164,7 @@ std::vector<std::string> Differentiator::choose_wrt(const std::vector<std::strin
 
 Term Differentiator::keep(const Term& t, const std::string& base) {
   if (t.e->kind != Expr::Kind::apply) return t;
-  std::string n = claim(base, taken_);
+  std::string n = claim_name(base, taken_);
   bwd_.push_back(statement(n, t.axes, t.e));
   return grad::ref(n, t.axes);
 }
@@ -216,7 +202,7 @@ void Differentiator::save_statistics(const Statement& s) {
     return ExprPtr{std::move(e)};
   };
   auto add = [&](const std::string& what, ExprPtr e) {
-    std::string name = claim(s.name + "_" + (what == "logsumexp" ? "lse" : what), taken_);
+    std::string name = claim_name(s.name + "_" + (what == "logsumexp" ? "lse" : what), taken_);
     stat_defs_[s.name].push_back(statement(name, rows, std::move(e)));
     saved_.push_back({name, s.name, what});
     return grad::ref(name, rows);
@@ -312,7 +298,7 @@ Term Differentiator::adjoint(const std::string& name, const AxisList& primal, bo
     if (contains(sum.axes, a)) axes.push_back(a);
   NAPKIN_ASSERT(axes.size() == sum.axes.size()) << "the adjoint of " << name << " has axes " << print_axes(sum.axes)
                                                  << " beyond its array's " << print_axes(primal);
-  std::string n = claim("d" + name, taken_);
+  std::string n = claim_name("d" + name, taken_);
   bwd_.push_back(statement(n, axes, sum.e));
   return grad::ref(n, axes);
 }
@@ -449,7 +435,7 @@ GradResult Differentiator::run(const std::vector<std::string>& wrt_asked, const 
   std::vector<std::pair<std::string, const OutputDecl*>> cots;
   for (const auto* o : fwd_.outputs())
     if (active_.count(o->name)) {
-      std::string n = claim("d" + o->name, taken_);
+      std::string n = claim_name("d" + o->name, taken_);
       cots.emplace_back(n, o);
       r.cotangents.push_back(n);
       contrib_[o->name].push_back(grad::ref(n, *fwd_.array_axes(o->name)));

@@ -14,23 +14,6 @@ namespace napkin {
 
 namespace {
 
-/** `base`, or `base_1`, `base_2`, ..: the first not in `taken`, which it joins. */
-std::string claim(const std::string& base, std::set<std::string>& taken) {
-  std::string n = base;
-  for (int i = 1; taken.count(n); ++i) n = base + "_" + std::to_string(i);
-  taken.insert(n);
-  return n;
-}
-
-/** Every axis and array name of `d`. */
-std::set<std::string> names_of(const Diagram& d) {
-  std::set<std::string> out;
-  for (const auto* a : d.axes()) out.insert(a->name);
-  for (const auto* i : d.inputs()) out.insert(i->name);
-  for (const auto* s : d.statements()) out.insert(s->name);
-  return out;
-}
-
 /** A call of `e` none of whose arguments holds a call, or nullptr when `e` calls nothing. */
 const Expr* innermost_call(const Expr& e) {
   for (const auto& a : e.args)
@@ -94,7 +77,7 @@ Diagram inline_one(const Program& p, const Diagram& d, const Statement& caller, 
   const LiftedCallee lifted = lift_call(p, call, shape, arg_axes, sizes, caller.name);
   const Diagram& callee = lifted.diagram;
 
-  std::set<std::string> taken = names_of(d);
+  std::set<std::string> taken = declared_names(d);
   Renaming ren;
   ren.axis = caller_axes(lifted, shape);
   std::vector<Item> new_axes, new_statements;
@@ -106,7 +89,7 @@ Diagram inline_one(const Program& p, const Diagram& d, const Statement& caller, 
     for (const auto& [callee_axis, caller_axis] : shape.bind) {
       if (images.insert(caller_axis).second) continue;
       AxisDecl a;
-      a.name = claim(shape.callee->name + "_" + callee_axis, taken);
+      a.name = claim_name(shape.callee->name + "_" + callee_axis, taken);
       a.size = {SizeFactor{caller_axis, 1, call.loc}};
       a.trivia.trailing = "the callee's axis " + callee_axis + ", bound like " + caller_axis + " (" + caller.name + ")";
       a.loc = call.loc;
@@ -117,7 +100,7 @@ Diagram inline_one(const Program& p, const Diagram& d, const Statement& caller, 
   }
   for (const auto* a : callee.axes()) {
     if (ren.axis.count(a->name)) continue;
-    std::string n = taken.count(a->name) ? claim(shape.callee->name + "_" + a->name, taken) : claim(a->name, taken);
+    std::string n = taken.count(a->name) ? claim_name(shape.callee->name + "_" + a->name, taken) : claim_name(a->name, taken);
     ren.axis[a->name] = n;
     AxisDecl copy = *a;
     copy.name = n;
@@ -141,7 +124,7 @@ Diagram inline_one(const Program& p, const Diagram& d, const Statement& caller, 
       continue;
     }
     Statement s;
-    s.name = claim(caller.name + "_arg" + std::to_string(i + 1), taken);
+    s.name = claim_name(caller.name + "_arg" + std::to_string(i + 1), taken);
     s.axes = axes;
     s.axis_locs.assign(s.axes.size(), arg->loc);
     s.expr = value;
@@ -154,7 +137,7 @@ Diagram inline_one(const Program& p, const Diagram& d, const Statement& caller, 
   std::string result_name;
   for (const auto* s : callee.statements()) {
     std::string n = s->name == result && whole ? caller.name
-                    : claim(caller.name + "_" + (s->name == result ? shape.callee->name : s->name), taken);
+                    : claim_name(caller.name + "_" + (s->name == result ? shape.callee->name : s->name), taken);
     if (s->name == result) result_name = n;
     ren.array[s->name] = make_ref(n, call.loc);
   }

@@ -52,6 +52,21 @@ ExprPtr replace_node(const ExprPtr& e, const Expr* target, const ExprPtr& by) {
   return {std::move(n)};
 }
 
+std::set<std::string> declared_names(const Diagram& d) {
+  std::set<std::string> out;
+  for (const auto* a : d.axes()) out.insert(a->name);
+  for (const auto* i : d.inputs()) out.insert(i->name);
+  for (const auto* s : d.statements()) out.insert(s->name);
+  return out;
+}
+
+std::string claim_name(const std::string& base, std::set<std::string>& taken) {
+  std::string n = base;
+  for (int i = 1; taken.count(n); ++i) n = base + "_" + std::to_string(i);
+  taken.insert(n);
+  return n;
+}
+
 ExprPtr find_node(const ExprPtr& e, const Expr* target) {
   if (e.ptr.get() == target) return e;
   for (const auto& a : e->args)

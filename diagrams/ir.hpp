@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <variant>
 #include <vector>
@@ -229,6 +230,11 @@ struct File {
   Trivia end;  ///< comments and blank lines after the last item
   bool operator==(const File&) const = default;
 };
+
+/** Every axis and array name of `d` (axes, inputs, statements). */
+std::set<std::string> declared_names(const Diagram& d);
+/** `base`, or `base_1`, `base_2`, ..: the first not in `taken`, which it then joins. */
+std::string claim_name(const std::string& base, std::set<std::string>& taken);
 
 /** Names of the operations, as written in files ("contract"); nullopt if not a built-in. */
 std::string_view op_name(Op op);

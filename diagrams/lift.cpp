@@ -10,13 +10,6 @@ namespace napkin {
 
 namespace {
 
-/** `w`, or `w_1`, `w_2`, .. : the first not in `taken`. */
-std::string fresh_name(const std::string& w, const std::set<std::string>& taken) {
-  if (!taken.count(w)) return w;
-  for (int i = 1;; ++i)
-    if (std::string c = w + "_" + std::to_string(i); !taken.count(c)) return c;
-}
-
 /** The entries of `order` that are in `have`, in `order`'s order. */
 AxisList in_order(const AxisList& order, const std::set<std::string>& have) {
   AxisList out;
@@ -53,14 +46,10 @@ LiftedCallee lift_call(const Program& p, const Expr& call, const CallShape& shap
   const Diagram& callee = *shape.callee;
   const std::string where = "the call of " + callee.name + " in '" + statement + "'";
   LiftedCallee out;
-  std::set<std::string> taken;
-  for (const auto* a : callee.axes()) taken.insert(a->name);
-  for (const auto* i : callee.inputs()) taken.insert(i->name);
-  for (const auto* s : callee.statements()) taken.insert(s->name);
+  std::set<std::string> taken = declared_names(callee);
   std::map<std::string, std::string> lifted_name;  // caller woven axis -> its name in the lift
   for (const auto& w : shape.woven) {
-    std::string n = fresh_name(w, taken);
-    taken.insert(n);
+    std::string n = claim_name(w, taken);
     lifted_name[w] = n;
     out.woven.push_back(n);
     out.caller_axis[n] = w;

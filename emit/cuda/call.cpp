@@ -19,24 +19,8 @@ void render_argument_copy(Context& c, const CallArgumentCopy& cp, const Expr& ar
   k.line("// " + cp.buffer + ": argument " + std::to_string(cp.index + 1) + " copied before the call (" + cp.reason + ")");
   k.open("namespace " + ns);
   k.line("constexpr int THREADS = 256;");
-  k.line("__global__ void __launch_bounds__(THREADS) copy(const Args a) {");
-  ++k.indent;
-  c.declare_sizes(k);
-  std::string total = "int64_t{1}", host_total = "int64_t{1}";
-  for (const auto& ax : cp.axes) total += " * N_" + ax, host_total += " * a.N_" + ax;
-  k.open("for (int64_t idx = int64_t{blockIdx.x} * THREADS + threadIdx.x; idx < " + total + "; idx += int64_t{gridDim.x} * THREADS)");
-  k.line("int64_t rest = idx;");
-  decompose(k, "rest", cp.axes);
-  k.line("a." + cp.buffer + "[idx] = napkin::from_f<" + ctype + ">(" + c.value(arg) + ");");
-  k.close();
-  --k.indent;
-  k.line("}");
+  render_elementwise_kernel(c, ns, "copy", cp.axes, "a." + cp.buffer + "[idx] = napkin::from_f<" + ctype + ">(" + c.value(arg) + ");", k, l);
   k.close("  // namespace " + ns);
-  l.open("");
-  l.line("const int64_t n = " + host_total + ";");
-  l.line("const int64_t blocks = std::min<int64_t>((n + 255) / 256, int64_t{1} << 20);");
-  l.line("if (blocks > 0) " + ns + "::copy<<<static_cast<unsigned>(blocks), " + ns + "::THREADS, 0, stream>>>(a);");
-  l.close();
 }
 
 }  // namespace

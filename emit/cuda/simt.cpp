@@ -6,6 +6,27 @@
 
 namespace napkin::cuda {
 
+void render_elementwise_kernel(Context& c, const std::string& ns, const std::string& fn, const AxisList& axes,
+                               const std::string& store, Code& k, Code& l) {
+  k.line("__global__ void __launch_bounds__(THREADS) " + fn + "(const Args a) {");
+  ++k.indent;
+  c.declare_sizes(k);
+  std::string total = "int64_t{1}", host_total = "int64_t{1}";
+  for (const auto& ax : axes) total += " * N_" + ax, host_total += " * a.N_" + ax;
+  k.open("for (int64_t idx = int64_t{blockIdx.x} * THREADS + threadIdx.x; idx < " + total + "; idx += int64_t{gridDim.x} * THREADS)");
+  k.line("int64_t rest = idx;");
+  decompose(k, "rest", axes);
+  k.line(store);
+  k.close();
+  --k.indent;
+  k.line("}");
+  l.open("");
+  l.line("const int64_t n = " + host_total + ";");
+  l.line("const int64_t blocks = std::min<int64_t>((n + 255) / 256, int64_t{1} << 20);");
+  l.line("if (blocks > 0) " + ns + "::" + fn + "<<<static_cast<unsigned>(blocks), " + ns + "::THREADS, 0, stream>>>(a);");
+  l.close();
+}
+
 KernelEmit emit_simt(Context& c, const std::string& name, const std::vector<std::string>& statements, const NodeOverride& over) {
   KernelEmit r;
   r.strategy = "simt";
@@ -17,25 +38,7 @@ KernelEmit emit_simt(Context& c, const std::string& name, const std::vector<std:
   for (const auto& s : statements) {
     const Statement& st = *c.diagram().find_statement(s);
     k.line("");
-    k.line("__global__ void __launch_bounds__(THREADS) " + s + "(const Args a) {");
-    ++k.indent;
-    c.declare_sizes(k);
-    std::string total = "int64_t{1}";
-    for (const auto& ax : st.axes) total += " * N_" + ax;
-    k.open("for (int64_t idx = int64_t{blockIdx.x} * THREADS + threadIdx.x; idx < " + total + "; idx += int64_t{gridDim.x} * THREADS)");
-    k.line("int64_t rest = idx;");
-    decompose(k, "rest", st.axes);
-    k.line("a." + s + "[idx] = napkin::from_f<" + c.ctype_of(s) + ">(" + c.value(*st.expr, over) + ");");
-    k.close();
-    --k.indent;
-    k.line("}");
-    std::string tot_host = "int64_t{1}";
-    for (const auto& ax : st.axes) tot_host += " * a.N_" + ax;
-    l.open("");
-    l.line("const int64_t n = " + tot_host + ";");
-    l.line("const int64_t blocks = std::min<int64_t>((n + 255) / 256, int64_t{1} << 20);");
-    l.line("if (blocks > 0) " + ns + "::" + s + "<<<static_cast<unsigned>(blocks), " + ns + "::THREADS, 0, stream>>>(a);");
-    l.close();
+    render_elementwise_kernel(c, ns, s, st.axes, "a." + s + "[idx] = napkin::from_f<" + c.ctype_of(s) + ">(" + c.value(*st.expr, over) + ");", k, l);
     r.stored.insert(s);
   }
   k.close("  // namespace " + ns);

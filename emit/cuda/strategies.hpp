@@ -60,6 +60,12 @@ KernelEmit emit_call(Context& c, const Statement& s, const Derivation& sub, cons
 KernelEmit emit_simt(Context& c, const std::string& name, const std::vector<std::string>& statements,
                      const NodeOverride& over = {});
 
+/** One SIMT kernel `fn` in the open namespace `ns` (which declares THREADS) into `k`, its launch
+ *  into `l`: a grid-stride loop over the elements of `axes` (the last fastest), `i_<axis>`
+ *  decomposed from `idx`, then `store` (a statement writing element idx). */
+void render_elementwise_kernel(Context& c, const std::string& ns, const std::string& fn, const AxisList& axes,
+                               const std::string& store, Code& k, Code& l);
+
 /** Helpers shared by the strategies. */
 /** Name of the kernel namespace for a schedule kernel. */
 std::string kernel_ns(const std::string& kernel);
