@@ -43,6 +43,7 @@ Partitioner::Partitioner(PartitionGraph g) : g_(std::move(g)) {
     }
     exact_ = exact_candidates().size() <= kExactCandidates;
     if (exact_) return;
+    restricted_ = true;
   }
   // Kahn's algorithm, the lowest ready index first: source order when that is topological.
   std::vector<std::size_t> waiting(n, 0);
@@ -108,6 +109,61 @@ std::vector<PartitionCandidate> Partitioner::exact_candidates() const {
 
 std::vector<PartitionCandidate> Partitioner::candidates() const {
   if (exact_) return exact_candidates();
+  std::vector<PartitionCandidate> out = segment_candidates();
+  if (!restricted_) return out;
+  for (auto& c : closure_candidates())
+    if (std::none_of(out.begin(), out.end(), [&](const PartitionCandidate& o) { return o.members == c.members; })) out.push_back(std::move(c));
+  return out;
+}
+
+std::vector<PartitionCandidate> Partitioner::closure_candidates() const {
+  const std::size_t n = g_.statements;
+  std::vector<PartitionCandidate> out;
+  if (g_.axes.size() != n || g_.reduces.size() != n) return out;
+  auto touches = [&](std::size_t i, const std::string& a) { return std::find(g_.axes[i].begin(), g_.axes[i].end(), a) != g_.axes[i].end(); };
+  auto add = [&](std::uint64_t mask) {
+    std::vector<std::size_t> m;
+    for (std::size_t i = 0; i < n; ++i)
+      if (mask >> i & 1) m.push_back(i);
+    if (m.size() < 2 || !admissible(m) || !convex(mask)) return;
+    if (std::none_of(out.begin(), out.end(), [&](const PartitionCandidate& o) { return o.members == m; })) out.push_back({std::move(m), 0, 0});
+  };
+  std::map<std::string, std::vector<std::uint64_t>> by_axis;
+  for (std::size_t r = 0; r < n; ++r) {
+    if (!g_.reduces[r] || g_.alone[r]) continue;
+    for (const auto& a : g_.axes[r]) {
+      std::uint64_t mask = std::uint64_t{1} << r;
+      std::vector<std::size_t> stack{r};
+      while (!stack.empty()) {  // producers through statements touching a
+        const std::size_t i = stack.back();
+        stack.pop_back();
+        for (std::size_t p : g_.preds[i])
+          if (!(mask >> p & 1) && !g_.alone[p] && touches(p, a)) mask |= std::uint64_t{1} << p, stack.push_back(p);
+      }
+      add(mask);
+      by_axis[a].push_back(mask);
+    }
+  }
+  for (auto& [a, masks] : by_axis) {  // unions along one axis: of each overlapping pair, and of each overlapping group
+    for (std::size_t i = 0; i < masks.size(); ++i)
+      for (std::size_t j = i + 1; j < masks.size(); ++j)
+        if (masks[i] & masks[j]) add(masks[i] | masks[j]);
+    for (bool merged = true; merged;) {
+      merged = false;
+      for (std::size_t i = 0; i < masks.size() && !merged; ++i)
+        for (std::size_t j = i + 1; j < masks.size() && !merged; ++j)
+          if (masks[i] & masks[j]) {
+            masks[i] |= masks[j];
+            masks.erase(masks.begin() + static_cast<std::ptrdiff_t>(j));
+            merged = true;
+          }
+    }
+    for (std::uint64_t m : masks) add(m);
+  }
+  return out;
+}
+
+std::vector<PartitionCandidate> Partitioner::segment_candidates() const {
   std::vector<PartitionCandidate> out;
   const std::size_t n = g_.statements;
   for (std::size_t start = 0; start < n; ++start)
@@ -121,7 +177,7 @@ std::vector<PartitionCandidate> Partitioner::candidates() const {
 }
 
 std::vector<std::size_t> Partitioner::best(const std::vector<PartitionCandidate>& priced, double tolerance) const {
-  return exact() ? best_exact(priced, tolerance) : best_segments(priced, tolerance);
+  return exact() || restricted() ? best_exact(priced, tolerance) : best_segments(priced, tolerance);
 }
 
 std::vector<std::size_t> Partitioner::best_exact(const std::vector<PartitionCandidate>& priced, double tolerance) const {

@@ -12,6 +12,14 @@
  *    independent statements and their sum, has 2^(n-1) + n - 1 candidates: 8.9 s at n = 8 (under
  *    load), before this bound. The bundled diagrams have at most 12 candidates (transformer_block:
  *    its calls stand alone) and stay exact.
+ *  - restricted exact, for at most kExactStatements statements with more candidates: the
+ *    segments below and the stream closures, then the exact dynamic program over them. A stream
+ *    closure is a reduction and its producers reached through statements that all touch one axis
+ *    it touches (the axis a fused kernel would group or stream: FlashAttention-2's backward is
+ *    dK's and dV's closures along the key axis); and along each axis the unions of each
+ *    overlapping pair of closures and of each group of overlapping ones; kept where convex and
+ *    connected. FlashAttention-2's backward kernel (six statements) is no
+ *    segment of at most kMaxSegment.
  *  - otherwise segments. One topological order of the dataflow (source order where it is one);
  *    candidates are its contiguous segments of at most kMaxSegment statements that are connected
  *    (a segment of a topological order is always convex); a dynamic program over the positions of
@@ -22,6 +30,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 namespace napkin {
@@ -40,6 +49,10 @@ struct PartitionGraph {
    *  fusion). A candidate kernel must be connected through this relation. */
   std::function<bool(std::size_t, std::size_t)> linked;
   std::vector<bool> alone;  ///< per statement: it must be a kernel of its own (a call)
+  /** Per statement: the axes it touches (keeps or reduces), and whether it reduces one. Used for
+   *  the stream closures (Partitioner::closure_candidates); empty: none. */
+  std::vector<std::vector<std::string>> axes;
+  std::vector<bool> reduces;
 };
 
 /** A candidate kernel's statements (ascending indices) and its price. */
@@ -55,6 +68,8 @@ class Partitioner {
 
   /** Whether the search is exact (the file comment). */
   bool exact() const { return exact_; }
+  /** Whether it is restricted exact (the file comment). */
+  bool restricted() const { return restricted_; }
   /** Candidate kernels, each with members set and score 0: the caller prices them. Singles (every
    *  statement alone) are always among them. */
   std::vector<PartitionCandidate> candidates() const;
@@ -70,9 +85,12 @@ class Partitioner {
   std::vector<std::size_t> best_segments(const std::vector<PartitionCandidate>& priced, double tolerance) const;
 
   std::vector<PartitionCandidate> exact_candidates() const;
+  std::vector<PartitionCandidate> segment_candidates() const;
+  std::vector<PartitionCandidate> closure_candidates() const;
 
   PartitionGraph g_;
   bool exact_ = false;
+  bool restricted_ = false;  ///< restricted exact: segments and closures, the exact dynamic program
   std::vector<std::size_t> order_;                 ///< a topological order (segments)
   std::vector<std::vector<bool>> reaches_;         ///< transitive dataflow (exact regime only)
 };

@@ -193,7 +193,14 @@ class Searcher {
         if (std::find(weave_[j].reads.begin(), weave_[j].reads.end(), r) != weave_[j].reads.end()) return true;
       return false;
     };
-    for (const auto& w : weave_) g.alone.push_back(w.has_call);
+    for (const auto& w : weave_) {
+      g.alone.push_back(w.has_call);
+      std::vector<std::string> axes;
+      bool reduces = false;
+      for (const auto& [a, r] : w.roles) axes.push_back(a), reduces |= r.role == AxisRole::reduced;
+      g.axes.push_back(std::move(axes));
+      g.reduces.push_back(reduces);
+    }
     return g;
   }
 
@@ -519,7 +526,17 @@ class Searcher {
     return best;
   }
 
+  /** Names the kernels; where they were priced on kernel views (not the exact regime), prices
+   *  them again on the searched diagram, so that their specs point into a diagram that outlives
+   *  the search (the views are gone) at the same price. */
   void name_kernels(SearchResult& r) {
+    if (!exact_)
+      for (auto& k : r.kernels) {
+        Schedule one;
+        one.diagram = d_.name;
+        one.kernels = {k.plan};
+        k.cost = cost_kernel(p_, d_, weave_, one, 0, sizes_, hw_, opt_);
+      }
     std::map<std::string, int> used;
     for (std::size_t k = 0; k < r.schedule.kernels.size(); ++k) {
       auto fused = r.schedule.kernels[k].fused();

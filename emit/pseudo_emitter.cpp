@@ -90,6 +90,9 @@ class PseudoEmitter {
     } else if (spec && spec->flash) {
       flash_header(*spec);
       flash_body(kc, *spec);
+    } else if (spec && spec->flash_bwd) {
+      flash_bwd_header(*spec);
+      schedule_body(kc);
     } else if (spec && spec->strategy == Strategy::simt) {
       simt_body(kc);
     } else {
@@ -250,6 +253,17 @@ class PseudoEmitter {
     for (const auto& o : kc.cost.outputs) line("save " + o + "_reg -> " + slice(o));
     footer(kc);
     indent_ -= loops;
+  }
+
+  // ------------------------------------------------------------------ flash_bwd
+  /** What the flash_bwd kernel keeps where (lower/flash_bwd_form.hpp); the loops are the schedule's. */
+  void flash_bwd_header(const KernelSpec& s) {
+    const FlashBwdForm& f = *s.flash_bwd;
+    std::string tiles, outs, staged;
+    for (const auto& t : f.tiles) tiles += (tiles.empty() ? "" : ", ") + t.s->name + (t.stored ? " (stored)" : "");
+    for (const auto& o : f.outputs) outs += (outs.empty() ? "" : ", ") + o.out->name + " += " + o.tile + "^T " + o.operand;
+    line("# flash_bwd: block axis " + f.X + " (tile " + n(f.TX) + ", " + std::to_string(f.warps) + " warps), " + f.Q + " streamed in chunks of " + n(f.TQ) +
+         "; per chunk the tiles " + tiles + " in registers (" + f.X + " rows, " + f.Q + " columns); accumulated in registers: " + outs);
   }
 
   // ------------------------------------------------------------------ flash

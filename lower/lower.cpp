@@ -1,4 +1,4 @@
-// Lowering (contract in lower.hpp): one decision per kernel, in the order call, gemm, flash, rows,
+// Lowering (contract in lower.hpp): one decision per kernel, in the order call, gemm, flash, flash_bwd, rows,
 // simt, from the kernel's shape, the forms' checks and the hardware table.
 #include "lower/lower.hpp"
 
@@ -11,6 +11,7 @@ std::string_view strategy_name(Strategy s) {
     case Strategy::call: return "call";
     case Strategy::gemm: return "gemm";
     case Strategy::flash: return "flash";
+    case Strategy::flash_bwd: return "flash_bwd";
     case Strategy::rows: return "rows";
     case Strategy::simt: return "simt";
   }
@@ -175,7 +176,17 @@ KernelSpec lower_kernel(const Program& p, const Diagram& d, const std::vector<St
     why_flash = "no mma.sync for " + std::string(dtype_name(s.flash->dtype)) + " operands, and no wgmma: " + why_wgmma;
     s.flash.reset();
   }
-  s.declined = "gemm: " + why_gemm + "; flash: " + why_flash;
+  std::string why_bwd;
+  if ((s.flash_bwd = analyse_flash_bwd(d, s.shape, hw, opt, why_bwd))) {
+    batch_axes_in_grid(s.shape, s.flash_bwd->batch);
+    s.strategy = Strategy::flash_bwd;
+    s.mma_sync = *hw.warp_mma(s.flash_bwd->dtype);
+    s.stages = 2;
+    s.smem_bytes = flash_bwd_smem_bytes(*s.flash_bwd);
+    s.why_no_wgmma = "the flash_bwd form has the mma.sync path only";
+    return s;
+  }
+  s.declined = "gemm: " + why_gemm + "; flash: " + why_flash + "; flash_bwd: " + why_bwd;
   s.rows = analyse_rows(d, s.shape, sizes, hw, opt, why_rows);
   s.strategy = s.rows ? Strategy::rows : Strategy::simt;
   return s;

@@ -16,6 +16,10 @@
  *  - flash: contraction, element-wise score maps, softmax along the streamed axis (online softmax,
  *           paper §4) or no normaliser, contraction; on mma.sync and, where it fits, wgmma; of
  *           fp8 operands (V with x innermost) on wgmma alone, taken only where that path fits;
+ *  - flash_bwd: tile statements over a grouped axis X and a streamed axis Q (contractions of an
+ *           array resident per block with one streamed per chunk, element-wise maps) feeding
+ *           outputs accumulated over Q (FlashAttention-2's backward: flash_bwd_form.hpp), on
+ *           mma.sync with cp.async (no wgmma path yet: why_no_wgmma says so);
  *  - rows:  one normaliser (softmax, layernorm, rmsnorm) of element-wise arguments: warps per row;
  *  - simt:  anything else: one kernel per statement, one thread per element, reductions as loops
  *           (no tensor cores, intermediates through global memory). `declined` says why the
@@ -29,6 +33,7 @@
 
 #include "diagrams/program.hpp"
 #include "hardware/hardware.hpp"
+#include "lower/flash_bwd_form.hpp"
 #include "lower/flash_form.hpp"
 #include "lower/gemm_form.hpp"
 #include "lower/kernel_shape.hpp"
@@ -37,8 +42,8 @@
 
 namespace napkin {
 
-enum class Strategy { call, gemm, flash, rows, simt };
-/** "call", "gemm", "flash", "rows", "simt": the names the emitted CUDA's kernel_strategy() returns. */
+enum class Strategy { call, gemm, flash, flash_bwd, rows, simt };
+/** "call", "gemm", "flash", "flash_bwd", "rows", "simt": the names the emitted CUDA's kernel_strategy() returns. */
 std::string_view strategy_name(Strategy s);
 
 /** How a path of a tensor-core kernel moves operand tiles from global memory into SMEM: cp.async
@@ -65,6 +70,7 @@ struct KernelSpec {
   std::string declined;
   std::optional<GemmForm> gemm;    ///< strategy gemm
   std::optional<FlashForm> flash;  ///< strategy flash
+  std::optional<FlashBwdForm> flash_bwd;  ///< strategy flash_bwd
   std::optional<RowsForm> rows;    ///< strategy rows: the launch shape (rows_form.hpp)
   /** The mma.sync path (sm_80 on; every gemm and flash kernel has it, but a gemm or flash kernel
    *  of fp8 operands, which has the wgmma path alone: gemm_form.hpp is_fp8): its atom (a row of the hardware's
@@ -104,8 +110,8 @@ struct KernelSpec {
     return {&*mma_sync, Mover::cp_async, stages, smem_bytes};
   }
 
-  /** Whether the kernel's contractions run on tensor cores (gemm, flash). */
-  bool tensor_cores() const { return strategy == Strategy::gemm || strategy == Strategy::flash; }
+  /** Whether the kernel's contractions run on tensor cores (gemm, flash, flash_bwd). */
+  bool tensor_cores() const { return strategy == Strategy::gemm || strategy == Strategy::flash || strategy == Strategy::flash_bwd; }
 };
 
 /** Lowers kernel `plan` of a checked schedule of `d` (in `p`) at `sizes` on `hw`; `weave` is

@@ -202,6 +202,7 @@ class KernelModel {
 
   // ------------------------------------------------------------------ residency and occupancy
   void residency() {
+    if (spec_.flash_bwd && !opt_.two_level) return flash_bwd_residency();
     auto stream = plan_.stream();
     int stages = opt_.two_level ? 1 : std::max(1, opt_.pipeline_stages);
     for (const auto& a : c_.inputs) {
@@ -276,6 +277,47 @@ class KernelModel {
     if (c_.blocks_per_sm == 0 && c_.problems.empty()) c_.problems.push_back("no thread block fits on an SM");
   }
 
+  /** A flash_bwd kernel's residency as lowered (lower/flash_bwd_form.hpp): its SMEM (resident
+   *  tiles, two stages of the streamed chunks, staging of stored tiles) and its registers (the
+   *  accumulators and the live tiles), not the schedule's generic estimate, which would keep
+   *  every tile statement of the block at once. */
+  void flash_bwd_residency() {
+    const FlashBwdForm& f = *spec_.flash_bwd;
+    for (const auto& a : c_.inputs) c_.level[a] = MemLevel::smem;
+    for (const auto& a : c_.outputs) c_.level[a] = MemLevel::reg;
+    for (const auto& a : c_.internal) c_.level[a] = MemLevel::reg;
+    const int threads = c_.warps * 32;
+    c_.registers_per_thread = flash_bwd_registers(f);
+    c_.register_bytes = static_cast<double>(c_.registers_per_thread) * 4 * threads;
+    c_.smem_resident_bytes = static_cast<double>(spec_.smem_bytes);
+    const std::int64_t regs_rounded = (std::int64_t{c_.registers_per_thread} + 7) / 8 * 8;
+    int bps = hw_.max_blocks_per_sm;
+    bps = static_cast<int>(std::min<double>(bps, hw_.smem.capacity_bytes / (c_.smem_resident_bytes + kSmemReservedPerBlock)));
+    bps = static_cast<int>(std::min<std::int64_t>(bps, hw_.registers_per_sm / std::max<std::int64_t>(1, regs_rounded * threads)));
+    bps = std::min(bps, hw_.max_warps_per_sm / c_.warps);
+    c_.blocks_per_sm = std::max(0, bps);
+    c_.warps_per_sm = c_.blocks_per_sm * c_.warps;
+    if (c_.blocks_per_sm == 0) c_.problems.push_back("no thread block fits on an SM");
+  }
+
+  /** SMEM bytes a flash_bwd kernel reads (emit/cuda/flash_bwd.cpp), per block and chunk: each
+   *  warp reads its rows of the resident operand of every tile contraction (ldmatrix, all warps
+   *  together the tile once) and the whole streamed chunk (every warp multiplies all of its
+   *  columns); each accumulated output's operand chunk, by every warp; each stored tile is
+   *  written to its staging tile and read back once. Times blocks and chunks. */
+  double flash_bwd_smem_reads() const {
+    const FlashBwdForm& f = *spec_.flash_bwd;
+    auto width = [&](const std::string& a) { return static_cast<double>(f.operands.at(static_cast<std::size_t>(f.operand(a))).width); };
+    const double e = dtype_bits(f.dtype) / 8.0, TX = static_cast<double>(f.TX), TQ = static_cast<double>(f.TQ), W = f.warps;
+    double per_chunk = 0;
+    for (const auto& t : f.tiles) {
+      if (t.node) per_chunk += (TX + W * TQ) * width(t.resident) * e;
+      if (t.stored) per_chunk += 2 * TQ * TX * e;
+    }
+    for (const auto& o : f.outputs) per_chunk += W * TQ * width(o.operand) * e;
+    return per_chunk * static_cast<double>(c_.blocks) * static_cast<double>(c_.axes.at(f.Q).count);
+  }
+
   /** Bytes per element of a register tile: fp32 accumulators on a GPU; in the paper's two-level
    *  model every array of the lower level counts at its storage size (§2.2, §4.3). */
   double acc_bytes(const std::string& array) const {
@@ -328,6 +370,7 @@ class KernelModel {
   DType compute_dtype() const {
     if (opt_.dtype) return *opt_.dtype;
     if (spec_.strategy == Strategy::flash && spec_.flash) return spec_.flash->dtype;
+    if (spec_.strategy == Strategy::flash_bwd && spec_.flash_bwd) return spec_.flash_bwd->dtype;
     if (spec_.strategy == Strategy::gemm && spec_.gemm) return spec_.gemm->dtype;
     return d_.inputs().empty() ? DType::fp32 : d_.inputs().front()->dtype;
   }
@@ -386,7 +429,10 @@ class KernelModel {
     // wgmma where the emitter's sm_90a variant applies: its rate, and TMA's L2 -> SMEM bandwidth.
     // wgmma where lowering emits the sm_90a variant (lower/lower.hpp): its rate, and TMA's L2 -> SMEM bandwidth.
     c_.warpgroup_mma = spec_.wgmma && c_.flops_tensor > 0;
-    if (!opt_.two_level) {
+    if (!opt_.two_level && spec_.flash_bwd) {
+      c_.smem_read_bytes = flash_bwd_smem_reads();
+      misses();
+    } else if (!opt_.two_level) {
       const bool gemm_wgmma = gemm_on_wgmma();
       const double per_subtile = gemm_wgmma ? wgmma_per_subtile() : 1;
       for (const auto& t : c_.transfers)

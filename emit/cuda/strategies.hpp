@@ -11,6 +11,9 @@
  *           launcher picks at run time on a Hopper GPU;
  *  - flash: contraction, softmax along the streamed axis, contraction (attention): the
  *           online-softmax lemma (paper §4) with S and P in registers;
+ *  - flash_bwd: tiles over a grouped axis and a streamed one feeding accumulated outputs
+ *           (FlashAttention-2's backward, flash_bwd.cpp): tiles transposed in mma.sync fragments,
+ *           repacked as the A operand of the outputs' MMAs; stored tiles through SMEM staging;
  *  - rows:  a normaliser (softmax, layernorm, rmsnorm) along an axis kept whole or streamed: one
  *           warp (or several) per row, statistics reduced with shuffles, then the map;
  *  - simt:  anything else, and reference mode: one thread per output element, reductions as loops.
@@ -46,9 +49,10 @@ struct KernelEmit {
   std::vector<std::pair<std::size_t, std::string>> nested;
 };
 
-/** Renderers of a kernel whose spec (k.cost.spec) has strategy gemm, flash and rows. */
+/** Renderers of a kernel whose spec (k.cost.spec) has strategy gemm, flash, flash_bwd and rows. */
 KernelEmit emit_gemm(Context& c, const KernelChoice& k);
 KernelEmit emit_flash(Context& c, const KernelChoice& k);
+KernelEmit emit_flash_bwd(Context& c, const KernelChoice& k);
 KernelEmit emit_rows(Context& c, const KernelChoice& k);
 /** A statement calling another diagram: the unit of the callee lifted over the call's woven axes
  *  (derived separately, `sub`, whose `lifted` it is) nested in the caller's namespace and run once

@@ -78,6 +78,7 @@ KernelEmit emit_kernel(Context& c, const KernelChoice& kc, const Hardware& hw) {
   const KernelSpec& spec = *kc.cost.spec;  // lowering's decision (lower/lower.hpp); reference mode renders every kernel but rows as SIMT in fp32
   if (!opt.reference && spec.strategy == Strategy::gemm) return emit_gemm(c, kc);
   if (!opt.reference && spec.strategy == Strategy::flash) return emit_flash(c, kc);
+  if (!opt.reference && spec.strategy == Strategy::flash_bwd) return emit_flash_bwd(c, kc);
   if (spec.strategy == Strategy::rows) return emit_rows(c, kc);
   std::vector<std::string> order;
   for (const auto* s : c.diagram().statements())

@@ -576,7 +576,7 @@ static int napkin_fail(const char* message) {
   };
 
 // kernel Qn: fuse Qn; weave h, q; warps 4
-// no tensor-core strategy: gemm: not only contractions and element-wise maps; flash: the stored statement is not one contraction with element-wise maps
+// no tensor-core strategy: gemm: not only contractions and element-wise maps; flash: the stored statement is not one contraction with element-wise maps; flash_bwd: not one one-pass stream
 // strategy simt: one thread per element of each statement (Qn), intermediates in global memory
 namespace k_Qn {
   constexpr int THREADS = 256;
@@ -599,7 +599,7 @@ namespace k_Qn {
 }  // namespace k_Qn
 
 // kernel Kn: fuse Kn; weave h, x; warps 4
-// no tensor-core strategy: gemm: not only contractions and element-wise maps; flash: the stored statement is not one contraction with element-wise maps
+// no tensor-core strategy: gemm: not only contractions and element-wise maps; flash: the stored statement is not one contraction with element-wise maps; flash_bwd: not one one-pass stream
 // strategy simt: one thread per element of each statement (Kn), intermediates in global memory
 namespace k_Kn {
   constexpr int THREADS = 256;

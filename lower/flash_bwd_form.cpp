@@ -1,0 +1,213 @@
+// The flash-backward form (contract in flash_bwd_form.hpp). The emitter (emit/cuda/flash_bwd.cpp)
+// renders what analyse_flash_bwd accepts and never declines it.
+#include "lower/flash_bwd_form.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "diagrams/graph_view.hpp"
+
+namespace napkin {
+
+namespace {
+
+/** The contraction nodes of `e` into `cons`; false when `e` has any other non-element-wise node. */
+bool elementwise_but_contractions(const Expr& e, std::vector<const Expr*>& cons) {
+  bool ok = true;
+  walk(e, [&](const Expr& n) {
+    if (n.kind != Expr::Kind::apply) return;
+    if (n.op == Op::contract) cons.push_back(&n);
+    else if (!is_elementwise(n.op) && !is_positional(n.op)) ok = false;
+  });
+  return ok;
+}
+
+bool same_set(AxisList a, AxisList b) {
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  return a == b;
+}
+
+/** The two reference arguments of a binary contraction over one axis, or false. */
+bool binary_refs(const Expr& n, const Expr*& a, const Expr*& b) {
+  if (n.args.size() != 2 || n.axes.size() != 1) return false;
+  a = &*n.args[0], b = &*n.args[1];
+  return a->kind == Expr::Kind::ref && b->kind == Expr::Kind::ref;
+}
+
+/** Reads the accumulated outputs (statements without Q) and sets f.X; false with `why`. */
+bool read_outputs(const Diagram& d, const KernelShape& k, FlashBwdForm& f, const std::set<std::string>& tiles, std::string& why) {
+  for (const auto& name : k.statements) {
+    if (tiles.count(name)) continue;
+    const Statement* s = d.find_statement(name);
+    if (!contains(k.outputs, name)) return why = "'" + name + "' is neither over the stream's axis nor stored", false;
+    std::vector<const Expr*> cons;
+    const Expr *t = nullptr, *c = nullptr;
+    if (!elementwise_but_contractions(*s->expr, cons) || cons.size() != 1 || !binary_refs(*cons[0], t, c) || cons[0]->axes[0] != f.Q)
+      return why = "'" + name + "' is not one contraction over " + f.Q + " with element-wise maps", false;
+    if (!tiles.count(t->name)) std::swap(t, c);
+    if (!tiles.count(t->name) || tiles.count(c->name) || contains(k.statements, c->name))
+      return why = "'" + name + "' does not contract a tile statement with an array", false;
+    const AxisList& tile_axes = d.find_statement(t->name)->axes;
+    const AxisList& ca = *d.array_axes(c->name);
+    std::string x;
+    for (const auto& a : tile_axes)
+      if (a != f.Q && !contains(ca, a)) {
+        if (!x.empty()) return why = "'" + name + "': the tile has two axes its operand " + c->name + " lacks", false;
+        x = a;
+      }
+    if (x.empty() || (!f.X.empty() && x != f.X)) return why = "'" + name + "': no single block axis", false;
+    f.X = x;
+    BwdOutput o{s, cons[0], t->name, c->name, ca.back(), 0};
+    if (o.e == f.Q || !contains(ca, f.Q) || contains(ca, x)) return why = c->name + " is not stored with its free axis innermost", false;
+    AxisList expect;
+    for (const auto& a : tile_axes)
+      if (a != f.Q) expect.push_back(a);
+    expect.push_back(o.e);
+    if (!same_set(s->axes, expect)) return why = "'" + name + "' is not over the tile's axes and " + o.e, false;
+    f.outputs.push_back(o);
+  }
+  if (f.outputs.empty()) return why = "no statement accumulates over " + f.Q, false;
+  return true;
+}
+
+/** Reads the tile statements' contractions into f.tiles; false with `why`. */
+bool read_tiles(const Diagram& d, const KernelShape& k, FlashBwdForm& f, std::string& why) {
+  const AxisList& axes = f.tiles.front().s->axes;
+  for (auto& t : f.tiles) {
+    std::vector<const Expr*> cons;
+    if (!same_set(t.s->axes, axes) || !elementwise_but_contractions(*t.s->expr, cons) || cons.size() > 1)
+      return why = "'" + t.s->name + "' is not element-wise over the tile with at most one contraction", false;
+    t.stored = contains(k.outputs, t.s->name);
+    if (cons.empty()) continue;
+    const Expr *r = nullptr, *c = nullptr;
+    if (!binary_refs(*cons[0], r, c) || contains(k.statements, r->name) || contains(k.statements, c->name))
+      return why = "'" + t.s->name + "': its contraction is not of two arrays", false;
+    AxisList ra = *d.array_axes(r->name), ca = *d.array_axes(c->name);
+    if (contains(ra, f.Q)) std::swap(r, c), std::swap(ra, ca);
+    t.node = cons[0], t.resident = r->name, t.streamed = c->name, t.c = cons[0]->axes[0];
+    if (!contains(ra, f.X) || contains(ra, f.Q) || !contains(ca, f.Q) || contains(ca, f.X))
+      return why = "'" + t.s->name + "': its contraction does not pair an array over " + f.X + " with one over " + f.Q, false;
+    if (ra.back() != t.c || ca.back() != t.c) return why = r->name + " and " + c->name + " are not stored with " + t.c + " innermost", false;
+  }
+  return true;
+}
+
+/** Adds `array` (rows along `rows`, its innermost axis whole) to f.operands once. */
+bool add_operand(const Diagram& d, const KernelShape& k, FlashBwdForm& f, const std::string& array, bool streamed, std::string& why) {
+  if (f.operand(array) >= 0) return f.operands[f.operand(array)].streamed == streamed || (why = array + " is staged both ways", false);
+  const std::string cols = d.array_axes(array)->back();
+  if (!k.axes.count(cols) || k.axes.at(cols).kind != AxisPlan::Kind::whole) return why = "the operand axis " + cols + " is not whole", false;
+  f.operands.push_back({array, streamed ? f.Q : f.X, cols, k.axes.at(cols).extent, streamed});
+  return true;
+}
+
+/** The most tile statements in registers at once, in the emitter's order (each tile statement
+ *  computed, then its accumulated outputs and its store): a tile lives until its last reader among
+ *  the tile statements; an element-wise statement reading a tile for the last time overwrites it. */
+int live_tiles(const FlashBwdForm& f) {
+  const auto names = f.tile_names();
+  std::map<std::string, std::size_t> last;
+  for (std::size_t i = 0; i < f.tiles.size(); ++i) {
+    last[names[i]] = i;
+    for (const auto& r : f.tiles[i].reads)
+      if (last.count(r)) last[r] = i;
+  }
+  int peak = 0;
+  for (std::size_t i = 0; i < f.tiles.size(); ++i) {
+    int live = 0;
+    bool in_place = false;
+    for (std::size_t j = 0; j <= i; ++j) {
+      if (last[names[j]] < i) continue;
+      if (j < i && last[names[j]] == i && !f.tiles[i].node && contains(f.tiles[i].reads, names[j])) in_place = true;
+      ++live;
+    }
+    peak = std::max(peak, live - (in_place ? 1 : 0));
+  }
+  return peak;
+}
+
+}  // namespace
+
+std::vector<std::string> FlashBwdForm::tile_names() const {
+  std::vector<std::string> v;
+  for (const auto& t : tiles) v.push_back(t.s->name);
+  return v;
+}
+
+int FlashBwdForm::operand(const std::string& array) const {
+  for (std::size_t i = 0; i < operands.size(); ++i)
+    if (operands[i].array == array) return static_cast<int>(i);
+  return -1;
+}
+
+std::optional<FlashBwdForm> analyse_flash_bwd(const Diagram& d, const KernelShape& k, const Hardware& hw, const ModelOptions& opt, std::string& why) {
+  const auto streams = k.plan.streams();
+  if (streams.size() != 1 || k.plan.stream_passes() != 1) return why = "not one one-pass stream", std::nullopt;
+  FlashBwdForm f;
+  f.Q = streams[0].first;
+  f.TQ = streams[0].second;
+  std::set<std::string> tiles;
+  for (const auto& name : k.statements) {
+    const Statement* s = d.find_statement(name);
+    if (!picked_axis(*s->expr).empty()) return why = "a gather (one-hot select) in '" + name + "'", std::nullopt;
+    if (!contains(s->axes, f.Q)) continue;
+    BwdTile t;
+    t.s = s;
+    t.reads = referenced_arrays(*s->expr, d);
+    tiles.insert(name);
+    f.tiles.push_back(t);
+  }
+  if (f.tiles.empty()) return why = "no statement over the streamed axis " + f.Q, std::nullopt;
+  if (!read_outputs(d, k, f, tiles, why) || !read_tiles(d, k, f, why)) return std::nullopt;
+  if (!k.axes.count(f.X) || k.axes.at(f.X).kind != AxisPlan::Kind::group) return why = "the block axis " + f.X + " is not grouped", std::nullopt;
+  for (const auto& t : f.tiles)
+    if (t.node && !add_operand(d, k, f, t.resident, false, why)) return std::nullopt;
+  for (const auto& t : f.tiles)
+    if (t.node && !add_operand(d, k, f, t.streamed, true, why)) return std::nullopt;
+  for (auto& o : f.outputs) {
+    if (!add_operand(d, k, f, o.operand, true, why)) return std::nullopt;
+    o.E = k.axes.at(o.e).extent;
+  }
+  for (const auto& a : f.tiles.front().s->axes)
+    if (a != f.Q && a != f.X) f.batch.push_back(a);
+  f.dtype = storage_dtype(d, f.operands.front().array, opt);
+  if (f.dtype != DType::bf16 && f.dtype != DType::fp16) return why = "operands are not bf16 or fp16", std::nullopt;
+  for (const auto& o : f.operands)
+    if (storage_dtype(d, o.array, opt) != f.dtype) return why = "operands of different dtypes", std::nullopt;
+  const MmaShape* mma = hw.warp_mma(f.dtype);
+  if (!mma || mma->m != 16 || mma->n != 8 || mma->k != 16) return why = "no m16n8k16 mma.sync", std::nullopt;
+  for (auto& t : f.tiles) {
+    const std::string& inner = t.s->axes.back();
+    t.x_inner = inner == f.X;
+    t.staged = t.stored && (inner == f.X || inner == f.Q) && storage_dtype(d, t.s->name, opt) == f.dtype;
+  }
+  f.warps = k.plan.warps();
+  f.TX = *k.plan.group(f.X);
+  if (f.TX % (16 * f.warps) != 0 || f.TQ % 16 != 0) return why = "T_X not a multiple of 16 x warps, or T_Q of 16", std::nullopt;
+  for (const auto& o : f.operands)
+    if (o.width % 16 != 0) return why = "the width of " + o.array + " is not a multiple of 16", std::nullopt;
+  f.live_tiles = live_tiles(f);
+  if (static_cast<double>(flash_bwd_smem_bytes(f)) > hw.smem_max_per_block_bytes) return why = "tiles do not fit SMEM", std::nullopt;
+  if (flash_bwd_registers(f) > hw.max_registers_per_thread)
+    return why = "the accumulators and tiles need " + std::to_string(flash_bwd_registers(f)) + " registers per thread", std::nullopt;
+  return f;
+}
+
+std::int64_t flash_bwd_smem_bytes(const FlashBwdForm& f) {
+  std::int64_t elems = 0;
+  for (const auto& o : f.operands) elems += (o.streamed ? 2 * f.TQ : f.TX) * (o.width + 8);
+  for (const auto& t : f.tiles)
+    if (t.staged) elems += t.x_inner ? f.TQ * (f.TX + 8) : f.TX * (f.TQ + 8);
+  return elems * 2;
+}
+
+int flash_bwd_registers(const FlashBwdForm& f) {
+  const std::int64_t mt = f.TX / (16 * f.warps);
+  std::int64_t regs = 40 + mt * 4 + f.live_tiles * mt * (f.TQ / 8) * 4;
+  for (const auto& o : f.outputs) regs += mt * (o.E / 8) * 4;
+  return static_cast<int>(regs);
+}
+
+}  // namespace napkin

@@ -1,0 +1,98 @@
+/** \file flash_bwd_form.hpp
+ *  The flash-backward form of a kernel: FlashAttention-2's backward loop (Dao 2023, §3.2,
+ *  Algorithm 2), generalised and read structurally (no name of a diagram or array matters). A
+ *  thread block owns a tile of T_X rows of the grouped axis X (keys, in attention's backward) and
+ *  streams the axis Q (queries) in chunks of T_Q; per chunk it computes
+ *  - tile statements: every fused statement over the tile's axes (batch, Q, X), element-wise but
+ *    for at most one contraction contract(R, C; c) of a resident array R[.., X, c] (staged once per
+ *    block) with a streamed array C[.., Q, c] (staged per chunk), c innermost in both and whole:
+ *    S = Q K^T and dP = dO V^T, then P = exp(S - lse) and dS = P (dP - D) in registers (mma.sync
+ *    accumulators, the tile transposed: X rows, Q columns);
+ *  - accumulated outputs: statements Out[.., X, e] = g(contract(T, C; Q)) of a tile statement T and
+ *    a streamed array C[.., Q, e] (e innermost), g element-wise: dV += P^T dO, dK += dS^T Q in
+ *    registers across the whole stream (the associative-sum lemma, paper §3.1), stored once;
+ *  - stored tiles: tile statements other kernels read (dS, for dQ = dS K), written per chunk.
+ *  Arrays the element-wise maps read beside the tiles (the row statistics lse and D, masks) are
+ *  read from global memory at the element's indices. Read by lowering (lower.cpp), priced by
+ *  perfmodel/cost.cpp, rendered by emit/cuda/flash_bwd.cpp (mma.sync m16n8k16 on cp.async).
+ */
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "diagrams/typing.hpp"
+#include "hardware/hardware.hpp"
+#include "lower/kernel_shape.hpp"
+#include "lower/options.hpp"
+
+namespace napkin {
+
+/** A staged operand array of the flash-backward form: `rows` its axis of the tile (X: resident,
+ *  staged once per block; Q: streamed, staged per chunk), `cols` its innermost axis (whole),
+ *  `width` that axis's extent (elements). */
+struct BwdOperand {
+  std::string array, rows, cols;
+  std::int64_t width = 0;
+  bool streamed = false;
+};
+
+/** A tile statement: `s` over (batch, Q, X); `node` its one contraction (nullptr: element-wise
+ *  only) of resident operand `resident` with streamed operand `streamed` over axis `c`. */
+struct BwdTile {
+  const Statement* s = nullptr;
+  const Expr* node = nullptr;
+  std::string resident, streamed, c;
+  bool stored = false;  ///< another kernel reads it: written to global memory per chunk
+  /** Stored through an SMEM staging tile by 16-byte rows: where the array's innermost axis is X
+   *  (`x_inner`: staging T_Q x (T_X + 8), the registers' tile transposed) or Q (T_X x (T_Q + 8))
+   *  and its dtype is the operands'; else element by element from the registers. */
+  bool staged = false, x_inner = false;
+  std::vector<std::string> reads;  ///< the arrays its expression reads
+};
+
+/** An accumulated output `out`[.., X, e] = g(contract(tile, operand; Q)). */
+struct BwdOutput {
+  const Statement* out = nullptr;
+  const Expr* node = nullptr;
+  std::string tile, operand, e;
+  std::int64_t E = 0;  ///< e's extent (elements)
+};
+
+struct FlashBwdForm {
+  std::string X, Q;                 ///< the grouped axis (the block's rows) and the streamed axis
+  AxisList batch;                   ///< the tile's other axes (grid slices, one index per block)
+  std::vector<BwdTile> tiles;       ///< tile statements, dataflow order
+  std::vector<BwdOutput> outputs;   ///< accumulated outputs, dataflow order
+  std::vector<BwdOperand> operands; ///< staged arrays: resident ones first, then streamed ones
+  DType dtype = DType::bf16;        ///< the staged operands' dtype (bf16 or fp16)
+  std::int64_t TX = 0, TQ = 0;      ///< rows of X per block, columns of Q per chunk (elements)
+  int warps = 0;                    ///< warps per block: each owns T_X / warps rows of X
+  int live_tiles = 0;               ///< the most tile statements held in registers at once
+  /** Names of the tile statements (what the element-wise maps read in registers). */
+  std::vector<std::string> tile_names() const;
+  /** Index of `array` in operands, or -1. */
+  int operand(const std::string& array) const;
+};
+
+/** Reads kernel `k` of `d` as the flash-backward form (above) on `hw`: one stream, of an axis Q
+ *  the tile statements weave and every output reduces; X the grouped axis all outputs keep; at
+ *  least one accumulated output; operands bf16 or fp16 (all the same), stored with their
+ *  contracted axis innermost and whole; T_X a multiple of 16 x warps, T_Q of 16, widths of 16; an
+ *  m16n8k16 mma.sync; the SMEM (flash_bwd_smem_bytes) and the registers (flash_bwd_registers)
+ *  within the hardware's limits. nullopt with `why` set otherwise. */
+std::optional<FlashBwdForm> analyse_flash_bwd(const Diagram& d, const KernelShape& k, const Hardware& hw, const ModelOptions& opt, std::string& why);
+
+/** SMEM bytes per block: the resident operands' tiles (T_X rows), two stages of the streamed
+ *  operands' chunks (T_Q rows), rows padded by 8 elements (16 bytes), and one staging tile per
+ *  staged tile statement (BwdTile::staged: its coalesced store), all of the operand dtype. */
+std::int64_t flash_bwd_smem_bytes(const FlashBwdForm& f);
+
+/** Registers per thread the emitted kernel needs, estimated: the outputs' fp32 accumulators
+ *  (T_X / warps rows x E each, 32 threads a warp), live_tiles fp32 tiles of T_X / warps x T_Q,
+ *  one 16-bit A fragment tile row, plus 40 for indices and addresses (an estimate to calibrate
+ *  against ptxas -v). */
+int flash_bwd_registers(const FlashBwdForm& f);
+
+}  // namespace napkin

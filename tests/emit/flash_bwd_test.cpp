@@ -1,0 +1,135 @@
+// The flash_bwd form (lower/flash_bwd_form.hpp; issue 16, part 2): attention's backward from
+// `napkin grad` derives one fused kernel of the score tiles (S, P, dP, dS) with an accumulated
+// gradient, found by the stream closures of the partition search (derive/partition.hpp), lowered
+// to flash_bwd and emitted as mma.sync CUDA that compiles for sm_80 and sm_90a (where nvcc is
+// found); FlashAttention-2's own layout (keys grouped, dK and dV accumulated, dS stored for dQ)
+// written as a schedule lowers to it too. The device runs (correctness against the fp32 GPU
+// reference and the fp64 evaluator, timings) are in docs/benchmarks.md, session 15.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <unistd.h>
+
+#include "derive/derivation.hpp"
+#include "derive/partition.hpp"
+#include "emit/cuda_emitter.hpp"
+#include "tests/support/run.hpp"
+
+using namespace napkin;
+using namespace napkin::test;
+
+namespace {
+
+std::size_t count(const std::string& s, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+
+const KernelChoice* flash_bwd_kernel(const Derivation& dv) {
+  const KernelChoice* found = nullptr;
+  for (const auto& kc : dv.chosen.kernels)
+    if (kc.cost.spec && kc.cost.spec->strategy == Strategy::flash_bwd) {
+      CHECK(found == nullptr);
+      found = &kc;
+    }
+  return found;
+}
+
+}  // namespace
+
+TEST_CASE("flash_bwd: attention's backward derives one fused score-tile kernel, lowered to flash_bwd, and compiles", "[emit][cuda]") {
+  Hardware hw = load_hardware("h200");
+  const bool nvcc = !std::string(NAPKIN_NVCC).empty();
+  const std::string dir = std::filesystem::temp_directory_path().string() + "/napkin-flash-bwd-test-" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  const std::vector<SizeMap> shapes = {{{"b", 4}, {"h", 16}, {"q", 4096}, {"x", 4096}}, {{"b", 1}, {"h", 3}, {"q", 130}, {"x", 77}}};
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    INFO("shape " << i);
+    LoadedDiagram l = load_library(std::string(NAPKIN_SOURCE_DIR) + "/tests/golden/grad/attention.napkin");
+    REQUIRE(l.diagram->name == "attention_bwd");
+    SizeMap sizes = l.sizes;
+    for (const auto& [k, v] : shapes[i]) sizes[k] = v;
+    Derivation dv = derive(*l.program, *l.diagram, sizes, hw);
+    const KernelChoice* kc = flash_bwd_kernel(dv);
+    REQUIRE(kc != nullptr);
+    const FlashBwdForm& f = *kc->cost.spec->flash_bwd;
+    INFO(describe_spec(*kc->cost.spec));
+    const auto tiles = f.tile_names();
+    CHECK(std::set<std::string>(tiles.begin(), tiles.end()) == std::set<std::string>{"S", "P", "dP", "dS"});
+    REQUIRE(!f.outputs.empty());
+    CHECK(f.X != f.Q);
+    CHECK(kc->cost.problems.empty());
+    CHECK(kc->cost.registers_per_thread <= hw.max_registers_per_thread);
+    CHECK(flash_bwd_smem_bytes(f) <= static_cast<std::int64_t>(hw.smem_max_per_block_bytes));
+    // dS never runs as its own SIMT kernel any more (session 14: 6.4 ms of 10.6 on the H200)
+    for (const auto& k : dv.chosen.kernels)
+      if (k.cost.spec->strategy == Strategy::simt) CHECK(std::find(k.cost.statements.begin(), k.cost.statements.end(), "dS") == k.cost.statements.end());
+    const std::string text = emit_cuda(*l.program, *l.diagram, dv, hw);
+    CHECK(count(text, "// strategy flash_bwd") == 1);
+    if (!nvcc) continue;
+    const std::string cu = dir + "/bwd" + std::to_string(i) + ".cu";
+    std::ofstream(cu) << text;
+    for (const std::string arch : {"80", "90a"}) {
+      const std::string ptx = cu + "." + arch + ".ptx";
+      const std::string cmd = std::string(NAPKIN_NVCC) + " -std=c++17 -O3 -ptx -arch=compute_" + arch + " -o " + ptx + " " + cu + " > " + cu + ".log 2>&1";
+      INFO(cmd << "\n" << slurp(cu + ".log"));
+      REQUIRE(std::system(cmd.c_str()) == 0);
+      CHECK(slurp(cu + ".log").find("warning") == std::string::npos);
+      CHECK(count(slurp(ptx), "mma.sync.aligned.m16n8k16") > 0);
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("flash_bwd: FlashAttention-2's layout (keys grouped, dK and dV accumulated, dS stored for dQ) lowers to it", "[emit]") {
+  const std::string dir = std::filesystem::temp_directory_path().string() + "/napkin-flash-bwd-fa2-" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  const std::string sched = dir + "/fa2.schedule";
+  std::ofstream(sched) << "schedule fa2 for attention_bwd\nkernel rowsum\n  fuse dP_rowsum\n  weave b, h, q\nkernel main\n  fuse S, P, dP, dS, dK, dV\n"
+                          "  weave b, h\n  group x by 128\n  stream q by 64\n  warps 8\nkernel dq\n  fuse dQ\n  weave b, h\n  group q by 128\n  stream x by 64\n"
+                          "  warps 8\n";
+  RunResult r = run_napkin("derive " + std::string(NAPKIN_SOURCE_DIR) + "/tests/golden/grad/attention.napkin --hw h200 --set b=4 --set h=16 --set q=4096 " +
+                           "--set x=4096 --schedule " + sched);
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(r.output.find("main         lowered to                flash_bwd") != std::string::npos);
+  CHECK(r.output.find("dq           lowered to                     gemm") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("partition: the stream closures offer the six-statement backward kernel no segment holds", "[derive]") {
+  // attention_bwd's dataflow, in its statement order: S P dP dP_rowsum dS dQ dK dV
+  PartitionGraph g;
+  g.statements = 8;
+  g.preds = {{}, {0}, {}, {}, {1, 2, 3}, {4}, {4}, {1}};
+  const std::vector<std::vector<std::string>> reads = {{"Q", "K"}, {"S", "P_lse"}, {"dO", "V"}, {"dO", "O"}, {"P", "dP", "dP_rowsum"},
+                                                       {"dS", "K"}, {"dS", "Q"}, {"dO", "P"}};
+  g.linked = [&](std::size_t i, std::size_t j) {
+    for (std::size_t p : g.preds[i]) if (p == j) return true;
+    for (std::size_t p : g.preds[j]) if (p == i) return true;
+    for (const auto& a : reads[i])
+      if (std::find(reads[j].begin(), reads[j].end(), a) != reads[j].end()) return true;
+    return false;
+  };
+  g.alone.assign(8, false);
+  g.axes = {{"b", "h", "q", "x", "d"}, {"b", "h", "q", "x"}, {"b", "h", "q", "x", "d"}, {"b", "h", "q", "d"},
+            {"b", "h", "q", "x"},      {"b", "h", "q", "d", "x"}, {"b", "h", "x", "d", "q"}, {"b", "h", "x", "d", "q"}};
+  g.reduces = {true, false, true, true, false, true, true, true};
+  Partitioner p(g);
+  REQUIRE(!p.exact());
+  REQUIRE(p.restricted());
+  const auto candidates = p.candidates();
+  auto has = [&](std::vector<std::size_t> m) {
+    return std::any_of(candidates.begin(), candidates.end(), [&](const PartitionCandidate& c) { return c.members == m; });
+  };
+  CHECK(has({0, 1, 2, 4, 6, 7}));  // S P dP dS dK dV: grouped by x, streaming q (FlashAttention-2)
+  CHECK(has({0, 1, 2, 4, 5}));     // S P dP dS dQ: grouped by q, streaming x
+  for (std::size_t i = 0; i < 8; ++i) CHECK(has({i}));
+  // a covering sequence exists over these candidates
+  std::vector<PartitionCandidate> priced = candidates;
+  for (auto& c : priced) c.score = 1.0 / static_cast<double>(c.members.size());
+  CHECK(!p.best(priced, 0).empty());
+}
