@@ -18,7 +18,8 @@ import torch
 
 from .signature import STORAGE, SignatureError, pair
 
-_HAS_CUSTOM_OP = hasattr(torch, "library") and hasattr(torch.library, "custom_op")
+# torch 2.4 brought custom_op(name, fn, schema=...) with register_fake and register_autograd.
+_HAS_CUSTOM_OP = hasattr(torch, "library") and hasattr(torch.library, "custom_op") and hasattr(torch.library, "register_autograd")
 NAMESPACE = "napkin"
 
 

@@ -10,6 +10,7 @@ Exit status: 0 when every check passed, 1 when one failed, 77 (CTest's SKIP_RETU
 torch is missing or no check could run (e.g. --part compile with torch < 2.4).
 """
 import argparse
+import importlib
 import os
 import sys
 import tempfile
@@ -107,8 +108,7 @@ def compile_checks(r, napkin):
 
         def compiled(name=name):
             need_custom_op()
-            import torch._dynamo
-            torch._dynamo.reset()
+            importlib.import_module("torch._dynamo").reset()
             op = cases.load(name, napkin)
             fn = torch.compile(lambda *a: op(*a), fullgraph=True)  # fullgraph: a graph break raises
             rows, _ = check_gradients(op, CASES[name][1], "cpu", fn=fn)
@@ -117,8 +117,7 @@ def compile_checks(r, napkin):
 
     def dynamic_shapes():
         need_custom_op()
-        import torch._dynamo
-        torch._dynamo.reset()
+        importlib.import_module("torch._dynamo").reset()
         op = cases.load("rmsnorm", napkin)
         fn = torch.compile(lambda *a: op(*a), fullgraph=True, dynamic=True)
         for t in (8, 12):

@@ -12,6 +12,7 @@ diagram (the emitted module, bf16) as information.
 Exit status 0 when every check passed, 1 when one failed, 77 without a CUDA device or torch.
 """
 import argparse
+import importlib
 import os
 import statistics
 import sys
@@ -43,7 +44,8 @@ def detect_hw():
 
 
 def fwd_bwd_ms(fn, inputs, runs=10):
-    """Median milliseconds of fn(*inputs) plus backward of the sum of its outputs (CUDA events)."""
+    """Median milliseconds of fn(*inputs) plus backward of the sum of its outputs (CUDA events;
+    wall clock on CPU)."""
     leaves = [t.detach().clone().requires_grad_(True) for t in inputs]
 
     def step():
@@ -55,6 +57,11 @@ def fwd_bwd_ms(fn, inputs, runs=10):
         step()
     times = []
     for _ in range(runs):
+        if inputs[0].device.type == "cpu":
+            t0 = time.perf_counter()
+            step()
+            times.append((time.perf_counter() - t0) * 1e3)
+            continue
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
         step()
@@ -72,20 +79,27 @@ def main():
     ap.add_argument("--only", help="comma-separated case names: " + ",".join(CASES))
     ap.add_argument("--jobs", type=int, default=8, help="builds (napkin emit + nvcc) run at once")
     ap.add_argument("--no-timing", action="store_true", help="skip the forward+backward timings")
+    ap.add_argument("--device", default="cuda", help="cuda; cpu runs this script's logic on napkin's emitted modules (a dry run)")
     args = ap.parse_args()
+    dev = args.device
+    if dev == "cpu":
+        return run_checks(args, dev, args.hw or "h100")
     if not torch.cuda.is_available():
         print("SKIP: no CUDA device")
         return 77
     if "NAPKIN_TORCH_CACHE" not in os.environ:
         os.environ["NAPKIN_TORCH_CACHE"] = tempfile.mkdtemp(prefix="napkin_torch_gpu.")
-    hw = args.hw or detect_hw()
+    return run_checks(args, dev, args.hw or detect_hw())
+
+
+def run_checks(args, dev, hw):
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     names = args.only.split(",") if args.only else list(CASES)
     for n in names:
         if n not in CASES:
             raise SystemExit(f"test_gpu.py: no case '{n}' (cases: {', '.join(CASES)})")
-    print(f"device {torch.cuda.get_device_name(0)}, hw {hw}, torch {torch.__version__}, "
+    print(f"device {torch.cuda.get_device_name(0) if dev == 'cuda' else dev}, hw {hw}, torch {torch.__version__}, "
           f"napkin {napkin_torch.find_napkin(args.napkin)}, cache {os.environ['NAPKIN_TORCH_CACHE']}", flush=True)
     r = Runner()
     ops = {}
@@ -113,11 +127,11 @@ def main():
         def grads(n=n):
             if n not in ops:
                 raise SkipCheck("not loaded")
-            rows, sec = check_gradients(ops[n], CASES[n][2], "cuda")
+            rows, sec = check_gradients(ops[n], CASES[n][2], dev)
             msg = f"{CASES[n][2]}: " + assert_rows(rows)
             if not args.no_timing:
                 op = ops[n]
-                inputs = [t.to(napkin_torch.ops.torch_dtype(op.dtypes[k])) for k, t in zip(op.inputs, make_inputs(op, CASES[n][2], "cuda"))]
+                inputs = [t.to(napkin_torch.ops.torch_dtype(op.dtypes[k])) for k, t in zip(op.inputs, make_inputs(op, CASES[n][2], dev))]
                 ms_napkin = fwd_bwd_ms(ops[n], inputs)
                 ms_eager = fwd_bwd_ms(lambda *a, op=ops[n]: op.reference(*a, fp32=False), inputs)
                 msg += f"; fwd+bwd {ms_napkin:.3f} ms napkin, {ms_eager:.3f} ms eager PyTorch (bf16), {ms_eager / ms_napkin:.2f}x"
@@ -129,10 +143,9 @@ def main():
             raise SkipCheck(f"torch {torch.__version__} has no torch.library.custom_op")
         if n not in ops:
             raise SkipCheck("not loaded")
-        import torch._dynamo
-        torch._dynamo.reset()
+        importlib.import_module("torch._dynamo").reset()
         fn = torch.compile(lambda *a: ops[n](*a), fullgraph=True)
-        rows, _ = check_gradients(ops[n], CASES[n][2], "cuda", fn=fn)
+        rows, _ = check_gradients(ops[n], CASES[n][2], dev, fn=fn)
         return "torch.compile(fullgraph=True): " + assert_rows(rows)
 
     for n in ("attention", "transformer_block"):
@@ -147,11 +160,11 @@ def main():
             raise SkipCheck("needs the rmsnorm and gqa_attention cases")
         norm, attn = ops["rmsnorm"], ops["gqa_attention"]
         b, s, m, g, rr, d = 1, 256, 512, 2, 4, 128
-        gen = torch.Generator(device="cuda").manual_seed(5)
-        x = torch.randn(b, s, m, device="cuda", generator=gen, dtype=torch.bfloat16)
-        wq = (torch.randn(m, g * rr * d, device="cuda", generator=gen) * m ** -0.5).bfloat16().requires_grad_()
-        wkv = (torch.randn(m, 2 * g * d, device="cuda", generator=gen) * m ** -0.5).bfloat16().requires_grad_()
-        wn = torch.ones(m, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        gen = torch.Generator().manual_seed(5)
+        x = torch.randn(b, s, m, generator=gen).to(dev, torch.bfloat16)
+        wq = (torch.randn(m, g * rr * d, generator=gen) * m ** -0.5).to(dev, torch.bfloat16).requires_grad_()
+        wkv = (torch.randn(m, 2 * g * d, generator=gen) * m ** -0.5).to(dev, torch.bfloat16).requires_grad_()
+        wn = torch.ones(m, device=dev, dtype=torch.bfloat16, requires_grad=True)
 
         def f(x, wn, wq, wkv, use_napkin):
             h = norm(x.reshape(b * s, m), wn) if use_napkin else norm.reference(x.reshape(b * s, m).float(), wn.float())
@@ -178,11 +191,13 @@ def main():
         op = ops["attention"]
         before = len(op._libs)
         for q in (200, 384):  # 200: no tile divides it (predicated edges)
-            rows, sec = check_gradients(op, dict(b=1, h=2, q=q, x=q, d=128), "cuda")
+            rows, sec = check_gradients(op, dict(b=1, h=2, q=q, x=q, d=128), dev)
             assert_rows(rows)
         built = len(op._libs) - before
+        if dev == "cpu":
+            return "q = x = 200 and 384 correct (CPU: nothing built)"
         assert built == 4, f"{built} libraries built for 2 new shapes (fwd and bwd each): expected 4"
-        return f"q = x = 200 and 384: 4 more libraries, each correct"
+        return "q = x = 200 and 384: 4 more libraries, each correct"
     r.check("shapes.rebuild", rebuild_per_shape)
     return r.finish()
 
