@@ -197,6 +197,39 @@ def grad_diagram_names(text):
     return fwd[0] + "_fwd", bwd[0] + "_bwd"
 
 
+# napkin dtype -> the C type the CUDA emitter stores it as (emit/cuda/context.cpp, ctype).
+CTYPE = {"fp32": "float", "bf16": "__nv_bfloat16", "fp16": "__half"}
+
+_MAKE_ARGS = re.compile(r"static Args make_args\(const void\* const\* in, void\* const\* out, const int64_t\* sizes, void\* workspace\) \{(.*?)\n\s*\}", re.S)
+_SIZE = re.compile(r"a\.N_(\w+) = sizes\[(\d+)\];")
+_PTR = re.compile(r"if \((in|out)\) a\.(\w+) = static_cast<(?:const )?([\w:]+)\*>\((?:in|out)\[(\d+)\]\);")
+
+
+def entry_point_layout(cu_text):
+    """How an emitted .cu file's C entry point reads its arrays: (axes in sizes[] order, inputs as
+    (name, C type) in in[] order, outputs likewise), from its make_args. Raises BuildError when
+    the file has no single make_args (not napkin's CUDA, or a napkin whose convention changed)."""
+    blocks = _MAKE_ARGS.findall(cu_text)
+    if len(blocks) != 1:
+        raise BuildError(f"napkin_torch: the emitted CUDA has {len(blocks)} make_args blocks, expected 1")
+    body = blocks[0]
+    axes = [a for a, i in sorted(_SIZE.findall(body), key=lambda m: int(m[1]))]
+    ptrs = {"in": [], "out": []}
+    for kind, name, ctype, i in _PTR.findall(body):
+        ptrs[kind].append((int(i), name.removeprefix("napkin_copy_of_"), ctype))
+    return axes, [(n, t) for _, n, t in sorted(ptrs["in"])], [(n, t) for _, n, t in sorted(ptrs["out"])]
+
+
+def check_entry_point(cu_text, sig):
+    """Raises BuildError unless the emitted CUDA's entry point takes sig's axes, inputs and outputs
+    in sig's order and dtypes: the layout napkin_torch passes its pointers and sizes in."""
+    axes, ins, outs = entry_point_layout(cu_text)
+    want = (list(sig.axis_names), [(n, CTYPE.get(sig.dtypes[n])) for n in sig.inputs], [(n, CTYPE.get(sig.dtypes[n])) for n in sig.outputs])
+    if (axes, ins, outs) != want:
+        raise BuildError(f"napkin_torch: the CUDA entry point of {sig.name} takes sizes {axes}, inputs {ins}, outputs {outs}; "
+                         f"its PyTorch module says {want[0]}, {want[1]}, {want[2]}")
+
+
 @contextmanager
 def locked(folder):
     """Holds an exclusive lock on `folder`/.lock (created with the folder) for the block."""
@@ -284,6 +317,7 @@ class DiagramBuild:
                 return lib
             run(emit_command(self.napkin, self.dir / "grad.napkin", "cuda", folder / "kernel.cu.tmp", name, self.hw, sizes),
                 f"napkin emit --target cuda ({name})")
+            check_entry_point((folder / "kernel.cu.tmp").read_text(), self.signatures[part])
             os.replace(folder / "kernel.cu.tmp", folder / "kernel.cu")
             tmp = folder / "kernel.so.tmp"
             log = run(nvcc_command(nvcc, self.arch, folder / "kernel.cu", tmp), f"nvcc ({name})")

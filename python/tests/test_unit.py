@@ -133,6 +133,37 @@ class PairTest(unittest.TestCase):
             signature.pair(orig, make("f_fwd", ["Q"], ["O"]), make("f_bwd", ["dO"], ["dQ"], (("a", (8,)),)))
 
 
+ENTRY = """
+  static Args make_args(const void* const* in, void* const* out, const int64_t* sizes, void* workspace) {
+    Args a{};
+    a.N_t = sizes[0];
+    a.N_x2 = sizes[1];
+    if (in) a.X = static_cast<const __nv_bfloat16*>(in[0]);
+    if (in) a.S = static_cast<const float*>(in[1]);
+    if (out) a.napkin_copy_of_X = static_cast<__half*>(out[0]);
+    bind_workspace(a, workspace);
+    return a;
+  }
+"""
+
+
+class EntryPointTest(unittest.TestCase):
+    def test_layout(self):
+        axes, ins, outs = build.entry_point_layout(ENTRY)
+        self.assertEqual(axes, ["t", "x2"])
+        self.assertEqual(ins, [("X", "__nv_bfloat16"), ("S", "float")])
+        self.assertEqual(outs, [("X", "__half")])
+        with self.assertRaisesRegex(build.BuildError, "0 make_args"):
+            build.entry_point_layout("int main() {}")
+
+    def test_check(self):
+        s = signature.Signature("f", ("X", "S"), ("X",), {"X": ("t",), "S": ("x2",)}, {"X": "bf16", "S": "fp32"},
+                                (("t", (4,)), ("x2", ("t",))))
+        with self.assertRaisesRegex(build.BuildError, "takes sizes"):  # the output is fp16 in the .cu
+            build.check_entry_point(ENTRY, s)
+        build.check_entry_point(ENTRY.replace("__half", "__nv_bfloat16"), s)
+
+
 class CommandTest(unittest.TestCase):
     def test_nvcc(self):
         cmd = build.nvcc_command("/cuda/bin/nvcc", "sm_90a", "k.cu", "k.so")
@@ -268,6 +299,13 @@ class BuildTest(unittest.TestCase):
         self.assertTrue(lib.is_file())
         text = (lib.parent / "kernel.cu").read_text()
         self.assertIn("rmsnorm_layer_bwd", text)
+        axes, ins, outs = build.entry_point_layout(text)
+        self.assertEqual(axes, ["t", "m"])
+        self.assertEqual(ins, [("X", "__nv_bfloat16"), ("W", "__nv_bfloat16"), ("dY", "__nv_bfloat16"), ("Y_rstd", "float")])
+        self.assertEqual(outs, [("dX", "__nv_bfloat16"), ("dW", "__nv_bfloat16")])
+        build.check_entry_point(text, b.signatures["bwd"])
+        with self.assertRaisesRegex(build.BuildError, "its PyTorch module says"):
+            build.check_entry_point(text, b.signatures["fwd"])
         so = ctypes.CDLL(str(lib))  # loads without a GPU: nothing runs
         self.assertGreater(so.napkin_kernel_count(), 0)
         so.napkin_workspace_bytes.restype = ctypes.c_size_t
