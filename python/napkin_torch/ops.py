@@ -229,7 +229,10 @@ class Operator:
             if t.dtype != torch_dtype(sig.dtypes[n]):
                 raise SignatureError(f"{sig.name}: input '{n}' is {t.dtype}; the diagram declares {sig.dtypes[n]}")
         if dev.type == "cuda":
+            # Contiguous, and 16-byte aligned for the kernels' vector loads (a view with an odd
+            # offset is copied).
             args = [t.contiguous() for t in args]
+            args = [t.clone() if t.data_ptr() % 16 else t for t in args]
             outs = [torch.empty(sig.shape(o, sizes), dtype=torch_dtype(sig.dtypes[o]), device=dev) for o in sig.outputs]
             if all(t.numel() > 0 for t in outs):
                 self.library(part, sig.settable(sizes)).run(args, outs, [sizes[a] for a in sig.axis_names])
