@@ -511,6 +511,23 @@ class Searcher {
       for (std::size_t i = 0; i < axes.size(); ++i) ix[i] = std::min(k, axes[i].size() - 1);
       point(ix);
     }
+    // Tensor-core seeds: two grouped axes tiled (64 or 128, the option nearest), every other one
+    // index at a time, the stream by the option nearest 64. A GEMM needs two tiled axes at once,
+    // which the descent's one-axis moves cannot reach from a point with none (a per-group
+    // projection Q[b,g,r,s,d] = contract(H, Wq; m) of a large diagram stayed SIMT).
+    auto nearest = [&](std::size_t i, std::int64_t want) {
+      std::size_t b = 0;
+      for (std::size_t o = 0; o < axes[i].size(); ++o)
+        if (std::llabs(axes[i][o] - want) < std::llabs(axes[i][b] - want)) b = o;
+      return b;
+    };
+    for (std::size_t i = 1; i < axes.size(); ++i)
+      for (std::size_t j = i + 1; j < axes.size(); ++j)
+        for (const auto& [ti, tj] : {std::pair<std::int64_t, std::int64_t>{128, 128}, {128, 64}, {64, 128}}) {
+          std::fill(ix.begin(), ix.end(), 0);
+          ix[0] = nearest(0, 64), ix[i] = nearest(i, ti), ix[j] = nearest(j, tj);
+          point(ix);
+        }
     for (bool improved = best < kInf; improved;) {
       improved = false;
       for (std::size_t i = 0; i < axes.size(); ++i)

@@ -95,6 +95,7 @@ class Differentiator {
   std::optional<Term> rowsum_by_output(const Statement& p);
   ExprPtr recomputed(const Statement& s) const;
   Diagram backward(const std::vector<std::string>& wrt, const std::vector<std::pair<std::string, const OutputDecl*>>& cots);
+  void hoist_contraction_operands(const std::vector<std::pair<std::string, const OutputDecl*>>& cots);
   Diagram forward() const;
 
   Diagram fwd_;
@@ -364,6 +365,7 @@ Diagram Differentiator::backward(const std::vector<std::string>& wrt,
       if (s && !save_.count(n.name)) work.push_back(recomputed(*s));
     });
   }
+  hoist_contraction_operands(cots);
   // A statistic whose statement is saved, not recomputed, is not read: the forward keeps it not.
   std::erase_if(saved_, [&](const SavedStatistic& sv) { return !need.count(sv.name); });
   Diagram d;
@@ -421,6 +423,99 @@ Diagram Differentiator::backward(const std::vector<std::string>& wrt,
     d.items.emplace_back(std::move(o));
   }
   return d;
+}
+
+/** Two rewrites of the backward's statements, for the tensor-core forms. Every contraction operand
+ *  that is an element-wise expression of
+ *  arrays (an adjoint rule's product: dS = dP * P * (1 - P) under sigmoid attention, the SwiGLU
+ *  gate's dG * silu'(G)) becomes a statement of its own, placed before its first reader and
+ *  shared by every reader of the same expression: the contraction then reads an array, which the
+ *  tensor-core forms take (lower/gemm_form.hpp, flash_bwd_form.hpp: operands are arrays), and
+ *  the fusion search may still fuse the new statement with its producer or its readers. Its axes:
+ *  those of the arrays it reads, in order of first appearance. And in a statement summing
+ *  several contractions, each but the last becomes a statement `<name>_part` (its axes in the
+ *  statement's order), read by the last one's epilogue: the GEMM form takes one contraction (or a
+ *  pair sharing an operand), not a sum of unrelated ones. */
+void Differentiator::hoist_contraction_operands(const std::vector<std::pair<std::string, const OutputDecl*>>& cots) {
+  std::map<std::string, AxisList> axes;
+  for (const auto& n : declared_names(fwd_))
+    if (const auto* ax = fwd_.array_axes(n)) axes[n] = *ax;
+  for (const auto& [name, out] : cots) axes[name] = *fwd_.array_axes(out->name);
+  for (const auto& st : stat_defs_)
+    for (const auto& def : st.second) axes[def.name] = def.axes;
+  std::map<std::string, std::string> hoisted;  // printed expression -> its statement
+  for (std::size_t i = 0; i < bwd_.size(); ++i) {
+    axes[bwd_[i].name] = bwd_[i].axes;
+    for (bool changed = true; changed;) {
+      changed = false;
+      const Expr* target = nullptr;
+      ExprPtr target_ptr;
+      walk(*bwd_[i].expr, [&](const Expr& n) {
+        if (target || n.kind != Expr::Kind::apply || n.op != Op::contract) return;
+        for (const auto& a : n.args) {
+          if (a->kind != Expr::Kind::apply) continue;
+          bool elementwise = true, reads_array = false;
+          walk(*a, [&](const Expr& m) {
+            if (m.kind == Expr::Kind::apply && !is_elementwise(m.op)) elementwise = false;
+            if (m.kind == Expr::Kind::ref && axes.count(m.name)) reads_array = true;
+          });
+          if (elementwise && reads_array && !target) target = a.ptr.get(), target_ptr = a;
+        }
+      });
+      if (!target) break;
+      const std::string text = print_expr(*target);
+      auto it = hoisted.find(text);
+      if (it == hoisted.end()) {
+        AxisList ax;
+        walk(*target, [&](const Expr& m) {
+          if (m.kind == Expr::Kind::ref && axes.count(m.name))
+            for (const auto& a : axes.at(m.name))
+              if (!contains(ax, a)) ax.push_back(a);
+        });
+        const std::string name = claim_name(bwd_[i].name + "_operand", taken_);
+        Statement h = statement(name, ax, target_ptr);
+        axes[name] = ax;
+        bwd_.insert(bwd_.begin() + static_cast<std::ptrdiff_t>(i), std::move(h));
+        ++i;
+        it = hoisted.emplace(text, name).first;
+      }
+      bwd_[i].expr = replace_node(bwd_[i].expr, target, make_ref(it->second, target->loc));
+      changed = true;
+    }
+    // A sum of contractions (dX = dG W1^T + dU W3^T): every contraction but the last its own
+    // statement, which the last one's GEMM reads in its epilogue.
+    for (bool changed = true; changed;) {
+      changed = false;
+      std::vector<ExprPtr> cons;
+      std::function<void(const ExprPtr&)> collect = [&](const ExprPtr& e) {
+        if (e->kind != Expr::Kind::apply) return;
+        if (e->op == Op::contract) cons.push_back(e);
+        else if (is_elementwise(e->op))
+          for (const auto& a : e->args) collect(a);
+      };
+      collect(bwd_[i].expr);
+      if (cons.size() < 2) break;
+      const ExprPtr& first = cons.front();
+      AxisList ax;
+      bool typed = true;
+      for (const auto& a : first->args) {
+        if (a->kind != Expr::Kind::ref || !axes.count(a->name)) typed = false;
+        else
+          for (const auto& x : axes.at(a->name))
+            if (!contains(first->axes, x) && !contains(ax, x)) ax.push_back(x);
+      }
+      if (!typed || std::any_of(ax.begin(), ax.end(), [&](const std::string& x) { return !contains(bwd_[i].axes, x); })) break;
+      AxisList ordered;
+      for (const auto& x : bwd_[i].axes)
+        if (contains(ax, x)) ordered.push_back(x);
+      const std::string name = claim_name(bwd_[i].name + "_part", taken_);
+      axes[name] = ordered;
+      bwd_[i].expr = replace_node(bwd_[i].expr, first.ptr.get(), make_ref(name, first->loc));
+      bwd_.insert(bwd_.begin() + static_cast<std::ptrdiff_t>(i), statement(name, ordered, first));
+      ++i;
+      changed = true;
+    }
+  }
 }
 
 GradResult Differentiator::run(const std::vector<std::string>& wrt_asked, const std::vector<std::string>& save) {

@@ -210,8 +210,11 @@ void tile_statement(const BwdKernel& b, const BwdTile& t) {
   }
   const auto tiles = f.tile_names();
   const Broadcasts bc = broadcasts(b);
-  NodeOverride over = [&](const Expr& e) -> std::optional<std::string> {
+  NodeOverride over;
+  over = [&](const Expr& e) -> std::optional<std::string> {
     if (&e == t.node) return name + "[mt][nt][e]";
+    // exp as the forward's online softmax computes it (render_lemma.cpp): one ex2 of the scaled argument
+    if (e.kind == Expr::Kind::apply && e.op == Op::exp) return "exp2f((" + b.c.value(*e.args[0], over) + ") * 1.4426950408889634f)";
     if (e.kind != Expr::Kind::ref) return std::nullopt;
     if (contains(tiles, e.name)) return "t_" + e.name + "[mt][nt][e]";
     if (contains(bc.rows, e.name)) return "row_" + e.name + "[mt][e / 2]";

@@ -13,6 +13,11 @@ NodeOverride gemm_accumulators(const GemmForm& g, const std::function<std::strin
   };
 }
 
+// Each stored statement's value expands every statement of the kernel it reads in place (from the
+// accumulators), stored ones included: H = G * U beside stored G and U must not read G and U back
+// from global memory, where this very epilogue has not written them yet (napkin_torch's first GPU
+// run, session 15: NaN gradients of the SwiGLU MLP from uninitialised buffers; the bench harness
+// had passed on buffers left from its earlier runs).
 void gemm_epilogue(Code& code, Context& c, const KernelChoice& kc, const GemmForm& g, const std::function<void(const std::function<void()>&)>& loops,
                    const std::function<std::string(std::size_t)>& acc, std::set<std::string>& stored) {
   const Diagram& d = c.diagram();
@@ -21,7 +26,7 @@ void gemm_epilogue(Code& code, Context& c, const KernelChoice& kc, const GemmFor
     std::vector<std::string> v;
     bool uses_n = false;
     for (const auto& o : kc.cost.outputs) {
-      v.push_back("v_" + o + "[q] = " + c.value(*d.find_statement(o)->expr, over, kc.cost.internal) + ";");
+      v.push_back("v_" + o + "[q] = " + c.value(*d.find_statement(o)->expr, over, kc.cost.statements) + ";");
       uses_n |= v.back().find("i_" + g.N) != std::string::npos;
       code.line("float v_" + o + "[2];");
     }
@@ -60,7 +65,7 @@ void gemm_epilogue(Code& code, Context& c, const KernelChoice& kc, const GemmFor
     code.line("const int64_t i_" + g.N + " = o_" + g.N + " + col + q;");
     for (const auto& o : kc.cost.outputs) {
       code.line("x_" + o + "[q] = " + c.index(o) + ";");
-      code.line("v_" + o + "[q] = " + c.value(*d.find_statement(o)->expr, over, kc.cost.internal) + ";");
+      code.line("v_" + o + "[q] = " + c.value(*d.find_statement(o)->expr, over, kc.cost.statements) + ";");
     }
     code.close();
     for (const auto& o : kc.cost.outputs) code.line("napkin::store_pair(a." + o + ", x_" + o + ", v_" + o + ", col + 1 < n_N);");

@@ -32,7 +32,7 @@ void pack_pair(Code& code, Context& c, const KernelChoice& kc, const GemmForm& g
   code.open("for (int q = 0; q < 2; ++q)");
   code.line("[[maybe_unused]] const int64_t i_" + g.N + " = o_" + g.N + " + col + q;");
   for (const auto& o : kc.cost.outputs)
-    code.line("v_" + o + "[q] = " + c.value(*d.find_statement(o)->expr, over, kc.cost.internal) + ";");
+    code.line("v_" + o + "[q] = " + c.value(*d.find_statement(o)->expr, over, kc.cost.statements) + ";");
   code.close();
   for (const auto& o : kc.cost.outputs) code.line("p_" + o + "[" + slot + "] = napkin::pack2<" + c.ctype_of(o) + ">(v_" + o + "[0], v_" + o + "[1]);");
 }

@@ -258,6 +258,13 @@ int main(int argc, char** argv) {
   check(cudaMalloc(&ws, std::max<size_t>(256, napkin_workspace_bytes(kSizes))), "workspace");
   check(cudaMalloc(&ws_ref, std::max<size_t>(256, ref_workspace_bytes(kSizes))), "reference workspace");
   check(cudaMalloc(&ws_unf, std::max<size_t>(256, unfused_workspace_bytes(kSizes))), "unfused workspace");
+  // The workspaces (every intermediate array lives there) poisoned with NaN like the outputs: a
+  // kernel that reads an intermediate before any kernel wrote it fails the check instead of
+  // reading zeros or an earlier run's values (session 15: a GEMM epilogue read back outputs of
+  // its own kernel that it had not stored yet).
+  check(cudaMemset(ws, 0xff, std::max<size_t>(256, napkin_workspace_bytes(kSizes))), "poison workspace");
+  check(cudaMemset(ws_ref, 0xff, std::max<size_t>(256, ref_workspace_bytes(kSizes))), "poison reference workspace");
+  check(cudaMemset(ws_unf, 0xff, std::max<size_t>(256, unfused_workspace_bytes(kSizes))), "poison unfused workspace");
   // Correctness: derived kernels vs the fp32 reference on the same inputs.
   check_napkin(napkin_run(in.data(), out.data(), kSizes, ws, stream), napkin_last_error, "derived kernels");
   check(cudaDeviceSynchronize(), "derived kernels");
