@@ -133,3 +133,34 @@ TEST_CASE("partition: the stream closures offer the six-statement backward kerne
   for (auto& c : priced) c.score = 1.0 / static_cast<double>(c.members.size());
   CHECK(!p.best(priced, 0).empty());
 }
+
+TEST_CASE("a GEMM epilogue storing several statements never reads them back from global memory", "[emit]") {
+  // mlp_swiglu's backward recomputes G, U and H = G * U in one GEMM kernel that stores all three:
+  // H's value comes from the accumulators (session 15: it read G and U back before storing them)
+  Hardware hw = load_hardware("h200");
+  const std::string dir = std::filesystem::temp_directory_path().string() + "/napkin-epilogue-" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  RunResult g = run_napkin("grad " + std::string(NAPKIN_SOURCE_DIR) + "/diagrams/library/mlp_swiglu.napkin -o " + dir + "/mlp.napkin");
+  REQUIRE(g.status == 0);
+  LoadedDiagram l = load_library(dir + "/mlp.napkin");
+  SizeMap sizes = l.sizes;
+  sizes["t"] = 512, sizes["m"] = 512, sizes["f"] = 1536;
+  Derivation dv = derive(*l.program, *l.diagram, sizes, hw);
+  const std::string text = emit_cuda(*l.program, *l.diagram, dv, hw);
+  std::size_t multi = 0;
+  for (const auto& kc : dv.chosen.kernels) {
+    if (kc.cost.spec->strategy != Strategy::gemm || kc.cost.outputs.size() < 2) continue;
+    ++multi;
+    const std::string ns = "namespace k_" + kc.plan.name + " {";
+    const std::size_t at = text.find(ns);
+    REQUIRE(at != std::string::npos);
+    const std::size_t end = text.find("namespace k_", at + ns.size());
+    const std::string body = text.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    for (const auto& o : kc.cost.outputs) {
+      INFO(kc.plan.name << " stores " << o);
+      CHECK(body.find("to_f(a." + o + "[") == std::string::npos);
+    }
+  }
+  CHECK(multi > 0);
+  std::filesystem::remove_all(dir);
+}

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <unistd.h>
 #include <random>
 
@@ -293,4 +294,39 @@ TEST_CASE("napkin grad refuses a bad --wrt with status 1", "[grad][cli]") {
   INFO(r.output);
   CHECK(r.status == 1);
   CHECK(r.output.find("integer dtype int32: it has no gradient") != std::string::npos);
+}
+
+TEST_CASE("the backward's contractions read arrays: element-wise operands and sums of contractions become statements", "[grad]") {
+  const std::string lib = std::string(NAPKIN_SOURCE_DIR) + "/diagrams/library/";
+  for (const char* file : {"sigmoid_attention.napkin", "mlp_swiglu.napkin", "transformer_block.napkin", "attention.napkin"}) {
+    INFO(file);
+    Loaded l = load_unexpanded(lib + file, slurp(lib + file));
+    GradResult g = differentiate(*l.program, *l.diagram, {}, {});
+    const Diagram& bwd = g.file.diagrams.back();
+    INFO(print_file(g.file));
+    for (const auto* s : bwd.statements()) {
+      std::size_t contractions = 0;
+      std::function<void(const Expr&)> top = [&](const Expr& e) {  // contractions summed at the top of the expression
+        if (e.kind != Expr::Kind::apply) return;
+        if (e.op == Op::contract) {
+          ++contractions;
+          for (const auto& a : e.args) {  // an array, or an index expression (band, causal) reading none
+            bool reads_array = false;
+            walk(*a, [&](const Expr& n) { reads_array |= n.kind == Expr::Kind::ref && bwd.array_axes(n.name); });
+            CHECK((a->kind == Expr::Kind::ref || !reads_array));
+          }
+          return;
+        }
+        if (is_elementwise(e.op))
+          for (const auto& a : e.args) top(*a);
+      };
+      top(*s->expr);
+      CHECK(contractions <= 1);
+    }
+  }
+  // the sigmoid attention's dS is shared by dQ and dK: one statement, read twice
+  Loaded l = load_unexpanded(lib + "sigmoid_attention.napkin", slurp(lib + "sigmoid_attention.napkin"));
+  const std::string text = print_file(differentiate(*l.program, *l.diagram, {}, {}).file);
+  CHECK(text.find("dQ_operand[b,h,q,x] = dP * (P * (1 - P))") != std::string::npos);
+  CHECK(text.find("contract(dQ_operand, Q; q)") != std::string::npos);
 }
