@@ -3,6 +3,7 @@
 #include "lower/flash_bwd_form.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -59,6 +60,11 @@ bool read_outputs(const Diagram& d, const KernelShape& k, FlashBwdForm& f, const
       }
     if (x.empty() || (!f.X.empty() && x != f.X)) return why = "'" + name + "': no single block axis", false;
     f.X = x;
+    // Beside its contraction the epilogue reads arrays from global memory only: another statement
+    // of this kernel is not there yet (it is stored later, or never).
+    for (const auto& r : referenced_arrays(*s->expr, d))
+      if (r != t->name && r != c->name && contains(k.statements, r))
+        return why = "'" + name + "' reads '" + r + "' of the same kernel outside its contraction", false;
     BwdOutput o{s, cons[0], t->name, c->name, ca.back(), 0};
     if (o.e == f.Q || !contains(ca, f.Q) || contains(ca, x)) return why = c->name + " is not stored with its free axis innermost", false;
     AxisList expect;
@@ -130,6 +136,58 @@ int live_tiles(const FlashBwdForm& f) {
 
 }  // namespace
 
+void flash_bwd_causal_skip(FlashBwdForm& f, const KernelShape& k) {
+  f.skip.clear();
+  f.active_fraction = 1;
+  auto causal_mask = [&](const Expr& e) -> std::string {  // "before", "after" or ""
+    if (e.kind != Expr::Kind::apply || e.op != Op::mask || e.args.size() != 2 || !is_plain_causal(*e.args[1])) return "";
+    const AxisList& ax = e.args[1]->axes;
+    if (ax == AxisList{f.Q, f.X}) return "before";
+    if (ax == AxisList{f.X, f.Q}) return "after";
+    return "";
+  };
+  auto has_mask = [](const Expr& e) {
+    bool found = false;
+    walk(e, [&](const Expr& n) { found |= n.kind == Expr::Kind::apply && (n.op == Op::mask || n.op == Op::causal || n.op == Op::band); });
+    return found;
+  };
+  std::set<std::string> zero;
+  std::string side;
+  const auto names = f.tile_names();
+  for (const auto& t : f.tiles) {
+    const Expr& e = *t.s->expr;
+    if (!t.node && e.kind == Expr::Kind::apply && e.op == Op::exp && e.args[0]->kind == Expr::Kind::apply && e.args[0]->op == Op::sub) {
+      const Expr &m = *e.args[0]->args[0], &r = *e.args[0]->args[1];
+      std::string s = causal_mask(m);
+      if (s.empty() && m.kind == Expr::Kind::ref && contains(names, m.name))
+        s = causal_mask(*f.tiles[static_cast<std::size_t>(std::find(names.begin(), names.end(), m.name) - names.begin())].s->expr);
+      if (!s.empty() && !has_mask(r) && (side.empty() || side == s)) {
+        side = s;
+        zero.insert(t.s->name);
+        continue;
+      }
+    }
+    std::function<bool(const Expr&)> zero_factor = [&](const Expr& x) {
+      if (x.kind == Expr::Kind::ref) return zero.count(x.name) > 0;
+      return x.kind == Expr::Kind::apply && x.op == Op::mul && (zero_factor(*x.args[0]) || zero_factor(*x.args[1]));
+    };
+    if (!t.node && zero_factor(e)) zero.insert(t.s->name);
+  }
+  if (side.empty()) return;
+  for (const auto& o : f.outputs)
+    if (!zero.count(o.tile)) return;
+  for (const auto& t : f.tiles)
+    if (t.stored && !zero.count(t.s->name)) return;
+  f.skip = side;
+  const AxisPlan &x = k.axes.at(f.X), &q = k.axes.at(f.Q);
+  double active = 0;
+  for (std::int64_t i = 0; i < x.count; ++i) {
+    const std::int64_t lo = i * f.TX, hi = std::min((i + 1) * f.TX, x.extent) - 1;
+    active += static_cast<double>(side == "before" ? q.count - std::min(q.count, lo / f.TQ) : std::min(q.count, hi / f.TQ + 1));
+  }
+  f.active_fraction = active / static_cast<double>(std::max<std::int64_t>(1, x.count * q.count));
+}
+
 std::vector<std::string> FlashBwdForm::tile_names() const {
   std::vector<std::string> v;
   for (const auto& t : tiles) v.push_back(t.s->name);
@@ -189,6 +247,7 @@ std::optional<FlashBwdForm> analyse_flash_bwd(const Diagram& d, const KernelShap
   for (const auto& o : f.operands)
     if (o.width % 16 != 0) return why = "the width of " + o.array + " is not a multiple of 16", std::nullopt;
   f.live_tiles = live_tiles(f);
+  flash_bwd_causal_skip(f, k);
   if (static_cast<double>(flash_bwd_smem_bytes(f)) > hw.smem_max_per_block_bytes) return why = "tiles do not fit SMEM", std::nullopt;
   if (flash_bwd_registers(f) > hw.max_registers_per_thread)
     return why = "the accumulators and tiles need " + std::to_string(flash_bwd_registers(f)) + " registers per thread", std::nullopt;

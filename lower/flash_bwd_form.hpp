@@ -70,6 +70,11 @@ struct FlashBwdForm {
   std::int64_t TX = 0, TQ = 0;      ///< rows of X per block, columns of Q per chunk (elements)
   int warps = 0;                    ///< warps per block: each owns T_X / warps rows of X
   int live_tiles = 0;               ///< the most tile statements held in registers at once
+  /** Causal skip (flash_bwd_causal_skip): "" none; "before": the chunks of Q before the block's
+   *  first row of X are fully masked (causal(Q, X): X <= Q allowed); "after": the chunks past its
+   *  last row (causal(X, Q)). Skipped chunks load and multiply nothing; stored tiles get zeros. */
+  std::string skip;
+  double active_fraction = 1;       ///< share of (X tile, Q chunk) pairs computed
   /** Names of the tile statements (what the element-wise maps read in registers). */
   std::vector<std::string> tile_names() const;
   /** Index of `array` in operands, or -1. */
@@ -78,11 +83,20 @@ struct FlashBwdForm {
 
 /** Reads kernel `k` of `d` as the flash-backward form (above) on `hw`: one stream, of an axis Q
  *  the tile statements weave and every output reduces; X the grouped axis all outputs keep; at
- *  least one accumulated output; operands bf16 or fp16 (all the same), stored with their
+ *  least one accumulated output, whose epilogue reads no other statement of the kernel (they are
+ *  not in global memory yet); operands bf16 or fp16 (all the same), stored with their
  *  contracted axis innermost and whole; T_X a multiple of 16 x warps, T_Q of 16, widths of 16; an
  *  m16n8k16 mma.sync; the SMEM (flash_bwd_smem_bytes) and the registers (flash_bwd_registers)
  *  within the hardware's limits. nullopt with `why` set otherwise. */
 std::optional<FlashBwdForm> analyse_flash_bwd(const Diagram& d, const KernelShape& k, const Hardware& hw, const ModelOptions& opt, std::string& why);
+
+/** Sets f.skip and f.active_fraction where skipping the chunks past a causal mask's diagonal is
+ *  sound: a tile statement Z = exp(mask(E, causal(a, b)) - R) over the tile's two axes (or of a
+ *  tile statement holding that mask), R free of masks, is exactly 0 past the diagonal; a tile is
+ *  zero there when it is Z or a product with a zero tile as a factor (0 times a finite value:
+ *  the operands are finite); the skip holds when every accumulated output contracts a zero tile
+ *  and every stored tile is zero (the skipped chunks store zeros). Extents from `k`. */
+void flash_bwd_causal_skip(FlashBwdForm& f, const KernelShape& k);
 
 /** SMEM bytes per block: the resident operands' tiles (T_X rows), two stages of the streamed
  *  operands' chunks (T_Q rows), rows padded by 8 elements (16 bytes), and one staging tile per

@@ -184,6 +184,11 @@ KernelSpec lower_kernel(const Program& p, const Diagram& d, const std::vector<St
     s.stages = 2;
     s.smem_bytes = flash_bwd_smem_bytes(*s.flash_bwd);
     s.why_no_wgmma = "the flash_bwd form has the mma.sync path only";
+    if (!s.flash_bwd->skip.empty()) {  // the model prices the chunks that run (flash_bwd_causal_skip)
+      s.shape.causal_active_fraction = s.flash_bwd->active_fraction;
+      s.shape.causal_x = s.flash_bwd->Q;
+      s.shape.causal_q = s.flash_bwd->X;
+    }
     return s;
   }
   s.declined = "gemm: " + why_gemm + "; flash: " + why_flash + "; flash_bwd: " + why_bwd;

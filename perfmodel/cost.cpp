@@ -304,7 +304,8 @@ class KernelModel {
    *  warp reads its rows of the resident operand of every tile contraction (ldmatrix, all warps
    *  together the tile once) and the whole streamed chunk (every warp multiplies all of its
    *  columns); each accumulated output's operand chunk, by every warp; each stored tile is
-   *  written to its staging tile and read back once. Times blocks and chunks. */
+   *  written to its staging tile and read back once. Times blocks and the chunks that run (a
+   *  causal skip's share: flash_bwd_causal_skip). */
   double flash_bwd_smem_reads() const {
     const FlashBwdForm& f = *spec_.flash_bwd;
     auto width = [&](const std::string& a) { return static_cast<double>(f.operands.at(static_cast<std::size_t>(f.operand(a))).width); };
@@ -315,7 +316,7 @@ class KernelModel {
       if (t.stored) per_chunk += 2 * TQ * TX * e;
     }
     for (const auto& o : f.outputs) per_chunk += W * TQ * width(o.operand) * e;
-    return per_chunk * static_cast<double>(c_.blocks) * static_cast<double>(c_.axes.at(f.Q).count);
+    return per_chunk * static_cast<double>(c_.blocks) * static_cast<double>(c_.axes.at(f.Q).count) * f.active_fraction;
   }
 
   /** Bytes per element of a register tile: fp32 accumulators on a GPU; in the paper's two-level

@@ -35,6 +35,9 @@ void head(const BwdKernel& b) {
   k.line("// strategy flash_bwd: " + f.X + " grouped by " + n(f.TX) + " (" + n(f.warps) + " warps x " + n(f.TX / f.warps) + " rows), " + f.Q +
          " streamed by " + n(f.TQ) + "; tiles " + join(f.tile_names()) + " in registers (transposed: " + f.X + " rows, " + f.Q + " columns); " +
          b.mma.ptx);
+  if (!f.skip.empty())
+    k.line("// causal: the chunks of " + f.Q + " " + (f.skip == "before" ? "before the tile's first" : "past the tile's last") + " row of " + f.X +
+           " are fully masked and skipped (" + std::to_string(static_cast<int>(f.active_fraction * 100 + 0.5)) + "% of the chunks run)");
   k.open("namespace " + kernel_ns(b.kc.plan.name));
   k.line("using T = " + ctype(f.dtype) + ";");
   k.line("constexpr int T_X = " + n(f.TX) + ", T_Q = " + n(f.TQ) + ", WARPS = " + n(f.warps) + ", THREADS = WARPS * 32, MT = T_X / (16 * WARPS);");
@@ -87,6 +90,12 @@ void staging(const BwdKernel& b) {
   }
   k.line("const bool vec = " + vec + " && ((" + ptrs + ") % 16) == 0;  // 16-byte cp.async");
   k.line("const int64_t chunks = (N_" + Q + " + T_Q - 1) / T_Q;");
+  if (f.skip == "before")
+    k.line("const int64_t kc_begin = min(chunks, o_" + X + " / T_Q), kc_end = chunks;  // causal: the chunks before this tile's first row are fully masked");
+  else if (f.skip == "after")
+    k.line("const int64_t kc_begin = 0, kc_end = min(chunks, (o_" + X + " + n_x - 1) / T_Q + 1);  // causal: the chunks past this tile's last row are fully masked");
+  else
+    k.line("const int64_t kc_begin = 0, kc_end = chunks;");
   k.open("auto load_chunk = [&](int64_t kc)");
   k.line("const int rows = static_cast<int>(min(int64_t{T_Q}, N_" + Q + " - kc * T_Q));");
   for (const auto& o : f.operands)
@@ -99,8 +108,43 @@ void staging(const BwdKernel& b) {
     if (!o.streamed)
       k.line("napkin::load_tile<T_X, W_" + o.array + ", P_" + o.array + ", THREADS>(smem + OFF_" + o.array + ", g_" + o.array + ", rs_" + o.array +
              ", n_x, W_" + o.array + ", vec);");
-  k.line("if (chunks > 0) load_chunk(0);");
+  k.line("if (kc_begin < kc_end) load_chunk(kc_begin);");
   k.line("napkin::cp_async_commit();");
+}
+
+/** Zeros into the stored tiles over the skipped chunks (their values there are exactly 0:
+ *  flash_bwd_causal_skip): each warp takes rows of one axis, its lanes the other (the array's
+ *  innermost where it is X or Q), 16-byte zero vectors where the row is contiguous and aligned. */
+void zero_skipped(const BwdKernel& b) {
+  Code& k = b.k;
+  const FlashBwdForm& f = b.f;
+  if (f.skip.empty()) return;
+  k.line("// the skipped chunks' stored tiles are 0 (past the causal diagonal): written as zeros");
+  k.line("const int64_t zq_lo = " + std::string(f.skip == "before" ? "0" : "min(N_" + f.Q + ", kc_end * T_Q)") + ", zq_hi = " +
+         (f.skip == "before" ? "min(N_" + f.Q + ", kc_begin * T_Q)" : "N_" + f.Q) + ";");
+  for (const auto& t : f.tiles) {
+    if (!t.stored) continue;
+    const std::string& name = t.s->name;
+    const bool cols_x = t.s->axes.back() != f.Q;  // the lanes run along X unless Q is innermost
+    const std::string rows = cols_x ? "(zq_hi - zq_lo)" : "static_cast<int64_t>(n_x)", cols = cols_x ? "static_cast<int64_t>(n_x)" : "(zq_hi - zq_lo)";
+    const std::string row_idx = cols_x ? "const int64_t i_" + f.Q + " = zq_lo + rr;" : "const int64_t i_" + f.X + " = o_" + f.X + " + rr;";
+    const std::string col_idx = cols_x ? "const int64_t i_" + f.X + " = o_" + f.X + " + cc;" : "const int64_t i_" + f.Q + " = zq_lo + cc;";
+    k.open("for (int64_t rr = warp; rr < " + rows + "; rr += WARPS)");
+    k.line(row_idx);
+    if (t.staged) {  // the lanes' axis is innermost and 16-bit: 8 elements per lane and step
+      k.open("for (int64_t cc = lane * 8; cc < " + cols + "; cc += 256)");
+      k.line(col_idx);
+      k.line("T* dst = a." + name + " + " + b.c.index(name) + ";");
+      k.line("if (vec_" + name + " && cc + 8 <= " + cols + ") *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);");
+      k.line("else for (int64_t j = 0; j < 8 && cc + j < " + cols + "; ++j) dst[j] = napkin::from_f<T>(0.0f);");
+    } else {
+      k.open("for (int64_t cc = lane; cc < " + cols + "; cc += 32)");
+      k.line(col_idx);
+      k.line("a." + name + "[" + b.c.index(name) + "] = napkin::from_f<" + b.c.ctype_of(name) + ">(0.0f);");
+    }
+    k.close();
+    k.close();
+  }
 }
 
 /** The accumulators of the outputs, fp32 in m16n8 fragments. */
@@ -317,10 +361,11 @@ void stream(const BwdKernel& b) {
       k.line("const bool vec_" + t.s->name + " = reinterpret_cast<uintptr_t>(a." + t.s->name + ") % 16 == 0 && N_" + t.s->axes.back() + " % 8 == 0;");
   const Broadcasts bc = broadcasts(b);
   load_rows(b, bc);
-  k.open("for (int64_t kc = 0; kc < chunks; ++kc)");
+  zero_skipped(b);
+  k.open("for (int64_t kc = kc_begin; kc < kc_end; ++kc)");
   k.line("napkin::cp_async_wait<0>();  // chunk kc (and, at kc = 0, the resident tiles) has landed");
   k.line("__syncthreads();             // ... for every thread; chunk kc - 1 and its staging are consumed");
-  k.line("if (kc + 1 < chunks) load_chunk(kc + 1);  // into the other buffer, during this chunk");
+  k.line("if (kc + 1 < kc_end) load_chunk(kc + 1);  // into the other buffer, during this chunk");
   k.line("napkin::cp_async_commit();");
   for (const auto& o : f.operands)
     if (o.streamed) k.line("const T* s_" + o.array + " = smem + OFF_" + o.array + " + (kc % 2) * T_Q * P_" + o.array + ";");

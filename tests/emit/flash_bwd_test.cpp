@@ -164,3 +164,42 @@ TEST_CASE("a GEMM epilogue storing several statements never reads them back from
   CHECK(multi > 0);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("flash_bwd: causal chunks are skipped only where every output and stored tile is exactly 0 there", "[emit]") {
+  Hardware hw = load_hardware("h200");
+  const std::string dir = std::filesystem::temp_directory_path().string() + "/napkin-flash-bwd-causal-" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  RunResult g = run_napkin("grad " + std::string(NAPKIN_SOURCE_DIR) + "/diagrams/library/causal_attention.napkin -o " + dir + "/c.napkin");
+  REQUIRE(g.status == 0);
+  LoadedDiagram l = load_library(dir + "/c.napkin");
+  SizeMap sizes = l.sizes;
+  sizes["b"] = 2, sizes["h"] = 4, sizes["q"] = 1000, sizes["x"] = 1000;
+  Derivation dv = derive(*l.program, *l.diagram, sizes, hw);
+  const KernelChoice* kc = flash_bwd_kernel(dv);
+  REQUIRE(kc != nullptr);
+  const FlashBwdForm& f = *kc->cost.spec->flash_bwd;
+  INFO(describe_spec(*kc->cost.spec));
+  // P = exp(mask(S, causal(q, x)) - P_lse) is 0 past the diagonal, dS = P (dP - D) too
+  CHECK(f.skip == (f.X == "x" ? "before" : "after"));
+  CHECK(f.active_fraction > 0.45);
+  CHECK(f.active_fraction < 0.65);
+  CHECK(kc->cost.causal_active_fraction == f.active_fraction);
+  CHECK(emit_cuda(*l.program, *l.diagram, dv, hw).find("are fully masked and skipped") != std::string::npos);
+  // attention without a mask skips nothing
+  LoadedDiagram plain = load_library(std::string(NAPKIN_SOURCE_DIR) + "/tests/golden/grad/attention.napkin");
+  SizeMap ps = plain.sizes;
+  ps["b"] = 2, ps["h"] = 4, ps["q"] = 1000, ps["x"] = 1000;
+  Derivation pdv = derive(*plain.program, *plain.diagram, ps, hw);
+  REQUIRE(flash_bwd_kernel(pdv) != nullptr);
+  CHECK(flash_bwd_kernel(pdv)->cost.spec->flash_bwd->skip.empty());
+  // a stored tile that is not 0 past the diagonal (S itself) refuses the skip
+  std::ofstream(dir + "/s.napkin") << "diagram d\naxis h = 2\naxis q = 256\naxis x = 256\naxis d = 64\nin Q[h,q,d] : bf16\nin K[h,x,d] : bf16\n"
+                                      "in V[h,x,d] : bf16\nin L[h,q] : fp32\nS[h,q,x] = contract(Q, K; d)\nP[h,q,x] = exp(mask(S, causal(q, x)) - L)\n"
+                                      "O[h,q,d] = contract(P, V; x)\nout O : bf16\nout S : bf16\n";
+  std::ofstream(dir + "/s.schedule") << "schedule s for d\n  kernel k\n    fuse S, P, O\n    weave h\n    group q by 64\n    stream x by 64\n    warps 4\n";
+  RunResult r = run_napkin("derive " + dir + "/s.napkin --hw h100 --schedule " + dir + "/s.schedule");
+  INFO(r.output);
+  CHECK(r.output.find("lowered to                flash_bwd") != std::string::npos);
+  CHECK(r.output.find("causal:") == std::string::npos);
+  std::filesystem::remove_all(dir);
+}
