@@ -546,7 +546,11 @@ class FunctionEmitter {
       line("std::vector<double> old_" + b.name + "(" + local_size(b.axes) + ", -INFINITY);  // running max of " + m + " before the chunk");
     }
     // The model allows the skip only where it is sound (perfmodel/cost.cpp, skip_is_sound).
-    std::string causal_q = cost.causal_active_fraction < 1 && cost.causal_x == a ? cost.causal_q : "";
+    // The softmax form's causal skip (kernel_shape.cpp: nothing written past the diagonal). A
+    // flash_bwd kernel's skip stores zeros there instead (flash_bwd_causal_skip): the loop nest
+    // computes those tiles, whose values are the same zeros.
+    const bool bwd_skip = cost.spec && cost.spec->flash_bwd && !cost.spec->flash_bwd->skip.empty();
+    std::string causal_q = cost.causal_active_fraction < 1 && cost.causal_x == a && !bwd_skip ? cost.causal_q : "";
 
     for (int pass = 1; pass <= passes; ++pass) {
       auto outside = subst_;  // temporaries of the loop body are local to it

@@ -8,21 +8,11 @@
 #include <set>
 
 #include "diagrams/graph_view.hpp"
+#include "lower/flash_form.hpp"
 
 namespace napkin {
 
 namespace {
-
-/** The contraction nodes of `e` into `cons`; false when `e` has any other non-element-wise node. */
-bool elementwise_but_contractions(const Expr& e, std::vector<const Expr*>& cons) {
-  bool ok = true;
-  walk(e, [&](const Expr& n) {
-    if (n.kind != Expr::Kind::apply) return;
-    if (n.op == Op::contract) cons.push_back(&n);
-    else if (!is_elementwise(n.op) && !is_positional(n.op)) ok = false;
-  });
-  return ok;
-}
 
 bool same_set(AxisList a, AxisList b) {
   std::sort(a.begin(), a.end());

@@ -10,9 +10,6 @@
 
 namespace napkin {
 
-namespace {
-
-/** Whether `e` is element-wise apart from the contraction nodes it collects into `cons`. */
 bool elementwise_but_contractions(const Expr& e, std::vector<const Expr*>& cons) {
   bool ok = true;
   walk(e, [&](const Expr& n) {
@@ -22,6 +19,8 @@ bool elementwise_but_contractions(const Expr& e, std::vector<const Expr*>& cons)
   });
   return ok;
 }
+
+namespace {
 
 const Statement* kernel_statement(const Diagram& d, const KernelShape& k, const std::string& name) {
   return contains(k.statements, name) ? d.find_statement(name) : nullptr;

@@ -48,6 +48,10 @@ struct FlashForm {
   std::string x_note;                  ///< how the schedule treats x
 };
 
+/** Whether `e` is element-wise (positional index maps included) apart from its contraction
+ *  nodes, which it appends to `cons` (pre-order). Shared by the flash and flash_bwd forms. */
+bool elementwise_but_contractions(const Expr& e, std::vector<const Expr*>& cons);
+
 /** Reads kernel `k` of `d` as the flash form (above) on `hw`: the kernel stores one statement; its
  *  statements other than O are element-wise over the score's axes (structurally: no name of a
  *  diagram or array matters); tiles multiples of 16; Q and K stored with d_qk innermost. 16-bit
