@@ -119,6 +119,7 @@ class Searcher {
         ++done;
       }
     }
+    reprice_on_searched(r);
     name_kernels(r);
     r.cost = total_of(r.kernels);
     r.candidates_scored = 0;
@@ -160,6 +161,7 @@ class Searcher {
       r.schedule.kernels.push_back(choices_[c].plan);
       r.kernels.push_back(choices_[c]);
     }
+    reprice_on_searched(r);
     name_kernels(r);
     r.cost = total_of(r.kernels);
     r.candidates_scored = scored_;
@@ -543,17 +545,20 @@ class Searcher {
     return best;
   }
 
-  /** Names the kernels; where they were priced on kernel views (not the exact regime), prices
-   *  them again on the searched diagram, so that their specs point into a diagram that outlives
-   *  the search (the views are gone) at the same price. */
+  /** Where the kernels were priced on kernel views (not the exact regime), prices them again on
+   *  the searched diagram, so that their specs point into a diagram that outlives the search (the
+   *  views are gone) at the same price. Only the chosen kernels: once per schedule. */
+  void reprice_on_searched(SearchResult& r) {
+    if (exact_) return;
+    for (auto& k : r.kernels) {
+      Schedule one;
+      one.diagram = d_.name;
+      one.kernels = {k.plan};
+      k.cost = cost_kernel(p_, d_, weave_, one, 0, sizes_, hw_, opt_);
+    }
+  }
+
   void name_kernels(SearchResult& r) {
-    if (!exact_)
-      for (auto& k : r.kernels) {
-        Schedule one;
-        one.diagram = d_.name;
-        one.kernels = {k.plan};
-        k.cost = cost_kernel(p_, d_, weave_, one, 0, sizes_, hw_, opt_);
-      }
     std::map<std::string, int> used;
     for (std::size_t k = 0; k < r.schedule.kernels.size(); ++k) {
       auto fused = r.schedule.kernels[k].fused();

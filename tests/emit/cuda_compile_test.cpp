@@ -17,12 +17,6 @@ using namespace napkin::test;
 
 namespace {
 
-std::size_t count(const std::string& s, const std::string& what) {
-  std::size_t n = 0;
-  for (std::size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
-  return n;
-}
-
 /** nvcc -ptx for `arch`; REQUIREs success and returns the PTX. */
 std::string ptx_of(const std::string& cu, const std::string& arch, const std::string& dir) {
   const std::string ptx = dir + "/" + arch + ".ptx";

@@ -22,12 +22,6 @@ using namespace napkin::test;
 
 namespace {
 
-std::size_t count(const std::string& s, const std::string& what) {
-  std::size_t n = 0;
-  for (std::size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
-  return n;
-}
-
 const KernelChoice* flash_bwd_kernel(const Derivation& dv) {
   const KernelChoice* found = nullptr;
   for (const auto& kc : dv.chosen.kernels)

@@ -17,16 +17,6 @@
 using namespace napkin;
 using namespace napkin::test;
 
-namespace {
-
-std::size_t count(const std::string& s, const std::string& what) {
-  std::size_t n = 0;
-  for (std::size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
-  return n;
-}
-
-}  // namespace
-
 TEST_CASE("flash form: score chains, no normaliser and d_qk != d_v lower to one flash kernel with wgmma, and compile", "[emit][cuda]") {
   Hardware hw = load_hardware("h100");
   struct Case {

@@ -14,14 +14,6 @@
 using namespace napkin;
 using namespace napkin::test;
 
-namespace {
-std::size_t count(const std::string& s, const std::string& what) {
-  std::size_t n = 0;
-  for (std::size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
-  return n;
-}
-}  // namespace
-
 TEST_CASE("DOT of each bundled diagram matches its golden file and its SVG has every node and wire", "[golden][render]") {
   for (const auto& path : library_files()) {
     INFO(path);

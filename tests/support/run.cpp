@@ -41,6 +41,12 @@ std::string slurp(const std::string& path) {
   return ss.str();
 }
 
+std::size_t count(const std::string& s, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+
 std::vector<std::string> library_files() {
   std::vector<std::string> out;
   for (const auto& e : std::filesystem::directory_iterator(std::string(NAPKIN_SOURCE_DIR) + "/diagrams/library"))

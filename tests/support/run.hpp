@@ -21,6 +21,8 @@ RunResult run_napkin(const std::string& args);
 /** Runs a shell command line with stderr merged into stdout. */
 RunResult run_shell(const std::string& command);
 std::string slurp(const std::string& path);
+/** Occurrences of `what` in `s` (overlapping ones included). */
+std::size_t count(const std::string& s, const std::string& what);
 /** Bundled diagrams: every .napkin file of diagrams/library, sorted. */
 std::vector<std::string> library_files();
 /** A loaded and verified diagram (the last of its file) with its resolved sizes. */
