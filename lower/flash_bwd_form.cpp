@@ -252,6 +252,31 @@ std::int64_t flash_bwd_smem_bytes(const FlashBwdForm& f) {
   return elems * 2;
 }
 
+std::int64_t flash_bwd_wgmma_smem_bytes(const FlashBwdForm& f) {
+  std::int64_t bytes = 0;
+  for (const auto& o : f.operands) bytes += (o.streamed ? 2 * f.TQ : f.TX) * o.width * 2;
+  for (const auto& t : f.tiles)
+    if (t.staged) bytes += (t.x_inner ? f.TQ * (f.TX + 8) : f.TX * (f.TQ + 8)) * 2;
+  return (bytes + 7) / 8 * 8 + 8 * 8 + 1024;
+}
+
+bool flash_bwd_wgmma_fits(const FlashBwdForm& f, const Diagram& d, const Hardware& hw, std::string& why) {
+  if (!hw.wgmma || !hw.tma) return why = hw.name + " has no wgmma and TMA", false;
+  if (!hw.warpgroup_mma(f.dtype)) return why = "no warpgroup MMA for " + std::string(dtype_name(f.dtype)), false;
+  if ((f.warps != 4 && f.warps != 8) || f.TX != 16 * f.warps) return why = "T_X not 64 rows per consumer warpgroup (4 or 8 warps)", false;
+  if (f.TQ % 16 != 0 || f.TQ > 256) return why = "T_Q not a multiple of 16 up to 256", false;
+  for (const auto& o : f.operands)
+    if (o.width % 64 != 0) return why = "the width of " + o.array + " is not a multiple of 64 (whole 128-byte swizzle rows)", false;
+  for (const auto& o : f.outputs)
+    if (o.E > 256) return why = "the width of " + o.out->name + " is over 256 (wgmma's N)", false;
+  for (const auto& o : f.operands)
+    if (d.array_axes(o.array)->size() > 5) return why = o.array + " has more than 5 axes (TMA's limit)", false;
+  if (flash_bwd_registers(f) > 240)
+    return why = "the accumulators and tiles need " + std::to_string(flash_bwd_registers(f)) + " registers per thread, over a consumer's 240", false;
+  if (static_cast<double>(flash_bwd_wgmma_smem_bytes(f)) > hw.smem_max_per_block_bytes) return why = "the tiles and two stages do not fit SMEM", false;
+  return true;
+}
+
 int flash_bwd_registers(const FlashBwdForm& f) {
   const std::int64_t mt = f.TX / (16 * f.warps);
   std::int64_t regs = 40 + mt * 4 + f.live_tiles * mt * (f.TQ / 8) * 4;

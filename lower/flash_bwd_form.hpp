@@ -103,6 +103,20 @@ void flash_bwd_causal_skip(FlashBwdForm& f, const KernelShape& k);
  *  staged tile statement (BwdTile::staged: its coalesced store), all of the operand dtype. */
 std::int64_t flash_bwd_smem_bytes(const FlashBwdForm& f);
 
+/** SMEM bytes per block of the wgmma path (emit/cuda/flash_bwd_wgmma.cpp): the resident tiles
+ *  and two stages of the streamed chunks unpadded (128-byte swizzled TMA boxes), the staging
+ *  tiles as on mma.sync, 8 mbarriers and 1024 bytes to align the swizzle atoms. */
+std::int64_t flash_bwd_wgmma_smem_bytes(const FlashBwdForm& f);
+
+/** Whether the sm_90a path (wgmma on TMA, FlashAttention-3's backward: Shah et al. 2024 §3) can
+ *  run kernel `f` of `d` on `hw`: wgmma and TMA on `hw` with a warpgroup MMA for the dtype; one
+ *  or two consumer warpgroups of 64 rows of X each (T_X = 16 x warps, warps 4 or 8); T_Q a
+ *  multiple of 16 up to 256 (the tile contractions' N); every operand's width a multiple of 64
+ *  (whole 128-byte swizzle rows) and the outputs' up to 256 (their N); at most 5 axes per operand
+ *  (TMA); the registers (flash_bwd_registers) within the 240 a consumer gets (setmaxnreg); the
+ *  SMEM (flash_bwd_wgmma_smem_bytes) within the block's. False with `why` set otherwise. */
+bool flash_bwd_wgmma_fits(const FlashBwdForm& f, const Diagram& d, const Hardware& hw, std::string& why);
+
 /** Registers per thread the emitted kernel needs, estimated: the outputs' fp32 accumulators
  *  (T_X / warps rows x E each, 32 threads a warp), live_tiles fp32 tiles of T_X / warps x T_Q,
  *  one 16-bit A fragment tile row, plus 40 for indices and addresses (an estimate to calibrate

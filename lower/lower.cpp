@@ -183,7 +183,18 @@ KernelSpec lower_kernel(const Program& p, const Diagram& d, const std::vector<St
     s.mma_sync = *hw.warp_mma(s.flash_bwd->dtype);
     s.stages = 2;
     s.smem_bytes = flash_bwd_smem_bytes(*s.flash_bwd);
-    s.why_no_wgmma = "the flash_bwd form has the mma.sync path only";
+    std::vector<std::string> operands;
+    for (const auto& o : s.flash_bwd->operands) operands.push_back(o.array);
+    std::string why_wgmma;
+    if (flash_bwd_wgmma_fits(*s.flash_bwd, d, hw, why_wgmma)) why_wgmma = tma_stride_problem(d, s.shape, operands, opt);
+    s.wgmma = why_wgmma.empty();
+    if (s.wgmma) {
+      s.wgmma_mma = *hw.warpgroup_mma(s.flash_bwd->dtype);
+      s.wgmma_stages = 2;
+      s.wgmma_smem_bytes = flash_bwd_wgmma_smem_bytes(*s.flash_bwd);
+    } else {
+      s.why_no_wgmma = why_wgmma;
+    }
     if (!s.flash_bwd->skip.empty()) {  // the model prices the chunks that run (flash_bwd_causal_skip)
       s.shape.causal_active_fraction = s.flash_bwd->active_fraction;
       s.shape.causal_x = s.flash_bwd->Q;

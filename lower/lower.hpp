@@ -19,7 +19,7 @@
  *  - flash_bwd: tile statements over a grouped axis X and a streamed axis Q (contractions of an
  *           array resident per block with one streamed per chunk, element-wise maps) feeding
  *           outputs accumulated over Q (FlashAttention-2's backward: flash_bwd_form.hpp), on
- *           mma.sync with cp.async (no wgmma path yet: why_no_wgmma says so);
+ *           mma.sync with cp.async and, where flash_bwd_wgmma_fits, wgmma on TMA (sm_90a);
  *  - rows:  one normaliser (softmax, layernorm, rmsnorm) of element-wise arguments: warps per row;
  *  - simt:  anything else: one kernel per statement, one thread per element, reductions as loops
  *           (no tensor cores, intermediates through global memory). `declined` says why the

@@ -289,7 +289,7 @@ class KernelModel {
     const int threads = c_.warps * 32;
     c_.registers_per_thread = flash_bwd_registers(f);
     c_.register_bytes = static_cast<double>(c_.registers_per_thread) * 4 * threads;
-    c_.smem_resident_bytes = static_cast<double>(spec_.smem_bytes);
+    c_.smem_resident_bytes = static_cast<double>(spec_.wgmma ? spec_.wgmma_smem_bytes : spec_.smem_bytes);
     const std::int64_t regs_rounded = (std::int64_t{c_.registers_per_thread} + 7) / 8 * 8;
     int bps = hw_.max_blocks_per_sm;
     bps = static_cast<int>(std::min<double>(bps, hw_.smem.capacity_bytes / (c_.smem_resident_bytes + kSmemReservedPerBlock)));
@@ -304,12 +304,15 @@ class KernelModel {
    *  warp reads its rows of the resident operand of every tile contraction (ldmatrix, all warps
    *  together the tile once) and the whole streamed chunk (every warp multiplies all of its
    *  columns); each accumulated output's operand chunk, by every warp; each stored tile is
-   *  written to its staging tile and read back once. Times blocks and the chunks that run (a
-   *  causal skip's share: flash_bwd_causal_skip). */
+   *  written to its staging tile and read back once. On the wgmma path (flash_bwd_wgmma.cpp)
+   *  the readers of a streamed chunk are the consumer warpgroups, not the warps (PTX ISA
+   *  9.7.15.5.1: an instruction reads all of B from SMEM for its m64 rows). Times blocks and the
+   *  chunks that run (a causal skip's share: flash_bwd_causal_skip). */
   double flash_bwd_smem_reads() const {
     const FlashBwdForm& f = *spec_.flash_bwd;
     auto width = [&](const std::string& a) { return static_cast<double>(f.operands.at(static_cast<std::size_t>(f.operand(a))).width); };
-    const double e = dtype_bits(f.dtype) / 8.0, TX = static_cast<double>(f.TX), TQ = static_cast<double>(f.TQ), W = f.warps;
+    const double e = dtype_bits(f.dtype) / 8.0, TX = static_cast<double>(f.TX), TQ = static_cast<double>(f.TQ);
+    const double W = c_.warpgroup_mma ? f.warps / 4 : f.warps;
     double per_chunk = 0;
     for (const auto& t : f.tiles) {
       if (t.node) per_chunk += (TX + W * TQ) * width(t.resident) * e;
@@ -495,6 +498,14 @@ class KernelModel {
     // Overlap needs warps to switch between: with fewer than kWarpsToHide resident warps per SM,
     // only that share of the shorter of memory and compute is hidden (an assumption to calibrate).
     double hidden = opt_.two_level ? 1.0 : std::min(1.0, c_.warps_per_sm / kWarpsToHide);
+    // On the wgmma path of a flash_bwd kernel (element-wise maps between its MMAs, each waited
+    // for), a lone consumer warpgroup leaves the tensor cores idle while it waits for its MMAs and
+    // maps their results: a second one fills those gaps (FlashAttention-3 §3.1). With one, nothing
+    // overlaps. Measured (H100, session 16, causal B4 H16 N4096 d128): one consumer 4673.5 us, two
+    // 2795.5 us for the same chunks. The forward's one-consumer flash kernels are not measured
+    // apart, so the rule is not applied to them.
+    const bool lone_consumer = !opt_.two_level && c_.warpgroup_mma && spec_.strategy == Strategy::flash_bwd && c_.warps / 4 < 2;
+    if (lone_consumer) hidden = 0;
     c_.t_total = (pipelined ? std::max(memory, compute_t) + (1 - hidden) * std::min(memory, compute_t) : memory + compute_t) +
                  c_.t_epilogue + c_.t_launch;
     std::vector<std::pair<double, const char*>> terms{{c_.t_hbm, "HBM bandwidth"},   {c_.t_l2, "L2->SMEM bandwidth"},
@@ -502,6 +513,7 @@ class KernelModel {
                                                       {c_.t_fp32, "FP32 units"},     {c_.t_sfu, "special-function units (exp)"}};
     c_.bound = std::max_element(terms.begin(), terms.end())->second;
     if (compute_t > memory && std::max({c_.t_tensor, c_.t_fp32, c_.t_sfu}) < 0.7 * compute_t) c_.bound = "compute (tensor + FP32 + SFU, not overlapped)";
+    if (lone_consumer) c_.bound += "; one consumer warpgroup: memory and compute do not overlap (FlashAttention-3 §3.1)";
   }
 
   /** Clusters of `size` blocks along `axis`: the operand tiles that do not vary along it cross

@@ -68,13 +68,14 @@ std::string wgmma_function(const MmaShape& m, int n, bool a_in_registers, std::s
     return s;
   }
   if (!a_in_registers) {
-    s += "/** " + ptx + " (from the hardware description's [[mma]] table): D += A B, A and B in SMEM. */\n";
+    s += "/** " + ptx + " (from the hardware description's [[mma]] table): D += A B, A and B in SMEM; with scale_d = 0,\n";
+    s += " *  D = A B (PTX ISA 9.7.15.5.2: D is not read, so it needs no initialisation by other instructions). */\n";
     s += "template <int TA, int TB>\n";
-    s += "__device__ __forceinline__ void " + name + "(float (&d)[" + r + "], uint64_t desc_a, uint64_t desc_b) {\n";
+    s += "__device__ __forceinline__ void " + name + "(float (&d)[" + r + "], uint64_t desc_a, uint64_t desc_b, int scale_d = 1) {\n";
     s += "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, " + op(2) + ", 0;\\n\"\n";
     s += "               \"" + ptx + " {" + d + "}, " + op(0) + ", " + op(1) + ", p, 1, 1, " + op(3) + ", " + op(4) + ";\\n}\\n\"\n";
     s += "               : " + outs + "\n";
-    s += "               : \"l\"(desc_a), \"l\"(desc_b), \"r\"(1), \"n\"(TA), \"n\"(TB));\n}\n";
+    s += "               : \"l\"(desc_a), \"l\"(desc_b), \"r\"(scale_d), \"n\"(TA), \"n\"(TB));\n}\n";
     return s;
   }
   if (dtype_bits(m.dtype) == 8) {  // no transpose immediate for 8-bit types (PTX ISA 9.7.15.5.1): B K-major

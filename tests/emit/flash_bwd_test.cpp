@@ -1,8 +1,8 @@
 // The flash_bwd form (lower/flash_bwd_form.hpp; issue 16, part 2): attention's backward from
 // `napkin grad` derives one fused kernel of the score tiles (S, P, dP, dS) with an accumulated
 // gradient, found by the stream closures of the partition search (derive/partition.hpp), lowered
-// to flash_bwd and emitted as mma.sync CUDA that compiles for sm_80 and sm_90a (where nvcc is
-// found); FlashAttention-2's own layout (keys grouped, dK and dV accumulated, dS stored for dQ)
+// to flash_bwd and emitted as mma.sync CUDA that compiles for sm_80 and sm_90a, with its sm_90a
+// wgmma variant compiled to SASS without serialised wgmma (where nvcc is found); FlashAttention-2's own layout (keys grouped, dK and dV accumulated, dS stored for dQ)
 // written as a schedule lowers to it too. The device runs (correctness against the fp32 GPU
 // reference and the fp64 evaluator, timings) are in docs/benchmarks.md, session 15.
 #include <catch2/catch.hpp>
@@ -63,6 +63,10 @@ TEST_CASE("flash_bwd: attention's backward derives one fused score-tile kernel, 
       if (k.cost.spec->strategy == Strategy::simt) CHECK(std::find(k.cost.statements.begin(), k.cost.statements.end(), "dS") == k.cost.statements.end());
     const std::string text = emit_cuda(*l.program, *l.diagram, dv, hw);
     CHECK(count(text, "// strategy flash_bwd") == 1);
+    // the sm_90a variant (wgmma on TMA, flash_bwd_wgmma.cpp) wherever lowering grants it, and at
+    // the benchmark shape it must (two consumer warpgroups of 64 rows of X, widths of 128)
+    if (i == 0) CHECK(kc->cost.spec->wgmma);
+    CHECK(count(text, "// wgmma variant (sm_90a): warpgroup 0 loads the resident tiles") == (kc->cost.spec->wgmma ? 1 : 0));
     if (!nvcc) continue;
     const std::string cu = dir + "/bwd" + std::to_string(i) + ".cu";
     std::ofstream(cu) << text;
@@ -74,6 +78,15 @@ TEST_CASE("flash_bwd: attention's backward derives one fused score-tile kernel, 
       CHECK(slurp(cu + ".log").find("warning") == std::string::npos);
       CHECK(count(slurp(ptx), "mma.sync.aligned.m16n8k16") > 0);
     }
+    if (!kc->cost.spec->wgmma) continue;
+    // to SASS for sm_90a: ptxas must not serialise the wgmma (its warning C7513, "Potential
+    // Performance Loss"), which it does when a wgmma's input registers are defined while one is
+    // in flight
+    const std::string cmd = std::string(NAPKIN_NVCC) + " -std=c++17 -O3 -cubin -arch=sm_90a -o " + cu + ".cubin " + cu + " > " + cu + ".sass.log 2>&1";
+    INFO(cmd << "\n" << slurp(cu + ".sass.log"));
+    REQUIRE(std::system(cmd.c_str()) == 0);
+    CHECK(slurp(cu + ".sass.log").find("warning") == std::string::npos);
+    CHECK(slurp(cu + ".sass.log").find("Performance Loss") == std::string::npos);
   }
   std::filesystem::remove_all(dir);
 }

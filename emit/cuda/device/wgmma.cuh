@@ -26,6 +26,16 @@ template <int N> __device__ __forceinline__ void fence_regs(float (&r)[N]) {
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
 }
+/** Keeps 16-bit A fragments that an in-flight wgmma reads from registers live (their registers
+ *  not reused) up to this point, after the wgmma_wait that covers it. A use, not a definition:
+ *  a definition of a wgmma's input registers while a wgmma is in flight makes ptxas serialise
+ *  the warpgroup's wgmma (its warning C7513). */
+template <int N, int M> __device__ __forceinline__ void keep_live(const uint32_t (&r)[N][M]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int j = 0; j < M; ++j) asm volatile("" ::"r"(r[i][j]) : "memory");
+}
 /** Orders this thread's generic-proxy writes of SMEM before later async-proxy reads of it (wgmma
  *  operands, TMA stores; PTX ISA 9.7.13.5, fence.proxy.async): needed when threads, not TMA,
  *  fill a wgmma operand. */

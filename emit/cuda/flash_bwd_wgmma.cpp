@@ -1,0 +1,246 @@
+// The sm_90a variant of the flash_bwd kernel (contract: flash_bwd_parts.hpp): wgmma on TMA, as
+// FlashAttention-3 runs its backward (Shah et al. 2024, §3; warp specialisation §3.1).
+// Warpgroup 0 is the producer: one thread loads the resident operands' tiles once and streams
+// the streamed operands' chunks of Q by TMA, 128-byte swizzled boxes of 64 columns, into a
+// two-stage ring guarded by full/empty mbarriers. Each consumer warpgroup owns 64 rows of X.
+// Per chunk it issues every tile contraction at once (S^T = K Q^T: wgmma.m64n<T_Q>k16, the
+// resident rows as A and the streamed chunk as B, both K-major in SMEM), then in dataflow order
+// waits for each, runs its element-wise map on the accumulator (the m16n8 layout of the mma.sync
+// path: the maps, stores and epilogue are shared), and feeds each accumulated output from
+// registers (dV += P^T dO: the tile repacked to 16 bits as wgmma's A operand, the chunk as an
+// N-major B: one TMA box serves as K-major B of the tile contractions and N-major B of the
+// outputs). Stored tiles go through the mma.sync path's SMEM staging, each consumer warpgroup
+// its own rows, synchronised by its own named barrier (the producer has left; the other
+// warpgroup runs on).
+#include "emit/cuda/flash_bwd_parts.hpp"
+#include "emit/cuda/preamble.hpp"
+
+namespace napkin::cuda::bwd {
+
+namespace {
+
+/** `name`[MT][N / 8][4] (MT = 1) seen as the float[N / 2] accumulator of a wgmma m64nN. */
+std::string acc_view(const std::string& name, const std::string& n_cols) {
+  return "*reinterpret_cast<float (*)[" + n_cols + " / 2]>(&" + name + "[0][0][0])";
+}
+
+/** The wgmma atoms of the kernel: one SS wrapper of N = T_Q for the tile contractions, one RS
+ *  wrapper per distinct output width E. */
+struct BwdAtoms {
+  std::string functions, tile_fn;
+  std::map<std::int64_t, std::string> out_fn;
+};
+
+BwdAtoms atoms(const BwdKernel& b) {
+  BwdAtoms a;
+  a.functions = wgmma_function(b.mma, static_cast<int>(b.f.TQ), false, a.tile_fn);
+  for (const auto& o : b.f.outputs)
+    if (!a.out_fn.count(o.E)) a.functions += wgmma_function(b.mma, static_cast<int>(o.E), true, a.out_fn[o.E]);
+  return a;
+}
+
+/** Namespace `wg` opened, the atoms, the roles and the SMEM layout (bytes): the resident tiles
+ *  [W / 64 boxes][T_X rows][64], two stages of each streamed chunk [W / 64][T_Q][64], the staging
+ *  tiles (as on mma.sync), the mbarriers; the kernel (taking the operands' tensor maps) opened. */
+void wg_head(const BwdKernel& b, const BwdAtoms& at) {
+  Code& k = b.k;
+  const FlashBwdForm& f = b.f;
+  k.line("// wgmma variant (sm_90a): warpgroup 0 loads the resident tiles once and streams the chunks of " + f.Q + " by TMA (2-stage ring); " +
+         n(f.warps / 4) + " consumer warpgroup(s) x 64 rows of " + f.X);
+  k.line("// tile contractions on wgmma with both operands in SMEM; accumulated outputs on wgmma with the tile from registers");
+  k.open("namespace wg");
+  k.text += at.functions;
+  k.line("constexpr int CONSUMERS = WARPS / 4, THREADS = (CONSUMERS + 1) * 128;");
+  std::string off = "0", res = "0", chunk = "0";
+  for (const auto& o : f.operands) {
+    const std::string B = "B_" + o.array, rows = o.streamed ? "T_Q" : "T_X";
+    k.line("constexpr int " + B + " = " + rows + " * W_" + o.array + " * static_cast<int>(sizeof(T)), OFF_" + o.array + " = " + off + ";  // " +
+           (o.streamed ? "streamed, 2 stages x " : "resident ") + "[W / 64][" + rows + "][64], 128-byte swizzled: " + o.array);
+    off = "OFF_" + o.array + " + " + (o.streamed ? "2 * " : "") + B;
+    (o.streamed ? chunk : res) += " + " + B;
+  }
+  for (const auto& t : f.tiles)
+    if (t.staged) {
+      const std::string rows = t.x_inner ? "T_Q" : "T_X";
+      k.line("constexpr int OFF_ST_" + t.s->name + " = " + off + ";  // staging [" + rows + "][P_ST_" + t.s->name + "] of " + t.s->name);
+      off = "OFF_ST_" + t.s->name + " + " + rows + " * P_ST_" + t.s->name + " * static_cast<int>(sizeof(T))";
+    }
+  k.line("constexpr int OFF_BAR = (" + off + " + 7) / 8 * 8;");
+  k.line("[[maybe_unused]] constexpr int RES_BYTES = " + res + ", CHUNK_BYTES = " + chunk + ";  // bytes each TMA phase brings");
+  k.line("constexpr size_t SMEM_BYTES = OFF_BAR + 8 * sizeof(uint64_t) + 1024;  // + alignment");
+  std::string maps;
+  for (const auto& o : f.operands) maps += ", const __grid_constant__ CUtensorMap tm_" + o.array;
+  k.line("__global__ void __launch_bounds__(THREADS, 1) kernel(const Args a" + maps + ") {");
+  ++k.indent;
+  k.line("#if defined(__CUDA_ARCH_FEAT_SM90_ALL)");
+  b.c.declare_sizes(k);
+  k.line("extern __shared__ __align__(1024) unsigned char smem_raw[];");
+  k.line("unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) / 1024 * 1024);");
+  k.line("uint64_t* bar = reinterpret_cast<uint64_t*>(smem + OFF_BAR);");
+  k.line("uint64_t *res_full = bar, *full = bar + 1, *empty = bar + 3;");
+}
+
+/** The barriers' initialisation and the producer warpgroup: the resident boxes once, then per
+ *  chunk of the tile's range its stage (once the consumers released it) and its boxes. */
+void producer(const BwdKernel& b) {
+  Code& k = b.k;
+  const FlashBwdForm& f = b.f;
+  k.open("if (threadIdx.x == 0)");
+  k.line("napkin::mbar_init(res_full, 1);");
+  k.line("for (int s = 0; s < 2; ++s) napkin::mbar_init(&full[s], 1), napkin::mbar_init(&empty[s], CONSUMERS * 128);");
+  k.line("napkin::mbar_init_fence();");
+  k.close();
+  k.line("__syncthreads();");
+  k.open("if (threadIdx.x / 128 == 0)");
+  k.line("// producer warpgroup");
+  k.line("napkin::setmaxnreg_dec<24>();");
+  k.line("if (threadIdx.x != 0) return;");
+  k.line("napkin::mbar_expect_tx(res_full, RES_BYTES);");
+  for (const auto& o : f.operands)
+    if (!o.streamed)
+      k.line("for (int j = 0; j < W_" + o.array + " / 64; ++j) napkin::tma_load(smem + OFF_" + o.array + " + j * T_X * 128, &tm_" + o.array +
+             ", res_full, j * 64, static_cast<int>(o_" + f.X + ")" + tma_batch_coords(b.c, o.array, o.rows, o.cols) + ");");
+  k.open("for (int64_t kc = kc_begin; kc < kc_end; ++kc)");
+  k.line("const int64_t ic = kc - kc_begin;");
+  k.line("const int s = static_cast<int>(ic % 2);");
+  k.line("if (ic >= 2) napkin::mbar_wait(&empty[s], static_cast<unsigned>((ic / 2 - 1) & 1));");
+  k.line("napkin::mbar_expect_tx(&full[s], CHUNK_BYTES);");
+  for (const auto& o : f.operands)
+    if (o.streamed)
+      k.line("for (int j = 0; j < W_" + o.array + " / 64; ++j) napkin::tma_load(smem + OFF_" + o.array + " + s * B_" + o.array + " + j * T_Q * 128, &tm_" +
+             o.array + ", &full[s], j * 64, static_cast<int>(kc * T_Q)" + tma_batch_coords(b.c, o.array, o.rows, o.cols) + ");");
+  k.close();
+  k.line("return;");
+  k.close();
+}
+
+/** Issues every tile contraction of the chunk, one commit group each (dataflow order). */
+void issue_tiles(const BwdKernel& b, const BwdAtoms& at) {
+  Code& k = b.k;
+  const FlashBwdForm& f = b.f;
+  // The contractions' tiles are not zeroed: their first k step overwrites them (scale_d = 0).
+  bool any = false;
+  for (const auto& t : f.tiles) {
+    k.line("float t_" + t.s->name + "[MT][T_Q / 8][4]" + (t.node ? "" : " = {}") + ";  // registers: " + t.s->name + " (transposed)");
+    any |= t.node != nullptr;
+  }
+  if (!any) return;
+  k.line("napkin::wgmma_fence();");
+  for (const auto& t : f.tiles) {
+    if (!t.node) continue;
+    const std::string &R = t.resident, &C = t.streamed;
+    k.line("// contract(" + R + ", " + C + "; " + t.c + "): " + t.s->name + "^T = " + R + " " + C + "^T, both K-major in SMEM");
+    k.line("#pragma unroll");
+    k.line("for (int kk = 0; kk < W_" + R + "; kk += 16)");
+    k.line("  " + at.tile_fn + "<0, 0>(" + acc_view("t_" + t.s->name, "T_Q") + ", napkin::smem_desc(smem + OFF_" + R +
+           " + (kk / 64) * T_X * 128 + cw * 64 * 128 + (kk % 64) * static_cast<int>(sizeof(T)), 16, 1024),");
+    k.line("      napkin::smem_desc(smem + OFF_" + C + " + s * B_" + C + " + (kk / 64) * T_Q * 128 + (kk % 64) * static_cast<int>(sizeof(T)), 16, 1024), kk > 0);");
+    k.line("napkin::wgmma_commit();");
+  }
+}
+
+/** Output `o` += tile^T-contraction on wgmma: the tile packed to 16 bits as A fragments (kept
+ *  live until the chunk's last wait), the streamed chunk as an N-major B (transposed). */
+void accumulate(const BwdKernel& b, const BwdAtoms& at, const BwdOutput& o) {
+  Code& k = b.k;
+  const std::string t = "t_" + o.tile, pa = "pa_" + o.out->name, acc = acc_view("acc_" + o.out->name, n(o.E)), C = o.operand;
+  k.line("// " + o.out->name + " += contract(" + o.tile + ", " + C + "; " + b.f.Q + "): the tile from registers as A, " + C + " N-major as B");
+  k.line("#pragma unroll");
+  k.open("for (int nt = 0; nt < T_Q / 8; ++nt)");
+  k.line(pa + "[nt / 2][(nt % 2) * 2] = napkin::pack2<T>(" + t + "[0][nt][0], " + t + "[0][nt][1]);");
+  k.line(pa + "[nt / 2][(nt % 2) * 2 + 1] = napkin::pack2<T>(" + t + "[0][nt][2], " + t + "[0][nt][3]);");
+  k.close();
+  k.line("napkin::fence_regs(" + acc + ");");
+  k.line("napkin::wgmma_fence();");
+  k.line("#pragma unroll");
+  k.line("for (int kk = 0; kk < T_Q / 16; ++kk)");
+  k.line("  " + at.out_fn.at(o.E) + "<1>(" + acc + ", " + pa + "[kk], napkin::smem_desc(smem + OFF_" + C + " + s * B_" + C + " + kk * 16 * 128, T_Q * 128, 1024));");
+  k.line("napkin::wgmma_commit();");
+}
+
+/** After the wait for a chunk's outputs: their accumulators fenced (no access moved across the
+ *  wait), their A fragments kept live to here, and the chunk's stage released to the producer.
+ *  (Deferring this wait to the next chunk, after its tile contractions are issued, made ptxas
+ *  serialise the wgmma: C7513.) */
+void release(const BwdKernel& b) {
+  Code& k = b.k;
+  for (const auto& o : b.f.outputs) {
+    k.line("napkin::fence_regs(" + acc_view("acc_" + o.out->name, n(o.E)) + ");");
+    k.line("napkin::keep_live(pa_" + o.out->name + ");");
+  }
+  k.line("napkin::mbar_arrive(&empty[s]);");
+}
+
+/** The consumers' stream loop: per chunk of the range, its stage's wait, the tile contractions
+ *  issued, then per tile in dataflow order its wait, map, outputs and store; at the end the
+ *  outputs' wgmma are waited for and the stage released. */
+void consumer_stream(const BwdKernel& b, const BwdAtoms& at) {
+  Code& k = b.k;
+  const FlashBwdForm& f = b.f;
+  const Broadcasts bc = broadcasts(b);
+  load_rows(b, bc);
+  zero_skipped(b);
+  k.line("napkin::mbar_wait(res_full, 0);");
+  k.open("for (int64_t kc = kc_begin; kc < kc_end; ++kc)");
+  k.line("const int64_t ic = kc - kc_begin;");
+  k.line("const int s = static_cast<int>(ic % 2);");
+  k.line("napkin::mbar_wait(&full[s], static_cast<unsigned>((ic / 2) & 1));");
+  k.line("const int64_t q0 = kc * T_Q;");
+  k.line("const int n_q = static_cast<int>(min(int64_t{T_Q}, N_" + f.Q + " - q0));");
+  k.line("const bool interior = n_x == T_X && n_q == T_Q;  // every index the maps read in range");
+  load_cols(b, bc);
+  for (const auto& o : f.outputs)
+    k.line("uint32_t pa_" + o.out->name + "[T_Q / 16][4];  // registers: " + o.tile + " in 16 bits, A fragments of " + o.out->name + " (live until its wgmma is done)");
+  issue_tiles(b, at);
+  int pending = 0;  // commit groups issued after the next tile contraction's
+  for (const auto& t : f.tiles) pending += t.node ? 1 : 0;
+  bool first_store = true;
+  for (const auto& t : f.tiles) {
+    if (t.node) {
+      --pending;
+      k.line("napkin::wgmma_wait<" + n(pending) + ">();  // " + t.s->name + "'s contraction is done");
+      k.line("napkin::fence_regs(" + acc_view("t_" + t.s->name, "T_Q") + ");");
+    }
+    tile_map(b, t);
+    for (const auto& o : f.outputs)
+      if (o.tile == t.s->name) accumulate(b, at, o), ++pending;
+    if (t.stored)  // each consumer warpgroup stages and copies out its own 64 rows of X: no wait for the other
+      store_tile(b, t, {"static_cast<int>(threadIdx.x % 128)", "128", "cw * 64", "64", "napkin::named_sync(1 + cw, 128);", first_store}), first_store = false;
+  }
+  k.line("napkin::wgmma_wait<0>();  // this chunk's outputs are done: their reads of its stage too");
+  release(b);
+  k.close();
+}
+
+}  // namespace
+
+KernelEmit flash_bwd_wgmma_variant(Context& c, const KernelChoice& kc, const std::string& fallback) {
+  const KernelSpec& spec = *kc.cost.spec;
+  const FlashBwdForm& f = *spec.flash_bwd;
+  NAPKIN_ASSERT(spec.wgmma && spec.wgmma_mma) << "the flash_bwd wgmma variant needs the spec's wgmma path (lower.cpp)";
+  Code k;
+  const BwdKernel b{c, kc, f, *spec.wgmma_mma, k};
+  const BwdAtoms at = atoms(b);
+  wg_head(b, at);
+  grid_and_chunks(b);
+  producer(b);
+  k.line("// consumer warpgroups: rows cw * 64 .. cw * 64 + 63 of the tile; warp numbers the consumer warps");
+  k.line("napkin::setmaxnreg_inc<240>();");
+  k.line("const int cw = threadIdx.x / 128 - 1, warp = threadIdx.x / 32 - 4, lane = threadIdx.x % 32;");
+  accumulators(b);
+  store_flags(b);
+  consumer_stream(b, at);
+  epilogue(b);
+  k.line("#endif");
+  --k.indent;
+  k.line("}");
+  k.close("  // namespace wg");
+  std::vector<TmaOperand> ops;
+  for (const auto& o : f.operands) ops.push_back({o.array, o.cols, o.rows, 64, static_cast<std::uint32_t>(o.streamed ? f.TQ : f.TX)});
+  KernelEmit r;
+  r.device_code = k.text;
+  r.launch_code = tma_launch(c, kernel_ns(kc.plan.name), ops, f.dtype, fallback);
+  return r;
+}
+
+}  // namespace napkin::cuda::bwd
