@@ -14,6 +14,8 @@
  *  - flash_bwd: tiles over a grouped axis and a streamed one feeding accumulated outputs
  *           (FlashAttention-2's backward, flash_bwd.cpp): tiles transposed in mma.sync fragments,
  *           repacked as the A operand of the outputs' MMAs; stored tiles through SMEM staging;
+ *           with the spec's wgmma path also an sm_90a variant (flash_bwd_wgmma.cpp: a producer
+ *           warpgroup streaming by TMA, consumer warpgroups of 64 rows on wgmma);
  *  - rows:  a normaliser (softmax, layernorm, rmsnorm) along an axis kept whole or streamed: one
  *           warp (or several) per row, statistics reduced with shuffles, then the map;
  *  - simt:  anything else, and reference mode: one thread per output element, reductions as loops.
