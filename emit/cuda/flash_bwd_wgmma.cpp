@@ -90,11 +90,7 @@ void producer(const BwdKernel& b) {
   k.line("for (int s = 0; s < 2; ++s) napkin::mbar_init(&full[s], 1), napkin::mbar_init(&empty[s], CONSUMERS * 128);");
   k.line("napkin::mbar_init_fence();");
   k.close();
-  k.line("__syncthreads();");
-  k.open("if (threadIdx.x / 128 == 0)");
-  k.line("// producer warpgroup");
-  k.line("napkin::setmaxnreg_dec<24>();");
-  k.line("if (threadIdx.x != 0) return;");
+  producer_warpgroup_begin(k);
   k.line("napkin::mbar_expect_tx(res_full, RES_BYTES);");
   for (const auto& o : f.operands)
     if (!o.streamed)

@@ -286,6 +286,11 @@ void flash_cp_async_next_v(Code& k);
  *  reused once the consumers' arrivals empty it; the producer returns. Needs the tensor maps
  *  tm_<Q>, tm_<K>, tm_<V>, the batch indices and `chunks`. */
 void flash_tma_ring(Code& k, Context& c, const FlashForm& f);
+/** After thread 0 initialised a warp-specialised kernel's mbarriers: the block's barrier, then
+ *  warpgroup 0 (the producer) opened, its registers given up (setmaxnreg.dec to 24, PTX ISA
+ *  9.7.17.1) and all of its threads but thread 0 returned. The caller emits thread 0's loads and
+ *  closes the block. */
+void producer_warpgroup_begin(Code& k);
 
 // ---- the gemm's TMA staging (render_tma.cpp) ----
 

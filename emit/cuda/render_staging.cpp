@@ -127,6 +127,14 @@ void flash_cp_async_next_v(Code& k) {
   k.line("napkin::cp_async_commit();");
 }
 
+void producer_warpgroup_begin(Code& k) {
+  k.line("__syncthreads();");
+  k.open("if (threadIdx.x / 128 == 0)");
+  k.line("// producer warpgroup");
+  k.line("napkin::setmaxnreg_dec<24>();");
+  k.line("if (threadIdx.x != 0) return;");
+}
+
 void flash_tma_ring(Code& k, Context& c, const FlashForm& f) {
   const std::string &M = f.M, &x = f.x;
   k.open("if (threadIdx.x == 0)");
@@ -134,11 +142,7 @@ void flash_tma_ring(Code& k, Context& c, const FlashForm& f) {
   k.line("for (int s = 0; s < 2; ++s) napkin::mbar_init(&k_full[s], 1), napkin::mbar_init(&v_full[s], 1), napkin::mbar_init(&k_empty[s], CONSUMERS * 128), napkin::mbar_init(&v_empty[s], CONSUMERS * 128);");
   k.line("napkin::mbar_init_fence();");
   k.close();
-  k.line("__syncthreads();");
-  k.open("if (threadIdx.x / 128 == 0)");
-  k.line("// producer warpgroup");
-  k.line("napkin::setmaxnreg_dec<24>();");
-  k.line("if (threadIdx.x != 0) return;");
+  producer_warpgroup_begin(k);
   const std::string qb = tma_batch_coords(c, f.Qn, M, f.dk), kb = tma_batch_coords(c, f.Kn, x, f.dk), vb = tma_batch_coords(c, f.Vn, x, f.dv);
   const std::string row = std::to_string(flash_swizzle_row_elems(f));  // elements per 128-byte swizzle row: one TMA box's columns
   k.line("napkin::mbar_expect_tx(q_full, Q_BYTES);");
