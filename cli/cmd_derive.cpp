@@ -51,7 +51,7 @@ void print_cost_table(const SearchResult& r, const Hardware& hw) {
     if (c.t_epilogue > 0) row("epilogue stores", human_bytes(c.t_epilogue * hw.hbm.bandwidth_bytes_per_s), c.t_epilogue, "outputs written after the main loop, not overlapped");
     if (c.t_latency > 0)
       row("HBM latency", fmt::format("{:.2g} us/round", (hw.hbm_loaded_latency_s > 0 ? hw.hbm_loaded_latency_s : hw.hbm_latency_s) * 1e6), c.t_latency,
-          "dependent rounds of loads per resident team of warps, both walks over each row (perfmodel/rows_cost.hpp)");
+          "dependent rounds of loads per resident team, every walk over each row (perfmodel/rows_cost.hpp)");
     row("predicted", fmt::format("{} blocks", c.blocks), c.t_total,
         fmt::format("bound: {}; {} warps/SM; wave efficiency {:.0f}%{}", c.bound, c.warps_per_sm, c.wave_efficiency * 100,
                     c.causal_active_fraction < 1 ? fmt::format("; causal: {:.1f}% of tiles computed", c.causal_active_fraction * 100) : ""));

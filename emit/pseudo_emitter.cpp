@@ -97,7 +97,10 @@ class PseudoEmitter {
       simt_body(kc);
     } else {
       if (spec && spec->strategy == Strategy::rows) {
-        line("# rows: a team of warps walks each row (the normalised axis), coalesced; statistics combined by warp shuffles");
+        const RowsForm& f = *spec->rows;
+        const std::string team = f.team_lanes < 32 ? std::to_string(f.team_lanes) + " lanes" : std::to_string(f.team_warps) + " warp(s)";
+        line("# rows: a team of " + team + " walks each row along " + f.axis + ", coalesced; statistics combined by warp shuffles" +
+             (f.reduction ? "; one walk, the reduction's value stored once per row" : "; a second walk applies the map"));
         line("# no tensor-core strategy: " + spec->declined);
       }
       schedule_body(kc);

@@ -39,10 +39,14 @@ std::optional<RowsForm> analyse_rows(const Diagram& d, const KernelShape& k, con
   if (k.statements.size() != 1) return why = "more than one statement", std::nullopt;
   const Statement& st = *d.find_statement(k.statements[0]);
   const Expr& e = *st.expr;
-  if (e.kind != Expr::Kind::apply || (e.op != Op::softmax && e.op != Op::layernorm && e.op != Op::rmsnorm)) return why = "not a normaliser", std::nullopt;
+  const bool normaliser = e.kind == Expr::Kind::apply && (e.op == Op::softmax || e.op == Op::layernorm || e.op == Op::rmsnorm);
+  const bool reduction = e.kind == Expr::Kind::apply && (e.op == Op::sum || e.op == Op::max || e.op == Op::mean);
+  if (!normaliser && !reduction) return why = "not a normaliser or a reduction", std::nullopt;
+  if (reduction && e.axes.size() != 1) return why = "a reduction over more than one axis", std::nullopt;
   for (const auto& a : e.args)
-    if (!elementwise_tree(*a)) return why = "the normaliser's arguments are not element-wise", std::nullopt;
+    if (!elementwise_tree(*a)) return why = "the arguments are not element-wise", std::nullopt;
   RowsForm r;
+  r.reduction = reduction;
   r.statement = st.name;
   r.axis = e.axes[0];
   r.extent = sizes.at(r.axis);
@@ -59,10 +63,17 @@ std::optional<RowsForm> analyse_rows(const Diagram& d, const KernelShape& k, con
   r.statistics = walk_of(d, {&*e.args[0]}, r.axis, opt);
   std::vector<const Expr*> all;
   for (const auto& a : e.args) all.push_back(&*a);
-  r.map = walk_of(d, all, r.axis, opt);
-  r.map.stores = true;
-  r.vector_output = dtype_bits(storage_dtype(d, st.name, opt)) == 16 && st.axes.back() == r.axis;
-  r.vector = r.extent % 8 == 0 && (!r.map.vector_arrays.empty() || r.vector_output);
+  if (!reduction) {
+    r.map = walk_of(d, all, r.axis, opt);
+    r.map.stores = true;
+    r.vector_output = dtype_bits(storage_dtype(d, st.name, opt)) == 16 && st.axes.back() == r.axis;
+  }
+  const RowsWalk& widest = reduction ? r.statistics : r.map;
+  r.vector = r.extent % 8 == 0 && (!widest.vector_arrays.empty() || r.vector_output);
+  if (r.team_warps == 1) {  // the fewest lanes (a power of two) whose accesses cover the row
+    const std::int64_t accesses = (r.extent + (r.vector ? 7 : 0)) / (r.vector ? 8 : 1);
+    while (r.team_lanes > 1 && r.team_lanes / 2 >= accesses) r.team_lanes /= 2;
+  }
   r.registers = 32 + (r.vector ? 4 * r.unroll : 0);
   r.smem_bytes = std::int64_t{r.warps} * 3 * 4;
   const std::int64_t regs_per_block = std::int64_t{(r.registers + 7) / 8 * 8} * r.threads();

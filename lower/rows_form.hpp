@@ -1,9 +1,13 @@
 /** \file rows_form.hpp
  *  The rows form of a kernel and the launch shape lowering gives it: one statement
- *  `Y = norm(args; a)` (softmax, layernorm, rmsnorm) of element-wise arguments. Every other axis
- *  of Y is a row; a thread block takes `rows_per_block` rows and its warps form teams of
- *  `team_warps` warps, each team walking one row at a time with coalesced accesses: a first walk
- *  gathers the lemma's statistics, a second applies the map and stores Y. On the vector path (the
+ *  `Y = norm(args; a)` (softmax, layernorm, rmsnorm) or `Y = red(arg; a)` (sum, max, mean over one
+ *  axis) of element-wise arguments. Every other axis is a row; a thread block takes
+ *  `rows_per_block` rows and its warps form teams, each team walking one row at a time with
+ *  coalesced accesses: a first walk gathers the lemma's statistics (a reduction: its value), a
+ *  second applies the map and stores Y (a reduction has none: one lane stores the value). A team
+ *  is `team_warps` warps, or, where one warp is more than a row needs (the row's accesses fit
+ *  fewer lanes), `team_lanes` lanes of one warp: a warp then walks 32 / team_lanes rows at once,
+ *  so short rows (attention's D = rowsum(dO * O) over d = 128) keep every lane loading. On the vector path (the
  *  normalised axis innermost in a 16-bit array, its extent a multiple of 8) each lane moves 8
  *  elements per 16-byte access with `unroll` accesses in flight; otherwise one element per step.
  *  Read by the model (perfmodel/rows_cost.hpp) and rendered by emit/cuda/rows.cpp: what one
@@ -38,6 +42,10 @@ struct RowsForm {
   std::int64_t blocks = 0;         ///< ceil(rows_total / rows_per_block)
   int warps = 4;                   ///< per thread block (the schedule's)
   int team_warps = 1;              ///< warps walking one row together: warps / rows_per_block when that divides, else 1
+  /** Lanes walking one row together where team_warps is 1: the fewest (a power of two, at most
+   *  32) whose accesses (8 elements each on the vector path, else 1) cover the row; else 32. */
+  int team_lanes = 32;
+  bool reduction = false;          ///< Y = sum/max/mean(arg; axis): one walk, its value stored by the team's first lane
   int unroll = 4;                  ///< 16-byte accesses in flight per lane on the vector path
   bool vector = false;             ///< the vector path at these sizes (pointers' 16-byte alignment is checked at run time)
   bool vector_output = false;      ///< Y is 16-bit with the axis innermost: stored 8 elements per 16-byte access
@@ -51,14 +59,16 @@ struct RowsForm {
   std::int64_t smem_bytes = 0;     ///< the cross-warp merge: WARPS x 3 floats
 
   int threads() const { return warps * 32; }
-  int teams_per_block() const { return warps / team_warps; }
+  int teams_per_block() const { return warps / team_warps * (32 / team_lanes); }
+  int walks() const { return reduction ? 1 : 2; }
   /** Elements a team moves per round of one walk (one access per lane in flight, or `unroll`). */
-  std::int64_t elements_per_round() const { return std::int64_t{team_warps} * 32 * (vector ? 8 * unroll : 1); }
+  std::int64_t elements_per_round() const { return std::int64_t{team_warps} * team_lanes * (vector ? 8 * unroll : 1); }
   /** Dependent rounds of loads a team needs for one walk over a row. */
   std::int64_t rounds_per_walk() const { return (extent + elements_per_round() - 1) / elements_per_round(); }
 };
 
-/** The rows form of `k` (one statement of `d`, a normaliser of element-wise arguments) at `sizes`
+/** The rows form of `k` (one statement of `d`, a normaliser or a one-axis sum, max or mean of
+ *  element-wise arguments) at `sizes`
  *  on `hw`, or nullopt with the reason in `why`. Raises nothing. */
 std::optional<RowsForm> analyse_rows(const Diagram& d, const KernelShape& k, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt,
                                      std::string& why);

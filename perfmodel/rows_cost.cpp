@@ -35,7 +35,7 @@ RowsCost price_rows(const RowsForm& form, const Diagram& d, const SizeMap& sizes
   const double blocks_per_sm = std::min<double>(form.blocks_per_sm, static_cast<double>(form.blocks) / sms);
   const double teams_per_block = std::min<double>(form.teams_per_block(), static_cast<double>(form.rows_per_block));
   c.resident_teams = std::max(1.0, sms * blocks_per_sm * teams_per_block);
-  const double team_rounds = static_cast<double>(form.rows_total) * 2 * static_cast<double>(form.rounds_per_walk());
+  const double team_rounds = static_cast<double>(form.rows_total) * form.walks() * static_cast<double>(form.rounds_per_walk());
   c.rounds = team_rounds / c.resident_teams;
   const double mem_util = std::min(1.0, static_cast<double>(form.blocks) / sms);
   c.t_hbm = c.hbm_bytes / hw.hbm.bandwidth_bytes_per_s / mem_util;

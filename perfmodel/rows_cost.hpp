@@ -1,16 +1,17 @@
 /** \file rows_cost.hpp
  *  The price of a rows kernel as lowering shapes it (lower/rows_form.hpp) and emit/cuda/rows.cpp
- *  writes it: teams of warps walking rows twice (statistics, then the map).
+ *  writes it: teams of warps (or of lanes, for short rows) walking rows twice (statistics, then
+ *  the map), or once for a reduction.
  *
  *  - HBM bytes: every array the kernel reads once and Y written once (the second walk's re-read
  *    of a row is served by L2: ncu on RMSNorm 4096 x 4096 measured a 47% L2 hit rate, the second
  *    of two equal reads; hardware/measured/h100-2026-11-22-session9-rows-ncu.txt).
- *  - L2 bytes: both walks' loads.
+ *  - L2 bytes: the walks' loads.
  *  - Latency: a walk over a row is rounds_per_walk() dependent rounds of loads (each lane keeps one
  *    16-byte access per unroll step in flight, then consumes them). The rows' rounds are spread
  *    over the teams resident at once (blocks per SM from the form's registers and warps, or fewer
  *    where the grid does not fill the GPU), so the kernel takes
- *        t_latency = rows x (rounds of both walks) / resident teams x L
+ *        t_latency = rows x (rounds of the walks) / resident teams x L
  *    with L the hardware's loaded round-trip time (hbm.loaded_latency_s; the unloaded
  *    latency_s where it is not given). This is Little's law with one round in flight per team.
  *  - Time: max(HBM, L2, latency, compute) + launch: the terms overlap across teams.
@@ -28,7 +29,7 @@ namespace napkin {
 
 struct RowsCost {
   double hbm_bytes = 0, l2_bytes = 0;   ///< bytes, whole kernel
-  double rounds = 0;                    ///< dependent rounds of loads per resident team, both walks
+  double rounds = 0;                    ///< dependent rounds of loads per resident team, every walk
   double resident_teams = 0;            ///< teams in flight over the GPU (fractional: a partial wave)
   double t_hbm = 0, t_l2 = 0, t_latency = 0;  ///< seconds
 };

@@ -124,17 +124,21 @@ struct FlashLemma {
  *  cancellation when the mean is large); rmsnorm: count and sum of squares. Merged by plain
  *  addition (the max-rescaled sum for softmax). */
 struct RowsLemma {
-  /** `e`: the normaliser (softmax, layernorm or rmsnorm) along `e.axes[0]`. */
+  /** `e`: the normaliser (softmax, layernorm or rmsnorm) or the reduction (sum, max, mean) along
+   *  `e.axes[0]`. */
   RowsLemma(Context& c, const Expr& e);
+  /** Whether `e` is a reduction: one walk, and map() is its value (no `v`). */
+  bool reduction() const;
   /** Declares the statistics (layernorm: and the shift, the row's first element). */
   void init(Code& k) const;
   /** Per element of the first walk, with its argument in `v`. */
   void update(Code& k) const;
-  /** Reduces the statistics over the warp, then over the team of TEAM_WARPS warps of a row. */
+  /** Reduces the statistics over the team's TEAM_LANES lanes, then over its TEAM_WARPS warps. */
   void merge(Code& k) const;
   /** From the statistics to what the map needs (inv_l; mean and inv). */
   void finalise(Code& k) const;
-  /** The output element, from `v`, `w` and `bias` (the normaliser's arguments in order). */
+  /** The output element, from `v`, `w` and `bias` (the normaliser's arguments in order); a
+   *  reduction's value. */
   std::string map() const;
 
  private:

@@ -91,7 +91,13 @@ std::string FlashLemma::finalise_note() const { return softmax_ ? "O / l (normal
 
 RowsLemma::RowsLemma(Context& c, const Expr& e) : c_(c), e_(e) {}
 
+bool RowsLemma::reduction() const { return e_.op == Op::sum || e_.op == Op::max || e_.op == Op::mean; }
+
 void RowsLemma::init(Code& k) const {
+  if (reduction()) {
+    k.line(e_.op == Op::max ? "float m = -INFINITY;  // the running max (max-monoid)" : "float s1 = 0.0f;  // the running sum (associative sum, paper §3.1)");
+    return;
+  }
   if (e_.op == Op::softmax) {
     k.line("float m = -INFINITY, l = 0.0f;  // online max and sum (paper §4, one pass)");
     return;
@@ -105,6 +111,10 @@ void RowsLemma::init(Code& k) const {
 }
 
 void RowsLemma::update(Code& k) const {
+  if (reduction()) {
+    k.line(e_.op == Op::max ? "m = fmaxf(m, v);" : "s1 += v;");
+    return;
+  }
   if (e_.op == Op::softmax) {
     k.line("if (v > m) { l = l * (m == -INFINITY ? 0.0f : __expf(m - v)); m = v; }");
     k.line("l += v == -INFINITY ? 0.0f : __expf(v - m);");
@@ -116,7 +126,21 @@ void RowsLemma::update(Code& k) const {
 
 void RowsLemma::merge(Code& k) const {
   const bool softmax = e_.op == Op::softmax;
-  k.open("for (int o = 16; o > 0; o /= 2)");
+  k.line("// over the lanes of one team: an aligned power-of-two group of the warp");
+  k.open("for (int o = TEAM_LANES / 2; o > 0; o /= 2)");
+  if (reduction()) {
+    k.line(e_.op == Op::max ? "m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));" : "s1 += __shfl_xor_sync(0xffffffffu, s1, o);");
+    k.close();
+    k.open("if (TEAM_WARPS > 1)");
+    k.line(std::string("if (lane == 0) stats_smem[warp][0] = ") + (e_.op == Op::max ? "m" : "s1") + ";");
+    k.line("__syncthreads();");
+    k.line("const int first = warp / TEAM_WARPS * TEAM_WARPS;");
+    if (e_.op == Op::max) k.line("m = -INFINITY; for (int w = 0; w < TEAM_WARPS; ++w) m = fmaxf(m, stats_smem[first + w][0]);");
+    else k.line("s1 = 0.0f; for (int w = 0; w < TEAM_WARPS; ++w) s1 += stats_smem[first + w][0];");
+    k.line("__syncthreads();");
+    k.close();
+    return;
+  }
   if (softmax) {
     k.line("const float m2 = __shfl_xor_sync(0xffffffffu, m, o), l2 = __shfl_xor_sync(0xffffffffu, l, o);");
     k.line("const float mm = fmaxf(m, m2);");
@@ -147,6 +171,7 @@ void RowsLemma::merge(Code& k) const {
 }
 
 void RowsLemma::finalise(Code& k) const {
+  if (reduction()) return;
   if (e_.op == Op::softmax) {
     k.line("const float inv_l = l > 0.0f ? 1.0f / l : " + std::string(kNanF) + ";  // l = 0: a row masked throughout, NaN as in the fp64 evaluator");
     return;
@@ -161,6 +186,9 @@ void RowsLemma::finalise(Code& k) const {
 }
 
 std::string RowsLemma::map() const {
+  if (e_.op == Op::max) return "m";
+  if (e_.op == Op::sum) return "s1";
+  if (e_.op == Op::mean) return "s1 / static_cast<float>(N_" + e_.axes[0] + ")";
   if (e_.op == Op::softmax) return "(m == -INFINITY ? " + std::string(kNanF) + " : __expf(v - m) * inv_l)";  // a row masked throughout: NaN
   std::string y = e_.op == Op::layernorm ? "(v - mean) * inv" : "v * inv";
   if (e_.args.size() > 1) y += " * w";

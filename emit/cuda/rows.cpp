@@ -1,7 +1,8 @@
-// Strategy rows: one statement `Y = norm(args; a)` (softmax, layernorm, rmsnorm) whose arguments
-// are element-wise, `a` whole in the block or streamed (`stream a by s twice`: statistics, then
+// Strategy rows: one statement `Y = norm(args; a)` (softmax, layernorm, rmsnorm) or `Y = red(arg;
+// a)` (sum, max, mean: one walk, no map) whose arguments are element-wise, `a` whole in the block or streamed (`stream a by s twice`: statistics, then
 // the map). Contract: see strategies.hpp. Rows (every other axis) are grouped ROWS per block;
-// a team of TEAM_WARPS warps (WARPS / ROWS, at least 1) walks each row with coalesced accesses,
+// a team of TEAM_WARPS warps (WARPS / ROWS, at least 1), or of TEAM_LANES lanes where a row needs
+// fewer than a warp's accesses, walks each row with coalesced accesses,
 // keeping per-thread statistics (online max and sum for softmax; count, sum and sum of squares
 // for the norms, shifted by the row's first element for layernorm) that warp shuffles (and SMEM across warps) combine; a second walk writes the output.
 // Where the normalised axis is innermost and contiguous (16-bit arrays, N % 8 == 0, 16-byte
@@ -34,7 +35,8 @@ struct RowsKernel {
 void vector_path(RowsKernel& r, const RowsForm& form) {
   // Reference mode (the GPU's fp32 check, not priced) stores every array in fp32: no 16-byte path.
   if (r.c.options().reference) return;
-  r.vec_arrays.insert(form.map.vector_arrays.begin(), form.map.vector_arrays.end());
+  const RowsWalk& widest = form.reduction ? form.statistics : form.map;  // the map's arrays include the statistics'
+  r.vec_arrays.insert(widest.vector_arrays.begin(), widest.vector_arrays.end());
   r.vec_out = form.vector_output;
   r.has_vec = !r.vec_arrays.empty() || r.vec_out;
   if (!r.has_vec) return;
@@ -118,6 +120,10 @@ void row_body(RowsKernel& r) {
     lemma.update(r.k);
   }, "");
   lemma.merge(r.k);
+  if (lemma.reduction()) {
+    r.k.line("if (live && t == 0) a." + r.st.name + "[" + r.c.index(r.st.name) + "] = napkin::from_f<" + r.c.ctype_of(r.st.name) + ">(" + lemma.map() + ");");
+    return;
+  }
   lemma.finalise(r.k);
   r.k.line("if (!live) continue;");
   std::vector<const Expr*> roots;
@@ -146,11 +152,14 @@ KernelEmit emit_rows(Context& c, const KernelChoice& kc) {
   const std::string ns = kernel_ns(kc.plan.name);
   Code k;
   k.line(describe_plan(kc.plan));
-  k.line("// strategy rows: " + std::string(op_name(e.op)) + " along " + ax + "; " + std::to_string(R) + " rows per block, " + std::to_string(team) +
-         " warp(s) per row; pass 1 statistics, pass 2 the map (the second read of the row is served by L1/L2)");
+  const std::string per_row = form.team_lanes < 32 ? std::to_string(form.team_lanes) + " lanes" : std::to_string(team) + " warp(s)";
+  k.line("// strategy rows: " + std::string(op_name(e.op)) + " along " + ax + "; " + std::to_string(R) + " rows per block, " + per_row + " per row; " +
+         (form.reduction ? std::string("one pass, the team's first lane stores the value")
+                         : std::string("pass 1 statistics, pass 2 the map (the second read of the row is served by L1/L2)")));
   k.open("namespace " + ns);
   k.line("constexpr int WARPS = " + std::to_string(warps) + ", THREADS = WARPS * 32, ROWS = " + std::to_string(R) + ", TEAM_WARPS = " + std::to_string(team) +
-         ", TEAM = TEAM_WARPS * 32;");
+         ", TEAM_LANES = " + std::to_string(form.team_lanes) + ", TEAM = TEAM_WARPS * TEAM_LANES;");
+  k.line("constexpr int TEAMS_PER_WARP = 32 / TEAM_LANES, TEAMS = WARPS / TEAM_WARPS * TEAMS_PER_WARP;  // teams of a block, rows walked at once");
   k.line("[[maybe_unused]] constexpr int U = " + std::to_string(form.unroll) + ";  // 16-byte accesses in flight per lane (the vector path)");
   k.line("// at most " + std::to_string(form.registers) + " registers per thread: " + std::to_string(form.blocks_per_sm) +
          " blocks per SM resident, as the model prices it (lower/rows_form.hpp)");
@@ -159,14 +168,16 @@ KernelEmit emit_rows(Context& c, const KernelChoice& kc) {
   ++k.indent;
   c.declare_sizes(k);
   k.line("__shared__ float stats_smem[WARPS][3];  // SMEM: each warp's statistics, merged across a team");
-  k.line("const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, t = (warp % TEAM_WARPS) * 32 + lane;");
+  k.line("const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, t = (warp % TEAM_WARPS) * 32 + lane % TEAM_LANES;");
   std::string total = "int64_t{1}";
   for (const auto& r : rows) total += " * N_" + r;
   k.line("const int64_t total_rows = " + total + ";");
-  k.open("for (int rr = warp / TEAM_WARPS; rr < ROWS; rr += WARPS / TEAM_WARPS)");
+  k.line("// every lane of a warp runs the same iterations (the shuffles name the whole warp); a team past the rows walks row 0 and stores nothing");
+  k.open("for (int rr0 = warp / TEAM_WARPS * TEAMS_PER_WARP; rr0 < ROWS; rr0 += TEAMS)");
+  k.line("const int rr = rr0 + lane / TEAM_LANES;");
   k.line("int64_t row = int64_t{blockIdx.x} * ROWS + rr;");
-  k.line("const bool live = row < total_rows;");
-  k.line("if (TEAM_WARPS == 1 && !live) break;");
+  k.line("const bool live = rr < ROWS && row < total_rows;");
+  k.line("if (TEAM_WARPS == 1 && !__any_sync(0xffffffffu, live)) break;");
   k.line("if (!live) row = 0;");
   decompose(k, "row", rows);
   RowsKernel rk{c, st, e, ax, {}, false, false, k};

@@ -115,6 +115,48 @@ TEST_CASE("a rows kernel is priced as lowering shapes it: rounds of loads over t
   CHECK(dv.chosen.kernels.at(0).cost.t_total <= t1.t_total * (1 + 1e-9));
 }
 
+TEST_CASE("a one-axis reduction is a rows kernel: one walk, short rows walked by teams of fewer lanes", "[derive][rows]") {
+  // attention backward's D = rowsum(dO * O) over d: a row of 128 bf16 is 16 accesses of 16 bytes.
+  const char* text =
+      "diagram row_sum\naxis b = 4\naxis q = 4096\naxis d = 128\nin A[b,q,d] : bf16\nin B[b,q,d] : bf16\n"
+      "D[b,q] = sum(A * B; d)\nout D : fp32\n";
+  const Hardware h100 = load_hardware("h100");
+  REQUIRE(h100.hbm_loaded_latency_s > 0);
+  auto priced = [&](std::int64_t d, int rows, int warps) {
+    Loaded l = load_text(text, {{"d", d}});
+    const std::string sched = "schedule v for row_sum\nkernel D\n  fuse D\n  group q by " + std::to_string(rows) + "\n  warps " + std::to_string(warps) + "\n";
+    SourceManager sm;
+    DiagnosticEngine diags;
+    auto s = parse_schedule(*sm.add("v.schedule", sched), diags);
+    REQUIRE(s);
+    auto checked = check_schedule(*l.program, *l.diagram, *s, l.sizes, h100, {}, diags);
+    INFO(diags.render());
+    REQUIRE(checked);
+    return checked->cost.kernels.at(0);
+  };
+  const KernelCost k128 = priced(128, 32, 4);
+  REQUIRE(k128.spec->rows);
+  const RowsForm& f = *k128.spec->rows;
+  CHECK(f.reduction);
+  CHECK(f.vector);
+  CHECK(f.team_warps == 1);
+  CHECK(f.team_lanes == 16);           // 128 / 8 accesses
+  CHECK(f.teams_per_block() == 8);     // 2 rows per warp at once
+  CHECK(f.walks() == 1);
+  CHECK(f.map.vector_arrays.empty());  // no second walk
+  // One round per row (16 lanes x 8 elements x U = 4 covers it), spread over the resident teams.
+  const double teams = static_cast<double>(h100.sm_count) * f.blocks_per_sm * 8;
+  CHECK(k128.t_latency == Approx(4.0 * 4096 / std::min(teams, h100.sm_count * (static_cast<double>(f.blocks) / h100.sm_count) * 8) *
+                                 h100.hbm_loaded_latency_s).epsilon(1e-9));
+  // Rows of 24 elements (3 accesses): teams of 4 lanes; of 12 (no 16-byte path): 16 lanes.
+  CHECK(priced(24, 32, 4).spec->rows->team_lanes == 4);
+  CHECK_FALSE(priced(12, 32, 4).spec->rows->vector);
+  CHECK(priced(12, 32, 4).spec->rows->team_lanes == 16);
+  // One row per block of 4 warps keeps the team of warps (the schedule's choice, priced as such).
+  CHECK(priced(128, 1, 4).spec->rows->team_warps == 4);
+  CHECK(priced(128, 1, 4).spec->rows->team_lanes == 32);
+}
+
 TEST_CASE("the wgmma GEMM stores through SMEM by TMA only where its ring keeps its stages", "[derive][lower]") {
   Loaded l = load("matmul.napkin");
   l.sizes["a"] = 8192;

@@ -2,7 +2,8 @@
 # GPU correctness sweep (CTest label gpu; run on the device, not in CI). Two phases:
 # 1. checks: `napkin bench` checks the emitted kernels against the fp32 GPU reference (and the fp64
 #    evaluator where small) over attention with d in {64, 128}, N in {128, 1000, 4096}, causal and
-#    not, GQA, matmuls whose sizes do not divide the tiles, bf16 and fp16, rows kernels, calls, and
+#    not, GQA, matmuls whose sizes do not divide the tiles, bf16 and fp16, rows kernels (normalisers
+#    and one-axis reductions), calls, and
 #    kernels that read mask and bias arrays (tests/gpu/*.napkin) at sizes that divide no tile, with
 #    d = 64, 96 (mma.sync flash), 128 and 256; cases tagged `.mma.sync` run with
 #    NAPKIN_NO_WGMMA=1, so the sm_80 variants of the Hopper kernels run too.
@@ -58,6 +59,13 @@ add rmsnorm-100x1000 "$lib/rmsnorm.napkin" --set t=100 --set m=1000
 # rows of a length that is not a multiple of 8: the scalar path of the rows kernel
 add softmax-50x5003 "$lib/softmax.napkin" --set t=50 --set v=5003
 add layernorm-100x1001 "$lib/layernorm.napkin" --set t=100 --set m=1001
+# one-axis reductions on the rows strategy: teams of 16, 4 and 8 lanes (short rows), of warps, the scalar path
+add rowsum-4x4096x128 "$gpu/row_sum.napkin" --set b=4 --set q=4096
+add rowsum-4x4001x24 "$gpu/row_sum.napkin" --set b=4 --set q=4001 --set d=24
+add rowsum-3x333x37 "$gpu/row_sum.napkin" --set d=37
+add rowmax-50000x40 "$gpu/row_max.napkin" --set t=50000
+add rowmax-777x1001 "$gpu/row_max.napkin" --set v=1001
+add rowmean-96x500 "$gpu/row_mean.napkin"
 # calls: the transformer block (Q scaled, see the file) runs its callees' kernels (RMSNorm mapped
 # over b, GQA, SwiGLU whose result the residual add reads from a buffer)
 add call-block "$gpu/call_block.napkin" --set b=2 --set s=96 --set m=256 --set g=2 --set r=2 --set d=64 --set f=384

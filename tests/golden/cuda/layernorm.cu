@@ -339,19 +339,22 @@ static int napkin_fail(const char* message) {
 // kernel Y: fuse Y; group t by 4; warps 4
 // strategy rows: layernorm along m; 4 rows per block, 1 warp(s) per row; pass 1 statistics, pass 2 the map (the second read of the row is served by L1/L2)
 namespace k_Y {
-  constexpr int WARPS = 4, THREADS = WARPS * 32, ROWS = 4, TEAM_WARPS = 1, TEAM = TEAM_WARPS * 32;
+  constexpr int WARPS = 4, THREADS = WARPS * 32, ROWS = 4, TEAM_WARPS = 1, TEAM_LANES = 32, TEAM = TEAM_WARPS * TEAM_LANES;
+  constexpr int TEAMS_PER_WARP = 32 / TEAM_LANES, TEAMS = WARPS / TEAM_WARPS * TEAMS_PER_WARP;  // teams of a block, rows walked at once
   [[maybe_unused]] constexpr int U = 4;  // 16-byte accesses in flight per lane (the vector path)
   // at most 48 registers per thread: 10 blocks per SM resident, as the model prices it (lower/rows_form.hpp)
 
   __global__ void __launch_bounds__(THREADS, 10) kernel(const Args a) {
     [[maybe_unused]] const int64_t N_t = a.N_t, N_m = a.N_m;
     __shared__ float stats_smem[WARPS][3];  // SMEM: each warp's statistics, merged across a team
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, t = (warp % TEAM_WARPS) * 32 + lane;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, t = (warp % TEAM_WARPS) * 32 + lane % TEAM_LANES;
     const int64_t total_rows = int64_t{1} * N_t;
-    for (int rr = warp / TEAM_WARPS; rr < ROWS; rr += WARPS / TEAM_WARPS) {
+    // every lane of a warp runs the same iterations (the shuffles name the whole warp); a team past the rows walks row 0 and stores nothing
+    for (int rr0 = warp / TEAM_WARPS * TEAMS_PER_WARP; rr0 < ROWS; rr0 += TEAMS) {
+      const int rr = rr0 + lane / TEAM_LANES;
       int64_t row = int64_t{blockIdx.x} * ROWS + rr;
-      const bool live = row < total_rows;
-      if (TEAM_WARPS == 1 && !live) break;
+      const bool live = rr < ROWS && row < total_rows;
+      if (TEAM_WARPS == 1 && !__any_sync(0xffffffffu, live)) break;
       if (!live) row = 0;
       const int64_t i_t = row % N_t;
       row /= N_t;
@@ -390,7 +393,8 @@ namespace k_Y {
           n += 1.0f; s1 += dv; s2 += dv * dv;
         }
       }
-      for (int o = 16; o > 0; o /= 2) {
+      // over the lanes of one team: an aligned power-of-two group of the warp
+      for (int o = TEAM_LANES / 2; o > 0; o /= 2) {
         n += __shfl_xor_sync(0xffffffffu, n, o), s1 += __shfl_xor_sync(0xffffffffu, s1, o), s2 += __shfl_xor_sync(0xffffffffu, s2, o);
       }
       if (TEAM_WARPS > 1) {
