@@ -233,6 +233,7 @@ std::optional<FlashBwdForm> analyse_flash_bwd(const Diagram& d, const KernelShap
   }
   f.warps = k.plan.warps();
   f.TX = *k.plan.group(f.X);
+  for (auto& t : f.tiles) t.swizzled = t.staged && (t.x_inner || f.TQ % 64 == 0);
   if (f.TX % (16 * f.warps) != 0 || f.TQ % 16 != 0) return why = "T_X not a multiple of 16 x warps, or T_Q of 16", std::nullopt;
   for (const auto& o : f.operands)
     if (o.width % 16 != 0) return why = "the width of " + o.array + " is not a multiple of 16", std::nullopt;
@@ -256,7 +257,7 @@ std::int64_t flash_bwd_wgmma_smem_bytes(const FlashBwdForm& f) {
   std::int64_t bytes = 0;
   for (const auto& o : f.operands) bytes += (o.streamed ? 2 * f.TQ : f.TX) * o.width * 2;
   for (const auto& t : f.tiles)
-    if (t.staged) bytes += (t.x_inner ? f.TQ * (f.TX + 8) : f.TX * (f.TQ + 8)) * 2;
+    if (t.staged) bytes += (t.swizzled ? f.TX * f.TQ : t.x_inner ? f.TQ * (f.TX + 8) : f.TX * (f.TQ + 8)) * 2;
   return (bytes + 7) / 8 * 8 + 8 * 8 + 1024;
 }
 

@@ -49,6 +49,15 @@ struct BwdTile {
    *  (`x_inner`: staging T_Q x (T_X + 8), the registers' tile transposed) or Q (T_X x (T_Q + 8))
    *  and its dtype is the operands'; else element by element from the registers. */
   bool staged = false, x_inner = false;
+  /** The wgmma path's staging (staged, and X innermost or T_Q a multiple of 64): 128-byte-swizzled
+   *  boxes of 64 elements of the inner axis, one set per consumer warpgroup for its 64 rows of X
+   *  (T_Q x 64 where X is innermost, T_Q / 64 boxes of 64 x 64 where Q is), the layout of a TMA
+   *  box. Else the mma.sync path's padded tile. */
+  bool swizzled = false;
+  /** Swizzled boxes stored by TMA, asynchronously: the copy-out leaves the warpgroup's critical
+   *  path, and the next chunk's staging waits only for the store's reads of SMEM (lower.cpp sets
+   *  it where the array's strides allow a tensor map). Else the warpgroup's threads copy them out. */
+  bool tma_store = false;
   std::vector<std::string> reads;  ///< the arrays its expression reads
 };
 
@@ -105,7 +114,8 @@ std::int64_t flash_bwd_smem_bytes(const FlashBwdForm& f);
 
 /** SMEM bytes per block of the wgmma path (emit/cuda/flash_bwd_wgmma.cpp): the resident tiles
  *  and two stages of the streamed chunks unpadded (128-byte swizzled TMA boxes), the staging
- *  tiles as on mma.sync, 8 mbarriers and 1024 bytes to align the swizzle atoms. */
+ *  tiles (BwdTile::swizzled: T_X x T_Q unpadded; else as on mma.sync), 8 mbarriers and 1024
+ *  bytes to align the swizzle atoms. */
 std::int64_t flash_bwd_wgmma_smem_bytes(const FlashBwdForm& f);
 
 /** Whether the sm_90a path (wgmma on TMA, FlashAttention-3's backward: Shah et al. 2024 §3) can

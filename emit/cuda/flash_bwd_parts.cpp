@@ -66,7 +66,7 @@ void accumulators(const BwdKernel& b) {
 void store_flags(const BwdKernel& b) {
   for (const auto& t : b.f.tiles)
     if (t.staged)  // rows of the innermost axis are contiguous: 16-byte stores where the array and that axis's extent allow
-      b.k.line("const bool vec_" + t.s->name + " = reinterpret_cast<uintptr_t>(a." + t.s->name + ") % 16 == 0 && N_" + t.s->axes.back() + " % 8 == 0;");
+      b.k.line("[[maybe_unused]] const bool vec_" + t.s->name + " = reinterpret_cast<uintptr_t>(a." + t.s->name + ") % 16 == 0 && N_" + t.s->axes.back() + " % 8 == 0;");
 }
 
 void tile_elements(const BwdKernel& b, const std::function<void()>& body) {

@@ -60,7 +60,13 @@ void wg_head(const BwdKernel& b, const BwdAtoms& at) {
     (o.streamed ? chunk : res) += " + " + B;
   }
   for (const auto& t : f.tiles)
-    if (t.staged) {
+    if (t.swizzled) {
+      const std::string name = t.s->name;
+      k.line("constexpr int ST_BYTES_" + name + " = T_Q * 64 * static_cast<int>(sizeof(T)), OFF_ST_" + name + " = " + off + ";  // staging of " + name +
+             ", per consumer warpgroup: " + (t.x_inner ? "[T_Q][64]" : "[T_Q / 64][64][64]") + ", 128-byte swizzled (a TMA box)");
+      k.line("static_assert(OFF_ST_" + name + " % 1024 == 0, \"swizzled staging aligned to the swizzle atom\");");
+      off = "OFF_ST_" + name + " + CONSUMERS * ST_BYTES_" + name;
+    } else if (t.staged) {
       const std::string rows = t.x_inner ? "T_Q" : "T_X";
       k.line("constexpr int OFF_ST_" + t.s->name + " = " + off + ";  // staging [" + rows + "][P_ST_" + t.s->name + "] of " + t.s->name);
       off = "OFF_ST_" + t.s->name + " + " + rows + " * P_ST_" + t.s->name + " * static_cast<int>(sizeof(T))";
@@ -70,6 +76,8 @@ void wg_head(const BwdKernel& b, const BwdAtoms& at) {
   k.line("constexpr size_t SMEM_BYTES = OFF_BAR + 8 * sizeof(uint64_t) + 1024;  // + alignment");
   std::string maps;
   for (const auto& o : f.operands) maps += ", const __grid_constant__ CUtensorMap tm_" + o.array;
+  for (const auto& t : f.tiles)
+    if (t.tma_store) maps += ", const __grid_constant__ CUtensorMap tm_" + t.s->name;
   k.line("__global__ void __launch_bounds__(THREADS, 1) kernel(const Args a" + maps + ") {");
   ++k.indent;
   k.line("#if defined(__CUDA_ARCH_FEAT_SM90_ALL)");
@@ -167,6 +175,72 @@ void release(const BwdKernel& b) {
   k.line("napkin::mbar_arrive(&empty[s]);");
 }
 
+/** Stored tile `t` (BwdTile::swizzled) from this consumer warpgroup: its 64 rows of X into its
+ *  128-byte-swizzled staging boxes (16-byte chunk c of row r at chunk c ^ (r % 8): the
+ *  registers' columns land in distinct banks), then one TMA store per box by one thread
+ *  (BwdTile::tma_store), or the warpgroup's threads copy the boxes out in 16-byte chunks. The staging is rewritten only once the previous chunk's store
+ *  has read it. Rows past N_X or N_Q are not written (TMA clips them; the copy skips them). */
+void store_swizzled(const BwdKernel& b, const BwdTile& t) {
+  Code& k = b.k;
+  const FlashBwdForm& f = b.f;
+  const std::string name = t.s->name, st = "st_" + name, X = f.X, Q = f.Q;
+  k.line("// " + name + " out: this warpgroup's rows of " + X + " into its swizzled staging, then " + (t.tma_store ? "by TMA (one thread)" : "copied out in 16-byte chunks"));
+  k.line("T* " + st + " = reinterpret_cast<T*>(smem + OFF_ST_" + name + " + cw * ST_BYTES_" + name + ");");
+  if (t.tma_store) k.line("if (threadIdx.x % 128 == 0) napkin::bulk_wait_read<0>();  // the previous chunk's store has read the staging");
+  k.line("napkin::named_sync(1 + cw, 128);  // ... and the previous copy-out is done");
+  // element (row, col) of a box of 64-element rows sits at row * 64 + ((col / 8) ^ (row % 8)) * 8 + col % 8;
+  // with the thread's element at row xl = (warp % 4) * 16 + lane / 4 + (e / 2) * 8 of X and column
+  // cq = nt * 8 + (lane % 4) * 2 + e % 2 of Q, the swizzle's operands are written so that the
+  // offsets are a few per-thread registers plus constants.
+  k.line("#pragma unroll");
+  k.open("for (int nt = 0; nt < T_Q / 8; ++nt)");
+  if (t.x_inner) {  // row cq, column xl: xl / 8 = (warp % 4) * 2 + e / 2, cq % 8 = (lane % 4) * 2 + e % 2
+    k.line("#pragma unroll");
+    k.line("for (int e = 0; e < 4; ++e) " + st + "[nt * 512 + ((lane % 4) * 2 + e % 2) * 64 + (((warp % 4) * 2 + e / 2) ^ ((lane % 4) * 2 + e % 2)) * 8 + lane / 4] = napkin::from_f<T>(t_" +
+           name + "[0][nt][e]);");
+  } else {  // row xl, column cq: (cq % 64) / 8 = nt % 8, xl % 8 = lane / 4; elements e, e + 1 adjacent
+    k.line("#pragma unroll");
+    k.line("for (int e = 0; e < 4; e += 2) *reinterpret_cast<uint32_t*>(&" + st + "[(nt / 8) * 4096 + ((warp % 4) * 16 + lane / 4 + (e / 2) * 8) * 64 + ((nt % 8) ^ (lane / 4)) * 8 + (lane % 4) * 2]) = napkin::pack2<T>(t_" +
+           name + "[0][nt][e], t_" + name + "[0][nt][e + 1]);");
+  }
+  k.close();
+  const std::string boxes = t.x_inner ? "1" : "T_Q / 64";
+  if (t.tma_store) {
+    k.line("napkin::fence_proxy_async();  // the staging writes before the TMA store's reads");
+    k.line("napkin::named_sync(1 + cw, 128);");
+    const std::string inner = t.x_inner ? "static_cast<int>(o_" + X + ") + cw * 64" : "static_cast<int>(q0) + j * 64";
+    const std::string outer = t.x_inner ? "static_cast<int>(q0)" : "static_cast<int>(o_" + X + ") + cw * 64";
+    k.open("if (threadIdx.x % 128 == 0)");
+    k.line("for (int j = 0; j < " + boxes + "; ++j) napkin::tma_store(&tm_" + name + ", " + st + " + j * 4096, " + inner + ", " + outer +
+           tma_batch_coords(b.c, name, t.x_inner ? Q : X, t.x_inner ? X : Q) + ");");
+    k.line("napkin::bulk_commit();");
+    k.close();
+    return;
+  }
+  k.line("napkin::named_sync(1 + cw, 128);");
+  // the threads' copy-out: chunk c of row r of box j
+  k.line("// T_Q x 64 elements, 8 per chunk");
+  k.open("for (int v = threadIdx.x % 128; v < T_Q * 8; v += 128)");
+  k.line("const int c = v % 8, r = v / 8 % " + std::string(t.x_inner ? "T_Q" : "64") + ", j = v / 8 / " + (t.x_inner ? "T_Q" : "64") + ";");
+  if (t.x_inner) {
+    k.line("const int xl = cw * 64 + c * 8;  // the chunk's first row of " + X + " in the tile");
+    k.line("const int64_t i_" + Q + " = q0 + r, i_" + X + " = o_" + X + " + xl;");
+    k.line("if (r >= n_q) continue;");
+    k.line("const int valid = n_x - xl;");
+  } else {
+    k.line("const int xl = cw * 64 + r;");
+    k.line("const int64_t i_" + X + " = o_" + X + " + xl, i_" + Q + " = q0 + j * 64 + c * 8;");
+    k.line("if (xl >= n_x) continue;");
+    k.line("const int valid = n_q - (j * 64 + c * 8);");
+  }
+  k.line("if (valid <= 0) continue;");
+  k.line("const T* src = " + st + " + j * 4096 + r * 64 + ((c ^ (r % 8)) * 8);");
+  k.line("T* dst = a." + name + " + " + b.c.index(name) + ";");
+  k.line("if (vec_" + name + " && valid >= 8) *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);");
+  k.line("else for (int i = 0; i < 8 && i < valid; ++i) dst[i] = src[i];");
+  k.close();
+}
+
 /** The consumers' stream loop: per chunk of the range, its stage's wait, the tile contractions
  *  issued, then per tile in dataflow order its wait, map, outputs and store; at the end the
  *  outputs' wgmma are waited for and the stage released. */
@@ -200,12 +274,18 @@ void consumer_stream(const BwdKernel& b, const BwdAtoms& at) {
     tile_map(b, t);
     for (const auto& o : f.outputs)
       if (o.tile == t.s->name) accumulate(b, at, o), ++pending;
-    if (t.stored)  // each consumer warpgroup stages and copies out its own 64 rows of X: no wait for the other
+    if (t.swizzled) store_swizzled(b, t);
+    else if (t.stored)  // each consumer warpgroup stages and copies out its own 64 rows of X: no wait for the other
       store_tile(b, t, {"static_cast<int>(threadIdx.x % 128)", "128", "cw * 64", "64", "napkin::named_sync(1 + cw, 128);", first_store}), first_store = false;
   }
   k.line("napkin::wgmma_wait<0>();  // this chunk's outputs are done: their reads of its stage too");
   release(b);
   k.close();
+  for (const auto& t : f.tiles)
+    if (t.tma_store) {
+      k.line("if (threadIdx.x % 128 == 0) napkin::bulk_wait<0>();  // the TMA stores are complete before the block's SMEM goes");
+      break;
+    }
 }
 
 }  // namespace
@@ -233,9 +313,16 @@ KernelEmit flash_bwd_wgmma_variant(Context& c, const KernelChoice& kc, const std
   k.close("  // namespace wg");
   std::vector<TmaOperand> ops;
   for (const auto& o : f.operands) ops.push_back({o.array, o.cols, o.rows, 64, static_cast<std::uint32_t>(o.streamed ? f.TQ : f.TX)});
+  bool any_tma_store = false;
+  for (const auto& t : f.tiles)
+    if (t.tma_store) {  // the boxes of the swizzled staging: 64 elements of the inner axis by T_Q rows of Q or 64 of X
+      ops.push_back({t.s->name, t.x_inner ? f.X : f.Q, t.x_inner ? f.Q : f.X, 64, static_cast<std::uint32_t>(t.x_inner ? f.TQ : 64)});
+      any_tma_store = true;
+    }
   KernelEmit r;
   r.device_code = k.text;
-  r.launch_code = tma_launch(c, kernel_ns(kc.plan.name), ops, f.dtype, fallback);
+  // With TMA stores turned off by the host (napkin::tma_store_enabled: compute-sanitizer's initcheck), the mma.sync variant runs.
+  r.launch_code = tma_launch(c, kernel_ns(kc.plan.name), ops, f.dtype, fallback, any_tma_store ? "napkin::tma_store_enabled()" : "true");
   return r;
 }
 

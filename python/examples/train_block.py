@@ -122,6 +122,26 @@ def train(name, block, weights, data, steps, lr, device):
     return losses, times
 
 
+def profile_step(name, block, weights, data, lr, top):
+    """One training step of `block` under torch.profiler: its `top` costliest GPU kernels (total
+    time, calls) and the step's GPU time, so that the gap between two blocks is found per kernel."""
+    from torch.profiler import ProfilerActivity, profile
+    opt = torch.optim.AdamW(weights, lr=lr, weight_decay=0.0)
+    x, target = data
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        opt.zero_grad(set_to_none=True)
+        loss = F.mse_loss(block(x, *weights).float(), target)
+        loss.backward()
+        opt.step()
+        torch.cuda.synchronize()
+    rows = [e for e in prof.key_averages() if getattr(e, "device_time_total", getattr(e, "cuda_time_total", 0)) > 0]
+    dev_time = lambda e: getattr(e, "device_time_total", getattr(e, "cuda_time_total", 0))  # noqa: E731
+    total = sum(dev_time(e) for e in rows)  # CUDA activity only: the rows are kernels, copies and fills
+    print(f"\nprofile of one {name} step: GPU kernels {total / 1e3:.2f} ms; the {top} costliest:")
+    for e in sorted(rows, key=dev_time, reverse=True)[:top]:
+        print(f"  {dev_time(e) / 1e3:8.3f} ms  {e.count:4d} x  {e.key[:110]}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--napkin", help="napkin CLI (default: $NAPKIN_BIN, PATH, build/cli/napkin)")
@@ -135,6 +155,8 @@ def main():
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--seq", type=int, default=2048)
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="after training, profile one step of each block and print its N costliest GPU kernels")
     args = ap.parse_args()
     b, s, m, g, r, d, f = args.batch, args.seq, 4096, 8, 4, 128, 14336
     if args.small:
@@ -173,6 +195,9 @@ def main():
     tn, te = statistics.median(nap_ms[skip:]), statistics.median(eag_ms[skip:])
     print(f"\nloss: napkin {nap_loss[0]:.5f} -> {nap_loss[-1]:.5f}, eager {eag_loss[0]:.5f} -> {eag_loss[-1]:.5f} "
           f"(largest relative gap between the two curves {max(abs(a - e) / abs(e) for a, e in zip(nap_loss, eag_loss)):.2e})")
+    if args.profile > 0 and dev.startswith("cuda"):
+        for name, blk, w in (("napkin", nap_block, nap_w), ("eager", eag_block, eag_w)):
+            profile_step(name, blk, w, (x, target), args.lr, args.profile)
     label = "torch.compile'd eager" if args.compile else "eager"
     print(f"training step, median of {len(nap_ms) - skip}: napkin {tn:.2f} ms, {label} PyTorch {te:.2f} ms: "
           f"napkin {te / tn:.2f}x {label}")

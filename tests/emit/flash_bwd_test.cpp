@@ -67,6 +67,17 @@ TEST_CASE("flash_bwd: attention's backward derives one fused score-tile kernel, 
     // the benchmark shape it must (two consumer warpgroups of 64 rows of X, widths of 128)
     if (i == 0) CHECK(kc->cost.spec->wgmma);
     CHECK(count(text, "// wgmma variant (sm_90a): warpgroup 0 loads the resident tiles") == (kc->cost.spec->wgmma ? 1 : 0));
+    // Stored tiles leave the wgmma path by TMA from swizzled staging where the array's strides
+    // allow a tensor map (4096 keys: yes; 77: a row of 154 bytes, copied out by the threads).
+    int tma_stored = 0;
+    for (const auto& t : f.tiles) {
+      CHECK(t.swizzled == (t.staged && (t.x_inner || f.TQ % 64 == 0)));
+      if (!kc->cost.spec->wgmma || !t.tma_store) continue;
+      ++tma_stored;
+      CHECK(count(text, "napkin::tma_store(&tm_" + t.s->name + ",") == 1);
+    }
+    if (i == 0) CHECK(tma_stored == 1);  // dS
+    if (i == 1) CHECK(tma_stored == 0);
     if (!nvcc) continue;
     const std::string cu = dir + "/bwd" + std::to_string(i) + ".cu";
     std::ofstream(cu) << text;

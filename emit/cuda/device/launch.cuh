@@ -22,7 +22,8 @@ static bool hopper_kernel(const void* kernel) {
   }
   return major == 9 && fa.binaryVersion == 90;
 }
-/** Whether GEMM epilogues may store through SMEM by TMA: true unless NAPKIN_NO_TMA_STORE is set
+/** Whether GEMM epilogues (and the flash_bwd kernels with TMA-stored tiles, else their mma.sync
+ *  variant runs) may store through SMEM by TMA: true unless NAPKIN_NO_TMA_STORE is set
  *  and not 0. compute-sanitizer's initcheck does not count TMA stores as initialising global
  *  memory (tests/gpu/initcheck_probe.cu: every TMA-written element read afterwards is reported,
  *  the values being right), so its runs take the direct-store epilogue. */
