@@ -66,6 +66,10 @@ add rowsum-3x333x37 "$gpu/row_sum.napkin" --set d=37
 add rowmax-50000x40 "$gpu/row_max.napkin" --set t=50000
 add rowmax-777x1001 "$gpu/row_max.napkin" --set v=1001
 add rowmean-96x500 "$gpu/row_mean.napkin"
+# normalisers over short rows: teams of 16 and 8 lanes (two walks), teams past the block's rows
+add softmax-20000x128 "$lib/softmax.napkin" --set t=20000 --set v=128
+add layernorm-20000x96 "$lib/layernorm.napkin" --set t=20000 --set m=96
+add rmsnorm-3001x40 "$lib/rmsnorm.napkin" --set t=3001 --set m=40
 # calls: the transformer block (Q scaled, see the file) runs its callees' kernels (RMSNorm mapped
 # over b, GQA, SwiGLU whose result the residual add reads from a buffer)
 add call-block "$gpu/call_block.napkin" --set b=2 --set s=96 --set m=256 --set g=2 --set r=2 --set d=64 --set f=384
