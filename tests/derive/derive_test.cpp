@@ -13,6 +13,17 @@ namespace {
 using Loaded = LoadedDiagram;
 Loaded load(const std::string& file) { return load_library(file); }
 bool has(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+/** The first kernel's cost under `schedule` (text) of `l` on `hw`, the schedule required to check. */
+KernelCost priced_by_schedule(const Loaded& l, const std::string& schedule, const Hardware& hw) {
+  SourceManager sm;
+  DiagnosticEngine diags;
+  auto s = parse_schedule(*sm.add("v.schedule", schedule), diags);
+  REQUIRE(s);
+  auto checked = check_schedule(*l.program, *l.diagram, *s, l.sizes, hw, {}, diags);
+  INFO(diags.render());
+  REQUIRE(checked);
+  return checked->cost.kernels.at(0);
+}
 }  // namespace
 
 TEST_CASE("derive finds FlashAttention on attention.napkin by itself", "[derive]") {
@@ -83,16 +94,8 @@ TEST_CASE("a rows kernel is priced as lowering shapes it: rounds of loads over t
   const Hardware h100 = load_hardware("h100");
   REQUIRE(h100.hbm_loaded_latency_s > 0);
   auto priced = [&](int rows, int warps) {
-    const std::string text = "schedule v for rmsnorm_layer\nkernel Y\n  fuse Y\n  group t by " + std::to_string(rows) + "\n  warps " +
-                             std::to_string(warps) + "\n";
-    SourceManager sm;
-    DiagnosticEngine diags;
-    auto s = parse_schedule(*sm.add("v.schedule", text), diags);
-    REQUIRE(s);
-    auto checked = check_schedule(*l.program, *l.diagram, *s, l.sizes, h100, {}, diags);
-    INFO(diags.render());
-    REQUIRE(checked);
-    return checked->cost.kernels.at(0);
+    return priced_by_schedule(l, "schedule v for rmsnorm_layer\nkernel Y\n  fuse Y\n  group t by " + std::to_string(rows) + "\n  warps " + std::to_string(warps) + "\n",
+                              h100);
   };
   // 8 rows of one warp each: 512 blocks of 256 threads at 48 registers, 5 per SM, one partial wave
   // (3.9 blocks per SM): every row's team is resident, and walks it in 4096 / (32 x 8 x 4) = 4
@@ -124,15 +127,7 @@ TEST_CASE("a one-axis reduction is a rows kernel: one walk, short rows walked by
   REQUIRE(h100.hbm_loaded_latency_s > 0);
   auto priced = [&](std::int64_t d, int rows, int warps) {
     Loaded l = load_text(text, {{"d", d}});
-    const std::string sched = "schedule v for row_sum\nkernel D\n  fuse D\n  group q by " + std::to_string(rows) + "\n  warps " + std::to_string(warps) + "\n";
-    SourceManager sm;
-    DiagnosticEngine diags;
-    auto s = parse_schedule(*sm.add("v.schedule", sched), diags);
-    REQUIRE(s);
-    auto checked = check_schedule(*l.program, *l.diagram, *s, l.sizes, h100, {}, diags);
-    INFO(diags.render());
-    REQUIRE(checked);
-    return checked->cost.kernels.at(0);
+    return priced_by_schedule(l, "schedule v for row_sum\nkernel D\n  fuse D\n  group q by " + std::to_string(rows) + "\n  warps " + std::to_string(warps) + "\n", h100);
   };
   const KernelCost k128 = priced(128, 32, 4);
   REQUIRE(k128.spec->rows);
