@@ -37,6 +37,8 @@ void print_cost_table(const SearchResult& r, const Hardware& hw) {
       row("HBM", human_bytes(c.hbm_bytes), c.t_hbm, "each array once, each statement stored (one launch per statement)");
       row("L2 -> SM loads", human_bytes(c.l2_to_smem_bytes), c.t_l2, "operands re-read by every element's loops; no SMEM tiles");
       row("FP32 + SFU", fmt::format("{:.3g} FLOP", c.flops_fp32), c.t_fp32, fmt::format("{:.3g} special-function ops; no tensor cores", c.sfu_ops));
+      if (c.t_latency > 0)
+        row("HBM latency", fmt::format("{:.2g} us/round", hw.hbm_latency_s * 1e6), c.t_latency, "each thread's loops wait for their loads, one iteration after another (perfmodel/simt_cost.hpp)");
       row("predicted", fmt::format("{} blocks", c.blocks), c.t_total, "bound: " + c.bound);
       continue;
     }
@@ -49,7 +51,10 @@ void print_cost_table(const SearchResult& r, const Hardware& hw) {
     row("FP32", fmt::format("{:.3g} FLOP", c.flops_fp32), c.t_fp32, "");
     row("SFU (exp)", fmt::format("{:.3g} op", c.sfu_ops), c.t_sfu, "");
     if (c.t_epilogue > 0) row("epilogue stores", human_bytes(c.t_epilogue * hw.hbm.bandwidth_bytes_per_s), c.t_epilogue, "outputs written after the main loop, not overlapped");
-    if (c.t_latency > 0)
+    if (c.t_latency > 0 && c.spec->strategy == Strategy::cols)
+      row("HBM latency", fmt::format("{} rounds", c.spec->cols->rounds()), c.t_latency,
+          "dependent rounds of loads per thread, each the latency or the in-flight bytes' HBM time (perfmodel/rows_cost.hpp price_cols)");
+    else if (c.t_latency > 0)
       row("HBM latency", fmt::format("{:.2g} us/round", (hw.hbm_loaded_latency_s > 0 ? hw.hbm_loaded_latency_s : hw.hbm_latency_s) * 1e6), c.t_latency,
           "dependent rounds of loads per resident team, every walk over each row (perfmodel/rows_cost.hpp)");
     row("predicted", fmt::format("{} blocks", c.blocks), c.t_total,

@@ -245,8 +245,9 @@ StreamVerdict streamable(const std::vector<const StatementWeave*>& kernel, const
         // A reduction over the axis nested inside another one over it needs the inner result
         // complete inside the loop: a second pass.
         // Only nodes that reduce or normalise along the axis count as folds; pick (a gather's
-        // one-hot select) names the axis after ';' but is element-wise in it. The positional ops
-        // (pos, causal, band) are still counted inside, as before: streaming them is not yet checked.
+        // one-hot select) names the axis after ';' but is element-wise in it, and so are the
+        // positional ops (pos, causal, band): a function of the element's global indices, which
+        // every emitter evaluates at the chunk's offset plus the index within it.
         auto folds = [&](const Expr& n) {
           return n.kind == Expr::Kind::apply && std::find(n.axes.begin(), n.axes.end(), axis) != n.axes.end() &&
                  (n.op == Op::contract || n.op == Op::sum || n.op == Op::max || n.op == Op::mean || n.op == Op::softmax ||
@@ -256,11 +257,7 @@ StreamVerdict streamable(const std::vector<const StatementWeave*>& kernel, const
         walk(*w->statement->expr, [&](const Expr& n) {
           if (!folds(n)) return;
           for (const auto& arg : n.args)
-            walk(*arg, [&](const Expr& inner) {
-              const bool positional = inner.kind == Expr::Kind::apply && is_positional(inner.op) &&
-                                      std::find(inner.axes.begin(), inner.axes.end(), axis) != inner.axes.end();
-              nested |= &inner != &n && (folds(inner) || positional);
-            });
+            walk(*arg, [&](const Expr& inner) { nested |= &inner != &n && folds(inner); });
         });
         if (nested)
           return fail(w, "'" + name + "' reduces " + axis + " over a value that itself reduces or normalises along " + axis +

@@ -96,11 +96,17 @@ class PseudoEmitter {
     } else if (spec && spec->strategy == Strategy::simt) {
       simt_body(kc);
     } else {
+      if (spec && spec->strategy == Strategy::cols) {
+        const ColsForm& f = *spec->cols;
+        line("# cols: " + std::to_string(f.col_lanes) + " columns per block, one lane each (coalesced rows); " + std::to_string(f.row_lanes()) +
+             " threads per column split " + f.axis + ", " + std::to_string(f.unroll) + " rows in flight each; partials added in SMEM in a fixed order");
+        line("# no tensor-core strategy: " + spec->declined);
+      }
       if (spec && spec->strategy == Strategy::rows) {
         const RowsForm& f = *spec->rows;
         const std::string team = f.team_lanes < 32 ? std::to_string(f.team_lanes) + " lanes" : std::to_string(f.team_warps) + " warp(s)";
         line("# rows: a team of " + team + " walks each row along " + f.axis + ", coalesced; statistics combined by warp shuffles" +
-             (f.reduction ? "; one walk, the reduction's value stored once per row" : "; a second walk applies the map"));
+             (f.reduction ? std::string("; one walk, the reduction's value stored once per row") + (f.post ? " through the statement's element-wise map" : "") : "; a second walk applies the map"));
         line("# no tensor-core strategy: " + spec->declined);
       }
       schedule_body(kc);

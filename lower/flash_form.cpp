@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "diagrams/graph_view.hpp"
+#include "diagrams/printer.hpp"
 #include "lower/gemm_form.hpp"
 
 namespace napkin {
@@ -22,6 +23,8 @@ bool elementwise_but_contractions(const Expr& e, std::vector<const Expr*>& cons)
 
 namespace {
 
+bool is_stat(const FlashForm& f, const Statement* st) { return std::find(f.stats.begin(), f.stats.end(), st) != f.stats.end(); }
+
 const Statement* kernel_statement(const Diagram& d, const KernelShape& k, const std::string& name) {
   return contains(k.statements, name) ? d.find_statement(name) : nullptr;
 }
@@ -31,8 +34,15 @@ const Statement* kernel_statement(const Diagram& d, const KernelShape& k, const 
  *  itself (no normaliser); every other statement element-wise over the score's axes, one of them
  *  holding the first contraction. Fills f's statements, nodes, score and axes x, Qn, Kn, Vn. */
 bool find_chain(const Diagram& d, const KernelShape& k, FlashForm& f, std::string& why) {
-  if (k.outputs.size() != 1) return why = "the kernel stores " + std::to_string(k.outputs.size()) + " arrays (the flash form stores its last contraction only)", false;
-  f.O = d.find_statement(k.outputs[0]);
+  std::vector<std::string> contracting;  // stored statements holding a contraction: O alone
+  for (const auto& o : k.outputs) {
+    std::vector<const Expr*> c;
+    elementwise_but_contractions(*d.find_statement(o)->expr, c);
+    if (!c.empty()) contracting.push_back(o);
+  }
+  if (contracting.size() != 1)
+    return why = "the kernel stores " + std::to_string(contracting.size()) + " contractions (the flash form stores its last contraction, and the softmax's row statistics)", false;
+  f.O = d.find_statement(contracting[0]);
   std::vector<const Expr*> cons;
   if (!elementwise_but_contractions(*f.O->expr, cons) || cons.size() != 1 || cons[0]->args.size() != 2 || cons[0]->axes.size() != 1)
     return why = "the stored statement is not one contraction with element-wise maps", false;
@@ -52,9 +62,16 @@ bool find_chain(const Diagram& d, const KernelShape& k, FlashForm& f, std::strin
   f.score = normaliser ? &*pe.args[0] : &pe;
   // Every fused statement but O is element-wise over the score's axes; one contraction in all.
   cons.clear();
+  AxisList rows;  // P's axes but x: the axes of a row statistic
+  for (const auto& a : f.P->axes)
+    if (a != f.x) rows.push_back(a);
   for (const auto& name : k.statements) {
     const Statement* st = d.find_statement(name);
     if (st == f.O) continue;
+    if (normaliser && st->axes.size() == rows.size() && std::is_permutation(st->axes.begin(), st->axes.end(), rows.begin())) {
+      f.stats.push_back(st);  // checked below, once the score is known
+      continue;
+    }
     const Expr& e = st == f.P ? *f.score : *st->expr;
     const std::size_t before = cons.size();
     if (!elementwise_but_contractions(e, cons) || st->axes.size() != f.P->axes.size() || !std::is_permutation(st->axes.begin(), st->axes.end(), f.P->axes.begin()))
@@ -69,6 +86,25 @@ bool find_chain(const Diagram& d, const KernelShape& k, FlashForm& f, std::strin
   if (q_ref.kind != Expr::Kind::ref || k_ref.kind != Expr::Kind::ref || kernel_statement(d, k, q_ref.name) || kernel_statement(d, k, k_ref.name))
     return why = "the first contraction's operands are not arrays", false;
   f.Qn = q_ref.name, f.Kn = k_ref.name;
+  for (const Statement* st : f.stats) {
+    bool ok = true;
+    std::function<void(const Expr&)> visit = [&](const Expr& n) {
+      if (n.kind == Expr::Kind::apply && (n.op == Op::max || n.op == Op::sum)) {
+        ok = ok && flash_statistic(d, f, n) != 0;
+        return;
+      }
+      if (n.kind == Expr::Kind::ref && !(kernel_statement(d, k, n.name) && is_stat(f, d.find_statement(n.name)))) ok = false;
+      if (n.kind == Expr::Kind::apply && !is_elementwise(n.op)) ok = false;
+      for (const auto& a : n.args) visit(*a);
+    };
+    visit(*st->expr);
+    if (!ok)
+      return why = "'" + st->name + "' is over the rows of the softmax but is not an element-wise map of its running max and sum (max(A; " + f.x +
+                   "), sum(exp(A - M); " + f.x + "))",
+             false;
+  }
+  for (const auto& o : k.outputs)
+    if (o != f.O->name && !is_stat(f, d.find_statement(o))) return why = "the kernel stores '" + o + "', neither the last contraction nor a row statistic", false;
   return true;
 }
 
@@ -131,6 +167,19 @@ std::optional<FlashForm> analyse_flash(const Diagram& d, const KernelShape& k, c
 }
 
 bool flash_fp8(const FlashForm& f) { return is_fp8(f.dtype); }
+
+char flash_statistic(const Diagram& d, const FlashForm& f, const Expr& n) {
+  if (n.kind != Expr::Kind::apply || n.axes != AxisList{f.x} || n.args.size() != 1 || f.normaliser_lemma.empty()) return 0;
+  const std::string a = print_expr(*f.score);
+  if (n.op == Op::max) return print_expr(*n.args[0]) == a ? 'm' : 0;
+  if (n.op != Op::sum) return 0;
+  const Expr& e = *n.args[0];  // exp(A - M)
+  if (e.kind != Expr::Kind::apply || e.op != Op::exp || e.args[0]->kind != Expr::Kind::apply || e.args[0]->op != Op::sub) return 0;
+  const Expr &A = *e.args[0]->args[0], &M = *e.args[0]->args[1];
+  if (M.kind != Expr::Kind::ref || print_expr(A) != a) return 0;
+  const Statement* ms = d.find_statement(M.name);
+  return ms && is_stat(f, ms) && flash_statistic(d, f, *ms->expr) == 'm' ? 'l' : 0;
+}
 
 std::int64_t flash_swizzle_row_elems(const FlashForm& f) { return gemm_swizzle_row_elems(f.dtype); }
 

@@ -36,6 +36,12 @@ struct FlashForm {
   /** "online-softmax" (paper §3; running max, sum and rescaled O), or empty: no normaliser, O is
    *  an associative sum over x of P = score. */
   std::string normaliser_lemma;
+  /** The softmax's row statistics the kernel also computes (FlashAttention-2 stores logsumexp
+   *  for its backward): fused statements over P's axes but x whose expressions are element-wise
+   *  maps of max(A; x) and sum(exp(A - M); x), A the softmax's argument and M a statement
+   *  max(A; x) (the online-rescaled-sum lemma), e.g. lse = M + log(sum(exp(A - M); x)). Each is
+   *  the running max m and the running sum l at the end of the stream. */
+  std::vector<const Statement*> stats;
   AxisList batch;                      ///< O's axes other than M and dv (grid slices)
   DType dtype = DType::bf16;           ///< Q, K and V's dtype: bf16, fp16, fp8e4m3 or fp8e5m2
   /** V stored with the contracted axis x innermost (V[.., dv, x]): O += P V reads V K-major, the
@@ -52,8 +58,9 @@ struct FlashForm {
  *  nodes, which it appends to `cons` (pre-order). Shared by the flash and flash_bwd forms. */
 bool elementwise_but_contractions(const Expr& e, std::vector<const Expr*>& cons);
 
-/** Reads kernel `k` of `d` as the flash form (above) on `hw`: the kernel stores one statement; its
- *  statements other than O are element-wise over the score's axes (structurally: no name of a
+/** Reads kernel `k` of `d` as the flash form (above) on `hw`: the kernel stores one contraction
+ *  (O) and, beside it, only row statistics of the softmax (`stats`); its other statements are
+ *  element-wise over the score's axes (structurally: no name of a
  *  diagram or array matters); tiles multiples of 16; Q and K stored with d_qk innermost. 16-bit
  *  operands (the mma.sync variant's checks: m16n8k16 mma.sync, Q and double-buffered K and V tiles
  *  with rows padded by 16 bytes within the block's SMEM) with V's d_v innermost; 8-bit float
@@ -81,5 +88,10 @@ std::int64_t flash_wgmma_smem_bytes(const FlashForm& f);
 std::int64_t flash_swizzle_row_elems(const FlashForm& f);
 /** Whether the operands are 8-bit floats: then the form has the wgmma path alone. */
 bool flash_fp8(const FlashForm& f);
+
+/** Which statistic of the online softmax of `f` the reduction node `n` is: 'm' for max(A; x),
+ *  'l' for sum(exp(A - M); x) with M a fused statement max(A; x) (A the softmax's argument,
+ *  compared as printed), 0 otherwise. */
+char flash_statistic(const Diagram& d, const FlashForm& f, const Expr& n);
 
 }  // namespace napkin

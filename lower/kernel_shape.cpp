@@ -127,7 +127,10 @@ class Shaper {
    *     probabilities there are exactly 0, and not stored (its zeros would have to be written);
    *   - woven along x and not stored (its values there are read only by these statements);
    *   - a reduction over x only by contractions of such a softmax with arrays from outside the
-   *     kernel (a zero factor: the term is 0 for finite operands).
+   *     kernel (a zero factor: the term is 0 for finite operands), by max(A; x) and by
+   *     sum(exp(A - M); x) of a causally masked A (logsumexp: the skipped terms are -inf, the
+   *     identity of max, and exp(-inf - M) = 0 for the finite M of a row with a term on the
+   *     diagonal, which a plain causal mask leaves in every row).
    *  Anything else (a stored woven array, another reduction or normaliser along x) would read or
    *  write the skipped tiles, and the skip is refused. */
   bool skip_is_sound(const std::string& qa, const std::string& xa) const {
@@ -158,16 +161,28 @@ class Shaper {
         if (stored(n) || (r == AxisRole::normalised && !zero_outside.count(n))) return false;
         continue;
       }
-      if (!reductions_over_x_vanish(*v->statement->expr, xa, zero_outside, in_kernel)) return false;
+      const auto masked = [&](const Expr& a) {
+        const StatementWeave* src = a.kind == Expr::Kind::ref ? in_kernel(a.name) : nullptr;
+        return is_causal_mask(a) || (src && is_causal_mask(*src->statement->expr));
+      };
+      if (!reductions_over_x_vanish(*v->statement->expr, xa, zero_outside, in_kernel, masked)) return false;
     }
     return true;
   }
   /** Whether every reduction over x inside `e` is a contraction of refs, one a statement of
-   *  `zero_outside` and the others arrays from outside the kernel. */
-  template <class InKernel>
-  static bool reductions_over_x_vanish(const Expr& e, const std::string& xa, const std::set<std::string>& zero_outside, const InKernel& in_kernel) {
+   *  `zero_outside` and the others arrays from outside the kernel, or max(A; x) or
+   *  sum(exp(A - M); x) with `masked(A)` (A causally masked). */
+  template <class InKernel, class Masked>
+  static bool reductions_over_x_vanish(const Expr& e, const std::string& xa, const std::set<std::string>& zero_outside, const InKernel& in_kernel,
+                                       const Masked& masked) {
     if (e.kind != Expr::Kind::apply) return true;
     if (std::find(e.axes.begin(), e.axes.end(), xa) != e.axes.end() || (e.op == Op::contract && e.axes.empty())) {
+      if (e.axes == AxisList{xa} && e.args.size() == 1) {
+        const Expr& a = *e.args[0];
+        if (e.op == Op::max) return masked(a);
+        const bool shifted_exp = a.kind == Expr::Kind::apply && a.op == Op::exp && a.args[0]->kind == Expr::Kind::apply && a.args[0]->op == Op::sub;
+        if (e.op == Op::sum && shifted_exp) return masked(*a.args[0]->args[0]);
+      }
       if (e.op != Op::contract) return false;
       int zeros = 0;
       for (const auto& a : e.args) {
@@ -178,7 +193,7 @@ class Shaper {
       return zeros == 1;
     }
     for (const auto& a : e.args)
-      if (!reductions_over_x_vanish(*a, xa, zero_outside, in_kernel)) return false;
+      if (!reductions_over_x_vanish(*a, xa, zero_outside, in_kernel, masked)) return false;
     return true;
   }
 

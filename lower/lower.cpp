@@ -13,6 +13,7 @@ std::string_view strategy_name(Strategy s) {
     case Strategy::flash: return "flash";
     case Strategy::flash_bwd: return "flash_bwd";
     case Strategy::rows: return "rows";
+    case Strategy::cols: return "cols";
     case Strategy::simt: return "simt";
   }
   return "simt";
@@ -205,6 +206,12 @@ KernelSpec lower_kernel(const Program& p, const Diagram& d, const std::vector<St
     return s;
   }
   s.declined = "gemm: " + why_gemm + "; flash: " + why_flash + "; flash_bwd: " + why_bwd;
+  std::string why_cols;
+  s.cols = analyse_cols(d, s.shape, sizes, hw, opt, why_cols);
+  if (s.cols) {
+    s.strategy = Strategy::cols;
+    return s;
+  }
   s.rows = analyse_rows(d, s.shape, sizes, hw, opt, why_rows);
   s.strategy = s.rows ? Strategy::rows : Strategy::simt;
   return s;

@@ -2,6 +2,7 @@
 #include "lower/rows_form.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <set>
 
 #include "diagrams/graph_view.hpp"
@@ -16,6 +17,11 @@ bool elementwise_tree(const Expr& e) {
 }
 
 namespace {
+
+bool is_normaliser(const Expr& e) { return e.kind == Expr::Kind::apply && (e.op == Op::softmax || e.op == Op::layernorm || e.op == Op::rmsnorm); }
+bool is_one_axis_reduction(const Expr& e) {
+  return e.kind == Expr::Kind::apply && (e.op == Op::sum || e.op == Op::max || e.op == Op::mean) && e.axes.size() == 1;
+}
 
 /** The arrays `roots` read that carry `axis`, split as the emitter reads them (emit/cuda/rows.cpp
  *  vector_path): 16-bit arrays with `axis` innermost by 16-byte vectors, the rest one element at a time. */
@@ -34,19 +40,55 @@ RowsWalk walk_of(const Diagram& d, const std::vector<const Expr*>& roots, const 
 
 }  // namespace
 
+const Expr* rows_core(const Diagram& d, const Statement& st) {
+  const Expr& e = *st.expr;
+  if (is_normaliser(e) || (e.kind == Expr::Kind::apply && (e.op == Op::sum || e.op == Op::max || e.op == Op::mean))) return &e;
+  const Expr* core = nullptr;
+  bool ok = true;
+  std::vector<const Expr*> outside;  // the references outside the reduction
+  std::function<void(const Expr&)> visit = [&](const Expr& n) {
+    if (is_one_axis_reduction(n)) {
+      ok = ok && core == nullptr;
+      core = &n;
+      return;
+    }
+    if (n.kind == Expr::Kind::ref) outside.push_back(&n);
+    if (n.kind == Expr::Kind::apply && !is_elementwise(n.op)) ok = false;  // a positional mask outside could name the axis
+    for (const auto& a : n.args) visit(*a);
+  };
+  visit(e);
+  if (!ok || !core) return nullptr;
+  for (const auto* r : outside) {
+    const AxisList* ax = d.array_axes(r->name);
+    if (ax && std::find(ax->begin(), ax->end(), core->axes[0]) != ax->end()) return nullptr;
+  }
+  return core;
+}
+
 std::optional<RowsForm> analyse_rows(const Diagram& d, const KernelShape& k, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt,
                                      std::string& why) {
   if (k.statements.size() != 1) return why = "more than one statement", std::nullopt;
   const Statement& st = *d.find_statement(k.statements[0]);
-  const Expr& e = *st.expr;
-  const bool normaliser = e.kind == Expr::Kind::apply && (e.op == Op::softmax || e.op == Op::layernorm || e.op == Op::rmsnorm);
-  const bool reduction = e.kind == Expr::Kind::apply && (e.op == Op::sum || e.op == Op::max || e.op == Op::mean);
-  if (!normaliser && !reduction) return why = "not a normaliser or a reduction", std::nullopt;
+  const Expr* core = rows_core(d, st);
+  if (!core) return why = "not a normaliser or a reduction (alone, or inside an element-wise map that lacks the reduced axis)", std::nullopt;
+  const Expr& e = *core;
+  const bool reduction = !is_normaliser(e);
   if (reduction && e.axes.size() != 1) return why = "a reduction over more than one axis", std::nullopt;
   for (const auto& a : e.args)
     if (!elementwise_tree(*a)) return why = "the arguments are not element-wise", std::nullopt;
   RowsForm r;
   r.reduction = reduction;
+  r.post = core != &*st.expr;
+  if (r.post) {
+    std::set<std::string> arrays;
+    walk(*st.expr, [&](const Expr& n) {
+      if (n.kind == Expr::Kind::ref && d.array_axes(n.name) && n.name != st.name) arrays.insert(n.name);
+    });
+    for (const auto& a : arrays) {
+      const AxisList& ax = *d.array_axes(a);
+      if (std::find(ax.begin(), ax.end(), e.axes[0]) == ax.end()) r.row_arrays.push_back(a);
+    }
+  }
   r.statement = st.name;
   r.axis = e.axes[0];
   r.extent = sizes.at(r.axis);
@@ -74,7 +116,10 @@ std::optional<RowsForm> analyse_rows(const Diagram& d, const KernelShape& k, con
     const std::int64_t accesses = (r.extent + (r.vector ? 7 : 0)) / (r.vector ? 8 : 1);
     while (r.team_lanes > 1 && r.team_lanes / 2 >= accesses) r.team_lanes /= 2;
   }
-  r.registers = 32 + (r.vector ? 4 * r.unroll : 0);
+  // ptxas (sm_90a): one or two 16-bit arrays walked fit 48 (rmsnorm, attention's D); three
+  // spilled 128 bytes at 48 and 4 at 64 (rmsnorm's backward mean(dY * W * X)), none at 80.
+  const int walked = static_cast<int>(widest.vector_arrays.size());
+  r.registers = 32 + (r.vector ? 4 * r.unroll * (walked <= 2 ? 1 : walked) : 0);
   r.smem_bytes = std::int64_t{r.warps} * 3 * 4;
   const std::int64_t regs_per_block = std::int64_t{(r.registers + 7) / 8 * 8} * r.threads();
   r.blocks_per_sm = static_cast<int>(std::max<std::int64_t>(

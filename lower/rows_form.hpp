@@ -46,14 +46,19 @@ struct RowsForm {
    *  32) whose accesses (8 elements each on the vector path, else 1) cover the row; else 32. */
   int team_lanes = 32;
   bool reduction = false;          ///< Y = sum/max/mean(arg; axis): one walk, its value stored by the team's first lane
+  /** The stored value is an element-wise map of the reduction (rstd = rsqrt(mean(X * X; m) +
+   *  eps)): the statement's expression around it, applied once per row by the storing lane. */
+  bool post = false;
+  std::vector<std::string> row_arrays;  ///< arrays the post map reads, once per row (they lack `axis`)
   int unroll = 4;                  ///< 16-byte accesses in flight per lane on the vector path
   bool vector = false;             ///< the vector path at these sizes (pointers' 16-byte alignment is checked at run time)
   bool vector_output = false;      ///< Y is 16-bit with the axis innermost: stored 8 elements per 16-byte access
   RowsWalk statistics, map;        ///< the two walks
   /** Registers per thread the kernel is compiled to at most (__launch_bounds__'s minimum blocks
    *  make ptxas keep to registers_per_sm / (blocks_per_sm x threads)): 32 for indices and
-   *  statistics, plus 4 per 16-byte access in flight on the vector path (ptxas: 48 on sm_90a for
-   *  rmsnorm of bf16 rows, every team shape). */
+   *  statistics, plus 4 per 16-byte access in flight on the vector path, for each array walked
+   *  where there are more than two (ptxas on sm_90a: 48 for rmsnorm of bf16 rows, every team
+   *  shape; three arrays spilled at 48 and 64, none at 80). */
   int registers = 32;
   int blocks_per_sm = 1;           ///< resident blocks per SM: the launch bounds' minimum
   std::int64_t smem_bytes = 0;     ///< the cross-warp merge: WARPS x 3 floats
@@ -72,6 +77,12 @@ struct RowsForm {
  *  on `hw`, or nullopt with the reason in `why`. Raises nothing. */
 std::optional<RowsForm> analyse_rows(const Diagram& d, const KernelShape& k, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt,
                                      std::string& why);
+
+/** The node of `st`'s expression the rows form is built on: the expression itself where it is a
+ *  normaliser (softmax, layernorm, rmsnorm) or a sum, max or mean over one axis; else, where the
+ *  expression is element-wise around exactly one such reduction and nothing outside it carries
+ *  the reduced axis, that reduction; else nullptr. Raises nothing. */
+const Expr* rows_core(const Diagram& d, const Statement& st);
 
 /** Whether `e` is built only of element-wise operations, array references, numbers and masks. */
 bool elementwise_tree(const Expr& e);

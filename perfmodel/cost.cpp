@@ -52,6 +52,7 @@ class KernelModel {
     // schedule itself, not its lowering).
     if (spec_.strategy == Strategy::simt && !opt_.two_level) simt();
     if (spec_.strategy == Strategy::rows && !opt_.two_level) rows();
+    if (spec_.strategy == Strategy::cols && !opt_.two_level) cols();
     return std::move(c_);
   }
 
@@ -72,7 +73,7 @@ class KernelModel {
     c_.l2_to_smem_bytes = s.l2_bytes;  // loads from L2 into the SMs (no SMEM staging)
     c_.flops_fp32 = s.flops_fp32;
     c_.sfu_ops = s.sfu_ops;
-    c_.t_hbm = s.t_hbm, c_.t_l2 = s.t_l2, c_.t_fp32 = s.t_compute, c_.t_launch = s.t_launch, c_.t_total = s.t_total;
+    c_.t_hbm = s.t_hbm, c_.t_l2 = s.t_l2, c_.t_fp32 = s.t_compute, c_.t_launch = s.t_launch, c_.t_total = s.t_total, c_.t_latency = s.t_latency;
     c_.bound = s.bound;
     c_.warps = kSimtThreads / 32;
     c_.blocks = std::max<std::int64_t>(1, (s.elements + kSimtThreads - 1) / kSimtThreads);
@@ -111,6 +112,38 @@ class KernelModel {
     c_.t_total = std::max({c_.t_hbm, c_.t_l2, c_.t_latency, compute_t}) + c_.t_launch;
     std::vector<std::pair<double, const char*>> terms{{c_.t_hbm, "HBM bandwidth"}, {c_.t_l2, "L2 bandwidth"}, {c_.t_latency, "HBM latency (dependent rounds of loads)"},
                                                       {c_.t_fp32, "FP32 units"}, {c_.t_sfu, "special-function units (exp)"}};
+    c_.bound = std::max_element(terms.begin(), terms.end())->second;
+  }
+
+  // ------------------------------------------------------------------ cols
+  /** A columns kernel: priced as lowering shapes it (lower/cols_form.hpp, perfmodel/rows_cost.hpp
+   *  price_cols): the form's registers, blocks per SM and SMEM; memory and latency overlap with compute. */
+  void cols() {
+    const ColsForm& f = *spec_.cols;
+    const RowsCost r = price_cols(f, d_, sizes_, hw_, opt_);
+    c_.transfers.clear();
+    c_.smem_symbolic.clear();
+    c_.smem_read_bytes = c_.t_smem = 0;
+    for (const auto* list : {&c_.inputs, &c_.outputs, &c_.internal})
+      for (const auto& a : *list) c_.level[a] = MemLevel::hbm;
+    c_.hbm_bytes = r.hbm_bytes;
+    c_.l2_to_smem_bytes = r.l2_bytes;
+    c_.smem_resident_bytes = static_cast<double>(f.smem_bytes);
+    c_.registers_per_thread = f.registers;
+    c_.register_bytes = static_cast<double>(f.registers) * 4 * f.threads();
+    c_.blocks = f.blocks;
+    c_.warps = f.warps;
+    c_.blocks_per_sm = f.blocks_per_sm;
+    c_.warps_per_sm = f.blocks_per_sm * f.warps;
+    const double slots = static_cast<double>(hw_.sm_count) * f.blocks_per_sm;
+    c_.wave_efficiency = static_cast<double>(f.blocks) / (std::ceil(static_cast<double>(f.blocks) / slots) * slots);
+    c_.t_hbm = r.t_hbm, c_.t_l2 = r.t_l2, c_.t_latency = r.t_latency;
+    c_.t_fp32 = c_.flops_fp32 / hw_.fp32_flops_per_s / c_.wave_efficiency;
+    c_.t_sfu = c_.sfu_ops / hw_.sfu_ops_per_s / c_.wave_efficiency;
+    c_.t_total = std::max({c_.t_hbm, c_.t_l2, c_.t_latency, c_.t_fp32 + c_.t_sfu}) + c_.t_launch;
+    std::vector<std::pair<double, const char*>> terms{{c_.t_hbm, "HBM bandwidth"}, {c_.t_l2, "L2 bandwidth"},
+                                                      {c_.t_latency, "HBM latency (each thread's rows, unroll loads at a time)"},
+                                                      {c_.t_fp32, "FP32 units"}, {c_.t_sfu, "special-function units"}};
     c_.bound = std::max_element(terms.begin(), terms.end())->second;
   }
 
@@ -384,6 +417,12 @@ class KernelModel {
     bool tensor = hw_.tensor_rate(compute).has_value() && compute != DType::fp32;
     Typer typer(d_, p_.diagrams, nullptr);
     for (const auto* w : stmts_) {
+      if (spec_.flash && std::find(spec_.flash->stats.begin(), spec_.flash->stats.end(), w->statement) != spec_.flash->stats.end()) {
+        // a row statistic of the flash form: the lemma's m and l at the end of the stream (lower/flash_form.hpp), a log per row
+        const double rows = elements(w->statement->axes);
+        c_.flops_fp32 += 2 * rows, c_.sfu_ops += rows;
+        continue;
+      }
       double redundancy = 1;  // recomputed by every group along grouped axes it lacks
       AxisList touched;
       for (const auto& [a, _] : w->roles) touched.push_back(a);

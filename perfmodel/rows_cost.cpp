@@ -2,6 +2,7 @@
 #include "perfmodel/rows_cost.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 namespace napkin {
@@ -14,10 +15,16 @@ double array_bytes(const Diagram& d, const std::string& array, const SizeMap& si
   return n;
 }
 
-double walk_bytes(const RowsWalk& w, const Diagram& d, const SizeMap& sizes, const ModelOptions& opt) {
+/** Bytes a walk along `axis` loads from L2: a scalar array whose innermost axis is another one
+ *  is strided along the walk, each element a 32-byte sector of its own (CUDA C++ Best Practices
+ *  Guide, coalesced access to global memory). */
+double walk_bytes(const RowsWalk& w, const std::string& axis, const Diagram& d, const SizeMap& sizes, const ModelOptions& opt) {
   double b = 0;
-  for (const auto* list : {&w.vector_arrays, &w.scalar_arrays})
-    for (const auto& a : *list) b += array_bytes(d, a, sizes, opt);
+  for (const auto& a : w.vector_arrays) b += array_bytes(d, a, sizes, opt);
+  for (const auto& a : w.scalar_arrays) {
+    const double e = dtype_bits(storage_dtype(d, a, opt)) / 8.0;
+    b += array_bytes(d, a, sizes, opt) * (d.array_axes(a)->back() == axis ? 1.0 : 32.0 / e);
+  }
   return b;
 }
 
@@ -28,9 +35,10 @@ RowsCost price_rows(const RowsForm& form, const Diagram& d, const SizeMap& sizes
   std::set<std::string> read;
   for (const auto* w : {&form.statistics, &form.map})
     for (const auto* list : {&w->vector_arrays, &w->scalar_arrays}) read.insert(list->begin(), list->end());
+  read.insert(form.row_arrays.begin(), form.row_arrays.end());
   for (const auto& a : read) c.hbm_bytes += array_bytes(d, a, sizes, opt);
   c.hbm_bytes += array_bytes(d, form.statement, sizes, opt);
-  c.l2_bytes = walk_bytes(form.statistics, d, sizes, opt) + walk_bytes(form.map, d, sizes, opt);
+  c.l2_bytes = walk_bytes(form.statistics, form.axis, d, sizes, opt) + walk_bytes(form.map, form.axis, d, sizes, opt);
   const double sms = hw.sm_count;
   const double blocks_per_sm = std::min<double>(form.blocks_per_sm, static_cast<double>(form.blocks) / sms);
   const double teams_per_block = std::min<double>(form.teams_per_block(), static_cast<double>(form.rows_per_block));
@@ -42,6 +50,31 @@ RowsCost price_rows(const RowsForm& form, const Diagram& d, const SizeMap& sizes
   c.t_l2 = c.l2_bytes / hw.l2.bandwidth_bytes_per_s / mem_util;
   const double latency = hw.hbm_loaded_latency_s > 0 ? hw.hbm_loaded_latency_s : hw.hbm_latency_s;
   c.t_latency = c.rounds * latency;
+  return c;
+}
+
+RowsCost price_cols(const ColsForm& form, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt) {
+  RowsCost c;
+  double row_bytes = 0;  // bytes one thread loads per row: one element of each array along the axis
+  for (const auto& a : form.arrays) {
+    const double e = dtype_bits(storage_dtype(d, a, opt)) / 8.0;
+    row_bytes += e;
+    c.hbm_bytes += array_bytes(d, a, sizes, opt);
+    c.l2_bytes += array_bytes(d, a, sizes, opt) * std::max(1.0, 32.0 / (form.col_lanes * e));
+  }
+  for (const auto* list : {&form.col_arrays, &form.row_arrays})
+    for (const auto& a : *list) c.hbm_bytes += array_bytes(d, a, sizes, opt);
+  c.hbm_bytes += array_bytes(d, form.statement, sizes, opt);
+  const double slots = static_cast<double>(hw.sm_count) * form.blocks_per_sm;
+  const double waves = std::ceil(static_cast<double>(form.blocks) / slots);
+  c.resident_teams = std::min(static_cast<double>(form.blocks), slots) * form.threads();
+  c.rounds = waves * static_cast<double>(form.rounds());
+  const double in_flight = c.resident_teams * form.unroll * row_bytes;
+  const double round = std::max(hw.hbm_latency_s, in_flight / hw.hbm.bandwidth_bytes_per_s);
+  const double mem_util = std::min(1.0, static_cast<double>(form.blocks) / hw.sm_count);
+  c.t_hbm = c.hbm_bytes / hw.hbm.bandwidth_bytes_per_s / mem_util;
+  c.t_l2 = c.l2_bytes / hw.l2.bandwidth_bytes_per_s / mem_util;
+  c.t_latency = c.rounds * round;
   return c;
 }
 

@@ -6,7 +6,8 @@
  *  - HBM bytes: every array the kernel reads once and Y written once (the second walk's re-read
  *    of a row is served by L2: ncu on RMSNorm 4096 x 4096 measured a 47% L2 hit rate, the second
  *    of two equal reads; hardware/measured/h100-2026-11-22-session9-rows-ncu.txt).
- *  - L2 bytes: the walks' loads.
+ *  - L2 bytes: the walks' loads; a scalar array strided along the walk (another axis innermost)
+ *    costs a 32-byte sector per element.
  *  - Latency: a walk over a row is rounds_per_walk() dependent rounds of loads (each lane keeps one
  *    16-byte access per unroll step in flight, then consumes them). The rows' rounds are spread
  *    over the teams resident at once (blocks per SM from the form's registers and warps, or fewer
@@ -23,6 +24,7 @@
 #include "diagrams/sizes.hpp"
 #include "hardware/hardware.hpp"
 #include "lower/options.hpp"
+#include "lower/cols_form.hpp"
 #include "lower/rows_form.hpp"
 
 namespace napkin {
@@ -37,5 +39,15 @@ struct RowsCost {
 /** The memory side of rows kernel `form` of `d` at `sizes` on `hw` (compute is priced with every
  *  other kernel's FLOPs). Raises nothing. */
 RowsCost price_rows(const RowsForm& form, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt);
+
+/** The memory side of columns kernel `form` (lower/cols_form.hpp, emit/cuda/cols.cpp) of `d` at
+ *  `sizes` on `hw`. HBM bytes: every array once and Y once. L2 bytes: the loads along the axis,
+ *  a warp row of col_lanes elements served in whole 32-byte sectors. Latency: each thread waits
+ *  rounds() dependent rounds (unroll loads per array in flight), one wave of blocks after another;
+ *  a round takes the unloaded latency, or the time HBM needs to deliver the bytes every resident
+ *  thread has in flight if longer (Little's law):
+ *      t_latency = waves x rounds x max(L, resident threads x unroll x bytes per row / HBM bandwidth).
+ *  `resident_teams` holds the resident threads. Raises nothing. */
+RowsCost price_cols(const ColsForm& form, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt);
 
 }  // namespace napkin

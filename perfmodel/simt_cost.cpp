@@ -2,6 +2,7 @@
 #include "perfmodel/simt_cost.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 namespace napkin {
@@ -11,11 +12,15 @@ namespace {
 /** Work of one evaluation of an expression by one thread. */
 struct Work {
   double flops = 0, sfu = 0, bytes = 0, loads = 0;
+  /** Dependent rounds of loads one thread waits for, one after another: the loads of one
+   *  iteration are in flight together, a loop's iterations follow each other. */
+  double rounds = 0;
+  bool looped = false;  ///< holds a loop: its rounds follow the rest of the iteration's instead of joining them
   Work& operator+=(const Work& o) {
-    flops += o.flops, sfu += o.sfu, bytes += o.bytes, loads += o.loads;
+    flops += o.flops, sfu += o.sfu, bytes += o.bytes, loads += o.loads, rounds += o.rounds, looped = looped || o.looped;
     return *this;
   }
-  Work times(double n) const { return {flops * n, sfu * n, bytes * n, loads * n}; }
+  Work times(double n) const { return {flops * n, sfu * n, bytes * n, loads * n, rounds * n, looped}; }
 };
 
 /** Bytes of the sector a global load is served in (CUDA C++ Best Practices Guide, "Coalesced
@@ -47,6 +52,9 @@ class Counter {
         w.bytes = std::min(kSectorBytes, stride * element);
       }
       w.loads = 1;
+      // A new 32-byte sector each time, unless a loop walks the array's innermost axis one
+      // element per iteration: then the sector's other elements come from L1 (their rounds not counted).
+      w.rounds = !loop_axes_.empty() && !axes->empty() && loop_axes_.back() == axes->back() ? element / kSectorBytes : 1;
       arrays_.insert(e.name);
       return w;
     }
@@ -54,8 +62,18 @@ class Counter {
     // warp: loads there are broadcasts, not coalesced.
     const bool shadows = std::find(e.axes.begin(), e.axes.end(), inner_) != e.axes.end() && !is_positional(e.op) && e.op != Op::pick;
     shadowed_ += shadows;
+    const bool loop = !e.axes.empty() && !is_positional(e.op) && e.op != Op::pick;
+    if (loop) loop_axes_.push_back(e.axes.back());
     Work args;
-    for (const auto& a : e.args) args += of(*a);
+    double together = 0;  // loads of this iteration outside loops: in flight at once
+    for (const auto& a : e.args) {
+      Work wa = of(*a);
+      if (!wa.looped) together = std::max(together, wa.rounds), wa.rounds = 0;
+      args += wa;
+    }
+    args.rounds += together;
+    args.looped = loop || args.looped;
+    if (loop) loop_axes_.pop_back();
     shadowed_ -= shadows;
     const double n = extent(e.axes);
     switch (e.op) {
@@ -84,6 +102,7 @@ class Counter {
   const ModelOptions& opt_;
   std::string inner_;
   int shadowed_ = 0;  ///< loops over the innermost axis around the node being counted
+  std::vector<std::string> loop_axes_;  ///< the innermost axis of each loop around the node
   std::set<std::string> arrays_;
 };
 
@@ -101,7 +120,7 @@ double elements_of(const AxisList& axes, const SizeMap& sizes) {
 
 SimtCost price_simt(const Diagram& d, const std::vector<std::string>& statements, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt) {
   SimtCost c;
-  double t_hbm = 0, t_l2 = 0, t_compute = 0;
+  double t_hbm = 0, t_l2 = 0, t_compute = 0, t_latency = 0;
   for (const auto& name : statements) {
     const Statement& st = *d.find_statement(name);
     Counter count(d, sizes, opt, st.axes.empty() ? std::string() : st.axes.back());
@@ -112,16 +131,20 @@ SimtCost price_simt(const Diagram& d, const std::vector<std::string>& statements
     const double th = hbm / hw.hbm.bandwidth_bytes_per_s;
     const double tl = std::max(E * w.bytes / hw.l2.bandwidth_bytes_per_s, E * w.loads / load_rate(hw));
     const double tc = E * w.flops / hw.fp32_flops_per_s + E * w.sfu / hw.sfu_ops_per_s;
+    // Little's law over the threads resident at once: each waits w.rounds loads one after another.
+    const double resident = std::min(E, static_cast<double>(hw.sm_count) * hw.max_warps_per_sm * 32);
+    const double tlat = std::ceil(E / std::max(1.0, resident)) * w.rounds * hw.hbm_latency_s;
     c.flops_fp32 += E * w.flops, c.sfu_ops += E * w.sfu, c.l2_bytes += E * w.bytes, c.hbm_bytes += hbm;
     c.elements += static_cast<std::int64_t>(E);
-    t_hbm += th, t_l2 += tl, t_compute += tc;
-    c.t_total += std::max({th, tl, tc}) + hw.launch_overhead_s;
+    t_hbm += th, t_l2 += tl, t_compute += tc, t_latency += tlat;
+    c.t_total += std::max({th, tl, tc, tlat}) + hw.launch_overhead_s;
     c.t_launch += hw.launch_overhead_s;
   }
-  c.t_hbm = t_hbm, c.t_l2 = t_l2, c.t_compute = t_compute;
-  c.bound = t_compute >= std::max(t_hbm, t_l2) ? "SIMT: FP32 and special-function units, one thread per element"
-            : t_l2 >= t_hbm                    ? "SIMT: loads (no SMEM tiles, operands re-read per element: L2 bytes or LD/ST issue)"
-                                               : "SIMT: HBM bandwidth";
+  c.t_hbm = t_hbm, c.t_l2 = t_l2, c.t_compute = t_compute, c.t_latency = t_latency;
+  c.bound = t_latency >= std::max({t_hbm, t_l2, t_compute}) ? "SIMT: HBM latency (each thread's loop waits for its loads one iteration after another)"
+            : t_compute >= std::max(t_hbm, t_l2)           ? "SIMT: FP32 and special-function units, one thread per element"
+            : t_l2 >= t_hbm                                ? "SIMT: loads (no SMEM tiles, operands re-read per element: L2 bytes or LD/ST issue)"
+                                                           : "SIMT: HBM bandwidth";
   return c;
 }
 

@@ -20,6 +20,15 @@
  *  pricing its loads as coalesced predicted 35 us, docs/benchmarks.md session 14). Loop costs follow the emitted loops
  *  (emit/cuda/context.cpp): a reduction over axes R evaluates its body |R| times; softmax 2N + 1
  *  times its argument, layernorm 3N + 1, rmsnorm 2N + 1 (N: the normalised extent).
+ *
+ *  Latency: a thread's loops run one iteration after another, and an iteration waits for its
+ *  loads (in flight together), so a thread waits r rounds of the unloaded HBM latency L (a load
+ *  walking its array's innermost axis one element per iteration: one round per 32-byte sector,
+ *  the rest from L1). With R threads resident at once (SMs x max warps x 32, at most E):
+ *    t >= ceil(E / R) · r · L.
+ *  This prices a reduction over few outputs, dW[m] = sum(...; t) with one thread per column
+ *  (4096 threads, 2048 rounds: about 660 us predicted, 800 us measured on an H100 in session 17's
+ *  training profile), which the throughput terms alone put at 37.5 us.
  */
 #pragma once
 #include <string>
@@ -38,6 +47,7 @@ struct SimtCost {
   double l2_bytes = 0, hbm_bytes = 0;  ///< bytes, whole kernel
   ///< t_l2: the larger of L2 bytes over L2 bandwidth and loads over the LD/ST issue rate
   double t_hbm = 0, t_l2 = 0, t_compute = 0, t_launch = 0;  ///< seconds, summed over the statements' launches
+  double t_latency = 0;                ///< seconds: the threads' serial rounds of loads (above), summed
   double t_total = 0;                  ///< seconds: the statements one after another
   std::int64_t elements = 0;           ///< output elements (threads) over all statements
   std::string bound;                   ///< the largest of the summed terms

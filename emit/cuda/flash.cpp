@@ -224,8 +224,8 @@ void flash_kernel(Context& c, const KernelChoice& kc, const KernelPath& path, Co
   prologue(fk);
   if (path.wgmma()) stream_warp_specialised(fk, *atoms);
   else stream_uniform(fk);
-  if (path.wgmma()) flash_epilogue_pairs(k, c, f, fk.lemma);
-  else flash_epilogue_fragments(k, c, f, fk.lemma);
+  if (path.wgmma()) flash_epilogue_pairs(k, c, f, fk.lemma, kc.cost.outputs);
+  else flash_epilogue_fragments(k, c, f, fk.lemma, kc.cost.outputs);
   if (tma) k.line("#endif");
   --k.indent;
   k.line("}");
@@ -246,7 +246,7 @@ KernelEmit emit_flash(Context& c, const KernelChoice& kc) {
   }
   KernelEmit r;
   r.strategy = "flash";
-  r.stored.insert(f.O->name);
+  r.stored.insert(kc.cost.outputs.begin(), kc.cost.outputs.end());  // O and the row statistics (lower/flash_form.hpp)
   Code l;
   flash_launch_blocks(l, f, ns);
   auto wgmma_variant = [&](const std::string& fallback) {

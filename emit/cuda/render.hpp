@@ -111,6 +111,10 @@ struct FlashLemma {
   std::string result(const std::string& acc, const std::string& h) const;
   /** What finalise makes of O, for a comment: "O / l (normalised contraction)", "O (a plain sum over x)". */
   std::string finalise_note() const;
+  /** After finalise, row h's statistic `which` (lower/flash_form.hpp flash_statistic): 'm' the
+   *  running max, 'l' the row's whole sum of exp(S - m) (NaN where m is -inf: exp(-inf - -inf),
+   *  as the fp64 evaluator has it). */
+  std::string statistic(char which, const std::string& h) const;
 
  private:
   bool softmax_, defer_o_;
@@ -368,12 +372,17 @@ void gemm_path_epilogue(Code& code, Context& c, const KernelChoice& kc, const Ge
 
 /** Emits the mma.sync flash variant's end: the lemma's finalise per m16 tile of the warp, then O's
  *  epilogue (its expression with the contraction as the finalised accumulator) per element of the
- *  m16n8 fragments, rows past n_q skipped. Adds nothing to `stored` (the caller stores O). */
-void flash_epilogue_fragments(Code& k, Context& c, const FlashForm& f, const FlashLemma& lemma);
+ *  m16n8 fragments, rows past n_q skipped, and the row statistics among `outputs`
+ *  (flash_store_stats). Adds nothing to `stored` (the caller stores O and the statistics). */
+void flash_epilogue_fragments(Code& k, Context& c, const FlashForm& f, const FlashLemma& lemma, const std::vector<std::string>& outputs);
+/** Emits the stores of the form's row statistics among `outputs` (f.stats: logsumexp and the
+ *  like, from the lemma's m and l) after finalise: the first lane of each quad stores its rows
+ *  `row_of(h)` (h = 0, 1) below n_q. */
+void flash_store_stats(Code& k, Context& c, const FlashForm& f, const FlashLemma& lemma, const std::vector<std::string>& outputs, const std::string& row_of_h);
 /** Emits the wgmma flash variant's end in a consumer warpgroup: the lemma's finalise, then O's
  *  epilogue for two adjacent columns at a time, stored by napkin::store_pair; rows past n_q
- *  skipped. */
-void flash_epilogue_pairs(Code& k, Context& c, const FlashForm& f, const FlashLemma& lemma);
+ *  skipped; then the row statistics among `outputs` (flash_store_stats). */
+void flash_epilogue_pairs(Code& k, Context& c, const FlashForm& f, const FlashLemma& lemma, const std::vector<std::string>& outputs);
 
 // ---- wide stores of interior tiles (render_store.cpp) ----
 

@@ -138,7 +138,7 @@ void gemm_path_epilogue(Code& code, Context& c, const KernelChoice& kc, const Ge
   }
 }
 
-void flash_epilogue_fragments(Code& k, Context& c, const FlashForm& f, const FlashLemma& lemma) {
+void flash_epilogue_fragments(Code& k, Context& c, const FlashForm& f, const FlashLemma& lemma, const std::vector<std::string>& outputs) {
   const std::string &M = f.M, &dv = f.dv;
   const Statement* O = f.O;
   const Expr* co = f.co;
@@ -160,10 +160,11 @@ void flash_epilogue_fragments(Code& k, Context& c, const FlashForm& f, const Fla
   k.line("a." + O->name + "[" + c.index(O->name) + "] = napkin::from_f<" + c.ctype_of(O->name) + ">(" + c.value(*O->expr, over_o) + ");");
   k.close();
   k.close();
+  flash_store_stats(k, c, f, lemma, outputs, "warp * (T_Q / WARPS) + mt * 16 + lane / 4 + h * 8");
   k.close();
 }
 
-void flash_epilogue_pairs(Code& k, Context& c, const FlashForm& f, const FlashLemma& lemma) {
+void flash_epilogue_pairs(Code& k, Context& c, const FlashForm& f, const FlashLemma& lemma, const std::vector<std::string>& outputs) {
   const std::string& M = f.M;
   k.line("// finalise: " + lemma.finalise_note() + ", then " + f.O->name + "'s epilogue, two adjacent columns per store");
   lemma.finalise(k);
@@ -188,6 +189,31 @@ void flash_epilogue_pairs(Code& k, Context& c, const FlashForm& f, const FlashLe
   k.close();
   k.line("napkin::store_pair(a." + f.O->name + ", at, v, true);");
   k.close();
+  k.close();
+  flash_store_stats(k, c, f, lemma, outputs, "cw * 64 + warp * 16 + lane / 4 + h * 8");
+}
+
+void flash_store_stats(Code& k, Context& c, const FlashForm& f, const FlashLemma& lemma, const std::vector<std::string>& outputs, const std::string& row_of_h) {
+  std::vector<const Statement*> stored;
+  std::vector<std::string> names;
+  for (const Statement* st : f.stats) {
+    names.push_back(st->name);
+    if (std::find(outputs.begin(), outputs.end(), st->name) != outputs.end()) stored.push_back(st);
+  }
+  if (stored.empty()) return;
+  const Diagram& d = c.diagram();
+  k.line("// the softmax's row statistics (" + join(names) + "): from the running max m and sum l, by the quad's first lane");
+  k.line("#pragma unroll");
+  k.open("for (int h = 0; h < 2; ++h)");
+  k.line("const int row = " + row_of_h + ";");
+  k.line("if (lane % 4 != 0 || row >= n_q) continue;");
+  k.line("const int64_t i_" + f.M + " = o_" + f.M + " + row;");
+  const NodeOverride over = [&](const Expr& n) -> std::optional<std::string> {
+    if (const char which = flash_statistic(d, f, n)) return lemma.statistic(which, "h");
+    return std::nullopt;
+  };
+  for (const Statement* st : stored)
+    k.line("a." + st->name + "[" + c.index(st->name) + "] = napkin::from_f<" + c.ctype_of(st->name) + ">(" + c.value(*st->expr, over, names) + ");");
   k.close();
 }
 

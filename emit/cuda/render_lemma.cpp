@@ -78,9 +78,15 @@ void FlashLemma::rescale_o(Code& k) const {
 
 void FlashLemma::finalise(Code& k) const {
   if (!softmax_) return;
-  k.line("float inv_l[2];");
+  k.line("float inv_l[2], l_tot[2];  // 1 / l, and l summed over the quad");
   k.line("#pragma unroll");
-  k.line("for (int h = 0; h < 2; ++h) { const float l = napkin::quad_sum(" + l_ + "[h]); inv_l[h] = l > 0.0f ? 1.0f / l : " + std::string(kNanF) + "; }");  // l = 0: a row masked throughout, NaN as in the fp64 evaluator
+  k.line("for (int h = 0; h < 2; ++h) { l_tot[h] = napkin::quad_sum(" + l_ + "[h]); inv_l[h] = l_tot[h] > 0.0f ? 1.0f / l_tot[h] : " + std::string(kNanF) + "; }");  // l = 0: a row masked throughout, NaN as in the fp64 evaluator
+}
+
+std::string FlashLemma::statistic(char which, const std::string& h) const {
+  const std::string m = m_ + "[" + h + "]";
+  if (which == 'm') return m;
+  return "(" + m + " == -INFINITY ? " + std::string(kNanF) + " : l_tot[" + h + "])";
 }
 
 std::string FlashLemma::result(const std::string& acc, const std::string& h) const {

@@ -121,7 +121,12 @@ void row_body(RowsKernel& r) {
   }, "");
   lemma.merge(r.k);
   if (lemma.reduction()) {
-    r.k.line("if (live && t == 0) a." + r.st.name + "[" + r.c.index(r.st.name) + "] = napkin::from_f<" + r.c.ctype_of(r.st.name) + ">(" + lemma.map() + ");");
+    // the stored value: the reduction's, or the statement's element-wise map of it (lower/rows_form.hpp `post`)
+    const std::string value = &r.e == &*r.st.expr ? lemma.map() : r.c.value(*r.st.expr, [&](const Expr& n) -> std::optional<std::string> {
+      if (&n == &r.e) return "(" + lemma.map() + ")";
+      return std::nullopt;
+    });
+    r.k.line("if (live && t == 0) a." + r.st.name + "[" + r.c.index(r.st.name) + "] = napkin::from_f<" + r.c.ctype_of(r.st.name) + ">(" + value + ");");
     return;
   }
   lemma.finalise(r.k);
@@ -143,7 +148,7 @@ KernelEmit emit_rows(Context& c, const KernelChoice& kc) {
   NAPKIN_ASSERT(spec.rows.has_value()) << "rows kernel " << kc.plan.name << " has no rows form";
   const RowsForm& form = *spec.rows;  // lowering's launch shape (lower/rows_form.hpp): rows per block, teams, unroll, occupancy
   const Statement& st = *d.find_statement(form.statement);
-  const Expr& e = *st.expr;
+  const Expr& e = *rows_core(d, st);  // the normaliser or reduction, the statement's whole expression unless `form.post`
   const std::string& ax = form.axis;
   const AxisList& rows = form.rows;
   const std::int64_t R = form.rows_per_block;
@@ -154,7 +159,7 @@ KernelEmit emit_rows(Context& c, const KernelChoice& kc) {
   k.line(describe_plan(kc.plan));
   const std::string per_row = form.team_lanes < 32 ? std::to_string(form.team_lanes) + " lanes" : std::to_string(team) + " warp(s)";
   k.line("// strategy rows: " + std::string(op_name(e.op)) + " along " + ax + "; " + std::to_string(R) + " rows per block, " + per_row + " per row; " +
-         (form.reduction ? std::string("one pass, the team's first lane stores the value")
+         (form.reduction ? std::string("one pass, the team's first lane stores the value") + (form.post ? " through the statement's element-wise map" : "")
                          : std::string("pass 1 statistics, pass 2 the map (the second read of the row is served by L1/L2)")));
   k.open("namespace " + ns);
   k.line("constexpr int WARPS = " + std::to_string(warps) + ", THREADS = WARPS * 32, ROWS = " + std::to_string(R) + ", TEAM_WARPS = " + std::to_string(team) +

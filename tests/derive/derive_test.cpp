@@ -4,6 +4,7 @@
 
 #include "derive/derivation.hpp"
 #include "diagrams/verify.hpp"
+#include "perfmodel/simt_cost.hpp"
 #include "tests/support/run.hpp"
 
 using namespace napkin;
@@ -150,6 +151,75 @@ TEST_CASE("a one-axis reduction is a rows kernel: one walk, short rows walked by
   // One row per block of 4 warps keeps the team of warps (the schedule's choice, priced as such).
   CHECK(priced(128, 1, 4).spec->rows->team_warps == 4);
   CHECK(priced(128, 1, 4).spec->rows->team_lanes == 32);
+}
+
+TEST_CASE("an element-wise map of one reduction is a rows kernel: the storing lane applies the map", "[derive][rows]") {
+  // rmsnorm's saved statistic rstd = rsqrt(mean(X * X; m) + eps), scaled by a per-row array.
+  const char* text =
+      "diagram row_rstd\naxis t = 2048\naxis m = 4096\nin X[t,m] : bf16\nin B[t] : fp32\n"
+      "Y[t] = rsqrt(mean(X * X; m) + 1e-5) * B\nout Y : fp32\n";
+  const Hardware h100 = load_hardware("h100");
+  Loaded l = load_text(text, {});
+  const KernelCost k = priced_by_schedule(l, "schedule v for row_rstd\nkernel Y\n  fuse Y\n  group t by 8\n  warps 4\n", h100);
+  REQUIRE(k.spec->rows);
+  const RowsForm& f = *k.spec->rows;
+  CHECK(f.reduction);
+  CHECK(f.post);
+  CHECK(f.axis == "m");
+  CHECK(f.row_arrays == std::vector<std::string>{"B"});
+  CHECK(f.walks() == 1);
+  // X once, B and Y once per row: the model prices the row arrays too.
+  CHECK(k.hbm_bytes == Approx(2048.0 * 4096 * 2 + 2048.0 * 4 * 2));
+  // Derive picks it over the one-thread-per-row SIMT loop.
+  const Derivation dv = derive(*l.program, *l.diagram, l.sizes, h100);
+  REQUIRE(dv.chosen.kernels.size() == 1);
+  CHECK(dv.chosen.kernels[0].cost.spec->strategy == Strategy::rows);
+  // A map that is not element-wise around the reduction stays off the rows form.
+  Loaded nested = load_text(
+      "diagram nested\naxis t = 64\naxis m = 64\nin X[t,m] : bf16\nY[t] = sum(X; m) + max(X; m)\nout Y : fp32\n", {});
+  const KernelCost kn = priced_by_schedule(nested, "schedule v for nested\nkernel Y\n  fuse Y\n  warps 4\n", h100);
+  CHECK_FALSE(kn.spec->rows);
+}
+
+TEST_CASE("a reduction down the columns is a cols kernel: lanes across columns, threads splitting the rows", "[derive][rows]") {
+  // rmsnorm's weight gradient: dW[m] = sum(dY * X * R; t), R[t] the saved rstd (a broadcast per row).
+  const char* text =
+      "diagram col_sum\naxis t = 2048\naxis m = 4096\nin dY[t,m] : bf16\nin X[t,m] : bf16\nin R[t] : fp32\n"
+      "dW[m] = sum(dY * X * R; t)\nout dW : bf16\n";
+  const Hardware h100 = load_hardware("h100");
+  Loaded l = load_text(text, {});
+  const KernelCost k = priced_by_schedule(l, "schedule v for col_sum\nkernel dW\n  fuse dW\n  weave m\n  warps 4\n", h100);
+  REQUIRE(k.spec->strategy == Strategy::cols);
+  const ColsForm& f = *k.spec->cols;
+  CHECK(f.axis == "t");
+  CHECK(f.arrays == std::vector<std::string>{"X", "dY"});
+  CHECK(f.row_arrays == std::vector<std::string>{"R"});
+  CHECK(f.col_lanes == 16);  // 4096 / 32 = 128 blocks would leave SMs idle; 16 lanes of bf16 are one 32-byte sector
+  CHECK(f.row_lanes() == 8);
+  CHECK(f.unroll == 16);
+  CHECK(f.rounds() == 2048 / (8 * 16));
+  CHECK(k.hbm_bytes == Approx(2.0 * 2048 * 4096 * 2 + 2048 * 4 + 4096 * 2));
+  CHECK(k.t_total < 50e-6);
+  const Derivation dv = derive(*l.program, *l.diagram, l.sizes, h100);
+  REQUIRE(dv.chosen.kernels.size() == 1);
+  CHECK(dv.chosen.kernels[0].cost.spec->strategy == Strategy::cols);
+  // An array along t that keeps t innermost would be strided across the lanes: not the cols form.
+  Loaded strided = load_text("diagram s\naxis t = 64\naxis m = 64\nin X[m,t] : bf16\nY[m] = sum(X; t)\nout Y : fp32\n", {});
+  const KernelCost ks = priced_by_schedule(strided, "schedule v for s\nkernel Y\n  fuse Y\n  warps 4\n", h100);
+  CHECK(ks.spec->strategy == Strategy::rows);
+}
+
+TEST_CASE("the SIMT price counts the rounds of loads each thread waits for", "[derive][simt]") {
+  // One thread per column walking 2048 rows (session 17's training profile: 800 us measured on
+  // an H100 where the throughput terms alone said 37.5 us).
+  Loaded l = load_text("diagram s\naxis t = 2048\naxis m = 4096\nin dY[t,m] : bf16\nin X[t,m] : bf16\nY[m] = sum(dY * X; t)\nout Y : fp32\n", {});
+  const Hardware h100 = load_hardware("h100");
+  const SimtCost c = price_simt(*l.diagram, {"Y"}, l.sizes, h100, {});
+  CHECK(c.t_latency == Approx(2048 * h100.hbm_latency_s));  // dY and X of a row in flight together: one round per row
+  CHECK(c.t_total >= c.t_latency);
+  // A loop along the arrays' innermost axis pays a round per 32-byte sector (16 bf16 elements).
+  Loaded rowwise = load_text("diagram r\naxis t = 2048\naxis m = 4096\nin X[t,m] : bf16\nY[t] = sum(X; m)\nout Y : fp32\n", {});
+  CHECK(price_simt(*rowwise.diagram, {"Y"}, rowwise.sizes, h100, {}).t_latency == Approx(4096 / 16.0 * h100.hbm_latency_s));
 }
 
 TEST_CASE("the wgmma GEMM stores through SMEM by TMA only where its ring keeps its stages", "[derive][lower]") {

@@ -109,3 +109,37 @@ TEST_CASE("flash form: what it cannot render lowers to SIMT (saying why) or to f
   }
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("flash form: the softmax's logsumexp (napkin grad's saved statistic) is stored by the flash kernel from m and l", "[emit][cuda]") {
+  // attention's forward as `napkin grad` writes it: O and P_lse = logsumexp(mask(S, causal); x).
+  const char* text =
+      "diagram attn_lse\naxis b = 2\naxis h = 2\naxis q = 256\naxis x = 256\naxis d = 64\n"
+      "in Q[b,h,q,d] : bf16\nin K[b,h,x,d] : bf16\nin V[b,h,x,d] : bf16\n"
+      "S[b,h,q,x] = contract(Q, K; d) * rsqrt(d)\nP[b,h,q,x] = softmax(mask(S, causal(q, x)); x)\n"
+      "P_lse[b,h,q] = logsumexp(mask(S, causal(q, x)); x)\nO[b,h,q,d] = contract(P, V; x)\nout O : bf16\nout P_lse : fp32\n";
+  Hardware hw = load_hardware("h100");
+  LoadedDiagram l = load_text(text, {});
+  Derivation dv = derive(*l.program, *l.diagram, l.sizes, hw);
+  REQUIRE(dv.chosen.kernels.size() == 1);  // not S, P, P_lse_max, P_lse and O apart
+  const KernelChoice& kc = dv.chosen.kernels[0];
+  const KernelSpec& spec = *kc.cost.spec;
+  REQUIRE(spec.strategy == Strategy::flash);
+  const FlashForm& f = *spec.flash;
+  REQUIRE(f.stats.size() == 2);  // the max and the logsumexp statements (derive writes logsumexp as both)
+  CHECK(f.skip);                 // the causal skip holds: the skipped terms are -inf in the max and 0 in the sum
+  CHECK(kc.cost.causal_active_fraction < 1);
+  CHECK(kc.cost.outputs.size() == 2);
+  const std::string cuda = emit_cuda(*l.program, *l.diagram, dv, hw);
+  std::size_t stores = 0;
+  for (std::size_t at = cuda.find("a.P_lse["); at != std::string::npos; at = cuda.find("a.P_lse[", at + 1)) ++stores;
+  CHECK(stores == 2);  // the mma.sync and the wgmma variant
+  CHECK(cuda.find("logf(") != std::string::npos);
+  // Without the softmax (a plain logsumexp beside a sigmoid score) there is no running max: not the flash form.
+  LoadedDiagram sig = load_text(
+      "diagram s\naxis q = 128\naxis x = 128\naxis d = 64\nin Q[q,d] : bf16\nin K[x,d] : bf16\nin V[x,d] : bf16\n"
+      "S[q,x] = contract(Q, K; d)\nP[q,x] = sigmoid(S)\nL[q] = logsumexp(S; x)\nO[q,d] = contract(P, V; x)\nout O : bf16\nout L : fp32\n",
+      {});
+  Derivation ds = derive(*sig.program, *sig.diagram, sig.sizes, hw);
+  for (const auto& k : ds.chosen.kernels)
+    if (k.cost.spec->strategy == Strategy::flash) CHECK(k.cost.spec->flash->stats.empty());
+}

@@ -66,6 +66,14 @@ add rowsum-3x333x37 "$gpu/row_sum.napkin" --set d=37
 add rowmax-50000x40 "$gpu/row_max.napkin" --set t=50000
 add rowmax-777x1001 "$gpu/row_max.napkin" --set v=1001
 add rowmean-96x500 "$gpu/row_mean.napkin"
+# an element-wise map of a reduction (rmsnorm's rstd times a per-row array): the storing lane maps
+add rowrstd-3001x4096 "$gpu/row_rstd.napkin"
+add rowrstd-5x40 "$gpu/row_rstd.napkin" --set t=5 --set m=40
+# reductions down the columns on the cols strategy: 16 lanes of bf16, two column axes with a map, fp16 with a ragged row count
+add colsum-2048x4096 "$gpu/col_sum.napkin"
+add colsum-333x77 "$gpu/col_sum.napkin" --set t=333 --set m=77
+add colmax-1000x3x77 "$gpu/col_max.napkin"
+add colmean-999x1000 "$gpu/col_mean.napkin"
 # normalisers over short rows: teams of 16 and 8 lanes (two walks), teams past the block's rows
 add softmax-20000x128 "$lib/softmax.napkin" --set t=20000 --set v=128
 add layernorm-20000x96 "$lib/layernorm.napkin" --set t=20000 --set m=96

@@ -886,9 +886,9 @@ __device__ __forceinline__ void wgmma_m64n128k32_fp8e4m3_rs(float (&d)[64], cons
     }
     if (CONSUMERS == 2 && cw == 0) napkin::named_sync(1, 256);  // matches warpgroup 1's last turn
     // finalise: O / l (normalised contraction), then O's epilogue, two adjacent columns per store
-    float inv_l[2];
+    float inv_l[2], l_tot[2];  // 1 / l, and l summed over the quad
     #pragma unroll
-    for (int h = 0; h < 2; ++h) { const float l = napkin::quad_sum(l_reg[h]); inv_l[h] = l > 0.0f ? 1.0f / l : __int_as_float(0x7fc00000); }
+    for (int h = 0; h < 2; ++h) { l_tot[h] = napkin::quad_sum(l_reg[h]); inv_l[h] = l_tot[h] > 0.0f ? 1.0f / l_tot[h] : __int_as_float(0x7fc00000); }
     #pragma unroll
     for (int nt = 0; nt < D_V / 8; ++nt) {
       #pragma unroll

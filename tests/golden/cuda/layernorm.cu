@@ -342,9 +342,9 @@ namespace k_Y {
   constexpr int WARPS = 4, THREADS = WARPS * 32, ROWS = 4, TEAM_WARPS = 1, TEAM_LANES = 32, TEAM = TEAM_WARPS * TEAM_LANES;
   constexpr int TEAMS_PER_WARP = 32 / TEAM_LANES, TEAMS = WARPS / TEAM_WARPS * TEAMS_PER_WARP;  // teams of a block, rows walked at once
   [[maybe_unused]] constexpr int U = 4;  // 16-byte accesses in flight per lane (the vector path)
-  // at most 48 registers per thread: 10 blocks per SM resident, as the model prices it (lower/rows_form.hpp)
+  // at most 80 registers per thread: 6 blocks per SM resident, as the model prices it (lower/rows_form.hpp)
 
-  __global__ void __launch_bounds__(THREADS, 10) kernel(const Args a) {
+  __global__ void __launch_bounds__(THREADS, 6) kernel(const Args a) {
     [[maybe_unused]] const int64_t N_t = a.N_t, N_m = a.N_m;
     __shared__ float stats_smem[WARPS][3];  // SMEM: each warp's statistics, merged across a team
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, t = (warp % TEAM_WARPS) * 32 + lane % TEAM_LANES;

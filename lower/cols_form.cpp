@@ -1,0 +1,75 @@
+// The columns form and its launch shape (contract in cols_form.hpp).
+#include "lower/cols_form.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include "diagrams/graph_view.hpp"
+#include "lower/rows_form.hpp"
+
+namespace napkin {
+
+std::optional<ColsForm> analyse_cols(const Diagram& d, const KernelShape& k, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt,
+                                     std::string& why) {
+  if (k.statements.size() != 1) return why = "more than one statement", std::nullopt;
+  const Statement& st = *d.find_statement(k.statements[0]);
+  const Expr* core = rows_core(d, st);
+  const bool reduction = core && core->kind == Expr::Kind::apply && (core->op == Op::sum || core->op == Op::max || core->op == Op::mean);
+  if (!reduction || core->axes.size() != 1 || st.axes.empty()) return why = "not a one-axis reduction into a statement with axes", std::nullopt;
+  if (!elementwise_tree(*core->args[0])) return why = "the reduction's argument is not element-wise", std::nullopt;
+  ColsForm f;
+  f.statement = st.name;
+  f.axis = core->axes[0];
+  f.cols = st.axes;
+  f.extent = sizes.at(f.axis);
+  f.cols_total = 1;
+  for (const auto& a : st.axes) f.cols_total *= sizes.at(a);
+  f.post = core != &*st.expr;
+  const std::string& inner = st.axes.back();
+  std::set<std::string> along, per_col;
+  int narrowest = 4;  // bytes
+  walk(*st.expr, [&](const Expr& n) {
+    if (n.kind != Expr::Kind::ref || !d.array_axes(n.name)) return;
+    const AxisList& ax = *d.array_axes(n.name);
+    (std::find(ax.begin(), ax.end(), f.axis) != ax.end() ? along : per_col).insert(n.name);
+  });
+  if (along.empty()) return why = "no array is read along " + f.axis, std::nullopt;
+  std::set<std::string> broadcast;  // along the axis but not the columns' innermost axis: one address per warp row
+  for (const auto& a : along) {
+    const AxisList& ax = *d.array_axes(a);
+    if (std::find(ax.begin(), ax.end(), inner) == ax.end()) {
+      broadcast.insert(a);
+      continue;
+    }
+    if (ax.back() != inner)
+      return why = "'" + a + "' does not keep " + inner + " (the columns) innermost: its loads along " + f.axis + " would not be coalesced", std::nullopt;
+    narrowest = std::min(narrowest, dtype_bits(storage_dtype(d, a, opt)) / 8);
+  }
+  for (const auto& a : broadcast) along.erase(a), f.row_arrays.push_back(a);
+  if (along.empty()) return why = "no array along " + f.axis + " carries the columns' innermost axis " + inner, std::nullopt;
+  f.arrays.assign(along.begin(), along.end());
+  f.col_arrays.assign(per_col.begin(), per_col.end());
+  f.warps = k.plan.warps();
+  const int min_lanes = std::max(8, 32 / std::max(1, narrowest));  // a 32-byte sector per warp row
+  const std::int64_t group = k.plan.group(inner).value_or(0);
+  if (group == 8 || group == 16 || group == 32) {
+    f.col_lanes = static_cast<int>(group);
+  } else {
+    f.col_lanes = 32;
+    while (f.col_lanes > min_lanes && (f.cols_total + f.col_lanes - 1) / f.col_lanes < 2 * std::int64_t{hw.sm_count}) f.col_lanes /= 2;
+  }
+  if (f.threads() % f.col_lanes != 0) return why = "the block's threads are not a multiple of its columns", std::nullopt;
+  f.blocks = (f.cols_total + f.col_lanes - 1) / f.col_lanes;
+  // ptxas on sm_90a: one fp32 array at U = 16 spilled at 56 registers (col_max), two bf16 arrays used 96.
+  const int arrays = static_cast<int>(f.arrays.size());
+  f.unroll = arrays <= 2 ? 16 : 8;
+  f.registers = 32 + 4 * f.unroll * arrays;
+  f.smem_bytes = std::int64_t{f.threads()} * 4;
+  const std::int64_t regs_per_block = std::int64_t{(f.registers + 7) / 8 * 8} * f.threads();
+  f.blocks_per_sm = static_cast<int>(std::max<std::int64_t>(
+      1, std::min<std::int64_t>({hw.max_blocks_per_sm, hw.max_warps_per_sm / std::max(1, f.warps), hw.registers_per_sm / regs_per_block,
+                                 static_cast<std::int64_t>(hw.smem.capacity_bytes) / (f.smem_bytes + 1024)})));
+  return f;
+}
+
+}  // namespace napkin

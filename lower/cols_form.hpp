@@ -1,0 +1,60 @@
+/** \file cols_form.hpp
+ *  The columns form of a kernel and the launch shape lowering gives it: one statement
+ *  `Y = red(arg; a)` (sum, max or mean over one axis `a`), or an element-wise map of one such
+ *  reduction (lower/rows_form.hpp rows_core), whose arguments' arrays carrying `a` and Y's innermost
+ *  axis keep that axis innermost (those without it are read once per warp row, a broadcast): a reduction down the columns (the weight gradient of a norm,
+ *  dW[m] = sum(dY * X * rstd; t)). Each index of Y is a column; a thread block takes `col_lanes`
+ *  consecutive columns, its threads split `a` (`row_lanes` threads per column, each summing every
+ *  row_lanes-th row with `unroll` loads in flight), so a warp's loads of one row are coalesced
+ *  and every thread walks `a` / row_lanes rows instead of all of them; the block's partials meet
+ *  in SMEM and the first row of threads stores, in a fixed order (deterministic).
+ *  A column's whole reduction is in one block: no workspace, no atomics; with few columns the
+ *  blocks are few, which the model prices (perfmodel/cost.cpp cols(): rounds of loads per thread).
+ *  Read by the model and rendered by emit/cuda/cols.cpp: what one prices, the other writes.
+ */
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "diagrams/ir.hpp"
+#include "hardware/hardware.hpp"
+#include "lower/kernel_shape.hpp"
+#include "lower/options.hpp"
+
+namespace napkin {
+
+struct ColsForm {
+  std::string statement, axis;       ///< the statement and its reduced axis
+  AxisList cols;                     ///< the statement's axes (each index a column), the innermost last
+  std::int64_t extent = 0;           ///< elements along `axis`
+  std::int64_t cols_total = 0;       ///< product of the column axes' sizes
+  bool post = false;                 ///< the stored value is an element-wise map of the reduction
+  std::vector<std::string> arrays;   ///< arrays read along `axis` (each keeps the columns' innermost axis innermost)
+  std::vector<std::string> col_arrays;  ///< arrays read once per column (they lack `axis`)
+  std::vector<std::string> row_arrays;  ///< arrays along `axis` without the columns' innermost axis: one address per warp row (rstd[t])
+  int warps = 8;                     ///< per thread block (the schedule's)
+  /** Consecutive columns of a block, one lane each: the schedule's group of the innermost column
+   *  axis where it is 8, 16 or 32; else the most of 32, 16, 8 that still gives two blocks per SM,
+   *  at least one 32-byte sector of the narrowest array per warp row. */
+  int col_lanes = 32;
+  int unroll = 16;                   ///< loads in flight per thread per array: 16 for one or two arrays, else 8
+  std::int64_t blocks = 0;           ///< ceil(cols_total / col_lanes)
+  int blocks_per_sm = 1;             ///< resident blocks per SM: the launch bounds' minimum
+  int registers = 40;                ///< per thread: 32 for indices and the partial, 4 per load in flight
+  std::int64_t smem_bytes = 0;       ///< the partials: threads x 4 bytes
+
+  int threads() const { return warps * 32; }
+  int row_lanes() const { return threads() / col_lanes; }
+  /** Dependent rounds of loads one thread waits for: its rows, `unroll` at a time. */
+  std::int64_t rounds() const { return (extent + std::int64_t{row_lanes()} * unroll - 1) / (std::int64_t{row_lanes()} * unroll); }
+};
+
+/** The columns form of `k` (one statement of `d`: a sum, max or mean over one axis, alone or in
+ *  an element-wise map, every array read along the axis with the statement's innermost axis
+ *  innermost) at `sizes` on `hw`, or nullopt with the reason in `why`. Raises nothing. */
+std::optional<ColsForm> analyse_cols(const Diagram& d, const KernelShape& k, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt,
+                                     std::string& why);
+
+}  // namespace napkin
