@@ -594,6 +594,27 @@ namespace k_Qn {
 
   __global__ void __launch_bounds__(THREADS) Qn(const Args a) {
     [[maybe_unused]] const int64_t N_b = a.N_b, N_h = a.N_h, N_q = a.N_q, N_x = a.N_x, N_d = a.N_d;
+    constexpr int V = 8;  // elements per thread along d where its extent is a multiple
+    if (N_d % V == 0) {
+      for (int64_t run = int64_t{blockIdx.x} * THREADS + threadIdx.x; run < int64_t{1} * N_b * N_h * N_q * N_d / V; run += int64_t{gridDim.x} * THREADS) {
+        int64_t rest = run;
+        const int64_t i0_d = rest % (N_d / V) * V;
+        rest /= N_d / V;
+        const int64_t i_q = rest % N_q;
+        rest /= N_q;
+        const int64_t i_h = rest % N_h;
+        rest /= N_h;
+        const int64_t i_b = rest % N_b;
+        rest /= N_b;
+        #pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const int64_t i_d = i0_d + j, idx = run * V + j;
+          (void)i_d;
+          a.Qn[idx] = napkin::from_f<__nv_bfloat16>((napkin::to_f(a.Q[(((i_b) * N_h + i_h) * N_q + i_q) * N_d + i_d]) * rsqrtf(([&]() -> float { float acc = 0.0f; for (int64_t i_d = 0; i_d < N_d; ++i_d) acc += (napkin::to_f(a.Q[(((i_b) * N_h + i_h) * N_q + i_q) * N_d + i_d]) * napkin::to_f(a.Q[(((i_b) * N_h + i_h) * N_q + i_q) * N_d + i_d])); return acc; }()))));
+        }
+      }
+      return;
+    }
     for (int64_t idx = int64_t{blockIdx.x} * THREADS + threadIdx.x; idx < int64_t{1} * N_b * N_h * N_q * N_d; idx += int64_t{gridDim.x} * THREADS) {
       int64_t rest = idx;
       const int64_t i_d = rest % N_d;
@@ -617,6 +638,27 @@ namespace k_Kn {
 
   __global__ void __launch_bounds__(THREADS) Kn(const Args a) {
     [[maybe_unused]] const int64_t N_b = a.N_b, N_h = a.N_h, N_q = a.N_q, N_x = a.N_x, N_d = a.N_d;
+    constexpr int V = 8;  // elements per thread along d where its extent is a multiple
+    if (N_d % V == 0) {
+      for (int64_t run = int64_t{blockIdx.x} * THREADS + threadIdx.x; run < int64_t{1} * N_b * N_h * N_x * N_d / V; run += int64_t{gridDim.x} * THREADS) {
+        int64_t rest = run;
+        const int64_t i0_d = rest % (N_d / V) * V;
+        rest /= N_d / V;
+        const int64_t i_x = rest % N_x;
+        rest /= N_x;
+        const int64_t i_h = rest % N_h;
+        rest /= N_h;
+        const int64_t i_b = rest % N_b;
+        rest /= N_b;
+        #pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const int64_t i_d = i0_d + j, idx = run * V + j;
+          (void)i_d;
+          a.Kn[idx] = napkin::from_f<__nv_bfloat16>((napkin::to_f(a.K[(((i_b) * N_h + i_h) * N_x + i_x) * N_d + i_d]) * rsqrtf(([&]() -> float { float acc = 0.0f; for (int64_t i_d = 0; i_d < N_d; ++i_d) acc += (napkin::to_f(a.K[(((i_b) * N_h + i_h) * N_x + i_x) * N_d + i_d]) * napkin::to_f(a.K[(((i_b) * N_h + i_h) * N_x + i_x) * N_d + i_d])); return acc; }()))));
+        }
+      }
+      return;
+    }
     for (int64_t idx = int64_t{blockIdx.x} * THREADS + threadIdx.x; idx < int64_t{1} * N_b * N_h * N_x * N_d; idx += int64_t{gridDim.x} * THREADS) {
       int64_t rest = idx;
       const int64_t i_d = rest % N_d;
@@ -1102,7 +1144,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
         napkin_variant = "simt";
          {
           const int64_t n = int64_t{1} * a.N_b * a.N_h * a.N_q * a.N_d;
-          const int64_t blocks = std::min<int64_t>((n + 255) / 256, int64_t{1} << 20);
+          const int64_t blocks = std::min<int64_t>((n / (a.N_d % 8 == 0 ? 8 : 1) + 255) / 256, int64_t{1} << 20);
           if (blocks > 0) k_Qn::Qn<<<static_cast<unsigned>(blocks), k_Qn::THREADS, 0, stream>>>(a);
         }
         NAPKIN_CUDA(cudaGetLastError());
@@ -1113,7 +1155,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
         napkin_variant = "simt";
          {
           const int64_t n = int64_t{1} * a.N_b * a.N_h * a.N_x * a.N_d;
-          const int64_t blocks = std::min<int64_t>((n + 255) / 256, int64_t{1} << 20);
+          const int64_t blocks = std::min<int64_t>((n / (a.N_d % 8 == 0 ? 8 : 1) + 255) / 256, int64_t{1} << 20);
           if (blocks > 0) k_Kn::Kn<<<static_cast<unsigned>(blocks), k_Kn::THREADS, 0, stream>>>(a);
         }
         NAPKIN_CUDA(cudaGetLastError());

@@ -3419,6 +3419,25 @@ namespace k_Y {
 
   __global__ void __launch_bounds__(THREADS) Y(const Args a) {
     [[maybe_unused]] const int64_t N_b = a.N_b, N_s = a.N_s, N_m = a.N_m, N_g = a.N_g, N_r = a.N_r, N_d = a.N_d, N_f = a.N_f;
+    constexpr int V = 8;  // elements per thread along m where its extent is a multiple
+    if (N_m % V == 0) {
+      for (int64_t run = int64_t{blockIdx.x} * THREADS + threadIdx.x; run < int64_t{1} * N_b * N_s * N_m / V; run += int64_t{gridDim.x} * THREADS) {
+        int64_t rest = run;
+        const int64_t i0_m = rest % (N_m / V) * V;
+        rest /= N_m / V;
+        const int64_t i_s = rest % N_s;
+        rest /= N_s;
+        const int64_t i_b = rest % N_b;
+        rest /= N_b;
+        #pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const int64_t i_m = i0_m + j, idx = run * V + j;
+          (void)i_m;
+          a.Y[idx] = napkin::from_f<__nv_bfloat16>((napkin::to_f(a.X2[((i_b) * N_s + i_s) * N_m + i_m]) + napkin::to_f(a.Y__call[((i_b) * N_s + i_s) * N_m + i_m])));
+        }
+      }
+      return;
+    }
     for (int64_t idx = int64_t{blockIdx.x} * THREADS + threadIdx.x; idx < int64_t{1} * N_b * N_s * N_m; idx += int64_t{gridDim.x} * THREADS) {
       int64_t rest = idx;
       const int64_t i_m = rest % N_m;
@@ -3642,7 +3661,7 @@ namespace k_Y {
         if (const int e = call_Y::run_all(call_Y_args(a), stream)) return e;
          {
           const int64_t n = int64_t{1} * a.N_b * a.N_s * a.N_m;
-          const int64_t blocks = std::min<int64_t>((n + 255) / 256, int64_t{1} << 20);
+          const int64_t blocks = std::min<int64_t>((n / (a.N_m % 8 == 0 ? 8 : 1) + 255) / 256, int64_t{1} << 20);
           if (blocks > 0) k_Y::Y<<<static_cast<unsigned>(blocks), k_Y::THREADS, 0, stream>>>(a);
         }
         napkin_variant = "call";
