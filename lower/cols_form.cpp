@@ -65,10 +65,7 @@ std::optional<ColsForm> analyse_cols(const Diagram& d, const KernelShape& k, con
   f.unroll = arrays <= 2 ? 16 : 8;
   f.registers = 32 + 4 * f.unroll * arrays;
   f.smem_bytes = std::int64_t{f.threads()} * 4;
-  const std::int64_t regs_per_block = std::int64_t{(f.registers + 7) / 8 * 8} * f.threads();
-  f.blocks_per_sm = static_cast<int>(std::max<std::int64_t>(
-      1, std::min<std::int64_t>({hw.max_blocks_per_sm, hw.max_warps_per_sm / std::max(1, f.warps), hw.registers_per_sm / regs_per_block,
-                                 static_cast<std::int64_t>(hw.smem.capacity_bytes) / (f.smem_bytes + 1024)})));
+  f.blocks_per_sm = resident_blocks_per_sm(hw, f.warps, f.registers, f.smem_bytes);
   return f;
 }
 

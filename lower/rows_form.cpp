@@ -121,11 +121,15 @@ std::optional<RowsForm> analyse_rows(const Diagram& d, const KernelShape& k, con
   const int walked = static_cast<int>(widest.vector_arrays.size());
   r.registers = 32 + (r.vector ? 4 * r.unroll * (walked <= 2 ? 1 : walked) : 0);
   r.smem_bytes = std::int64_t{r.warps} * 3 * 4;
-  const std::int64_t regs_per_block = std::int64_t{(r.registers + 7) / 8 * 8} * r.threads();
-  r.blocks_per_sm = static_cast<int>(std::max<std::int64_t>(
-      1, std::min<std::int64_t>({hw.max_blocks_per_sm, hw.max_warps_per_sm / std::max(1, r.warps), hw.registers_per_sm / regs_per_block,
-                                 static_cast<std::int64_t>(hw.smem.capacity_bytes) / (r.smem_bytes + 1024)})));
+  r.blocks_per_sm = resident_blocks_per_sm(hw, r.warps, r.registers, r.smem_bytes);
   return r;
+}
+
+int resident_blocks_per_sm(const Hardware& hw, int warps, int registers, std::int64_t smem_bytes) {
+  const std::int64_t regs_per_block = std::int64_t{(registers + 7) / 8 * 8} * warps * 32;
+  return static_cast<int>(std::max<std::int64_t>(
+      1, std::min<std::int64_t>({hw.max_blocks_per_sm, hw.max_warps_per_sm / std::max(1, warps), hw.registers_per_sm / regs_per_block,
+                                 static_cast<std::int64_t>(hw.smem.capacity_bytes) / (smem_bytes + 1024)})));
 }
 
 }  // namespace napkin

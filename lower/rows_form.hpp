@@ -84,6 +84,11 @@ std::optional<RowsForm> analyse_rows(const Diagram& d, const KernelShape& k, con
  *  the reduced axis, that reduction; else nullptr. Raises nothing. */
 const Expr* rows_core(const Diagram& d, const Statement& st);
 
+/** Resident blocks per SM of a form's launch (rows, cols): at least 1, at most what the
+ *  hardware's block, warp, register (`registers` per thread, allocated in units of 8) and SMEM
+ *  (`smem_bytes` + 1 KB reserved per block) limits allow for `warps` warps per block. */
+int resident_blocks_per_sm(const Hardware& hw, int warps, int registers, std::int64_t smem_bytes);
+
 /** Whether `e` is built only of element-wise operations, array references, numbers and masks. */
 bool elementwise_tree(const Expr& e);
 

@@ -82,13 +82,28 @@ class KernelModel {
     c_.registers_per_thread = kBaseRegisters;
   }
 
-  // ------------------------------------------------------------------ rows
+  // ------------------------------------------------------------------ rows and cols
   /** A rows kernel: priced as lowering shapes it (lower/rows_form.hpp, perfmodel/rows_cost.hpp):
    *  its registers, blocks per SM and SMEM are the form's (the emitted launch bounds), not the
    *  schedule's tiles (which stay checked above); memory and latency overlap with compute. */
   void rows() {
     const RowsForm& f = *spec_.rows;
-    const RowsCost r = price_rows(f, d_, sizes_, hw_, opt_);
+    memory_form(price_rows(f, d_, sizes_, hw_, opt_), f.smem_bytes, f.registers, f.threads(), f.blocks, f.warps, f.blocks_per_sm,
+                "HBM latency (dependent rounds of loads)");
+  }
+
+  /** A columns kernel, the same way (lower/cols_form.hpp, perfmodel/rows_cost.hpp price_cols). */
+  void cols() {
+    const ColsForm& f = *spec_.cols;
+    memory_form(price_cols(f, d_, sizes_, hw_, opt_), f.smem_bytes, f.registers, f.threads(), f.blocks, f.warps, f.blocks_per_sm,
+                "HBM latency (each thread's rows, unroll loads at a time)");
+  }
+
+  /** The price of a kernel whose form fixed its launch shape (rows, cols): memory side `r`, the
+   *  form's SMEM bytes, registers per thread, threads and warps per block, blocks and blocks per
+   *  SM; t = max(HBM, L2, latency, FP32 + SFU) + launch. */
+  void memory_form(const RowsCost& r, std::int64_t smem_bytes, int registers, int threads, std::int64_t blocks, int warps, int blocks_per_sm,
+                   const char* latency_bound) {
     c_.transfers.clear();
     c_.smem_symbolic.clear();
     c_.smem_read_bytes = c_.t_smem = 0;
@@ -96,54 +111,21 @@ class KernelModel {
       for (const auto& a : *list) c_.level[a] = MemLevel::hbm;
     c_.hbm_bytes = r.hbm_bytes;
     c_.l2_to_smem_bytes = r.l2_bytes;  // loads from L2 into the SMs (no SMEM staging)
-    c_.smem_resident_bytes = static_cast<double>(f.smem_bytes);
-    c_.registers_per_thread = f.registers;
-    c_.register_bytes = static_cast<double>(f.registers) * 4 * f.threads();
-    c_.blocks = f.blocks;
-    c_.warps = f.warps;
-    c_.blocks_per_sm = f.blocks_per_sm;
-    c_.warps_per_sm = f.blocks_per_sm * f.warps;
-    const double slots = static_cast<double>(hw_.sm_count) * f.blocks_per_sm;
-    c_.wave_efficiency = static_cast<double>(f.blocks) / (std::ceil(static_cast<double>(f.blocks) / slots) * slots);
-    c_.t_hbm = r.t_hbm, c_.t_l2 = r.t_l2, c_.t_latency = r.t_latency;
-    c_.t_fp32 = c_.flops_fp32 / hw_.fp32_flops_per_s / c_.wave_efficiency;
-    c_.t_sfu = c_.sfu_ops / hw_.sfu_ops_per_s / c_.wave_efficiency;
-    const double compute_t = c_.t_fp32 + c_.t_sfu;
-    c_.t_total = std::max({c_.t_hbm, c_.t_l2, c_.t_latency, compute_t}) + c_.t_launch;
-    std::vector<std::pair<double, const char*>> terms{{c_.t_hbm, "HBM bandwidth"}, {c_.t_l2, "L2 bandwidth"}, {c_.t_latency, "HBM latency (dependent rounds of loads)"},
-                                                      {c_.t_fp32, "FP32 units"}, {c_.t_sfu, "special-function units (exp)"}};
-    c_.bound = std::max_element(terms.begin(), terms.end())->second;
-  }
-
-  // ------------------------------------------------------------------ cols
-  /** A columns kernel: priced as lowering shapes it (lower/cols_form.hpp, perfmodel/rows_cost.hpp
-   *  price_cols): the form's registers, blocks per SM and SMEM; memory and latency overlap with compute. */
-  void cols() {
-    const ColsForm& f = *spec_.cols;
-    const RowsCost r = price_cols(f, d_, sizes_, hw_, opt_);
-    c_.transfers.clear();
-    c_.smem_symbolic.clear();
-    c_.smem_read_bytes = c_.t_smem = 0;
-    for (const auto* list : {&c_.inputs, &c_.outputs, &c_.internal})
-      for (const auto& a : *list) c_.level[a] = MemLevel::hbm;
-    c_.hbm_bytes = r.hbm_bytes;
-    c_.l2_to_smem_bytes = r.l2_bytes;
-    c_.smem_resident_bytes = static_cast<double>(f.smem_bytes);
-    c_.registers_per_thread = f.registers;
-    c_.register_bytes = static_cast<double>(f.registers) * 4 * f.threads();
-    c_.blocks = f.blocks;
-    c_.warps = f.warps;
-    c_.blocks_per_sm = f.blocks_per_sm;
-    c_.warps_per_sm = f.blocks_per_sm * f.warps;
-    const double slots = static_cast<double>(hw_.sm_count) * f.blocks_per_sm;
-    c_.wave_efficiency = static_cast<double>(f.blocks) / (std::ceil(static_cast<double>(f.blocks) / slots) * slots);
+    c_.smem_resident_bytes = static_cast<double>(smem_bytes);
+    c_.registers_per_thread = registers;
+    c_.register_bytes = static_cast<double>(registers) * 4 * threads;
+    c_.blocks = blocks;
+    c_.warps = warps;
+    c_.blocks_per_sm = blocks_per_sm;
+    c_.warps_per_sm = blocks_per_sm * warps;
+    const double slots = static_cast<double>(hw_.sm_count) * blocks_per_sm;
+    c_.wave_efficiency = static_cast<double>(blocks) / (std::ceil(static_cast<double>(blocks) / slots) * slots);
     c_.t_hbm = r.t_hbm, c_.t_l2 = r.t_l2, c_.t_latency = r.t_latency;
     c_.t_fp32 = c_.flops_fp32 / hw_.fp32_flops_per_s / c_.wave_efficiency;
     c_.t_sfu = c_.sfu_ops / hw_.sfu_ops_per_s / c_.wave_efficiency;
     c_.t_total = std::max({c_.t_hbm, c_.t_l2, c_.t_latency, c_.t_fp32 + c_.t_sfu}) + c_.t_launch;
-    std::vector<std::pair<double, const char*>> terms{{c_.t_hbm, "HBM bandwidth"}, {c_.t_l2, "L2 bandwidth"},
-                                                      {c_.t_latency, "HBM latency (each thread's rows, unroll loads at a time)"},
-                                                      {c_.t_fp32, "FP32 units"}, {c_.t_sfu, "special-function units"}};
+    std::vector<std::pair<double, const char*>> terms{{c_.t_hbm, "HBM bandwidth"}, {c_.t_l2, "L2 bandwidth"}, {c_.t_latency, latency_bound},
+                                                      {c_.t_fp32, "FP32 units"}, {c_.t_sfu, "special-function units (exp)"}};
     c_.bound = std::max_element(terms.begin(), terms.end())->second;
   }
 
