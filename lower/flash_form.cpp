@@ -40,7 +40,8 @@ bool find_chain(const Diagram& d, const KernelShape& k, FlashForm& f, std::strin
     elementwise_but_contractions(*d.find_statement(o)->expr, c);
     if (!c.empty()) contracting.push_back(o);
   }
-  if (contracting.size() != 1)
+  if (contracting.empty()) return why = "the kernel stores no contraction", false;
+  if (contracting.size() > 1)
     return why = "the kernel stores " + std::to_string(contracting.size()) + " contractions (the flash form stores its last contraction, and the softmax's row statistics)", false;
   f.O = d.find_statement(contracting[0]);
   std::vector<const Expr*> cons;

@@ -91,9 +91,9 @@ TEST_CASE("flash form: what it cannot render lowers to SIMT (saying why) or to f
       // rmsnorm along x has a streaming lemma (normalised-contraction) but no flash rendering
       {"P[h,q,x] = rmsnorm(S; x)\nO[h,q,d] = contract(P, V; x)\nout O : bf16\n",
        "flash: the normaliser before the last contraction is not a softmax along x"},
-      // a score statement that leaves the kernel: the flash form stores O only; without a
+      // a score statement that leaves the kernel: the flash form stores O (and row statistics) only; without a
       // normaliser the flash_bwd form takes it (S a stored tile, O accumulated over x)
-      {"P[h,q,x] = sigmoid(S)\nO[h,q,d] = contract(P, V; x)\nout O : bf16\nout S : bf16\n", "flash: the kernel stores 2 arrays",
+      {"P[h,q,x] = sigmoid(S)\nO[h,q,d] = contract(P, V; x)\nout O : bf16\nout S : bf16\n", "flash: the kernel stores 2 contractions",
        "lowered to                flash_bwd"},
   };
   for (std::size_t i = 0; i < cases.size(); ++i) {
