@@ -17,10 +17,6 @@ namespace {
 
 using grad::Term;
 
-bool is_normaliser(const Expr& e) {
-  return e.kind == Expr::Kind::apply && (e.op == Op::softmax || e.op == Op::layernorm || e.op == Op::rmsnorm);
-}
-
 /** True if `e` holds an operation that is not element-wise: computing it twice costs a pass. */
 bool expensive(const Expr& e) {
   bool found = false;

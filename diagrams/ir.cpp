@@ -139,6 +139,8 @@ std::optional<Op> builtin_op(std::string_view name) {
   return std::nullopt;
 }
 
+bool is_normaliser(const Expr& e) { return e.kind == Expr::Kind::apply && (e.op == Op::softmax || e.op == Op::layernorm || e.op == Op::rmsnorm); }
+
 bool is_elementwise(Op op) {
   switch (op) {
     case Op::neg: case Op::exp: case Op::log: case Op::relu: case Op::gelu: case Op::silu:

@@ -241,6 +241,8 @@ std::string_view op_name(Op op);
 std::optional<Op> builtin_op(std::string_view name);
 /** True for the operations applied element by element (neg .. maximum, pick, cast, mask). */
 bool is_elementwise(Op op);
+/** True where `e` applies a normaliser along its axes: softmax, layernorm or rmsnorm. */
+bool is_normaliser(const Expr& e);
 /** True for the functions of axis indices alone (causal, band, pos): no operands, their axes
  *  written as arguments (`causal(q, x)`), their values computed from the indices where used. */
 bool is_positional(Op op);

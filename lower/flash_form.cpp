@@ -56,7 +56,7 @@ bool find_chain(const Diagram& d, const KernelShape& k, FlashForm& f, std::strin
   f.P = kernel_statement(d, k, pa->name);
   f.Vn = va->name;
   const Expr& pe = *f.P->expr;
-  const bool normaliser = pe.kind == Expr::Kind::apply && (pe.op == Op::softmax || pe.op == Op::layernorm || pe.op == Op::rmsnorm);
+  const bool normaliser = is_normaliser(pe);
   if (normaliser && (pe.op != Op::softmax || pe.axes != AxisList{f.x} || pe.args.size() != 1))
     return why = "the normaliser before the last contraction is not a softmax along " + f.x + " (the flash form renders online-softmax only)", false;
   f.normaliser_lemma = normaliser ? "online-softmax" : "";

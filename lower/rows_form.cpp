@@ -18,7 +18,6 @@ bool elementwise_tree(const Expr& e) {
 
 namespace {
 
-bool is_normaliser(const Expr& e) { return e.kind == Expr::Kind::apply && (e.op == Op::softmax || e.op == Op::layernorm || e.op == Op::rmsnorm); }
 bool is_one_axis_reduction(const Expr& e) {
   return e.kind == Expr::Kind::apply && (e.op == Op::sum || e.op == Op::max || e.op == Op::mean) && e.axes.size() == 1;
 }
