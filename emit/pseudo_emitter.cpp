@@ -271,7 +271,10 @@ class PseudoEmitter {
     std::string tiles, outs, staged;
     for (const auto& t : f.tiles) tiles += (tiles.empty() ? "" : ", ") + t.s->name + (t.stored ? " (stored)" : "");
     for (const auto& o : f.outputs) outs += (outs.empty() ? "" : ", ") + o.out->name + " += " + o.tile + "^T " + o.operand;
-    line("# flash_bwd: block axis " + f.X + " (tile " + n(f.TX) + ", " + std::to_string(f.warps) + " warps), " + f.Q + " streamed in chunks of " + n(f.TQ) +
+    std::string outer;
+    for (const auto& a : f.outer) outer += (outer.empty() ? " inside the outer stream of " : ", ") + a;
+    if (!outer.empty()) outer += " (one index per step)";
+    line("# flash_bwd: block axis " + f.X + " (tile " + n(f.TX) + ", " + std::to_string(f.warps) + " warps), " + f.Q + " streamed in chunks of " + n(f.TQ) + outer +
          "; per chunk the tiles " + tiles + " in registers (" + f.X + " rows, " + f.Q + " columns); accumulated in registers: " + outs);
   }
 

@@ -20,11 +20,18 @@ bool same_set(AxisList a, AxisList b) {
   return a == b;
 }
 
-/** The two reference arguments of a binary contraction over one axis, or false. */
-bool binary_refs(const Expr& n, const Expr*& a, const Expr*& b) {
-  if (n.args.size() != 2 || n.axes.size() != 1) return false;
+/** The two reference arguments of a binary contraction (over `axes` contracted axes), or false. */
+bool binary_refs(const Expr& n, const Expr*& a, const Expr*& b, std::size_t axes = 1) {
+  if (n.args.size() != 2 || n.axes.size() != axes) return false;
   a = &*n.args[0], b = &*n.args[1];
   return a->kind == Expr::Kind::ref && b->kind == Expr::Kind::ref;
+}
+
+/** The stream's axes, outer ones first then Q. */
+AxisList stream_axes(const FlashBwdForm& f) {
+  AxisList v = f.outer;
+  v.push_back(f.Q);
+  return v;
 }
 
 /** Reads the accumulated outputs (statements without Q) and sets f.X; false with `why`. */
@@ -35,8 +42,10 @@ bool read_outputs(const Diagram& d, const KernelShape& k, FlashBwdForm& f, const
     if (!contains(k.outputs, name)) return why = "'" + name + "' is neither over the stream's axis nor stored", false;
     std::vector<const Expr*> cons;
     const Expr *t = nullptr, *c = nullptr;
-    if (!elementwise_but_contractions(*s->expr, cons) || cons.size() != 1 || !binary_refs(*cons[0], t, c) || cons[0]->axes[0] != f.Q)
-      return why = "'" + name + "' is not one contraction over " + f.Q + " with element-wise maps", false;
+    const AxisList streamed = stream_axes(f);
+    if (!elementwise_but_contractions(*s->expr, cons) || cons.size() != 1 || !binary_refs(*cons[0], t, c, streamed.size()) ||
+        !same_set(cons[0]->axes, streamed))
+      return why = "'" + name + "' is not one contraction over the stream's axes with element-wise maps", false;
     if (!tiles.count(t->name)) std::swap(t, c);
     if (!tiles.count(t->name) || tiles.count(c->name) || contains(k.statements, c->name))
       return why = "'" + name + "' does not contract a tile statement with an array", false;
@@ -44,7 +53,7 @@ bool read_outputs(const Diagram& d, const KernelShape& k, FlashBwdForm& f, const
     const AxisList& ca = *d.array_axes(c->name);
     std::string x;
     for (const auto& a : tile_axes)
-      if (a != f.Q && !contains(ca, a)) {
+      if (a != f.Q && !contains(f.outer, a) && !contains(ca, a)) {
         if (!x.empty()) return why = "'" + name + "': the tile has two axes its operand " + c->name + " lacks", false;
         x = a;
       }
@@ -56,10 +65,10 @@ bool read_outputs(const Diagram& d, const KernelShape& k, FlashBwdForm& f, const
       if (r != t->name && r != c->name && contains(k.statements, r))
         return why = "'" + name + "' reads '" + r + "' of the same kernel outside its contraction", false;
     BwdOutput o{s, cons[0], t->name, c->name, ca.back(), 0};
-    if (o.e == f.Q || !contains(ca, f.Q) || contains(ca, x)) return why = c->name + " is not stored with its free axis innermost", false;
+    if (contains(streamed, o.e) || !contains(ca, f.Q) || contains(ca, x)) return why = c->name + " is not stored with its free axis innermost", false;
     AxisList expect;
     for (const auto& a : tile_axes)
-      if (a != f.Q) expect.push_back(a);
+      if (!contains(streamed, a)) expect.push_back(a);
     expect.push_back(o.e);
     if (!same_set(s->axes, expect)) return why = "'" + name + "' is not over the tile's axes and " + o.e, false;
     f.outputs.push_back(o);
@@ -85,6 +94,8 @@ bool read_tiles(const Diagram& d, const KernelShape& k, FlashBwdForm& f, std::st
     t.node = cons[0], t.resident = r->name, t.streamed = c->name, t.c = cons[0]->axes[0];
     if (!contains(ra, f.X) || contains(ra, f.Q) || !contains(ca, f.Q) || contains(ca, f.X))
       return why = "'" + t.s->name + "': its contraction does not pair an array over " + f.X + " with one over " + f.Q, false;
+    for (const auto& a : f.outer)  // staged once per block, a resident tile cannot vary along the outer stream
+      if (contains(ra, a)) return why = r->name + " varies along the outer stream " + a, false;
     if (ra.back() != t.c || ca.back() != t.c) return why = r->name + " and " + c->name + " are not stored with " + t.c + " innermost", false;
   }
   return true;
@@ -192,10 +203,15 @@ int FlashBwdForm::operand(const std::string& array) const {
 
 std::optional<FlashBwdForm> analyse_flash_bwd(const Diagram& d, const KernelShape& k, const Hardware& hw, const ModelOptions& opt, std::string& why) {
   const auto streams = k.plan.streams();
-  if (streams.size() != 1 || k.plan.stream_passes() != 1) return why = "not one one-pass stream", std::nullopt;
+  if (streams.empty() || k.plan.stream_passes() != 1) return why = "no one-pass stream", std::nullopt;
   FlashBwdForm f;
-  f.Q = streams[0].first;
-  f.TQ = streams[0].second;
+  f.Q = streams.back().first;
+  f.TQ = streams.back().second;
+  for (std::size_t i = 0; i + 1 < streams.size(); ++i) {
+    if (streams[i].second != 1) return why = "the outer stream of " + streams[i].first + " is not in chunks of 1", std::nullopt;
+    f.outer.push_back(streams[i].first);
+    f.outer_steps *= k.axes.at(streams[i].first).extent;
+  }
   std::set<std::string> tiles;
   for (const auto& name : k.statements) {
     const Statement* s = d.find_statement(name);
@@ -218,8 +234,10 @@ std::optional<FlashBwdForm> analyse_flash_bwd(const Diagram& d, const KernelShap
     if (!add_operand(d, k, f, o.operand, true, why)) return std::nullopt;
     o.E = k.axes.at(o.e).extent;
   }
+  for (const auto& a : f.outer)
+    if (!contains(f.tiles.front().s->axes, a)) return why = "the tiles are not over the outer stream's axis " + a, std::nullopt;
   for (const auto& a : f.tiles.front().s->axes)
-    if (a != f.Q && a != f.X) f.batch.push_back(a);
+    if (a != f.Q && a != f.X && !contains(f.outer, a)) f.batch.push_back(a);
   f.dtype = storage_dtype(d, f.operands.front().array, opt);
   if (f.dtype != DType::bf16 && f.dtype != DType::fp16) return why = "operands are not bf16 or fp16", std::nullopt;
   for (const auto& o : f.operands)

@@ -71,6 +71,12 @@ struct BwdOutput {
 
 struct FlashBwdForm {
   std::string X, Q;                 ///< the grouped axis (the block's rows) and the streamed axis
+  /** Streamed axes walked outside Q, outermost first, one index per step (`stream r by 1`): a
+   *  reduction over several axes folds over all of them, nested (the associative-sum lemma, paper
+   *  §3.1, applied once per axis). Grouped-query attention's backward streams (r, q): dK and dV
+   *  sum over the query heads of a group as well as the queries. Resident operands lack them. */
+  AxisList outer;
+  std::int64_t outer_steps = 1;     ///< the product of the outer axes' extents
   AxisList batch;                   ///< the tile's other axes (grid slices, one index per block)
   std::vector<BwdTile> tiles;       ///< tile statements, dataflow order
   std::vector<BwdOutput> outputs;   ///< accumulated outputs, dataflow order
@@ -90,8 +96,9 @@ struct FlashBwdForm {
   int operand(const std::string& array) const;
 };
 
-/** Reads kernel `k` of `d` as the flash-backward form (above) on `hw`: one stream, of an axis Q
- *  the tile statements weave and every output reduces; X the grouped axis all outputs keep; at
+/** Reads kernel `k` of `d` as the flash-backward form (above) on `hw`: a one-pass stream of an
+ *  axis Q the tile statements weave and every output reduces, nested in streams of other axes in
+ *  chunks of 1 (FlashBwdForm::outer) that every output reduces too and no resident operand has; X the grouped axis all outputs keep; at
  *  least one accumulated output, whose epilogue reads no other statement of the kernel (they are
  *  not in global memory yet); operands bf16 or fp16 (all the same), stored with their
  *  contracted axis innermost and whole; T_X a multiple of 16 x warps, T_Q of 16, widths of 16; an

@@ -322,7 +322,7 @@ class KernelModel {
    *  written to its staging tile and read back once. On the wgmma path (flash_bwd_wgmma.cpp)
    *  the readers of a streamed chunk are the consumer warpgroups, not the warps (PTX ISA
    *  9.7.15.5.1: an instruction reads all of B from SMEM for its m64 rows). Times blocks and the
-   *  chunks that run (a causal skip's share: flash_bwd_causal_skip). */
+   *  chunks that run, along Q and its outer streams (a causal skip's share: flash_bwd_causal_skip). */
   double flash_bwd_smem_reads() const {
     const FlashBwdForm& f = *spec_.flash_bwd;
     auto width = [&](const std::string& a) { return static_cast<double>(f.operands.at(static_cast<std::size_t>(f.operand(a))).width); };
@@ -334,7 +334,7 @@ class KernelModel {
       if (t.stored) per_chunk += 2 * TQ * TX * e;
     }
     for (const auto& o : f.outputs) per_chunk += W * TQ * width(o.operand) * e;
-    return per_chunk * static_cast<double>(c_.blocks) * static_cast<double>(c_.axes.at(f.Q).count) * f.active_fraction;
+    return per_chunk * static_cast<double>(c_.blocks) * static_cast<double>(c_.axes.at(f.Q).count * f.outer_steps) * f.active_fraction;
   }
 
   /** Bytes per element of a register tile: fp32 accumulators on a GPU; in the paper's two-level

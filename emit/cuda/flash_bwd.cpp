@@ -85,19 +85,25 @@ void cp_async_staging(const BwdKernel& b) {
     ptrs += " | reinterpret_cast<uintptr_t>(g_" + o.array + ")";
   }
   k.line("const bool vec = " + vec + " && ((" + ptrs + ") % 16) == 0;  // 16-byte cp.async");
-  k.open("auto load_chunk = [&](int64_t kc)");
+  k.line("// stream step it: its chunk of " + Q + " into buffer it % 2");
+  k.open("auto load_chunk = [&](int64_t it)");
+  bwd::step_indices(b, "it");
   k.line("const int rows = static_cast<int>(min(int64_t{T_Q}, N_" + Q + " - kc * T_Q));");
   for (const auto& o : f.operands)
-    if (o.streamed)
-      k.line("napkin::load_tile<T_Q, W_" + o.array + ", P_" + o.array + ", THREADS>(smem + OFF_" + o.array + " + (kc % 2) * T_Q * P_" + o.array + ", g_" +
-             o.array + " + kc * T_Q * rs_" + o.array + ", rs_" + o.array + ", rows, W_" + o.array + ", vec);");
+    if (o.streamed) {
+      std::string at = "kc * T_Q * rs_" + o.array;
+      for (const auto& a : f.outer)
+        if (contains(b.c.axes(o.array), a)) at += " + i_" + a + " * " + stride(b.c, o.array, a);
+      k.line("napkin::load_tile<T_Q, W_" + o.array + ", P_" + o.array + ", THREADS>(smem + OFF_" + o.array + " + (it % 2) * T_Q * P_" + o.array + ", g_" +
+             o.array + " + " + at + ", rs_" + o.array + ", rows, W_" + o.array + ", vec);");
+    }
   k.close(";");
   k.line("// prologue: the resident tiles and the first chunk");
   for (const auto& o : f.operands)
     if (!o.streamed)
       k.line("napkin::load_tile<T_X, W_" + o.array + ", P_" + o.array + ", THREADS>(smem + OFF_" + o.array + ", g_" + o.array + ", rs_" + o.array +
              ", n_x, W_" + o.array + ", vec);");
-  k.line("if (kc_begin < kc_end) load_chunk(kc_begin);");
+  k.line("if (steps > 0) load_chunk(0);");
   k.line("napkin::cp_async_commit();");
 }
 
@@ -163,16 +169,15 @@ void stream(const BwdKernel& b) {
   const Broadcasts bc = broadcasts(b);
   load_rows(b, bc);
   zero_skipped(b);
-  k.open("for (int64_t kc = kc_begin; kc < kc_end; ++kc)");
-  k.line("napkin::cp_async_wait<0>();  // chunk kc (and, at kc = 0, the resident tiles) has landed");
-  k.line("__syncthreads();             // ... for every thread; chunk kc - 1 and its staging are consumed");
-  k.line("if (kc + 1 < kc_end) load_chunk(kc + 1);  // into the other buffer, during this chunk");
+  k.open("for (int64_t it = 0; it < steps; ++it)");
+  k.line("napkin::cp_async_wait<0>();  // step it's chunk (and, at it = 0, the resident tiles) has landed");
+  k.line("__syncthreads();             // ... for every thread; step it - 1's chunk and its staging are consumed");
+  k.line("if (it + 1 < steps) load_chunk(it + 1);  // into the other buffer, during this step");
   k.line("napkin::cp_async_commit();");
+  bwd::step_indices(b, "it");
   for (const auto& o : f.operands)
-    if (o.streamed) k.line("const T* s_" + o.array + " = smem + OFF_" + o.array + " + (kc % 2) * T_Q * P_" + o.array + ";");
-  k.line("const int64_t q0 = kc * T_Q;");
-  k.line("const int n_q = static_cast<int>(min(int64_t{T_Q}, N_" + f.Q + " - q0));");
-  k.line("const bool interior = n_x == T_X && n_q == T_Q;  // every index the maps read in range");
+    if (o.streamed) k.line("const T* s_" + o.array + " = smem + OFF_" + o.array + " + (it % 2) * T_Q * P_" + o.array + ";");
+  bwd::chunk_bounds(b);
   load_cols(b, bc);
   for (const auto& t : f.tiles) {
     tile_statement(b, t);

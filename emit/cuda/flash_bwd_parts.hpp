@@ -8,8 +8,8 @@
  *  warps with MT = 1, so the element-wise maps, the broadcasts, the stores of tiles and the
  *  outputs' epilogue are written once, here, and each path adds its staging and its MMAs.
  *  Every step appends device code at the current indentation of `k`, in the conventions of
- *  context.hpp (`i_<axis>`, `N_<axis>`, `a.<array>`); in the stream loop `q0`, `n_q`, `n_x` and
- *  `interior` are in scope.
+ *  context.hpp (`i_<axis>`, `N_<axis>`, `a.<array>`); in the stream loop `q0`, `n_q`, `n_x`,
+ *  `interior` and the outer stream axes' i_<axis> are in scope.
  */
 #pragma once
 #include <functional>
@@ -33,13 +33,26 @@ struct BwdKernel {
 std::string n(std::int64_t v);
 
 /** Grid decode (tiles of X fastest: consecutive blocks share the streamed chunks in L2; then the
- *  batch axes as i_<axis>), n_x (rows of X in the tile), and the chunk range [kc_begin, kc_end)
- *  of Q this tile computes (the whole stream, or the causal skip's part of it). */
+ *  batch axes as i_<axis>), n_x (rows of X in the tile), the chunk range [kc_begin, kc_end)
+ *  of Q this tile computes (the whole stream, or the causal skip's part of it), `span` its
+ *  length and `steps` the stream steps (span times the outer streams' extents). */
 void grid_and_chunks(const BwdKernel& b);
 
+/** The number of outer stream steps (FlashBwdForm::outer): "1 * N_<axis>..." (device text). */
+std::string outer_count(const FlashBwdForm& f);
+
+/** Inside a loop over stream steps `it` (0 .. steps - 1, the outer streams' indices slowest):
+ *  `kc`, the step's chunk of Q, and i_<axis> of each outer stream axis. */
+void step_indices(const BwdKernel& b, const std::string& it);
+
+/** Inside the stream loop, after step_indices: q0 (the chunk's first index of Q), n_q (its
+ *  columns in range), `interior` (no bounds to check) and dqx = q0 - o_X clamped to 32 bits, the
+ *  offset the tile maps' masks over (X, Q) compare with (tile_map). */
+void chunk_bounds(const BwdKernel& b);
+
 /** Zeros into the stored tiles over the skipped chunks (their values there are exactly 0:
- *  flash_bwd_causal_skip): each warp takes rows of one axis, its lanes the other. Nothing when
- *  the form skips no chunk. */
+ *  flash_bwd_causal_skip), at every index of the outer streams: each warp takes rows of one
+ *  axis, its lanes the other. Nothing when the form skips no chunk. */
 void zero_skipped(const BwdKernel& b);
 
 /** The outputs' fp32 accumulators acc_<out>[MT][E / 8][4], zeroed. */

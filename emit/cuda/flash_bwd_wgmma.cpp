@@ -104,8 +104,8 @@ void producer(const BwdKernel& b) {
     if (!o.streamed)
       k.line("for (int j = 0; j < W_" + o.array + " / 64; ++j) napkin::tma_load(smem + OFF_" + o.array + " + j * T_X * 128, &tm_" + o.array +
              ", res_full, j * 64, static_cast<int>(o_" + f.X + ")" + tma_batch_coords(b.c, o.array, o.rows, o.cols) + ");");
-  k.open("for (int64_t kc = kc_begin; kc < kc_end; ++kc)");
-  k.line("const int64_t ic = kc - kc_begin;");
+  k.open("for (int64_t ic = 0; ic < steps; ++ic)");
+  step_indices(b, "ic");
   k.line("const int s = static_cast<int>(ic % 2);");
   k.line("if (ic >= 2) napkin::mbar_wait(&empty[s], static_cast<unsigned>((ic / 2 - 1) & 1));");
   k.line("napkin::mbar_expect_tx(&full[s], CHUNK_BYTES);");
@@ -251,13 +251,11 @@ void consumer_stream(const BwdKernel& b, const BwdAtoms& at) {
   load_rows(b, bc);
   zero_skipped(b);
   k.line("napkin::mbar_wait(res_full, 0);");
-  k.open("for (int64_t kc = kc_begin; kc < kc_end; ++kc)");
-  k.line("const int64_t ic = kc - kc_begin;");
+  k.open("for (int64_t ic = 0; ic < steps; ++ic)");
+  step_indices(b, "ic");
   k.line("const int s = static_cast<int>(ic % 2);");
   k.line("napkin::mbar_wait(&full[s], static_cast<unsigned>((ic / 2) & 1));");
-  k.line("const int64_t q0 = kc * T_Q;");
-  k.line("const int n_q = static_cast<int>(min(int64_t{T_Q}, N_" + f.Q + " - q0));");
-  k.line("const bool interior = n_x == T_X && n_q == T_Q;  // every index the maps read in range");
+  chunk_bounds(b);
   load_cols(b, bc);
   for (const auto& o : f.outputs)
     k.line("uint32_t pa_" + o.out->name + "[T_Q / 16][4];  // registers: " + o.tile + " in 16 bits, A fragments of " + o.out->name + " (live until its wgmma is done)");

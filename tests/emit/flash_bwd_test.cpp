@@ -221,3 +221,50 @@ TEST_CASE("flash_bwd: causal chunks are skipped only where every output and stor
   CHECK(r.output.find("causal:") == std::string::npos);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("flash_bwd: grouped-query attention's backward streams the query heads and the queries, nested, in one kernel", "[emit][cuda]") {
+  // dK[b,g,x,d] and dV sum over r (query heads per key/value head) and q: the outer stream r by 1
+  // around q's chunks (FlashBwdForm::outer). Session 18 ran this backward as separate GEMMs with a
+  // SIMT dS (1.37 ms at q = x = 2048).
+  Hardware hw = load_hardware("h200");
+  const bool nvcc = !std::string(NAPKIN_NVCC).empty();
+  const std::string dir = std::filesystem::temp_directory_path().string() + "/napkin-flash-bwd-gqa-" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  RunResult g = run_napkin("grad " + std::string(NAPKIN_SOURCE_DIR) + "/diagrams/library/gqa_attention.napkin -o " + dir + "/g.napkin");
+  REQUIRE(g.status == 0);
+  LoadedDiagram l = load_library(dir + "/g.napkin");
+  REQUIRE(l.diagram->name == "gqa_attention_bwd");
+  const std::vector<SizeMap> shapes = {{{"q", 2048}, {"x", 2048}}, {{"g", 2}, {"r", 3}, {"q", 333}, {"x", 200}, {"d", 64}}};
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    INFO("shape " << i);
+    SizeMap sizes = l.sizes;
+    for (const auto& [k, v] : shapes[i]) sizes[k] = v;
+    Derivation dv = derive(*l.program, *l.diagram, sizes, hw);
+    const KernelChoice* kc = flash_bwd_kernel(dv);
+    REQUIRE(kc != nullptr);
+    const FlashBwdForm& f = *kc->cost.spec->flash_bwd;
+    INFO(describe_spec(*kc->cost.spec));
+    CHECK(f.X == "x");
+    CHECK(f.Q == "q");
+    CHECK(f.outer == AxisList{"r"});
+    CHECK(f.outer_steps == sizes.at("r"));
+    CHECK(!contains(f.batch, std::string("r")));
+    CHECK(f.skip == "before");  // causal(q, x): the chunks of q before the tile's first key
+    std::set<std::string> outs;
+    for (const auto& o : f.outputs) outs.insert(o.out->name);
+    CHECK(outs == std::set<std::string>{"dK", "dV"});
+    for (const auto& k : dv.chosen.kernels) CHECK(k.cost.spec->strategy != Strategy::simt);
+    const std::string text = emit_cuda(*l.program, *l.diagram, dv, hw);
+    CHECK(count(text, "inside the outer stream of r") == (kc->cost.spec->wgmma ? 2 : 1));
+    if (!nvcc) continue;
+    const std::string cu = dir + "/gqa" + std::to_string(i) + ".cu";
+    std::ofstream(cu) << text;
+    for (const std::string arch : {"80", "90a"}) {
+      const std::string cmd = std::string(NAPKIN_NVCC) + " -std=c++17 -O3 -ptx -arch=compute_" + arch + " -o " + cu + ".ptx " + cu + " > " + cu + ".log 2>&1";
+      INFO(cmd << "\n" << slurp(cu + ".log"));
+      REQUIRE(std::system(cmd.c_str()) == 0);
+      CHECK(slurp(cu + ".log").find("warning") == std::string::npos);
+    }
+  }
+  std::filesystem::remove_all(dir);
+}

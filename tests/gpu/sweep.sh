@@ -124,6 +124,17 @@ add sigmoid-d64-q333-x517 "$gpu/sigmoid_attention_small.napkin" --set q=333 --se
 add cross192-q260-x333 "$gpu/cross_attention_192.napkin"
 add cross192-q260-x333.mma.sync "$gpu/cross_attention_192.napkin"
 add cross-dk64-dv256-q130-x777 "$gpu/cross_attention_192.napkin" --set dk=64 --set dv=256 --set q=130 --set x=777
+# backward diagrams (napkin grad): flash_bwd with one stream and with the query heads as an outer
+# stream (grouped-query attention), causal and not, at sizes that divide no tile
+"$N" grad "$lib/attention.napkin" --wrt Q,K,V -o "$res/attention_grad.napkin" >/dev/null
+"$N" grad "$lib/causal_attention.napkin" --wrt Q,K,V -o "$res/causal_attention_grad.napkin" >/dev/null
+"$N" grad "$lib/gqa_attention.napkin" --wrt Q,K,V -o "$res/gqa_attention_grad.napkin" >/dev/null
+add att-bwd-q200-x300 "$res/attention_grad.napkin" --diagram attention_bwd --set b=1 --set h=2 --set q=200 --set x=300
+add att-bwd-q200-x300.mma.sync "$res/attention_grad.napkin" --diagram attention_bwd --set b=1 --set h=2 --set q=200 --set x=300
+add causal-bwd-n333 "$res/causal_attention_grad.napkin" --diagram causal_attention_bwd --set b=1 --set h=2 --set q=333 --set x=333
+add gqa-bwd-q333-x200 "$res/gqa_attention_grad.napkin" --diagram gqa_attention_bwd --set g=2 --set r=3 --set q=333 --set x=200 --set d=64
+add gqa-bwd-n1000 "$res/gqa_attention_grad.napkin" --diagram gqa_attention_bwd --set g=2 --set r=2 --set q=1000 --set x=1000
+add gqa-bwd-n1000.mma.sync "$res/gqa_attention_grad.napkin" --diagram gqa_attention_bwd --set g=2 --set r=2 --set q=1000 --set x=1000
 
 wgmma_env() { case $1 in *.mma.sync) echo NAPKIN_NO_WGMMA=1 ;; *) echo NAPKIN_NO_WGMMA=0 ;; esac; }
 throttle() { while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done; }
@@ -134,7 +145,7 @@ check() {  # check TAG FILE [--set ...]: writes $res/TAG.check (first line ok or
   local out
   if out=$(env "$(wgmma_env "$tag")" "$N" bench "$file" --workdir "/tmp/sweep-$tag" --runs 20 --seed "$seed" "$@" 2>&1) &&
     echo "$out" | grep -q "result: correct"; then
-    echo "ok    $tag: $(echo "$out" | grep -m1 'check .* fp32' | sed 's/.*= //')  [$(echo "$out" | grep -oE '^  [A-Za-z_]+ +((gemm|flash)(/[a-z.]+)?|rows|simt|call) ' | awk '{print $2}' | tr '\n' ' ')]" >"$res/$tag.check"
+    echo "ok    $tag: $(echo "$out" | grep -m1 'check .* fp32' | sed 's/.*= //')  [$(echo "$out" | grep -oE '^  [A-Za-z_]+ +((gemm|flash|flash_bwd)(/[a-z.]+)?|rows|cols|simt|call) ' | awk '{print $2}' | tr '\n' ' ')]" >"$res/$tag.check"
   else
     { echo "FAIL  $tag"; echo "$out" | tail -20; } >"$res/$tag.check"
   fi

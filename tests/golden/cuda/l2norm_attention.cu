@@ -587,7 +587,7 @@ static int napkin_fail(const char* message) {
   };
 
 // kernel Qn: fuse Qn; weave h, q; warps 4
-// no tensor-core strategy: gemm: not only contractions and element-wise maps; flash: the kernel stores no contraction; flash_bwd: not one one-pass stream
+// no tensor-core strategy: gemm: not only contractions and element-wise maps; flash: the kernel stores no contraction; flash_bwd: no one-pass stream
 // strategy simt: one thread per element of each statement (Qn), intermediates in global memory
 namespace k_Qn {
   constexpr int THREADS = 256;
@@ -631,7 +631,7 @@ namespace k_Qn {
 }  // namespace k_Qn
 
 // kernel Kn: fuse Kn; weave h, x; warps 4
-// no tensor-core strategy: gemm: not only contractions and element-wise maps; flash: the kernel stores no contraction; flash_bwd: not one one-pass stream
+// no tensor-core strategy: gemm: not only contractions and element-wise maps; flash: the kernel stores no contraction; flash_bwd: no one-pass stream
 // strategy simt: one thread per element of each statement (Kn), intermediates in global memory
 namespace k_Kn {
   constexpr int THREADS = 256;
