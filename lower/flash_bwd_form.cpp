@@ -273,10 +273,10 @@ std::int64_t flash_bwd_smem_bytes(const FlashBwdForm& f) {
 
 std::int64_t flash_bwd_wgmma_smem_bytes(const FlashBwdForm& f) {
   std::int64_t bytes = 0;
-  for (const auto& o : f.operands) bytes += (o.streamed ? 2 * f.TQ : f.TX) * o.width * 2;
+  for (const auto& o : f.operands) bytes += (o.streamed ? f.wg_stages * f.TQ : f.TX) * o.width * 2;
   for (const auto& t : f.tiles)
     if (t.staged) bytes += (t.swizzled ? f.TX * f.TQ : t.x_inner ? f.TQ * (f.TX + 8) : f.TX * (f.TQ + 8)) * 2;
-  return (bytes + 7) / 8 * 8 + 8 * 8 + 1024;
+  return (bytes + 7) / 8 * 8 + (1 + 2 * f.wg_stages) * 8 + 1024;
 }
 
 bool flash_bwd_wgmma_fits(const FlashBwdForm& f, const Diagram& d, const Hardware& hw, std::string& why) {
@@ -292,7 +292,7 @@ bool flash_bwd_wgmma_fits(const FlashBwdForm& f, const Diagram& d, const Hardwar
     if (d.array_axes(o.array)->size() > 5) return why = o.array + " has more than 5 axes (TMA's limit)", false;
   if (flash_bwd_registers(f) > 240)
     return why = "the accumulators and tiles need " + std::to_string(flash_bwd_registers(f)) + " registers per thread, over a consumer's 240", false;
-  if (static_cast<double>(flash_bwd_wgmma_smem_bytes(f)) > hw.smem_max_per_block_bytes) return why = "the tiles and two stages do not fit SMEM", false;
+  if (static_cast<double>(flash_bwd_wgmma_smem_bytes(f)) > hw.smem_max_per_block_bytes) return why = "the tiles and two stages of the streamed chunks do not fit SMEM", false;
   return true;
 }
 

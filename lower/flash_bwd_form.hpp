@@ -84,6 +84,11 @@ struct FlashBwdForm {
   DType dtype = DType::bf16;        ///< the staged operands' dtype (bf16 or fp16)
   std::int64_t TX = 0, TQ = 0;      ///< rows of X per block, columns of Q per chunk (elements)
   int warps = 0;                    ///< warps per block: each owns T_X / warps rows of X
+  /** Stages of the wgmma path's ring of streamed chunks (lower.cpp: the most of 2 to 4 that fit
+   *  SMEM). A chunk's loads are issued STAGES - 1 chunks ahead: with 2, a chunk whose compute is
+   *  shorter than the loads' latency waits for them (measured: about 3.4 us per chunk whatever
+   *  the head width, session 19). The mma.sync path double-buffers. */
+  int wg_stages = 2;
   int live_tiles = 0;               ///< the most tile statements held in registers at once
   /** Causal skip (flash_bwd_causal_skip): "" none; "before": the chunks of Q before the block's
    *  first row of X are fully masked (causal(Q, X): X <= Q allowed); "after": the chunks past its
@@ -120,9 +125,9 @@ void flash_bwd_causal_skip(FlashBwdForm& f, const KernelShape& k);
 std::int64_t flash_bwd_smem_bytes(const FlashBwdForm& f);
 
 /** SMEM bytes per block of the wgmma path (emit/cuda/flash_bwd_wgmma.cpp): the resident tiles
- *  and two stages of the streamed chunks unpadded (128-byte swizzled TMA boxes), the staging
- *  tiles (BwdTile::swizzled: T_X x T_Q unpadded; else as on mma.sync), 8 mbarriers and 1024
- *  bytes to align the swizzle atoms. */
+ *  and f.wg_stages stages of the streamed chunks unpadded (128-byte swizzled TMA boxes), the
+ *  staging tiles (BwdTile::swizzled: T_X x T_Q unpadded; else as on mma.sync), 1 + 2 x stages
+ *  mbarriers and 1024 bytes to align the swizzle atoms. */
 std::int64_t flash_bwd_wgmma_smem_bytes(const FlashBwdForm& f);
 
 /** Whether the sm_90a path (wgmma on TMA, FlashAttention-3's backward: Shah et al. 2024 §3) can

@@ -187,13 +187,16 @@ KernelSpec lower_kernel(const Program& p, const Diagram& d, const std::vector<St
     std::vector<std::string> operands;
     for (const auto& o : s.flash_bwd->operands) operands.push_back(o.array);
     std::string why_wgmma;
+    // the deepest ring of streamed chunks (2 to 4 stages) that fits SMEM (FlashBwdForm::wg_stages)
+    for (s.flash_bwd->wg_stages = 4; s.flash_bwd->wg_stages > 2; --s.flash_bwd->wg_stages)
+      if (static_cast<double>(flash_bwd_wgmma_smem_bytes(*s.flash_bwd)) <= hw.smem_max_per_block_bytes) break;
     if (flash_bwd_wgmma_fits(*s.flash_bwd, d, hw, why_wgmma)) why_wgmma = tma_stride_problem(d, s.shape, operands, opt);
     s.wgmma = why_wgmma.empty();
     if (s.wgmma) {
       for (auto& t : s.flash_bwd->tiles)  // swizzled staging boxes go out by TMA where the array allows a tensor map
         t.tma_store = t.swizzled && d.array_axes(t.s->name)->size() <= 5 && tma_stride_problem(d, s.shape, {t.s->name}, opt).empty();
       s.wgmma_mma = *hw.warpgroup_mma(s.flash_bwd->dtype);
-      s.wgmma_stages = 2;
+      s.wgmma_stages = s.flash_bwd->wg_stages;
       s.wgmma_smem_bytes = flash_bwd_wgmma_smem_bytes(*s.flash_bwd);
     } else {
       s.why_no_wgmma = why_wgmma;

@@ -2,7 +2,7 @@
 // FlashAttention-3 runs its backward (Shah et al. 2024, §3; warp specialisation §3.1).
 // Warpgroup 0 is the producer: one thread loads the resident operands' tiles once and streams
 // the streamed operands' chunks of Q by TMA, 128-byte swizzled boxes of 64 columns, into a
-// two-stage ring guarded by full/empty mbarriers. Each consumer warpgroup owns 64 rows of X.
+// ring of FlashBwdForm::wg_stages stages guarded by full/empty mbarriers. Each consumer warpgroup owns 64 rows of X.
 // Per chunk it issues every tile contraction at once (S^T = K Q^T: wgmma.m64n<T_Q>k16, the
 // resident rows as A and the streamed chunk as B, both K-major in SMEM), then in dataflow order
 // waits for each, runs its element-wise map on the accumulator (the m16n8 layout of the mma.sync
@@ -45,18 +45,18 @@ BwdAtoms atoms(const BwdKernel& b) {
 void wg_head(const BwdKernel& b, const BwdAtoms& at) {
   Code& k = b.k;
   const FlashBwdForm& f = b.f;
-  k.line("// wgmma variant (sm_90a): warpgroup 0 loads the resident tiles once and streams the chunks of " + f.Q + " by TMA (2-stage ring); " +
+  k.line("// wgmma variant (sm_90a): warpgroup 0 loads the resident tiles once and streams the chunks of " + f.Q + " by TMA (" + n(f.wg_stages) + "-stage ring); " +
          n(f.warps / 4) + " consumer warpgroup(s) x 64 rows of " + f.X);
   k.line("// tile contractions on wgmma with both operands in SMEM; accumulated outputs on wgmma with the tile from registers");
   k.open("namespace wg");
   k.text += at.functions;
-  k.line("constexpr int CONSUMERS = WARPS / 4, THREADS = (CONSUMERS + 1) * 128;");
+  k.line("constexpr int CONSUMERS = WARPS / 4, THREADS = (CONSUMERS + 1) * 128, STAGES = " + n(b.f.wg_stages) + ";  // the ring of streamed chunks");
   std::string off = "0", res = "0", chunk = "0";
   for (const auto& o : f.operands) {
     const std::string B = "B_" + o.array, rows = o.streamed ? "T_Q" : "T_X";
     k.line("constexpr int " + B + " = " + rows + " * W_" + o.array + " * static_cast<int>(sizeof(T)), OFF_" + o.array + " = " + off + ";  // " +
-           (o.streamed ? "streamed, 2 stages x " : "resident ") + "[W / 64][" + rows + "][64], 128-byte swizzled: " + o.array);
-    off = "OFF_" + o.array + " + " + (o.streamed ? "2 * " : "") + B;
+           (o.streamed ? "streamed, STAGES x " : "resident ") + "[W / 64][" + rows + "][64], 128-byte swizzled: " + o.array);
+    off = "OFF_" + o.array + " + " + (o.streamed ? "STAGES * " : "") + B;
     (o.streamed ? chunk : res) += " + " + B;
   }
   for (const auto& t : f.tiles)
@@ -73,7 +73,7 @@ void wg_head(const BwdKernel& b, const BwdAtoms& at) {
     }
   k.line("constexpr int OFF_BAR = (" + off + " + 7) / 8 * 8;");
   k.line("[[maybe_unused]] constexpr int RES_BYTES = " + res + ", CHUNK_BYTES = " + chunk + ";  // bytes each TMA phase brings");
-  k.line("constexpr size_t SMEM_BYTES = OFF_BAR + 8 * sizeof(uint64_t) + 1024;  // + alignment");
+  k.line("constexpr size_t SMEM_BYTES = OFF_BAR + (1 + 2 * STAGES) * sizeof(uint64_t) + 1024;  // + alignment");
   std::string maps;
   for (const auto& o : f.operands) maps += ", const __grid_constant__ CUtensorMap tm_" + o.array;
   for (const auto& t : f.tiles)
@@ -85,7 +85,7 @@ void wg_head(const BwdKernel& b, const BwdAtoms& at) {
   k.line("extern __shared__ __align__(1024) unsigned char smem_raw[];");
   k.line("unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) / 1024 * 1024);");
   k.line("uint64_t* bar = reinterpret_cast<uint64_t*>(smem + OFF_BAR);");
-  k.line("uint64_t *res_full = bar, *full = bar + 1, *empty = bar + 3;");
+  k.line("uint64_t *res_full = bar, *full = bar + 1, *empty = bar + 1 + STAGES;");
 }
 
 /** The barriers' initialisation and the producer warpgroup: the resident boxes once, then per
@@ -95,7 +95,7 @@ void producer(const BwdKernel& b) {
   const FlashBwdForm& f = b.f;
   k.open("if (threadIdx.x == 0)");
   k.line("napkin::mbar_init(res_full, 1);");
-  k.line("for (int s = 0; s < 2; ++s) napkin::mbar_init(&full[s], 1), napkin::mbar_init(&empty[s], CONSUMERS * 128);");
+  k.line("for (int s = 0; s < STAGES; ++s) napkin::mbar_init(&full[s], 1), napkin::mbar_init(&empty[s], CONSUMERS * 128);");
   k.line("napkin::mbar_init_fence();");
   k.close();
   producer_warpgroup_begin(k);
@@ -106,8 +106,8 @@ void producer(const BwdKernel& b) {
              ", res_full, j * 64, static_cast<int>(o_" + f.X + ")" + tma_batch_coords(b.c, o.array, o.rows, o.cols) + ");");
   k.open("for (int64_t ic = 0; ic < steps; ++ic)");
   step_indices(b, "ic");
-  k.line("const int s = static_cast<int>(ic % 2);");
-  k.line("if (ic >= 2) napkin::mbar_wait(&empty[s], static_cast<unsigned>((ic / 2 - 1) & 1));");
+  k.line("const int s = static_cast<int>(ic % STAGES);");
+  k.line("if (ic >= STAGES) napkin::mbar_wait(&empty[s], static_cast<unsigned>((ic / STAGES - 1) & 1));");
   k.line("napkin::mbar_expect_tx(&full[s], CHUNK_BYTES);");
   for (const auto& o : f.operands)
     if (o.streamed)
@@ -253,8 +253,8 @@ void consumer_stream(const BwdKernel& b, const BwdAtoms& at) {
   k.line("napkin::mbar_wait(res_full, 0);");
   k.open("for (int64_t ic = 0; ic < steps; ++ic)");
   step_indices(b, "ic");
-  k.line("const int s = static_cast<int>(ic % 2);");
-  k.line("napkin::mbar_wait(&full[s], static_cast<unsigned>((ic / 2) & 1));");
+  k.line("const int s = static_cast<int>(ic % STAGES);");
+  k.line("napkin::mbar_wait(&full[s], static_cast<unsigned>((ic / STAGES) & 1));");
   chunk_bounds(b);
   load_cols(b, bc);
   for (const auto& o : f.outputs)

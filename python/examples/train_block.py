@@ -155,6 +155,9 @@ def main():
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--seq", type=int, default=2048)
+    ap.add_argument("--memory-budget", type=float, default=4e9, metavar="BYTES",
+                    help="napkin grad --memory-budget of each operator: what its forward may keep for its backward, chosen by "
+                         "the model's time (eager PyTorch keeps every activation autograd needs); 0 recomputes everything")
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="after training, profile one step of each block and print its N costliest GPU kernels")
     args = ap.parse_args()
@@ -163,10 +166,12 @@ def main():
         s, m, g, r, d, f = 32, 64, 2, 2, 16, 128
     dev = args.device
     print(f"torch {torch.__version__}, device {torch.cuda.get_device_name(0) if dev.startswith('cuda') else dev}, "
-          f"b={b} s={s} m={m} g={g} r={r} d={d} f={f}, mode {args.mode}{', compiled' if args.compile else ''}")
+          f"b={b} s={s} m={m} g={g} r={r} d={d} f={f}, mode {args.mode}{', compiled' if args.compile else ''}, "
+          f"memory budget {args.memory_budget:.3g} bytes per operator")
 
     t0 = time.time()
-    load = lambda fname: napkin_torch.load(os.path.join(LIB, fname), hw=args.hw, napkin=args.napkin)  # noqa: E731
+    budget = args.memory_budget if args.memory_budget > 0 else None
+    load = lambda fname: napkin_torch.load(os.path.join(LIB, fname), hw=args.hw, napkin=args.napkin, memory_budget=budget)  # noqa: E731
     if args.mode == "ops":
         ops = [load("rmsnorm.napkin"), load("gqa_attention.napkin"), load("mlp_swiglu.napkin")]
         block = napkin_ops_block(ops)
