@@ -50,6 +50,10 @@ void print_cost_table(const SearchResult& r, const Hardware& hw) {
         fmt::format("{:.0f}% of peak usable with {}", c.tensor_fraction * 100, c.warpgroup_mma ? "wgmma" : "mma.sync"));
     row("FP32", fmt::format("{:.3g} FLOP", c.flops_fp32), c.t_fp32, "");
     row("SFU (exp)", fmt::format("{:.3g} op", c.sfu_ops), c.t_sfu, "");
+    if (c.t_skipped_zeros > 0)
+      row("skipped tiles' zeros", human_bytes(c.t_skipped_zeros * hw.hbm.bandwidth_bytes_per_s), c.t_skipped_zeros,
+          "stored tiles over the causal skip's chunks, written before the stream loop, not overlapped");
+    if (c.imbalance > 1) row("longest block", fmt::format("{:.2f} x the mean", c.imbalance), 0, "compute terms stretched: one wave, blocks of unequal length (causal skip)");
     if (c.t_epilogue > 0) row("epilogue stores", human_bytes(c.t_epilogue * hw.hbm.bandwidth_bytes_per_s), c.t_epilogue, "outputs written after the main loop, not overlapped");
     if (c.t_latency > 0 && c.spec->strategy == Strategy::cols)
       row("HBM latency", fmt::format("{} rounds", c.spec->cols->rounds()), c.t_latency,
@@ -92,7 +96,7 @@ nlohmann::json kernel_json(const KernelChoice& k) {
                    {"flops", {{"tensor", c.flops_tensor}, {"fp32", c.flops_fp32}, {"sfu", c.sfu_ops}}},
                    {"seconds",
                     {{"hbm", c.t_hbm}, {"l2", c.t_l2}, {"smem", c.t_smem}, {"tensor", c.t_tensor}, {"fp32", c.t_fp32},
-                     {"sfu", c.t_sfu}, {"epilogue", c.t_epilogue}, {"launch", c.t_launch}, {"total", c.t_total}}},
+                     {"sfu", c.t_sfu}, {"epilogue", c.t_epilogue}, {"skipped_zeros", c.t_skipped_zeros}, {"launch", c.t_launch}, {"total", c.t_total}}},
                    {"bound", c.bound},
                    {"causal_active_fraction", c.causal_active_fraction}};
   if (c.spec) j["lowered"] = kernel_spec_json(*c.spec);

@@ -140,6 +140,7 @@ int live_tiles(const FlashBwdForm& f) {
 void flash_bwd_causal_skip(FlashBwdForm& f, const KernelShape& k) {
   f.skip.clear();
   f.active_fraction = 1;
+  f.longest_fraction = 1;
   auto causal_mask = [&](const Expr& e) -> std::string {  // "before", "after" or ""
     if (e.kind != Expr::Kind::apply || e.op != Op::mask || e.args.size() != 2 || !is_plain_causal(*e.args[1])) return "";
     const AxisList& ax = e.args[1]->axes;
@@ -181,12 +182,15 @@ void flash_bwd_causal_skip(FlashBwdForm& f, const KernelShape& k) {
     if (t.stored && !zero.count(t.s->name)) return;
   f.skip = side;
   const AxisPlan &x = k.axes.at(f.X), &q = k.axes.at(f.Q);
-  double active = 0;
+  double active = 0, longest = 0;
   for (std::int64_t i = 0; i < x.count; ++i) {
     const std::int64_t lo = i * f.TX, hi = std::min((i + 1) * f.TX, x.extent) - 1;
-    active += static_cast<double>(side == "before" ? q.count - std::min(q.count, lo / f.TQ) : std::min(q.count, hi / f.TQ + 1));
+    const double n = static_cast<double>(side == "before" ? q.count - std::min(q.count, lo / f.TQ) : std::min(q.count, hi / f.TQ + 1));
+    active += n;
+    longest = std::max(longest, n);
   }
   f.active_fraction = active / static_cast<double>(std::max<std::int64_t>(1, x.count * q.count));
+  f.longest_fraction = longest / static_cast<double>(std::max<std::int64_t>(1, q.count));
 }
 
 std::vector<std::string> FlashBwdForm::tile_names() const {

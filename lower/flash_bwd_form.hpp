@@ -95,6 +95,7 @@ struct FlashBwdForm {
    *  last row (causal(X, Q)). Skipped chunks load and multiply nothing; stored tiles get zeros. */
   std::string skip;
   double active_fraction = 1;       ///< share of (X tile, Q chunk) pairs computed
+  double longest_fraction = 1;      ///< the largest share of the Q chunks one X tile computes
   /** Names of the tile statements (what the element-wise maps read in registers). */
   std::vector<std::string> tile_names() const;
   /** Index of `array` in operands, or -1. */

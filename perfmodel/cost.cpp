@@ -315,6 +315,23 @@ class KernelModel {
     if (c_.blocks_per_sm == 0) c_.problems.push_back("no thread block fits on an SM");
   }
 
+  /** A flash_bwd kernel's causal skip (flash_bwd_causal_skip): the zeros it writes into its
+   *  stored tiles over the skipped chunks leave the overlapped HBM term for t_skipped_zeros (the
+   *  same warps write them before their stream loop); the longest block's chunks over the mean
+   *  block's set c_.imbalance (one SM runs one block at a time on the wgmma path, so the longest
+   *  block bounds the kernel: longest x SMs / (blocks x active share)). */
+  void flash_bwd_skip_terms(double mem_util) {
+    const FlashBwdForm& f = *spec_.flash_bwd;
+    if (f.skip.empty()) return;
+    double zeros = 0;
+    for (const auto& t : f.tiles)
+      if (t.stored) zeros += elements(axes_of(t.s->name)) * bytes_of(storage_dtype(d_, t.s->name, opt_)) * (1 - f.active_fraction);
+    c_.t_skipped_zeros = zeros / hw_.hbm.bandwidth_bytes_per_s / mem_util;
+    c_.t_hbm = std::max(0.0, c_.hbm_bytes - zeros) / hw_.hbm.bandwidth_bytes_per_s / mem_util;
+    const double slots = static_cast<double>(hw_.sm_count) * std::max(1, c_.blocks_per_sm);
+    c_.imbalance = std::max(1.0, f.longest_fraction * slots / (static_cast<double>(c_.blocks) * f.active_fraction));
+  }
+
   /** SMEM bytes a flash_bwd kernel reads (emit/cuda/flash_bwd.cpp), per block and chunk: each
    *  warp reads its rows of the resident operand of every tile contraction (ldmatrix, all warps
    *  together the tile once) and the whole streamed chunk (every warp multiplies all of its
@@ -507,11 +524,14 @@ class KernelModel {
       c_.t_epilogue = out / hw_.hbm.bandwidth_bytes_per_s / mem_util;
       c_.t_hbm = std::max(0.0, c_.hbm_bytes - out) / hw_.hbm.bandwidth_bytes_per_s / mem_util;
     }
+    if (spec_.flash_bwd && !opt_.two_level) flash_bwd_skip_terms(mem_util);
     c_.t_l2 = c_.l2_to_smem_bytes / l2_bw / mem_util;
-    c_.t_smem = c_.smem_read_bytes / hw_.smem.bandwidth_bytes_per_s / c_.wave_efficiency;
-    c_.t_tensor = c_.flops_tensor / tc / c_.wave_efficiency;
-    c_.t_fp32 = c_.flops_fp32 / hw_.fp32_flops_per_s / c_.wave_efficiency;
-    c_.t_sfu = c_.sfu_ops / hw_.sfu_ops_per_s / c_.wave_efficiency;
+    // blocks of unequal length: the longest one, or the waves, whichever is longer
+    const double stretch = std::max(1.0 / c_.wave_efficiency, c_.imbalance);
+    c_.t_smem = c_.smem_read_bytes / hw_.smem.bandwidth_bytes_per_s * stretch;
+    c_.t_tensor = c_.flops_tensor / tc * stretch;
+    c_.t_fp32 = c_.flops_fp32 / hw_.fp32_flops_per_s * stretch;
+    c_.t_sfu = c_.sfu_ops / hw_.sfu_ops_per_s * stretch;
     c_.t_launch = hw_.launch_overhead_s;
     double memory = std::max({c_.t_hbm, c_.t_l2, c_.t_smem});
     double compute_t = c_.t_tensor + c_.t_fp32 + c_.t_sfu;
@@ -528,7 +548,7 @@ class KernelModel {
     const bool lone_consumer = !opt_.two_level && c_.warpgroup_mma && spec_.strategy == Strategy::flash_bwd && c_.warps / 4 < 2;
     if (lone_consumer) hidden = 0;
     c_.t_total = (pipelined ? std::max(memory, compute_t) + (1 - hidden) * std::min(memory, compute_t) : memory + compute_t) +
-                 c_.t_epilogue + c_.t_launch;
+                 c_.t_epilogue + c_.t_skipped_zeros + c_.t_launch;
     std::vector<std::pair<double, const char*>> terms{{c_.t_hbm, "HBM bandwidth"},   {c_.t_l2, "L2->SMEM bandwidth"},
                                                       {c_.t_smem, "SMEM bandwidth"}, {c_.t_tensor, "tensor cores"},
                                                       {c_.t_fp32, "FP32 units"},     {c_.t_sfu, "special-function units (exp)"}};

@@ -78,6 +78,14 @@ struct KernelCost {
   /** Seconds of output stores not overlapped with the main loop (the persistent wgmma GEMM's
    *  epilogue: emit/cuda/render_store.cpp), added to the total; 0 elsewhere. */
   double t_epilogue = 0;
+  /** Seconds of zeros a flash_bwd kernel writes into its stored tiles over the chunks its causal
+   *  skip leaves out (flash_bwd_causal_skip), before its stream loop and by the same warps: added
+   *  to the total, not overlapped; 0 elsewhere. */
+  double t_skipped_zeros = 0;
+  /** A flash_bwd kernel's longest block over the mean block (>= 1; 1 elsewhere): a causal skip
+   *  gives the blocks different numbers of chunks, and where one wave holds every block the
+   *  longest sets the time (FlashBwdForm::longest_fraction). Compute terms are scaled by it. */
+  double imbalance = 1;
   /** Dependent rounds of loads in series (seconds; rows kernels only, perfmodel/rows_cost.hpp):
    *  the rows' rounds of both walks over the teams of warps resident at once, times the loaded
    *  round-trip time. */

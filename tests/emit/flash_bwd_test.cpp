@@ -66,6 +66,8 @@ TEST_CASE("flash_bwd: attention's backward derives one fused score-tile kernel, 
     // the sm_90a variant (wgmma on TMA, flash_bwd_wgmma.cpp) wherever lowering grants it, and at
     // the benchmark shape it must (two consumer warpgroups of 64 rows of X, widths of 128)
     if (i == 0) CHECK(kc->cost.spec->wgmma);
+    CHECK(kc->cost.imbalance == 1);  // no causal skip: every block streams every chunk
+    CHECK(kc->cost.t_skipped_zeros == 0);
     CHECK(count(text, "// wgmma variant (sm_90a): warpgroup 0 loads the resident tiles") == (kc->cost.spec->wgmma ? 1 : 0));
     // Stored tiles leave the wgmma path by TMA from swizzled staging where the array's strides
     // allow a tensor map (4096 keys: yes; 77: a row of 154 bytes, copied out by the threads).
@@ -250,6 +252,15 @@ TEST_CASE("flash_bwd: grouped-query attention's backward streams the query heads
     CHECK(f.outer_steps == sizes.at("r"));
     CHECK(!contains(f.batch, std::string("r")));
     CHECK(f.skip == "before");  // causal(q, x): the chunks of q before the tile's first key
+    // the skipped chunks' zeros are priced apart (written before the stream loop) ...
+    CHECK(kc->cost.t_skipped_zeros > 0);
+    // ... and at q = x = 2048 the 128 blocks are one wave whose longest block (the first tile of
+    // keys: every chunk of every query head) computes about twice the mean block's chunks
+    if (i == 0) {
+      CHECK(f.longest_fraction == 1);
+      CHECK(kc->cost.imbalance > 1.5);
+      CHECK(kc->cost.imbalance < 2.5);
+    }
     std::set<std::string> outs;
     for (const auto& o : f.outputs) outs.insert(o.out->name);
     CHECK(outs == std::set<std::string>{"dK", "dV"});
