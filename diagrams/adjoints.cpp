@@ -297,4 +297,11 @@ std::optional<Term> operand_cotangent(const Expr& node, std::size_t i, const Rul
   return std::nullopt;
 }
 
+bool adjoint_reads_argument(Op op) {  // the cases of elementwise_unary that call x()
+  switch (op) {
+    case Op::log: case Op::relu: case Op::abs: case Op::erf: case Op::silu: case Op::gelu: return true;
+    default: return false;
+  }
+}
+
 }  // namespace napkin::grad

@@ -110,4 +110,9 @@ struct RuleContext {
  *  InternalError for an operation without a rule (call: inline first). */
 std::optional<Term> operand_cotangent(const Expr& node, std::size_t i, const RuleContext& ctx);
 
+/** Whether the adjoint rule of the one-operand element-wise `op` (elementwise_unary) reads the
+ *  operand's value (log, relu, abs, erf, silu, gelu), not only the node's own value (exp,
+ *  sigmoid, tanh, sqrt, rsqrt) or nothing (neg, cast). */
+bool adjoint_reads_argument(Op op);
+
 }  // namespace napkin::grad

@@ -5,7 +5,9 @@
  *  The result is a file of two diagrams:
  *  - `<D>_fwd`: D with its calls inlined (inline_calls.hpp), every normaliser (softmax, layernorm,
  *    rmsnorm) that is not a whole right-hand side moved into a statement of its own
- *    (`<S>_<op>`), and, as extra outputs, the row statistics of each normaliser the backward
+ *    (`<S>_<op>`), every contraction or reduction that is the argument of a function whose
+ *    adjoint reads its argument (grad::adjoint_reads_argument: silu, gelu, log, ...) moved into a
+ *    statement `<S>_v` of its own (computed once, and a candidate to save), and, as extra outputs, the row statistics of each normaliser the backward
  *    differentiates: `<P>_lse = logsumexp(X; a)` of a softmax P, `<Y>_rstd` (and `<Y>_mean` for a
  *    layernorm) of a norm Y, in fp32. Its other outputs are D's.
  *  - `<D>_bwd`: inputs, in order, the forward inputs it reads, one cotangent `d<O>` per output O that

@@ -153,6 +153,12 @@ class Operator:
         ctx.save_for_backward(*[by_name[self.pair.from_forward[n]] for n in self.pair.bwd.inputs if n in self.pair.from_forward])
         ctx.napkin_input_meta = [(t.dtype, t.shape) for t in inputs]
         ctx.napkin_output_meta = [(t.dtype, t.shape, t.device) for t in output]
+        # Outputs nobody differentiates (the saved statistics and activations) keep a None
+        # cotangent: autograd would otherwise fill a zero tensor for each, every step (session 19:
+        # 21 bf16 fills, 0.33 ms of a training step). _backward zero-fills only the cotangents the
+        # backward diagram reads.
+        if hasattr(ctx, "set_materialize_grads"):
+            ctx.set_materialize_grads(False)
 
     def _backward(self, ctx, *grads):
         """Cotangents of every forward output (statistics included, ignored) -> gradients of the

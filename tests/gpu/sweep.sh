@@ -133,6 +133,7 @@ add att-bwd-q200-x300 "$res/attention_grad.napkin" --diagram attention_bwd --set
 add att-bwd-q200-x300.mma.sync "$res/attention_grad.napkin" --diagram attention_bwd --set b=1 --set h=2 --set q=200 --set x=300
 add causal-bwd-n333 "$res/causal_attention_grad.napkin" --diagram causal_attention_bwd --set b=1 --set h=2 --set q=333 --set x=333
 add gqa-bwd-q333-x200 "$res/gqa_attention_grad.napkin" --diagram gqa_attention_bwd --set g=2 --set r=3 --set q=333 --set x=200 --set d=64
+add gqa-bwd-q333-x200.mma.sync "$res/gqa_attention_grad.napkin" --diagram gqa_attention_bwd --set g=2 --set r=3 --set q=333 --set x=200 --set d=64
 add gqa-bwd-n1000 "$res/gqa_attention_grad.napkin" --diagram gqa_attention_bwd --set g=2 --set r=2 --set q=1000 --set x=1000
 add gqa-bwd-n1000.mma.sync "$res/gqa_attention_grad.napkin" --diagram gqa_attention_bwd --set g=2 --set r=2 --set q=1000 --set x=1000
 

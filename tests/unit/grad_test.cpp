@@ -330,3 +330,35 @@ TEST_CASE("the backward's contractions read arrays: element-wise operands and su
   CHECK(text.find("dQ_operand[b,h,q,x] = dP * (P * (1 - P))") != std::string::npos);
   CHECK(text.find("contract(dQ_operand, Q; q)") != std::string::npos);
 }
+
+TEST_CASE("a pre-activation the adjoint reads is a forward statement: computed once, and savable", "[grad]") {
+  // silu's adjoint reads its argument: G = silu(contract(X, W1; m)) becomes G_v = contract(X, W1; m);
+  // G = silu(G_v) in the forward, so the backward neither contracts X with W1 twice (session 19:
+  // 0.34 ms of a training step) nor lacks G_v as a candidate to save
+  const std::string lib = std::string(NAPKIN_SOURCE_DIR) + "/diagrams/library/";
+  Loaded l = load_unexpanded(lib + "mlp_swiglu.napkin", slurp(lib + "mlp_swiglu.napkin"));
+  GradResult g = differentiate(*l.program, *l.diagram, {}, {});
+  const Diagram& fwd = g.file.diagrams.front();
+  const Diagram& bwd = g.file.diagrams.back();
+  INFO(print_file(g.file));
+  auto contractions_of_x_w1 = [](const Diagram& d) {
+    int n = 0;
+    for (const auto* s : d.statements())
+      walk(*s->expr, [&](const Expr& e) {
+        if (e.kind == Expr::Kind::apply && e.op == Op::contract && e.args.size() == 2 && e.args[0]->kind == Expr::Kind::ref &&
+            e.args[1]->kind == Expr::Kind::ref && e.args[0]->name == "X" && e.args[1]->name == "W1")
+          ++n;
+      });
+    return n;
+  };
+  CHECK(contractions_of_x_w1(fwd) == 1);
+  CHECK(contractions_of_x_w1(bwd) == 1);
+  REQUIRE(fwd.find_statement("G_v") != nullptr);
+  CHECK(fwd.find_statement("G")->expr->args[0]->kind == Expr::Kind::ref);
+  // saved, the backward reads it and contracts X with W1 not at all
+  GradResult saved = differentiate(*l.program, *l.diagram, {}, {"G_v", "U", "H"});
+  CHECK(contractions_of_x_w1(saved.file.diagrams.back()) == 0);
+  // sigmoid's adjoint reads only its value: sigmoid attention's scores stay in one statement
+  Loaded sa = load_unexpanded(lib + "sigmoid_attention.napkin", slurp(lib + "sigmoid_attention.napkin"));
+  CHECK(differentiate(*sa.program, *sa.diagram, {}, {}).file.diagrams.front().find_statement("P_v") == nullptr);
+}
