@@ -40,18 +40,20 @@ const Expr* inner_normaliser(const Expr& e, bool root = true) {
   return !root && is_normaliser(e) ? &e : nullptr;
 }
 
-/** `d` with every normaliser that is not a whole right-hand side in a statement `<S>_<op>` of its own. */
-Diagram hoist_normalisers(const Program& p, Diagram d) {
+/** `d` with every node `find` picks in a statement's expression moved into a statement of its own,
+ *  named `<S>` + `suffix(node)` (fresh), placed before it, until `find` picks none. */
+Diagram hoist_nodes(const Program& p, Diagram d, const std::function<const Expr*(const Expr&)>& find,
+                    const std::function<std::string(const Expr&)>& suffix) {
   std::set<std::string> taken = declared_names(d);
   for (bool changed = true; changed;) {
     changed = false;
     for (std::size_t k = 0; k < d.items.size() && !changed; ++k) {
       auto* s = std::get_if<Statement>(&d.items[k]);
-      const Expr* n = s ? inner_normaliser(*s->expr) : nullptr;
+      const Expr* n = s ? find(*s->expr) : nullptr;
       if (!n) continue;
       Typer typer(d, p.diagrams, nullptr);
       const AxisList axes = *typer.axes_of(*n);
-      Statement hoisted = statement(claim_name(s->name + "_" + std::string(op_name(n->op)), taken), axes, {});
+      Statement hoisted = statement(claim_name(s->name + suffix(*n), taken), axes, {});
       hoisted.expr = find_node(s->expr, n);
       s->expr = replace_node(s->expr, n, make_ref(hoisted.name, n->loc));
       d.items.insert(d.items.begin() + static_cast<std::ptrdiff_t>(k), std::move(hoisted));
@@ -59,6 +61,12 @@ Diagram hoist_normalisers(const Program& p, Diagram d) {
     }
   }
   return d;
+}
+
+/** `d` with every normaliser that is not a whole right-hand side in a statement `<S>_<op>` of its own. */
+Diagram hoist_normalisers(const Program& p, Diagram d) {
+  return hoist_nodes(p, std::move(d), [](const Expr& e) { return inner_normaliser(e); },
+                     [](const Expr& n) { return "_" + std::string(op_name(n.op)); });
 }
 
 /** The first node of `e` that applies an element-wise function whose derivative reads its
@@ -80,23 +88,7 @@ const Expr* expensive_argument(const Expr& e) {
  *  contraction of its own (session 19: mlp_swiglu's backward computed X W1 twice, 0.34 ms of a
  *  training step). */
 Diagram hoist_activation_arguments(const Program& p, Diagram d) {
-  std::set<std::string> taken = declared_names(d);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (std::size_t k = 0; k < d.items.size() && !changed; ++k) {
-      auto* s = std::get_if<Statement>(&d.items[k]);
-      const Expr* n = s ? expensive_argument(*s->expr) : nullptr;
-      if (!n) continue;
-      Typer typer(d, p.diagrams, nullptr);
-      const AxisList axes = *typer.axes_of(*n);
-      Statement hoisted = statement(claim_name(s->name + "_v", taken), axes, {});
-      hoisted.expr = find_node(s->expr, n);
-      s->expr = replace_node(s->expr, n, make_ref(hoisted.name, n->loc));
-      d.items.insert(d.items.begin() + static_cast<std::ptrdiff_t>(k), std::move(hoisted));
-      changed = true;
-    }
-  }
-  return d;
+  return hoist_nodes(p, std::move(d), [](const Expr& e) { return expensive_argument(e); }, [](const Expr&) { return std::string("_v"); });
 }
 
 /** The reverse sweep over one flat diagram. */
