@@ -182,10 +182,7 @@ std::string Context::value(const Expr& e, const NodeOverride& over, const std::v
     case Op::causal: case Op::band: {
       const MaskBand keep = mask_band(e);
       if (!keep.lo && keep.hi == 0) return "(i_" + e.axes[1] + " <= i_" + e.axes[0] + " ? 1.0f : 0.0f)";
-      const std::string d = "(i_" + e.axes[1] + " - i_" + e.axes[0] + ")";
-      std::string test = d + " <= " + std::to_string(keep.hi);
-      if (keep.lo) test += " && " + d + " >= " + std::to_string(*keep.lo);
-      return "(" + test + " ? 1.0f : 0.0f)";
+      return band_value(e, "(i_" + e.axes[1] + " - i_" + e.axes[0] + ")");
     }
     case Op::contract: case Op::sum: case Op::max: case Op::mean: return reduction(e, over, inl);
     case Op::softmax: case Op::layernorm: case Op::rmsnorm: return normaliser(e, over, inl);
@@ -234,6 +231,13 @@ std::string Context::normaliser(const Expr& e, const NodeOverride& over, const s
   if (e.args.size() > 1) s += " * " + value(*e.args[1], over, inl);
   if (e.args.size() > 2) s += " + " + value(*e.args[2], over, inl);
   return s + "; return y; }())";
+}
+
+std::string band_value(const Expr& mask, const std::string& diff) {
+  const MaskBand keep = mask_band(mask);
+  std::string test = diff + " <= " + std::to_string(keep.hi);
+  if (keep.lo) test += " && " + diff + " >= " + std::to_string(*keep.lo);
+  return "(" + test + " ? 1.0f : 0.0f)";
 }
 
 }  // namespace napkin::cuda

@@ -126,5 +126,8 @@ std::string flit(double v);
 /** eps binding of a normaliser (1e-5 unless given). */
 double eps_of(const Expr& e);
 std::string join(const std::vector<std::string>& v, const std::string& sep = ", ");
+/** Device value of the causal or band mask `mask` over axes (a, b), given `diff`, an expression
+ *  of i_b - i_a: "(diff <= hi [&& diff >= lo] ? 1.0f : 0.0f)" (mask_band). */
+std::string band_value(const Expr& mask, const std::string& diff);
 
 }  // namespace napkin::cuda

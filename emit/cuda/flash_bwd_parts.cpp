@@ -171,9 +171,23 @@ void tile_map(const BwdKernel& b, const BwdTile& t) {
   const std::string name = "t_" + t.s->name;
   const auto tiles = f.tile_names();
   const Broadcasts bc = broadcasts(b);
+  // A causal or band mask over the tile's two axes tests i_b - i_a against its band. In 64 bits
+  // per element that cost the causal backward 488 bytes of spills (ptxas, sm_90a); as the
+  // element's 32-bit offsets in the tile plus the chunk's clamped dqx (chunk_bounds) it is one
+  // integer compare of per-thread constants, exact for bands under 2^29.
+  auto tile_mask = [&](const Expr& e) -> std::optional<std::string> {
+    if (e.kind != Expr::Kind::apply || (e.op != Op::causal && e.op != Op::band) || e.axes.size() != 2) return std::nullopt;
+    const MaskBand keep = mask_band(e);
+    const std::int64_t limit = std::int64_t{1} << 29;
+    if (keep.hi <= -limit || keep.hi >= limit || (keep.lo && (*keep.lo <= -limit || *keep.lo >= limit))) return std::nullopt;
+    if (e.axes[0] == f.Q && e.axes[1] == f.X) return band_value(e, "(r - cq - dqx)");  // i_X - i_Q
+    if (e.axes[0] == f.X && e.axes[1] == f.Q) return band_value(e, "(cq - r + dqx)");  // i_Q - i_X
+    return std::nullopt;
+  };
   NodeOverride over;
   over = [&](const Expr& e) -> std::optional<std::string> {
     if (&e == t.node) return name + "[mt][nt][e]";
+    if (auto m = tile_mask(e)) return m;
     // exp as the forward's online softmax computes it (render_lemma.cpp): one ex2 of the scaled argument
     if (e.kind == Expr::Kind::apply && e.op == Op::exp) return "exp2f((" + b.c.value(*e.args[0], over) + ") * 1.4426950408889634f)";
     if (e.kind != Expr::Kind::ref) return std::nullopt;
@@ -181,27 +195,6 @@ void tile_map(const BwdKernel& b, const BwdTile& t) {
     if (contains(bc.rows, e.name)) return "row_" + e.name + "[mt][e / 2]";
     if (contains(bc.cols, e.name)) return "col_" + e.name + "[nt][e % 2]";
     return std::nullopt;
-  };
-  // A causal or band mask over the tile's two axes tests i_b - i_a against its band. In 64 bits
-  // per element that cost the causal backward 488 bytes of spills (ptxas, sm_90a); as the
-  // element's 32-bit offsets in the tile plus the chunk's clamped dqx (chunk_bounds) it is one
-  // integer compare of per-thread constants.
-  const NodeOverride maps = over;
-  over = [&, maps](const Expr& e) -> std::optional<std::string> {
-    if (e.kind == Expr::Kind::apply && (e.op == Op::causal || e.op == Op::band) && e.axes.size() == 2) {
-      const MaskBand keep = mask_band(e);
-      const std::int64_t limit = std::int64_t{1} << 29;
-      const bool small = keep.hi > -limit && keep.hi < limit && (!keep.lo || (*keep.lo > -limit && *keep.lo < limit));
-      std::string d;
-      if (e.axes[0] == f.Q && e.axes[1] == f.X) d = "(r - cq - dqx)";  // i_X - i_Q
-      if (e.axes[0] == f.X && e.axes[1] == f.Q) d = "(cq - r + dqx)";  // i_Q - i_X
-      if (small && !d.empty()) {
-        std::string test = d + " <= " + std::to_string(keep.hi);
-        if (keep.lo) test += " && " + d + " >= " + std::to_string(*keep.lo);
-        return "(" + test + " ? 1.0f : 0.0f)";
-      }
-    }
-    return maps(e);
   };
   auto rounded = [&](std::string v) { return t.s->dtype ? "napkin::round_to<" + ctype(*t.s->dtype) + ">(" + v + ")" : v; };
   const std::string value = rounded(b.c.value(*t.s->expr, over));
