@@ -199,6 +199,29 @@ std::vector<std::string> FlashBwdForm::tile_names() const {
   return v;
 }
 
+namespace {
+
+/** Sets f.row_vectors and f.col_vectors (FlashBwdForm) from the arrays the tiles read: not a
+ *  tile or an operand, over exactly one of X and Q beside batch and outer axes; one over X and
+ *  an outer axis is read in place (it varies along the stream) and is neither. */
+void find_vectors(const Diagram& d, FlashBwdForm& f) {
+  const auto tiles = f.tile_names();
+  for (const auto& t : f.tiles)
+    for (const auto& a : t.reads) {
+      const auto* axes = d.array_axes(a);
+      if (contains(tiles, a) || f.operand(a) >= 0 || !axes) continue;
+      bool has_x = false, has_q = false, has_outer = false, other = false;
+      for (const auto& ax : *axes)
+        has_x |= ax == f.X, has_q |= ax == f.Q, has_outer |= contains(f.outer, ax),
+            other |= ax != f.X && ax != f.Q && !contains(f.batch, ax) && !contains(f.outer, ax);
+      if (other || has_x == has_q || (has_x && has_outer)) continue;
+      auto& list = has_x ? f.row_vectors : f.col_vectors;
+      if (!contains(list, a)) list.push_back(a);
+    }
+}
+
+}  // namespace
+
 int FlashBwdForm::operand(const std::string& array) const {
   for (std::size_t i = 0; i < operands.size(); ++i)
     if (operands[i].array == array) return static_cast<int>(i);
@@ -242,6 +265,7 @@ std::optional<FlashBwdForm> analyse_flash_bwd(const Diagram& d, const KernelShap
     if (!contains(f.tiles.front().s->axes, a)) return why = "the tiles are not over the outer stream's axis " + a, std::nullopt;
   for (const auto& a : f.tiles.front().s->axes)
     if (a != f.Q && a != f.X && !contains(f.outer, a)) f.batch.push_back(a);
+  find_vectors(d, f);
   f.dtype = storage_dtype(d, f.operands.front().array, opt);
   if (f.dtype != DType::bf16 && f.dtype != DType::fp16) return why = "operands are not bf16 or fp16", std::nullopt;
   for (const auto& o : f.operands)
@@ -280,6 +304,7 @@ std::int64_t flash_bwd_wgmma_smem_bytes(const FlashBwdForm& f) {
   for (const auto& o : f.operands) bytes += (o.streamed ? f.wg_stages * f.TQ : f.TX) * o.width * 2;
   for (const auto& t : f.tiles)
     if (t.staged) bytes += (t.swizzled ? f.TX * f.TQ : t.x_inner ? f.TQ * (f.TX + 8) : f.TX * (f.TQ + 8)) * 2;
+  bytes += f.wg_stages * f.TQ * 4 * static_cast<std::int64_t>(f.col_vectors.size());
   return (bytes + 7) / 8 * 8 + (1 + 2 * f.wg_stages) * 8 + 1024;
 }
 

@@ -81,6 +81,14 @@ struct FlashBwdForm {
   std::vector<BwdTile> tiles;       ///< tile statements, dataflow order
   std::vector<BwdOutput> outputs;   ///< accumulated outputs, dataflow order
   std::vector<BwdOperand> operands; ///< staged arrays: resident ones first, then streamed ones
+  /** Arrays the tile maps read along one side of the tile only, beside the batch axes (the row
+   *  statistics lse and D): `row_vectors` over X (no outer axis), read once per block into
+   *  registers; `col_vectors` over Q (and the outer axes), read per chunk. On the wgmma path the
+   *  producer warp stages each column vector in the ring beside the chunk's boxes, T_Q fp32 per
+   *  stage, so the consumers read it from SMEM after the stage's wait: loaded by the consumers
+   *  from global memory, its latency stalled their wgmma issue (a fifth of the samples, ncu,
+   *  session 20). */
+  std::vector<std::string> row_vectors, col_vectors;
   DType dtype = DType::bf16;        ///< the staged operands' dtype (bf16 or fp16)
   std::int64_t TX = 0, TQ = 0;      ///< rows of X per block, columns of Q per chunk (elements)
   int warps = 0;                    ///< warps per block: each owns T_X / warps rows of X
@@ -127,8 +135,8 @@ std::int64_t flash_bwd_smem_bytes(const FlashBwdForm& f);
 
 /** SMEM bytes per block of the wgmma path (emit/cuda/flash_bwd_wgmma.cpp): the resident tiles
  *  and f.wg_stages stages of the streamed chunks unpadded (128-byte swizzled TMA boxes), the
- *  staging tiles (BwdTile::swizzled: T_X x T_Q unpadded; else as on mma.sync), 1 + 2 x stages
- *  mbarriers and 1024 bytes to align the swizzle atoms. */
+ *  staging tiles (BwdTile::swizzled: T_X x T_Q unpadded; else as on mma.sync), f.wg_stages x T_Q
+ *  fp32 per column vector, 1 + 2 x stages mbarriers and 1024 bytes to align the swizzle atoms. */
 std::int64_t flash_bwd_wgmma_smem_bytes(const FlashBwdForm& f);
 
 /** Whether the sm_90a path (wgmma on TMA, FlashAttention-3's backward: Shah et al. 2024 §3) can

@@ -114,7 +114,7 @@ void head_tma(const FlashKernel& fk, const WgmmaAtoms& atoms) {
   k.line("#if defined(__CUDA_ARCH_FEAT_SM90_ALL)");
   fk.c.declare_sizes(k);
   k.line("extern __shared__ __align__(1024) unsigned char smem_raw[];");
-  k.line("unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) / 1024 * 1024);");
+  k.line("unsigned char* smem = napkin::align_smem_1024(smem_raw);  // in the shared window (LDS/STS through it)");
   k.line("uint64_t* bar = reinterpret_cast<uint64_t*>(smem + OFF_BAR);");
   k.line("uint64_t *q_full = bar, *k_full = bar + 1, *k_empty = bar + 3, *v_full = bar + 5, *v_empty = bar + 7;");
 }

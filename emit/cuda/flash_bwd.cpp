@@ -18,8 +18,6 @@ namespace napkin::cuda {
 namespace {
 
 using bwd::BwdKernel;
-using bwd::Broadcasts;
-using bwd::broadcasts;
 using bwd::load_cols;
 using bwd::load_rows;
 using bwd::n;
@@ -166,8 +164,7 @@ void stream(const BwdKernel& b) {
   Code& k = b.k;
   const FlashBwdForm& f = b.f;
   store_flags(b);
-  const Broadcasts bc = broadcasts(b);
-  load_rows(b, bc);
+  load_rows(b);
   zero_skipped(b);
   k.open("for (int64_t it = 0; it < steps; ++it)");
   k.line("napkin::cp_async_wait<0>();  // step it's chunk (and, at it = 0, the resident tiles) has landed");
@@ -178,7 +175,7 @@ void stream(const BwdKernel& b) {
   for (const auto& o : f.operands)
     if (o.streamed) k.line("const T* s_" + o.array + " = smem + OFF_" + o.array + " + (it % 2) * T_Q * P_" + o.array + ";");
   bwd::chunk_bounds(b);
-  load_cols(b, bc);
+  load_cols(b);
   for (const auto& t : f.tiles) {
     tile_statement(b, t);
     for (const auto& o : f.outputs)

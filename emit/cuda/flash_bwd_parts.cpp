@@ -46,7 +46,7 @@ void chunk_bounds(const BwdKernel& b) {
   Code& k = b.k;
   k.line("const int64_t q0 = kc * T_Q;");
   k.line("const int n_q = static_cast<int>(min(int64_t{T_Q}, N_" + b.f.Q + " - q0));");
-  k.line("const bool interior = n_x == T_X && n_q == T_Q;  // every index the maps read in range");
+  k.line("[[maybe_unused]] const bool interior = n_x == T_X && n_q == T_Q;  // every index the maps read in range");
   k.line("// i_" + b.f.Q + " - i_" + b.f.X + " = cq - r + dqx: the masks over both axes compare 32-bit offsets (clamped: exact for bands under 2^29)");
   k.line("[[maybe_unused]] const int dqx = static_cast<int>(max(-(int64_t{1} << 30), min(int64_t{1} << 30, q0 - o_" + b.f.X + ")));");
 }
@@ -117,27 +117,9 @@ void tile_elements(const BwdKernel& b, const std::function<void()>& body) {
   k.close();
 }
 
-Broadcasts broadcasts(const BwdKernel& b) {
-  Broadcasts out;
-  const FlashBwdForm& f = b.f;
-  const auto tiles = f.tile_names();
-  for (const auto& t : f.tiles)
-    for (const auto& a : t.reads) {
-      if (contains(tiles, a) || f.operand(a) >= 0 || !b.c.diagram().array_axes(a)) continue;
-      bool has_x = false, has_q = false, has_outer = false, other = false;
-      for (const auto& ax : b.c.axes(a))
-        has_x |= ax == f.X, has_q |= ax == f.Q, has_outer |= contains(f.outer, ax), other |= ax != f.X && ax != f.Q && !contains(f.batch, ax) && !contains(f.outer, ax);
-      // a row broadcast is loaded once per block: one varying along the outer stream is read in place
-      if (other || has_x == has_q || (has_x && has_outer)) continue;
-      auto& list = has_x ? out.rows : out.cols;
-      if (!contains(list, a)) list.push_back(a);
-    }
-  return out;
-}
-
-void load_rows(const BwdKernel& b, const Broadcasts& bc) {
+void load_rows(const BwdKernel& b) {
   Code& k = b.k;
-  for (const auto& a : bc.rows) {
+  for (const auto& a : b.f.row_vectors) {
     k.line("float row_" + a + "[MT][2];  // registers: " + a + " at this thread's rows of " + b.f.X);
     k.line("#pragma unroll");
     k.open("for (int mt = 0; mt < MT; ++mt)");
@@ -150,9 +132,9 @@ void load_rows(const BwdKernel& b, const Broadcasts& bc) {
   }
 }
 
-void load_cols(const BwdKernel& b, const Broadcasts& bc) {
+void load_cols(const BwdKernel& b) {
   Code& k = b.k;
-  for (const auto& a : bc.cols) {
+  for (const auto& a : b.f.col_vectors) {
     k.line("float col_" + a + "[T_Q / 8][2];  // registers: " + a + " at this thread's columns of the chunk");
     k.line("#pragma unroll");
     k.open("for (int nt = 0; nt < T_Q / 8; ++nt)");
@@ -165,12 +147,11 @@ void load_cols(const BwdKernel& b, const Broadcasts& bc) {
   }
 }
 
-void tile_map(const BwdKernel& b, const BwdTile& t) {
+void tile_map(const BwdKernel& b, const BwdTile& t, bool masked) {
   Code& k = b.k;
   const FlashBwdForm& f = b.f;
   const std::string name = "t_" + t.s->name;
   const auto tiles = f.tile_names();
-  const Broadcasts bc = broadcasts(b);
   // A causal or band mask over the tile's two axes tests i_b - i_a against its band. In 64 bits
   // per element that cost the causal backward 488 bytes of spills (ptxas, sm_90a); as the
   // element's 32-bit offsets in the tile plus the chunk's clamped dqx (chunk_bounds) it is one
@@ -192,12 +173,20 @@ void tile_map(const BwdKernel& b, const BwdTile& t) {
     if (e.kind == Expr::Kind::apply && e.op == Op::exp) return "exp2f((" + b.c.value(*e.args[0], over) + ") * 1.4426950408889634f)";
     if (e.kind != Expr::Kind::ref) return std::nullopt;
     if (contains(tiles, e.name)) return "t_" + e.name + "[mt][nt][e]";
-    if (contains(bc.rows, e.name)) return "row_" + e.name + "[mt][e / 2]";
-    if (contains(bc.cols, e.name)) return "col_" + e.name + "[nt][e % 2]";
+    if (contains(f.row_vectors, e.name)) return "row_" + e.name + "[mt][e / 2]";
+    if (contains(f.col_vectors, e.name)) return "col_" + e.name + "[nt][e % 2]";
     return std::nullopt;
   };
   auto rounded = [&](std::string v) { return t.s->dtype ? "napkin::round_to<" + ctype(*t.s->dtype) + ">(" + v + ")" : v; };
   const std::string value = rounded(b.c.value(*t.s->expr, over));
+  if (!masked) {
+    NAPKIN_ASSERT(map_reads_registers_only(b, t)) << "an unmasked tile map reading global memory at the element's indices";
+    if (t.node && value == name + "[mt][nt][e]") return;  // the identity on its accumulator
+    k.line("// " + t.s->name + " element by element" + (t.node ? " (in place on its accumulator)" : "") + ", unmasked: past N_" + f.X + " or N_" + f.Q +
+           " finite values of no meaning");
+    tile_elements(b, [&] { k.line(name + "[mt][nt][e] = " + value + ";"); });
+    return;
+  }
   const std::string bounded = rounded(b.c.value(*t.s->expr, bounded_loads(b.c, over, {f.X, f.Q}, {})));
   k.line("// " + t.s->name + " element by element" + (t.node ? " (in place on its accumulator)" : "") +
          "; in a boundary chunk, elements past N_" + f.X + " or N_" + f.Q + " are 0");
@@ -207,6 +196,23 @@ void tile_map(const BwdKernel& b, const BwdTile& t) {
   ++k.indent;
   tile_elements(b, [&] { k.line(name + "[mt][nt][e] = r < n_x && cq < n_q ? " + bounded + " : 0.0f;"); });
   k.close();
+}
+
+bool map_reads_registers_only(const BwdKernel& b, const BwdTile& t) {
+  const FlashBwdForm& f = b.f;
+  const auto tiles = f.tile_names();
+  for (const auto& a : t.reads) {
+    const bool contracted = t.node && (a == t.resident || a == t.streamed);  // read by its contraction, into the accumulator
+    if (!contracted && !contains(tiles, a) && !contains(f.row_vectors, a) && !contains(f.col_vectors, a)) return false;
+  }
+  return true;
+}
+
+void mask_columns_past_n_q(const BwdKernel& b, const BwdTile& t) {
+  Code& k = b.k;
+  const std::string name = "t_" + t.s->name;
+  k.line("// " + t.s->name + "'s columns past N_" + b.f.Q + " summed as zeros (selects, no branch: n_q = T_Q in an interior chunk)");
+  tile_elements(b, [&] { k.line(name + "[mt][nt][e] = cq < n_q ? " + name + "[mt][nt][e] : 0.0f;"); });
 }
 
 void store_tile(const BwdKernel& b, const BwdTile& t, const StoreGroup& g) {

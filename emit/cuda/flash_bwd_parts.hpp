@@ -65,22 +65,31 @@ void store_flags(const BwdKernel& b);
  *  of X and column of Q inside the tile (32-bit), and i_<X>, i_<Q> set, running `body`. */
 void tile_elements(const BwdKernel& b, const std::function<void()>& body);
 
-/** Arrays the element-wise maps read along one side of the tile only (beside the batch axes):
- *  `rows` those over X (loaded once per block into row_<A>[MT][2], the two rows of each m16 tile
- *  a thread holds), `cols` those over Q (per chunk into col_<A>[T_Q / 8][2]). */
-struct Broadcasts {
-  std::vector<std::string> rows, cols;
-};
-Broadcasts broadcasts(const BwdKernel& b);
-/** The loads of the row broadcasts (once per block). */
-void load_rows(const BwdKernel& b, const Broadcasts& bc);
-/** The loads of the column broadcasts (per chunk). */
-void load_cols(const BwdKernel& b, const Broadcasts& bc);
+/** The row vectors' loads (FlashBwdForm::row_vectors, once per block): row_<A>[MT][2], the two
+ *  rows of each m16 tile a thread holds. */
+void load_rows(const BwdKernel& b);
+/** The column vectors' loads from global memory (FlashBwdForm::col_vectors, per chunk):
+ *  col_<A>[T_Q / 8][2], the thread's columns of the chunk. */
+void load_cols(const BwdKernel& b);
 
 /** Tile statement `t`'s element-wise map, in place on t_<name>[MT][T_Q / 8][4] (its contraction's
  *  accumulator where it has one): interior chunks without bounds, boundary chunks with elements
- *  past N_X or N_Q set to 0. exp is one ex2 of the scaled argument, as in the forward. */
-void tile_map(const BwdKernel& b, const BwdTile& t);
+ *  past N_X or N_Q set to 0. exp is one ex2 of the scaled argument, as in the forward.
+ *  `masked` false (map_reads_registers_only must hold): one path for every element, in range or
+ *  not, no interior and boundary branches (the two paths cost the wgmma kernel 300 bytes of
+ *  spills, ptxas sm_90a, session 20); elements past N_X or N_Q then hold values of no meaning,
+ *  which whoever sums the tile over Q masks first (mask_columns_past_n_q). */
+void tile_map(const BwdKernel& b, const BwdTile& t, bool masked = true);
+
+/** Whether tile `t`'s map reads only registers and SMEM: its contraction's accumulator, other
+ *  tiles and the row and column vectors (loaded in range, zero outside), no array at the
+ *  element's indices. Such a map is
+ *  safe to run on every element of a boundary chunk unmasked (tile_map). */
+bool map_reads_registers_only(const BwdKernel& b, const BwdTile& t);
+
+/** Tile `t`'s elements in columns past N_Q set to 0 (before its values are
+ *  summed over Q into an output: rows past N_X only reach output rows that are not stored). */
+void mask_columns_past_n_q(const BwdKernel& b, const BwdTile& t);
 
 /** The threads that stage and copy out a stored tile together: `thread` their index (0 ..
  *  count - 1) and `count`, the rows of X they hold [x_lo, x_lo + x_rows) (expressions), the

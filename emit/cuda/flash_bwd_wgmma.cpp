@@ -71,6 +71,10 @@ void wg_head(const BwdKernel& b, const BwdAtoms& at) {
       k.line("constexpr int OFF_ST_" + t.s->name + " = " + off + ";  // staging [" + rows + "][P_ST_" + t.s->name + "] of " + t.s->name);
       off = "OFF_ST_" + t.s->name + " + " + rows + " * P_ST_" + t.s->name + " * static_cast<int>(sizeof(T))";
     }
+  for (const auto& a : f.col_vectors) {
+    k.line("constexpr int OFF_COL_" + a + " = " + off + ";  // STAGES x [T_Q] fp32: " + a + " at the chunk's columns of " + f.Q + " (the producer warp's loads)");
+    off = "OFF_COL_" + a + " + STAGES * T_Q * 4";
+  }
   k.line("constexpr int OFF_BAR = (" + off + " + 7) / 8 * 8;");
   k.line("[[maybe_unused]] constexpr int RES_BYTES = " + res + ", CHUNK_BYTES = " + chunk + ";  // bytes each TMA phase brings");
   k.line("constexpr size_t SMEM_BYTES = OFF_BAR + (1 + 2 * STAGES) * sizeof(uint64_t) + 1024;  // + alignment");
@@ -83,7 +87,7 @@ void wg_head(const BwdKernel& b, const BwdAtoms& at) {
   k.line("#if defined(__CUDA_ARCH_FEAT_SM90_ALL)");
   b.c.declare_sizes(k);
   k.line("extern __shared__ __align__(1024) unsigned char smem_raw[];");
-  k.line("unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) / 1024 * 1024);");
+  k.line("unsigned char* smem = napkin::align_smem_1024(smem_raw);  // in the shared window (LDS/STS through it)");
   k.line("uint64_t* bar = reinterpret_cast<uint64_t*>(smem + OFF_BAR);");
   k.line("uint64_t *res_full = bar, *full = bar + 1, *empty = bar + 1 + STAGES;");
 }
@@ -93,26 +97,46 @@ void wg_head(const BwdKernel& b, const BwdAtoms& at) {
 void producer(const BwdKernel& b) {
   Code& k = b.k;
   const FlashBwdForm& f = b.f;
+  const bool warp = !f.col_vectors.empty();  // a producer warp: thread 0's TMA loads and the lanes' column vectors
   k.open("if (threadIdx.x == 0)");
   k.line("napkin::mbar_init(res_full, 1);");
-  k.line("for (int s = 0; s < STAGES; ++s) napkin::mbar_init(&full[s], 1), napkin::mbar_init(&empty[s], CONSUMERS * 128);");
+  k.line(std::string("for (int s = 0; s < STAGES; ++s) napkin::mbar_init(&full[s], ") + (warp ? "1 + 32" : "1") + "), napkin::mbar_init(&empty[s], CONSUMERS * 128);" +
+         (warp ? "  // full: the TMA thread's expect_tx and the producer warp's 32 lanes" : ""));
   k.line("napkin::mbar_init_fence();");
   k.close();
-  producer_warpgroup_begin(k);
-  k.line("napkin::mbar_expect_tx(res_full, RES_BYTES);");
-  for (const auto& o : f.operands)
-    if (!o.streamed)
-      k.line("for (int j = 0; j < W_" + o.array + " / 64; ++j) napkin::tma_load(smem + OFF_" + o.array + " + j * T_X * 128, &tm_" + o.array +
-             ", res_full, j * 64, static_cast<int>(o_" + f.X + ")" + tma_batch_coords(b.c, o.array, o.rows, o.cols) + ");");
+  producer_warpgroup_begin(k, warp ? 32 : 1);
+  auto by_tma_thread = [&](const std::function<void()>& body) {  // the TMA loads: thread 0 of the producer warp
+    if (warp) k.open("if (threadIdx.x == 0)");
+    body();
+    if (warp) k.close();
+  };
+  by_tma_thread([&] {
+    k.line("napkin::mbar_expect_tx(res_full, RES_BYTES);");
+    for (const auto& o : f.operands)
+      if (!o.streamed)
+        k.line("for (int j = 0; j < W_" + o.array + " / 64; ++j) napkin::tma_load(smem + OFF_" + o.array + " + j * T_X * 128, &tm_" + o.array +
+               ", res_full, j * 64, static_cast<int>(o_" + f.X + ")" + tma_batch_coords(b.c, o.array, o.rows, o.cols) + ");");
+  });
   k.open("for (int64_t ic = 0; ic < steps; ++ic)");
   step_indices(b, "ic");
   k.line("const int s = static_cast<int>(ic % STAGES);");
   k.line("if (ic >= STAGES) napkin::mbar_wait(&empty[s], static_cast<unsigned>((ic / STAGES - 1) & 1));");
-  k.line("napkin::mbar_expect_tx(&full[s], CHUNK_BYTES);");
-  for (const auto& o : f.operands)
-    if (o.streamed)
-      k.line("for (int j = 0; j < W_" + o.array + " / 64; ++j) napkin::tma_load(smem + OFF_" + o.array + " + s * B_" + o.array + " + j * T_Q * 128, &tm_" +
-             o.array + ", &full[s], j * 64, static_cast<int>(kc * T_Q)" + tma_batch_coords(b.c, o.array, o.rows, o.cols) + ");");
+  by_tma_thread([&] {
+    k.line("napkin::mbar_expect_tx(&full[s], CHUNK_BYTES);");
+    for (const auto& o : f.operands)
+      if (o.streamed)
+        k.line("for (int j = 0; j < W_" + o.array + " / 64; ++j) napkin::tma_load(smem + OFF_" + o.array + " + s * B_" + o.array + " + j * T_Q * 128, &tm_" +
+               o.array + ", &full[s], j * 64, static_cast<int>(kc * T_Q)" + tma_batch_coords(b.c, o.array, o.rows, o.cols) + ");");
+  });
+  if (warp) {  // any dtype, alignment and extent: plain loads, zero past N_Q; the arrive releases the stores to the consumers
+    k.line("#pragma unroll 1  // a producer thread has 24 registers (setmaxnreg): unrolled, the loads spilled");
+    k.open("for (int j = threadIdx.x; j < T_Q; j += 32)");
+    k.line("const int64_t i_" + f.Q + " = kc * T_Q + j;");
+    for (const auto& a : f.col_vectors)
+      k.line("reinterpret_cast<float*>(smem + OFF_COL_" + a + ")[s * T_Q + j] = " + b.c.bounded_load(a, {f.Q}) + ";");
+    k.close();
+    k.line("napkin::mbar_arrive(&full[s]);");
+  }
   k.close();
   k.line("return;");
   k.close();
@@ -188,21 +212,28 @@ void store_swizzled(const BwdKernel& b, const BwdTile& t) {
   k.line("T* " + st + " = reinterpret_cast<T*>(smem + OFF_ST_" + name + " + cw * ST_BYTES_" + name + ");");
   if (t.tma_store) k.line("if (threadIdx.x % 128 == 0) napkin::bulk_wait_read<0>();  // the previous chunk's store has read the staging");
   k.line("napkin::named_sync(1 + cw, 128);  // ... and the previous copy-out is done");
-  // element (row, col) of a box of 64-element rows sits at row * 64 + ((col / 8) ^ (row % 8)) * 8 + col % 8;
-  // with the thread's element at row xl = (warp % 4) * 16 + lane / 4 + (e / 2) * 8 of X and column
-  // cq = nt * 8 + (lane % 4) * 2 + e % 2 of Q, the swizzle's operands are written so that the
-  // offsets are a few per-thread registers plus constants.
+  // By stmatrix (PTX ISA 9.7.14.5.16), four 8x8 matrices a step: m16 rows of X (this warp's 16)
+  // by two n8 tiles of Q, the accumulator's pairs packed as they are held; lane 8m + j
+  // addresses row j of matrix m (tile nt + m / 2, rows of X + (m % 2) * 8). Element (row, col)
+  // of a box of 64-element rows sits at row * 64 + ((col / 8) ^ (row % 8)) * 8 + col % 8.
+  // Where an output's A fragments hold the tile (accumulate: the same pairs, in this order), the
+  // stores read them: the fp32 tile is dead once packed.
+  const std::string tn = "t_" + name;
+  std::string regs;
+  for (const auto& o : f.outputs)
+    if (o.tile == name && regs.empty()) {
+      const std::string pa = "pa_" + o.out->name + "[nt / 2]";
+      regs = pa + "[0], " + pa + "[1], " + pa + "[2], " + pa + "[3]";
+    }
+  if (regs.empty()) regs = "napkin::pack2<T>(" + tn + "[0][nt][0], " + tn + "[0][nt][1]), napkin::pack2<T>(" + tn + "[0][nt][2], " + tn + "[0][nt][3]), napkin::pack2<T>(" + tn +
+                           "[0][nt + 1][0], " + tn + "[0][nt + 1][1]), napkin::pack2<T>(" + tn + "[0][nt + 1][2], " + tn + "[0][nt + 1][3])";
   k.line("#pragma unroll");
-  k.open("for (int nt = 0; nt < T_Q / 8; ++nt)");
-  if (t.x_inner) {  // row cq, column xl: xl / 8 = (warp % 4) * 2 + e / 2, cq % 8 = (lane % 4) * 2 + e % 2
-    k.line("#pragma unroll");
-    k.line("for (int e = 0; e < 4; ++e) " + st + "[nt * 512 + ((lane % 4) * 2 + e % 2) * 64 + (((warp % 4) * 2 + e / 2) ^ ((lane % 4) * 2 + e % 2)) * 8 + lane / 4] = napkin::from_f<T>(t_" +
-           name + "[0][nt][e]);");
-  } else {  // row xl, column cq: (cq % 64) / 8 = nt % 8, xl % 8 = lane / 4; elements e, e + 1 adjacent
-    k.line("#pragma unroll");
-    k.line("for (int e = 0; e < 4; e += 2) *reinterpret_cast<uint32_t*>(&" + st + "[(nt / 8) * 4096 + ((warp % 4) * 16 + lane / 4 + (e / 2) * 8) * 64 + ((nt % 8) ^ (lane / 4)) * 8 + (lane % 4) * 2]) = napkin::pack2<T>(t_" +
-           name + "[0][nt][e], t_" + name + "[0][nt][e + 1]);");
-  }
+  k.open("for (int nt = 0; nt < T_Q / 8; nt += 2)");
+  k.line("const int m = lane / 8, j = lane % 8;");
+  if (t.x_inner)  // transposed: row j of the stored matrix is column cq = (nt + m / 2) * 8 + j of Q, its 8 rows of X one 16-byte chunk
+    k.line("napkin::stsm_x4_t(" + st + " + ((nt + m / 2) * 8 + j) * 64 + ((((warp % 4) * 2 + m % 2) ^ j) * 8), " + regs + ");");
+  else  // row xl = (warp % 4) * 16 + (m % 2) * 8 + j of X, its 8 columns of Q from (nt + m / 2) * 8
+    k.line("napkin::stsm_x4(" + st + " + ((nt + m / 2) / 8) * 4096 + ((warp % 4) * 16 + (m % 2) * 8 + j) * 64 + ((((nt + m / 2) % 8) ^ j) * 8), " + regs + ");");
   k.close();
   const std::string boxes = t.x_inner ? "1" : "T_Q / 64";
   if (t.tma_store) {
@@ -247,8 +278,7 @@ void store_swizzled(const BwdKernel& b, const BwdTile& t) {
 void consumer_stream(const BwdKernel& b, const BwdAtoms& at) {
   Code& k = b.k;
   const FlashBwdForm& f = b.f;
-  const Broadcasts bc = broadcasts(b);
-  load_rows(b, bc);
+  load_rows(b);
   zero_skipped(b);
   k.line("napkin::mbar_wait(res_full, 0);");
   k.open("for (int64_t ic = 0; ic < steps; ++ic)");
@@ -256,25 +286,48 @@ void consumer_stream(const BwdKernel& b, const BwdAtoms& at) {
   k.line("const int s = static_cast<int>(ic % STAGES);");
   k.line("napkin::mbar_wait(&full[s], static_cast<unsigned>((ic / STAGES) & 1));");
   chunk_bounds(b);
-  load_cols(b, bc);
+  for (const auto& a : f.col_vectors)  // read where the maps use them (col_<A>[nt][j], as on mma.sync), from the stage: not held in registers
+    k.line("const float (*col_" + a + ")[8] = reinterpret_cast<const float (*)[8]>(smem + OFF_COL_" + a + " + (s * T_Q + (lane % 4) * 2) * 4);  // SMEM: " + a +
+           " at column nt * 8 + (lane % 4) * 2 + j of the chunk");
   for (const auto& o : f.outputs)
     k.line("uint32_t pa_" + o.out->name + "[T_Q / 16][4];  // registers: " + o.tile + " in 16 bits, A fragments of " + o.out->name + " (live until its wgmma is done)");
   issue_tiles(b, at);
   int pending = 0;  // commit groups issued after the next tile contraction's
   for (const auto& t : f.tiles) pending += t.node ? 1 : 0;
+  // A tile retires (its outputs' A fragments packed and their wgmma issued, its store) after the
+  // last map that reads it in fp32: the fp32 tile and its packed copy are not live together
+  // (packing P for dV before dS's map read P cost the kernel serialised wgmma, ptxas C7512).
+  std::vector<std::size_t> retire_at(f.tiles.size());
+  for (std::size_t i = 0; i < f.tiles.size(); ++i) {
+    retire_at[i] = i;
+    for (std::size_t j = i + 1; j < f.tiles.size(); ++j)
+      if (contains(f.tiles[j].reads, f.tiles[i].s->name)) retire_at[i] = j;
+  }
+  std::vector<bool> unmasked(f.tiles.size());
   bool first_store = true;
-  for (const auto& t : f.tiles) {
+  for (std::size_t j = 0; j < f.tiles.size(); ++j) {
+    const BwdTile& t = f.tiles[j];
     if (t.node) {
       --pending;
       k.line("napkin::wgmma_wait<" + n(pending) + ">();  // " + t.s->name + "'s contraction is done");
       k.line("napkin::fence_regs(" + acc_view("t_" + t.s->name, "T_Q") + ");");
     }
-    tile_map(b, t);
-    for (const auto& o : f.outputs)
-      if (o.tile == t.s->name) accumulate(b, at, o), ++pending;
-    if (t.swizzled) store_swizzled(b, t);
-    else if (t.stored)  // each consumer warpgroup stages and copies out its own 64 rows of X: no wait for the other
-      store_tile(b, t, {"static_cast<int>(threadIdx.x % 128)", "128", "cw * 64", "64", "napkin::named_sync(1 + cw, 128);", first_store}), first_store = false;
+    // a map that reads registers only runs unmasked (tile_map); the columns past N_Q are zeroed before the outputs sum over them
+    unmasked[j] = map_reads_registers_only(b, t);
+    tile_map(b, t, !unmasked[j]);
+    for (std::size_t i = 0; i <= j; ++i) {
+      if (retire_at[i] != j) continue;
+      const BwdTile& r = f.tiles[i];
+      bool masked_columns = !unmasked[i];
+      for (const auto& o : f.outputs)
+        if (o.tile == r.s->name) {
+          if (!masked_columns) mask_columns_past_n_q(b, r), masked_columns = true;
+          accumulate(b, at, o), ++pending;
+        }
+      if (r.swizzled) store_swizzled(b, r);
+      else if (r.stored)  // each consumer warpgroup stages and copies out its own 64 rows of X: no wait for the other
+        store_tile(b, r, {"static_cast<int>(threadIdx.x % 128)", "128", "cw * 64", "64", "napkin::named_sync(1 + cw, 128);", first_store}), first_store = false;
+    }
   }
   k.line("napkin::wgmma_wait<0>();  // this chunk's outputs are done: their reads of its stage too");
   release(b);

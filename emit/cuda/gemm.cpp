@@ -149,7 +149,7 @@ void head_tma_kernel(const GemmKernel& gk) {
               ", 128-byte swizzle");
   gk.c.declare_sizes(code);
   code.line("extern __shared__ __align__(1024) unsigned char smem_raw[];");
-  code.line("unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) / 1024 * 1024);");
+  code.line("unsigned char* smem = napkin::align_smem_1024(smem_raw);  // in the shared window (LDS/STS through it)");
   if (spec.tma_store) code.line("unsigned char* const out_stage = smem + STAGES * STAGE_BYTES;  // the staging buffers of the TMA store");
   code.line(std::string("uint64_t* full = reinterpret_cast<uint64_t*>(smem + STAGES * STAGE_BYTES") + (spec.tma_store ? " + OUT_BUFS * OUT_BYTES" : "") +
             ");  // chunk landed in the stage");

@@ -296,9 +296,10 @@ void flash_cp_async_next_v(Code& k);
 void flash_tma_ring(Code& k, Context& c, const FlashForm& f);
 /** After thread 0 initialised a warp-specialised kernel's mbarriers: the block's barrier, then
  *  warpgroup 0 (the producer) opened, its registers given up (setmaxnreg.dec to 24, PTX ISA
- *  9.7.17.1) and all of its threads but thread 0 returned. The caller emits thread 0's loads and
- *  closes the block. */
-void producer_warpgroup_begin(Code& k);
+ *  9.7.17.1) and all of its threads but the first `threads` (1 or 32: thread 0 issues the TMA
+ *  loads, a warp also loads what TMA cannot) returned. The caller emits the loads and closes
+ *  the block. */
+void producer_warpgroup_begin(Code& k, int threads = 1);
 
 // ---- the gemm's TMA staging (render_tma.cpp) ----
 

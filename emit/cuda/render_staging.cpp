@@ -127,12 +127,12 @@ void flash_cp_async_next_v(Code& k) {
   k.line("napkin::cp_async_commit();");
 }
 
-void producer_warpgroup_begin(Code& k) {
+void producer_warpgroup_begin(Code& k, int threads) {
   k.line("__syncthreads();");
   k.open("if (threadIdx.x / 128 == 0)");
   k.line("// producer warpgroup");
   k.line("napkin::setmaxnreg_dec<24>();");
-  k.line("if (threadIdx.x != 0) return;");
+  k.line(threads == 1 ? "if (threadIdx.x != 0) return;" : "if (threadIdx.x >= " + std::to_string(threads) + ") return;");
 }
 
 void flash_tma_ring(Code& k, Context& c, const FlashForm& f) {

@@ -14,6 +14,14 @@
 #define NAPKIN_CLUSTER_DIMS(x) __cluster_dims__(x, 1, 1)
 #endif
 namespace napkin {
+/** The dynamic SMEM `raw` advanced to the next 1024-byte boundary of its shared address (the
+ *  128-byte swizzle's atom: PTX ISA 9.7.15.5.1, TMA boxes and wgmma descriptors). Pointer
+ *  arithmetic on `raw` itself, not through an integer, so the compiler still knows the result
+ *  is in shared memory and emits LDS/STS for accesses through it (through uintptr_t it emitted
+ *  generic loads and stores). */
+__device__ __forceinline__ unsigned char* align_smem_1024(unsigned char* raw) {
+  return raw + (1024u - static_cast<unsigned>(__cvta_generic_to_shared(raw)) % 1024u) % 1024u;
+}
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 __device__ __forceinline__ unsigned smem_u32(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
 // mbarrier (PTX ISA 9.7.13.15): a phase completes when `count` arrivals and the expected

@@ -252,6 +252,17 @@ __device__ __forceinline__ void stsm_x4(void* p, uint32_t r0, uint32_t r1, uint3
 #endif
 }
 
+// stmatrix .trans: as stsm_x4, each matrix stored transposed: the row lane 8i + j addresses
+// receives column j of matrix i (rows 0..7 of the fragment), 16 bytes.
+__device__ __forceinline__ void stsm_x4_t(void* p, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(s), "r"(r0), "r"(r1), "r"(r2), "r"(r3) : "memory");
+#else
+  __trap();  // sm_90 and later only: the callers are the sm_90a variants
+#endif
+}
+
 // Fragments of m16n8k16 (PTX ISA 9.7.14.5.14). A: 16x16 at (m0, k0); B: two 16x8 tiles at
 // (k0, n0) and (k0, n0 + 8), registers {b0, b1} of the first then of the second.
 /** A stored [m][k] (k contiguous). */
@@ -315,6 +326,14 @@ template <int STAGES> struct StageRing {
 #define NAPKIN_CLUSTER_DIMS(x) __cluster_dims__(x, 1, 1)
 #endif
 namespace napkin {
+/** The dynamic SMEM `raw` advanced to the next 1024-byte boundary of its shared address (the
+ *  128-byte swizzle's atom: PTX ISA 9.7.15.5.1, TMA boxes and wgmma descriptors). Pointer
+ *  arithmetic on `raw` itself, not through an integer, so the compiler still knows the result
+ *  is in shared memory and emits LDS/STS for accesses through it (through uintptr_t it emitted
+ *  generic loads and stores). */
+__device__ __forceinline__ unsigned char* align_smem_1024(unsigned char* raw) {
+  return raw + (1024u - static_cast<unsigned>(__cvta_generic_to_shared(raw)) % 1024u) % 1024u;
+}
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 __device__ __forceinline__ unsigned smem_u32(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
 // mbarrier (PTX ISA 9.7.13.15): a phase completes when `count` arrivals and the expected
@@ -854,7 +873,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
     #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     [[maybe_unused]] const int64_t N_b = a.N_b, N_h = a.N_h, N_q = a.N_q, N_x = a.N_x, N_d = a.N_d;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
-    unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) / 1024 * 1024);
+    unsigned char* smem = napkin::align_smem_1024(smem_raw);  // in the shared window (LDS/STS through it)
     uint64_t* bar = reinterpret_cast<uint64_t*>(smem + OFF_BAR);
     uint64_t *q_full = bar, *k_full = bar + 1, *k_empty = bar + 3, *v_full = bar + 5, *v_empty = bar + 7;
     int64_t bid = blockIdx.x;

@@ -250,6 +250,17 @@ __device__ __forceinline__ void stsm_x4(void* p, uint32_t r0, uint32_t r1, uint3
 #endif
 }
 
+// stmatrix .trans: as stsm_x4, each matrix stored transposed: the row lane 8i + j addresses
+// receives column j of matrix i (rows 0..7 of the fragment), 16 bytes.
+__device__ __forceinline__ void stsm_x4_t(void* p, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(s), "r"(r0), "r"(r1), "r"(r2), "r"(r3) : "memory");
+#else
+  __trap();  // sm_90 and later only: the callers are the sm_90a variants
+#endif
+}
+
 // Fragments of m16n8k16 (PTX ISA 9.7.14.5.14). A: 16x16 at (m0, k0); B: two 16x8 tiles at
 // (k0, n0) and (k0, n0 + 8), registers {b0, b1} of the first then of the second.
 /** A stored [m][k] (k contiguous). */
