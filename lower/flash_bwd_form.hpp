@@ -12,9 +12,11 @@
  *    a streamed array C[.., Q, e] (e innermost), g element-wise: dV += P^T dO, dK += dS^T Q in
  *    registers across the whole stream (the associative-sum lemma, paper §3.1), stored once;
  *  - stored tiles: tile statements other kernels read (dS, for dQ = dS K), written per chunk.
- *  Arrays the element-wise maps read beside the tiles (the row statistics lse and D, masks) are
- *  read from global memory at the element's indices. Read by lowering (lower.cpp), priced by
- *  perfmodel/cost.cpp, rendered by emit/cuda/flash_bwd.cpp (mma.sync m16n8k16 on cp.async).
+ *  Arrays the element-wise maps read beside the tiles along one side only (the row statistics
+ *  lse and D) are row or column vectors, loaded once per block or per chunk; any other (a mask
+ *  or bias array) is read from global memory at the element's indices. Read by lowering
+ *  (lower.cpp), priced by perfmodel/cost.cpp, rendered by emit/cuda/flash_bwd.cpp (mma.sync
+ *  m16n8k16 on cp.async) and flash_bwd_wgmma.cpp (sm_90a).
  */
 #pragma once
 #include <cstdint>

@@ -70,15 +70,20 @@ void zero_skipped(const BwdKernel& b) {
     const std::string rows = cols_x ? "(zq_hi - zq_lo)" : "static_cast<int64_t>(n_x)", cols = cols_x ? "static_cast<int64_t>(n_x)" : "(zq_hi - zq_lo)";
     const std::string row_idx = cols_x ? "const int64_t i_" + f.Q + " = zq_lo + rr;" : "const int64_t i_" + f.X + " = o_" + f.X + " + rr;";
     const std::string col_idx = cols_x ? "const int64_t i_" + f.X + " = o_" + f.X + " + cc;" : "const int64_t i_" + f.Q + " = zq_lo + cc;";
-    k.open("for (int64_t rr = warp; rr < " + rows + "; rr += WARPS)");
-    k.line(row_idx);
     if (t.staged) {  // the lanes' axis is innermost and 16-bit: 8 elements per lane and step
-      k.open("for (int64_t cc = lane * 8; cc < " + cols + "; cc += 256)");
+      // zc chunks of 8 per row; where a row has at most 32, a warp's step covers 32 / zc rows (every
+      // lane busy: a row of 128 keys left half the lanes idle), else its lanes walk one row
+      k.line("const int64_t zc = (" + cols + " + 7) / 8, zr = zc <= 32 ? 32 / zc : 1;  // chunks per row, rows per warp step");
+      k.open("for (int64_t rr = lane < zr * zc || zc > 32 ? warp * zr + (zc <= 32 ? lane / zc : 0) : " + rows + "; rr < " + rows + "; rr += WARPS * zr)");
+      k.line(row_idx);
+      k.open("for (int64_t cc = (zc <= 32 ? lane % zc : lane) * 8; cc < " + cols + "; cc += zc <= 32 ? zc * 8 : 256)");
       k.line(col_idx);
       k.line("T* dst = a." + name + " + " + b.c.index(name) + ";");
       k.line("if (vec_" + name + " && cc + 8 <= " + cols + ") *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);");
       k.line("else for (int64_t j = 0; j < 8 && cc + j < " + cols + "; ++j) dst[j] = napkin::from_f<T>(0.0f);");
     } else {
+      k.open("for (int64_t rr = warp; rr < " + rows + "; rr += WARPS)");
+      k.line(row_idx);
       k.open("for (int64_t cc = lane; cc < " + cols + "; cc += 32)");
       k.line(col_idx);
       k.line("a." + name + "[" + b.c.index(name) + "] = napkin::from_f<" + b.c.ctype_of(name) + ">(0.0f);");

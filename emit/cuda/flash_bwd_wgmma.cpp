@@ -1,17 +1,19 @@
 // The sm_90a variant of the flash_bwd kernel (contract: flash_bwd_parts.hpp): wgmma on TMA, as
 // FlashAttention-3 runs its backward (Shah et al. 2024, §3; warp specialisation §3.1).
-// Warpgroup 0 is the producer: one thread loads the resident operands' tiles once and streams
-// the streamed operands' chunks of Q by TMA, 128-byte swizzled boxes of 64 columns, into a
-// ring of FlashBwdForm::wg_stages stages guarded by full/empty mbarriers. Each consumer warpgroup owns 64 rows of X.
-// Per chunk it issues every tile contraction at once (S^T = K Q^T: wgmma.m64n<T_Q>k16, the
-// resident rows as A and the streamed chunk as B, both K-major in SMEM), then in dataflow order
-// waits for each, runs its element-wise map on the accumulator (the m16n8 layout of the mma.sync
-// path: the maps, stores and epilogue are shared), and feeds each accumulated output from
-// registers (dV += P^T dO: the tile repacked to 16 bits as wgmma's A operand, the chunk as an
-// N-major B: one TMA box serves as K-major B of the tile contractions and N-major B of the
-// outputs). Stored tiles go through the mma.sync path's SMEM staging, each consumer warpgroup
-// its own rows, synchronised by its own named barrier (the producer has left; the other
-// warpgroup runs on).
+// Warpgroup 0 is the producer: thread 0 loads the resident operands' tiles once and streams the
+// streamed operands' chunks of Q by TMA, 128-byte swizzled boxes of 64 columns, into a ring of
+// FlashBwdForm::wg_stages stages guarded by full/empty mbarriers; where the maps read column
+// vectors (lse, D), its warp's lanes load them into the same stage (fp32), so no consumer waits
+// on global memory between its wgmma issues. Each consumer warpgroup owns 64 rows of X. Per
+// chunk it issues every tile contraction at once (S^T = K Q^T: wgmma.m64n<T_Q>k16, the resident
+// rows as A and the streamed chunk as B, both K-major in SMEM), then in dataflow order waits for
+// each and runs its element-wise map on the accumulator (the m16n8 layout of the mma.sync path:
+// the maps, stores and epilogue are shared), unmasked where it reads registers only. A tile
+// retires after the last map that reads it: its columns past N_Q zeroed, each output it feeds
+// accumulated from registers (dV += P^T dO: the tile packed to 16 bits as wgmma's A operand, the
+// chunk as an N-major B: one TMA box serves as K-major B of the tile contractions and N-major B
+// of the outputs), and its store: stmatrix into swizzled staging, each consumer warpgroup its
+// own rows, synchronised by its own named barrier, then a TMA store.
 #include "emit/cuda/flash_bwd_parts.hpp"
 #include "emit/cuda/preamble.hpp"
 
