@@ -110,24 +110,28 @@ bool add_operand(const Diagram& d, const KernelShape& k, FlashBwdForm& f, const 
   return true;
 }
 
+/** Sets each tile's last_reader (BwdTile). */
+void find_last_readers(FlashBwdForm& f) {
+  for (std::size_t i = 0; i < f.tiles.size(); ++i) {
+    f.tiles[i].last_reader = i;
+    for (std::size_t j = i + 1; j < f.tiles.size(); ++j)
+      if (contains(f.tiles[j].reads, f.tiles[i].s->name)) f.tiles[i].last_reader = j;
+  }
+}
+
 /** The most tile statements in registers at once, in the emitter's order (each tile statement
- *  computed, then its accumulated outputs and its store): a tile lives until its last reader among
- *  the tile statements; an element-wise statement reading a tile for the last time overwrites it. */
+ *  computed, then the tiles it read for the last time retire: their accumulated outputs and
+ *  stores): a tile lives until its last reader among the tile statements; an element-wise
+ *  statement reading a tile for the last time overwrites it. */
 int live_tiles(const FlashBwdForm& f) {
   const auto names = f.tile_names();
-  std::map<std::string, std::size_t> last;
-  for (std::size_t i = 0; i < f.tiles.size(); ++i) {
-    last[names[i]] = i;
-    for (const auto& r : f.tiles[i].reads)
-      if (last.count(r)) last[r] = i;
-  }
   int peak = 0;
   for (std::size_t i = 0; i < f.tiles.size(); ++i) {
     int live = 0;
     bool in_place = false;
     for (std::size_t j = 0; j <= i; ++j) {
-      if (last[names[j]] < i) continue;
-      if (j < i && last[names[j]] == i && !f.tiles[i].node && contains(f.tiles[i].reads, names[j])) in_place = true;
+      if (f.tiles[j].last_reader < i) continue;
+      if (j < i && f.tiles[j].last_reader == i && !f.tiles[i].node && contains(f.tiles[i].reads, names[j])) in_place = true;
       ++live;
     }
     peak = std::max(peak, live - (in_place ? 1 : 0));
@@ -283,6 +287,7 @@ std::optional<FlashBwdForm> analyse_flash_bwd(const Diagram& d, const KernelShap
   if (f.TX % (16 * f.warps) != 0 || f.TQ % 16 != 0) return why = "T_X not a multiple of 16 x warps, or T_Q of 16", std::nullopt;
   for (const auto& o : f.operands)
     if (o.width % 16 != 0) return why = "the width of " + o.array + " is not a multiple of 16", std::nullopt;
+  find_last_readers(f);
   f.live_tiles = live_tiles(f);
   flash_bwd_causal_skip(f, k);
   if (static_cast<double>(flash_bwd_smem_bytes(f)) > hw.smem_max_per_block_bytes) return why = "tiles do not fit SMEM", std::nullopt;

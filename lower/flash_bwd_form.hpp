@@ -61,6 +61,10 @@ struct BwdTile {
    *  it where the array's strides allow a tensor map). Else the warpgroup's threads copy them out. */
   bool tma_store = false;
   std::vector<std::string> reads;  ///< the arrays its expression reads
+  /** Index in FlashBwdForm::tiles of the last tile statement that reads it (its own where none
+   *  does): it lives in fp32 registers until then, and only then retires (its outputs packed and
+   *  accumulated, its store), so the fp32 tile and its 16-bit copy are never live together. */
+  std::size_t last_reader = 0;
 };
 
 /** An accumulated output `out`[.., X, e] = g(contract(tile, operand; Q)). */

@@ -71,12 +71,12 @@ void zero_skipped(const BwdKernel& b) {
     const std::string row_idx = cols_x ? "const int64_t i_" + f.Q + " = zq_lo + rr;" : "const int64_t i_" + f.X + " = o_" + f.X + " + rr;";
     const std::string col_idx = cols_x ? "const int64_t i_" + f.X + " = o_" + f.X + " + cc;" : "const int64_t i_" + f.Q + " = zq_lo + cc;";
     if (t.staged) {  // the lanes' axis is innermost and 16-bit: 8 elements per lane and step
-      // zc chunks of 8 per row; where a row has at most 32, a warp's step covers 32 / zc rows (every
-      // lane busy: a row of 128 keys left half the lanes idle), else its lanes walk one row
-      k.line("const int64_t zc = (" + cols + " + 7) / 8, zr = zc <= 32 ? 32 / zc : 1;  // chunks per row, rows per warp step");
-      k.open("for (int64_t rr = lane < zr * zc || zc > 32 ? warp * zr + (zc <= 32 ? lane / zc : 0) : " + rows + "; rr < " + rows + "; rr += WARPS * zr)");
+      // zl lanes per row, one chunk of 8 each (a row of at most 32 chunks: all of them), so a warp's
+      // step covers 32 / zl rows (a row of 128 keys had left half the lanes idle)
+      k.line("const int64_t zl = max(int64_t{1}, min(int64_t{32}, (" + cols + " + 7) / 8)), zr = 32 / zl;  // lanes per row (1 for an empty row), rows per warp step");
+      k.open("for (int64_t rr = lane < zr * zl ? warp * zr + lane / zl : " + rows + "; rr < " + rows + "; rr += WARPS * zr)");
       k.line(row_idx);
-      k.open("for (int64_t cc = (zc <= 32 ? lane % zc : lane) * 8; cc < " + cols + "; cc += zc <= 32 ? zc * 8 : 256)");
+      k.open("for (int64_t cc = lane % zl * 8; cc < " + cols + "; cc += zl * 8)");
       k.line(col_idx);
       k.line("T* dst = a." + name + " + " + b.c.index(name) + ";");
       k.line("if (vec_" + name + " && cc + 8 <= " + cols + ") *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);");

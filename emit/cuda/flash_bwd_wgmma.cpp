@@ -296,15 +296,9 @@ void consumer_stream(const BwdKernel& b, const BwdAtoms& at) {
   issue_tiles(b, at);
   int pending = 0;  // commit groups issued after the next tile contraction's
   for (const auto& t : f.tiles) pending += t.node ? 1 : 0;
-  // A tile retires (its outputs' A fragments packed and their wgmma issued, its store) after the
-  // last map that reads it in fp32: the fp32 tile and its packed copy are not live together
-  // (packing P for dV before dS's map read P cost the kernel serialised wgmma, ptxas C7512).
-  std::vector<std::size_t> retire_at(f.tiles.size());
-  for (std::size_t i = 0; i < f.tiles.size(); ++i) {
-    retire_at[i] = i;
-    for (std::size_t j = i + 1; j < f.tiles.size(); ++j)
-      if (contains(f.tiles[j].reads, f.tiles[i].s->name)) retire_at[i] = j;
-  }
+  // A tile retires (its outputs' A fragments packed and their wgmma issued, its store) after its
+  // last reader (BwdTile::last_reader): packing P for dV before dS's map read P cost the kernel
+  // serialised wgmma (ptxas C7512).
   std::vector<bool> unmasked(f.tiles.size());
   bool first_store = true;
   for (std::size_t j = 0; j < f.tiles.size(); ++j) {
@@ -318,7 +312,7 @@ void consumer_stream(const BwdKernel& b, const BwdAtoms& at) {
     unmasked[j] = map_reads_registers_only(b, t);
     tile_map(b, t, !unmasked[j]);
     for (std::size_t i = 0; i <= j; ++i) {
-      if (retire_at[i] != j) continue;
+      if (f.tiles[i].last_reader != j) continue;
       const BwdTile& r = f.tiles[i];
       bool masked_columns = !unmasked[i];
       for (const auto& o : f.outputs)
