@@ -50,9 +50,14 @@ void print_cost_table(const SearchResult& r, const Hardware& hw) {
         fmt::format("{:.0f}% of peak usable with {}", c.tensor_fraction * 100, c.warpgroup_mma ? "wgmma" : "mma.sync"));
     row("FP32", fmt::format("{:.3g} FLOP", c.flops_fp32), c.t_fp32, "");
     row("SFU (exp)", fmt::format("{:.3g} op", c.sfu_ops), c.t_sfu, "");
-    if (c.t_skipped_zeros > 0)
+    if (c.t_skipped_zeros > 0 || (c.spec->flash_bwd && !c.spec->flash_bwd->skip.empty())) {
+      std::string only;  // the stored tiles whose readers read some of the zeros only (lower_kernel_of)
+      for (const auto& t : c.spec->flash_bwd->tiles)
+        if (t.stored && !t.zero_readers.empty()) only += fmt::format("{}{} {:.0f}%", only.empty() ? "" : ", ", t.s->name, 100 * t.zero_share);
       row("skipped tiles' zeros", human_bytes(c.t_skipped_zeros * hw.hbm.bandwidth_bytes_per_s), c.t_skipped_zeros,
-          "stored tiles over the causal skip's chunks, written before the stream loop, not overlapped");
+          "stored tiles over the causal skip's chunks, written before the stream loop, not overlapped" +
+              (only.empty() ? std::string() : "; only where the banded gemms after it read them: " + only));
+    }
     if (c.imbalance > 1) row("longest block", fmt::format("{:.2f} x the mean", c.imbalance), 0, "compute terms stretched: one wave, blocks of unequal length (causal skip)");
     if (c.t_epilogue > 0) row("epilogue stores", human_bytes(c.t_epilogue * hw.hbm.bandwidth_bytes_per_s), c.t_epilogue, "outputs written after the main loop, not overlapped");
     if (c.t_latency > 0 && c.spec->strategy == Strategy::cols)

@@ -12,6 +12,7 @@
 #include "derive/partition.hpp"
 #include "derive/user_labels.hpp"
 #include "diagrams/graph_view.hpp"
+#include "diagrams/zero_band.hpp"
 
 namespace napkin {
 
@@ -62,6 +63,7 @@ KernelView kernel_view(const Program& p, const Diagram& d, const std::vector<con
     in.axes = *d.array_axes(r);
     in.axis_locs.assign(in.axes.size(), d.loc);
     in.dtype = storage_dtype(d, r, opt);
+    in.zero_band = zero_band(d, r);  // what the whole diagram knows of its zeros (a gemm's band)
     in.loc = d.loc;
     k.items.push_back(std::move(in));
   }
@@ -547,14 +549,16 @@ class Searcher {
 
   /** Where the kernels were priced on kernel views (not the exact regime), prices them again on
    *  the searched diagram, so that their specs point into a diagram that outlives the search (the
-   *  views are gone) at the same price. Only the chosen kernels: once per schedule. */
+   *  views are gone) at the same price. And in the whole schedule the kernels whose spec takes
+   *  something from the kernels after them (lower_kernel_of: a flash_bwd kernel's causal skip
+   *  writes only the zeros its readers read), which the search priced alone. Only the chosen
+   *  kernels: once per schedule. */
   void reprice_on_searched(SearchResult& r) {
-    if (exact_) return;
-    for (auto& k : r.kernels) {
-      Schedule one;
-      one.diagram = d_.name;
-      one.kernels = {k.plan};
-      k.cost = cost_kernel(p_, d_, weave_, one, 0, sizes_, hw_, opt_);
+    for (std::size_t k = 0; k < r.kernels.size(); ++k) {
+      const auto& spec = r.kernels[k].cost.spec;
+      const bool readers = spec && spec->flash_bwd && !spec->flash_bwd->skip.empty();
+      if (exact_ && !readers) continue;
+      r.kernels[k].cost = cost_kernel(p_, d_, weave_, r.schedule, k, sizes_, hw_, opt_);
     }
   }
 

@@ -158,12 +158,23 @@ struct AxisDecl {
 };
 
 /** `in Q[b,h,q,d] : bf16 @hbm`: an input array with its axes (outermost first), dtype and level. */
+/** Elements of an array are exactly 0 unless lo <= index(b) - index(a) <= hi (an absent bound:
+ *  none on that side): what diagrams/zero_band.hpp finds of an array. */
+struct ZeroBand {
+  std::string a, b;
+  std::optional<std::int64_t> lo, hi;
+  bool operator==(const ZeroBand&) const = default;
+};
+
 struct InputDecl {
   std::string name;
   std::vector<std::string> axes;
   std::vector<SourceLoc> axis_locs;
   DType dtype = DType::fp32;
   std::optional<MemLevel> level;
+  /** Where the input is known to be 0 (diagrams/zero_band.hpp): set on a kernel view's inputs that
+   *  the whole diagram computes (derive/search.cpp), never parsed or printed. */
+  std::optional<ZeroBand> zero_band;
   Trivia trivia;
   SourceLoc loc;
   bool operator==(const InputDecl&) const = default;

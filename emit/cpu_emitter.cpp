@@ -560,8 +560,14 @@ class FunctionEmitter {
         open("for (int64_t o_" + x + " = 0; o_" + x + " < N_" + x + "; o_" + x + " += T_" + x + ")");
         line("const int64_t n_" + x + " = std::min<int64_t>(T_" + x + ", N_" + x + " - o_" + x + ");");
       }
-      if (!causal_q.empty())
+      if (!causal_q.empty() && !cost.causal_lo && cost.causal_hi == 0)
         line("if (o_" + a + " > o_" + causal_q + " + n_" + causal_q + " - 1) break;  // causal: the remaining chunks are fully masked");
+      else if (!causal_q.empty()) {  // a band lo <= i(a) - i(q) <= hi: chunks wholly before it or past it hold only zeros
+        const std::string first = "o_" + causal_q, last = "(o_" + causal_q + " + n_" + causal_q + " - 1)";
+        if (cost.causal_hi) line("if (o_" + a + " - " + last + " > " + std::to_string(*cost.causal_hi) + ") break;  // past the band: the remaining chunks are 0");
+        if (cost.causal_lo)
+          line("if (o_" + a + " + n_" + a + " - 1 - " + first + " < " + std::to_string(*cost.causal_lo) + ") continue;  // before the band: this chunk is 0");
+      }
       for (const auto& in : cost.inputs)
         if (carries_any(in)) load(in);
       for (const auto* w : in_loop) {

@@ -276,6 +276,11 @@ class PseudoEmitter {
     if (!outer.empty()) outer += " (one index per step)";
     line("# flash_bwd: block axis " + f.X + " (tile " + n(f.TX) + ", " + std::to_string(f.warps) + " warps), " + f.Q + " streamed in chunks of " + n(f.TQ) + outer +
          "; per chunk the tiles " + tiles + " in registers (" + f.X + " rows, " + f.Q + " columns); accumulated in registers: " + outs);
+    if (!f.skip.empty())
+      for (const auto& t : f.tiles)
+        if (t.stored)
+          line("# causal skip: " + t.s->name + "'s skipped chunks written as zeros" +
+               (t.zero_readers.empty() ? "" : " only in the rows of " + f.Q + " the banded gemms after it read (" + n(static_cast<std::int64_t>(100 * t.zero_share + 0.5)) + "% of them)"));
   }
 
   // ------------------------------------------------------------------ flash

@@ -197,6 +197,45 @@ void flash_bwd_causal_skip(FlashBwdForm& f, const KernelShape& k) {
   f.longest_fraction = longest / static_cast<double>(std::max<std::int64_t>(1, q.count));
 }
 
+std::pair<std::int64_t, std::int64_t> flash_bwd_zero_rows(const std::vector<ZeroReader>& r, std::int64_t x0, std::int64_t x1, std::int64_t n_q) {
+  std::int64_t first = n_q, end = 0;
+  for (const auto& z : r) {
+    // a reader tile m walks chunk kc of X while kc < ke(m), ke(m) = (last row of m + hi) / T_K + 1
+    // (unclipped: a superset): it reaches x0 from m = (x0 rounded down to a chunk - hi) / T_M on
+    std::int64_t lo = 0, hi = n_q;
+    if (z.hi) {
+      const std::int64_t a = x0 / z.TK * z.TK - *z.hi;
+      lo = a > 0 ? a / z.TM * z.TM : 0;
+    }
+    // ... and from kf(m) = (first row of m + lo) / T_K: it starts before x1 while m T_M + lo < xe
+    if (z.lo) {
+      const std::int64_t b = (x1 / z.TK + 1) * z.TK - *z.lo;
+      hi = b > 0 ? std::min(n_q, (b + z.TM - 1) / z.TM * z.TM) : 0;
+    }
+    first = std::min(first, lo), end = std::max(end, hi);
+  }
+  return {first, std::max(first, end)};
+}
+
+void flash_bwd_zero_shares(FlashBwdForm& f, const KernelShape& k) {
+  if (f.skip.empty()) return;
+  const AxisPlan &x = k.axes.at(f.X), &q = k.axes.at(f.Q);
+  for (auto& t : f.tiles) {
+    t.zero_share = 1;
+    if (!t.stored || t.zero_readers.empty()) continue;
+    double skipped = 0, written = 0;
+    for (std::int64_t i = 0; i < x.count; ++i) {
+      const std::int64_t x0 = i * f.TX, x1 = std::min((i + 1) * f.TX, x.extent) - 1;
+      const std::int64_t z_lo = f.skip == "before" ? 0 : std::min(q.extent, std::min(q.count, x1 / f.TQ + 1) * f.TQ);
+      const std::int64_t z_hi = f.skip == "before" ? std::min(q.extent, std::min(q.count, x0 / f.TQ) * f.TQ) : q.extent;
+      const auto [r_lo, r_hi] = flash_bwd_zero_rows(t.zero_readers, x0, x1, q.extent);
+      skipped += static_cast<double>(std::max<std::int64_t>(0, z_hi - z_lo));
+      written += static_cast<double>(std::max<std::int64_t>(0, std::min(z_hi, r_hi) - std::max(z_lo, r_lo)));
+    }
+    t.zero_share = skipped > 0 ? written / skipped : 1;
+  }
+}
+
 std::vector<std::string> FlashBwdForm::tile_names() const {
   std::vector<std::string> v;
   for (const auto& t : tiles) v.push_back(t.s->name);

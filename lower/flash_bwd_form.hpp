@@ -40,6 +40,15 @@ struct BwdOperand {
   bool streamed = false;
 };
 
+/** A kernel after this one that reads a stored tile: a gemm that walks, per tile of T_M rows of
+ *  Q, only the chunks of T_K of X inside the tile's zero band lo <= index(X) - index(Q) <= hi
+ *  (GemmForm::k_band, a bound absent: none). Of the causal skip's zeros it reads only the rows
+ *  of Q whose tiles' chunks reach the block's X (flash_bwd_zero_rows). */
+struct ZeroReader {
+  std::int64_t TM = 0, TK = 0;
+  std::optional<std::int64_t> lo, hi;
+};
+
 /** A tile statement: `s` over (batch, Q, X); `node` its one contraction (nullptr: element-wise
  *  only) of resident operand `resident` with streamed operand `streamed` over axis `c`. */
 struct BwdTile {
@@ -65,6 +74,12 @@ struct BwdTile {
    *  does): it lives in fp32 registers until then, and only then retires (its outputs packed and
    *  accumulated, its store), so the fp32 tile and its 16-bit copy are never live together. */
   std::size_t last_reader = 0;
+  /** Where the causal skip's zeros of a stored tile are written (lower_kernel_of): every reader
+   *  of it in the schedule, where each is a banded gemm (ZeroReader); the skip then writes only
+   *  the rows of Q they read over the block's X. Empty: every skipped row (a reader of another
+   *  kind, a diagram output, or the readers unknown, as while the search prices one kernel). */
+  std::vector<ZeroReader> zero_readers;
+  double zero_share = 1;  ///< share of the skipped chunks' elements of this tile written as zeros
 };
 
 /** An accumulated output `out`[.., X, e] = g(contract(tile, operand; Q)). */
@@ -133,6 +148,16 @@ std::optional<FlashBwdForm> analyse_flash_bwd(const Diagram& d, const KernelShap
  *  the operands are finite); the skip holds when every accumulated output contracts a zero tile
  *  and every stored tile is zero (the skipped chunks store zeros). Extents from `k`. */
 void flash_bwd_causal_skip(FlashBwdForm& f, const KernelShape& k);
+
+/** The rows of Q, [first, end), whose zeros the readers `r` (non-empty) read over the X rows
+ *  [x0, x1] of a block: the union of the reader tiles whose walked chunks reach [x0, x1] (a
+ *  superset where a bound is absent or tiles are clipped), clipped to [0, n_q). The emitter
+ *  (emit/cuda/flash_bwd_parts.cpp, zero_skipped) renders the same arithmetic. */
+std::pair<std::int64_t, std::int64_t> flash_bwd_zero_rows(const std::vector<ZeroReader>& r, std::int64_t x0, std::int64_t x1, std::int64_t n_q);
+
+/** Sets each stored tile's zero_share from its zero_readers and the skip, over the blocks of X
+ *  at `k`'s extents (the model prices the zeros written: perfmodel/cost.cpp). */
+void flash_bwd_zero_shares(FlashBwdForm& f, const KernelShape& k);
 
 /** SMEM bytes per block: the resident operands' tiles (T_X rows), two stages of the streamed
  *  operands' chunks (T_Q rows), rows padded by 8 elements (16 bytes), and one staging tile per

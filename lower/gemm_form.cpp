@@ -3,6 +3,7 @@
 #include "lower/gemm_form.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <functional>
 
 #include "diagrams/graph_view.hpp"
@@ -52,6 +53,44 @@ std::string chunk_axis(const std::vector<AxisList>& operands, const AxisList& ks
   for (auto it = a_axes.rbegin(); it != a_axes.rend(); ++it)
     if (contains(ks, *it)) return *it;
   return ks.back();
+}
+
+/** Sets g.k_band (GemmForm) from the first operand with a zero band over K and its free axis
+ *  (M for the operand every contraction shares, N where every contraction has the same second
+ *  operand), and the share of (tile, chunk) pairs walked, from `k`'s extents. Not under a
+ *  cluster along that axis: the cluster's blocks walk the same chunks (one multicast ring). */
+void find_k_band(const Diagram& d, const KernelShape& k, GemmForm& g) {
+  if (!g.k_outer.empty()) return;
+  auto same = [&](bool a_side) {
+    for (const auto& gc : g.gemms)
+      if ((a_side ? gc.a.array : gc.b.array) != (a_side ? g.gemms[0].a.array : g.gemms[0].b.array)) return false;
+    return true;
+  };
+  for (bool a_side : {true, false}) {
+    const std::string& arr = a_side ? g.gemms[0].a.array : g.gemms[0].b.array;
+    const std::string& free = a_side ? g.M : g.N;
+    const auto z = zero_band(d, arr);
+    if (!z || !same(a_side) || !((z->a == free && z->b == g.K) || (z->a == g.K && z->b == free))) continue;
+    if (const auto cl = k.plan.cluster(); cl && cl->first == free) {  // a cluster's blocks load the same chunks (TMA multicast)
+      g.k_note += "; " + arr + " is 0 outside a band of " + free + " and " + g.K + ", but a cluster along " + free + " walks every chunk";
+      return;
+    }
+    g.k_band = z, g.k_band_axis = free, g.k_band_array = arr;
+    const std::int64_t extent = k.axes.at(free).extent, tile = a_side ? g.TM : g.TN, k_extent = k.axes.at(g.K).extent;
+    const std::int64_t tiles = (extent + tile - 1) / tile, all = (k_extent + g.TK - 1) / g.TK;
+    double walked = 0;
+    for (std::int64_t i = 0; i < tiles; ++i) {
+      const auto [b, e] = gemm_k_chunks(g, i * tile, std::min(extent, (i + 1) * tile) - 1, k_extent);
+      walked += static_cast<double>(e - b);
+    }
+    g.k_active_fraction = walked / static_cast<double>(std::max<std::int64_t>(1, tiles * all));
+    const std::string lo = z->lo ? std::to_string(*z->lo) + " <= " : "", hi = z->hi ? " <= " + std::to_string(*z->hi) : "";
+    char share[32];
+    std::snprintf(share, sizeof share, "%.1f%%", 100 * g.k_active_fraction);
+    g.k_note += "; " + arr + " is 0 outside " + lo + z->b + " - " + z->a + hi + " (zero band): each tile of " + free + " walks its chunks inside it, " + share +
+                " of them";
+    return;
+  }
 }
 
 }  // namespace
@@ -161,7 +200,16 @@ std::optional<GemmForm> analyse_gemm(const Diagram& d, Typer& typer, const Kerne
   for (const auto& gc : g.gemms) add_tile(gc.a, M, g.TM), add_tile(gc.b, N, g.TN);
   for (const auto& a : d.find_statement(k.statements[0])->axes)
     if (a != M && a != N) g.batch.push_back(a);
+  find_k_band(d, k, g);
   return g;
+}
+
+std::pair<std::int64_t, std::int64_t> gemm_k_chunks(const GemmForm& g, std::int64_t first, std::int64_t last, std::int64_t k_extent) {
+  const std::int64_t all = (k_extent + g.TK - 1) / g.TK;
+  if (!g.k_band) return {0, all};
+  const auto [begin, end] = band_range(*g.k_band, g.k_band_axis, first, last, k_extent);
+  if (begin >= end) return {0, 0};
+  return {begin / g.TK, (end - 1) / g.TK + 1};
 }
 
 int gemm_mma_sync_stages(const GemmForm& g, const Hardware& hw, std::string& why) {

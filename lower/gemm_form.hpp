@@ -19,6 +19,7 @@
 #include "hardware/hardware.hpp"
 #include "lower/kernel_shape.hpp"
 #include "lower/options.hpp"
+#include "diagrams/zero_band.hpp"
 
 namespace napkin {
 
@@ -65,7 +66,20 @@ struct GemmForm {
   std::int64_t TM = 0, TN = 0, TK = 0;  ///< tile extents (elements); a whole M or N rounded up to the MMA's rows
   int warps = 0;                  ///< compute warps per thread block (the schedule's `warps`)
   std::string k_note;             ///< how the schedule treats K (streamed, or kept whole) and k_outer
+  /** A zero band of an operand over K and M (or N) (diagrams/zero_band.hpp): each output tile walks
+   *  only the chunks of K that hold a nonzero element of its rows (or columns), the others
+   *  contribute 0 to every contraction (0 times a finite value). Set where the band's operand is
+   *  in every contraction and K is the only contracted axis; `k_band_axis` is M or N, empty for
+   *  none. The elements outside the band inside a walked chunk are read, so the array holds its
+   *  zeros there (its producer writes them). */
+  std::optional<ZeroBand> k_band;
+  std::string k_band_axis, k_band_array;  ///< M or N; the operand the band is of
+  double k_active_fraction = 1;   ///< share of (tile of k_band_axis, chunk of K) pairs walked
 };
+
+/** The chunks of K that tile [first, last] of g.k_band_axis walks (GemmForm::k_band), as chunk
+ *  indices {begin, end} (end exclusive, begin <= end); all of K's chunks without a band. */
+std::pair<std::int64_t, std::int64_t> gemm_k_chunks(const GemmForm& g, std::int64_t first, std::int64_t last, std::int64_t k_extent);
 
 /** Reads kernel `k` of `d` as a gemm; nullopt with `why` set when it is not of that form.
  *  `typer` types `d`'s expressions; dtypes are storage_dtype(d, ., opt). M and N: the first pair

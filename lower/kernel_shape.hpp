@@ -8,6 +8,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,10 @@ struct KernelShape {
    *  and the share of (q tile, x chunk) pairs not skipped. Empty axes and 1: no skipping. */
   std::string causal_q, causal_x;
   double causal_active_fraction = 1;
+  /** The offsets index(causal_x) - index(causal_q) whose elements are kept (computed): lo <= d <=
+   *  hi, an absent bound none; causal(q, x): hi = 0. A gemm's zero band (GemmForm::k_band) and a
+   *  flash_bwd kernel's skip set their own. */
+  std::optional<std::int64_t> causal_lo, causal_hi = 0;
   bool has_call = false;                        ///< a statement calls another diagram
 
   bool grouped(const std::string& axis) const;

@@ -2,7 +2,9 @@
 // simt, from the kernel's shape, the forms' checks and the hardware table.
 #include "lower/lower.hpp"
 
+#include <algorithm>
 #include <functional>
+#include <map>
 
 namespace napkin {
 
@@ -65,6 +67,12 @@ void gemm_tiles_in_grid(KernelShape& k, const GemmForm& g) {
 
 void lower_gemm(KernelSpec& s, const Diagram& d, const Hardware& hw, const ModelOptions& opt, std::string& why) {
   const GemmForm& g = *s.gemm;
+  if (g.k_band) {  // the model prices the chunks walked, the CPU loop nest skips the others (GemmForm::k_band)
+    const ZeroBand o = oriented(*g.k_band, g.k_band_axis);
+    s.shape.causal_q = g.k_band_axis, s.shape.causal_x = g.K;
+    s.shape.causal_lo = o.lo, s.shape.causal_hi = o.hi;
+    s.shape.causal_active_fraction = g.k_active_fraction;
+  }
   gemm_tiles_in_grid(s.shape, g);
   batch_axes_in_grid(s.shape, g.batch);
   if (s.stages > 0) {  // the mma.sync path (absent for fp8 operands: lower_kernel)
@@ -205,6 +213,9 @@ KernelSpec lower_kernel(const Program& p, const Diagram& d, const std::vector<St
       s.shape.causal_active_fraction = s.flash_bwd->active_fraction;
       s.shape.causal_x = s.flash_bwd->Q;
       s.shape.causal_q = s.flash_bwd->X;
+      // "before": causal(Q, X) keeps X <= Q, index(Q) - index(X) >= 0; "after" keeps Q <= X
+      s.shape.causal_lo = s.flash_bwd->skip == "before" ? std::optional<std::int64_t>(0) : std::nullopt;
+      s.shape.causal_hi = s.flash_bwd->skip == "before" ? std::nullopt : std::optional<std::int64_t>(0);
     }
     return s;
   }
@@ -218,6 +229,40 @@ KernelSpec lower_kernel(const Program& p, const Diagram& d, const std::vector<St
   s.rows = analyse_rows(d, s.shape, sizes, hw, opt, why_rows);
   s.strategy = s.rows ? Strategy::rows : Strategy::simt;
   return s;
+}
+
+KernelSpec lower_kernel_of(const Program& p, const Diagram& d, const std::vector<StatementWeave>& weave, const Schedule& s, std::size_t index,
+                           const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt) {
+  KernelSpec spec = lower_kernel(p, d, weave, s.kernels.at(index), sizes, hw, opt);
+  if (!spec.flash_bwd || spec.flash_bwd->skip.empty()) return spec;
+  FlashBwdForm& f = *spec.flash_bwd;
+  std::map<std::size_t, std::optional<KernelSpec>> lowered;  // the readers, each lowered once
+  for (auto& t : f.tiles) {
+    const std::string& name = t.s->name;
+    const auto outs = d.outputs();
+    if (!t.stored || std::any_of(outs.begin(), outs.end(), [&](const OutputDecl* o) { return o->name == name; })) continue;
+    std::vector<ZeroReader> readers;
+    bool banded = true;
+    for (std::size_t j = 0; j < s.kernels.size() && banded; ++j) {
+      if (j == index) continue;
+      bool reads = false;
+      for (const auto& st : s.kernels[j].fused())
+        for (const auto& w : weave)
+          if (w.statement->name == st) reads |= std::find(w.reads.begin(), w.reads.end(), name) != w.reads.end();
+      if (!reads) continue;
+      auto& r = lowered[j];
+      if (!r) r = lower_kernel(p, d, weave, s.kernels[j], sizes, hw, opt);
+      const GemmForm* g = r->gemm ? &*r->gemm : nullptr;
+      banded = g && g->k_band && g->k_band_array == name && g->k_band_axis == f.Q && g->K == f.X;
+      if (!banded) break;
+      for (const auto& gc : g->gemms) banded &= (gc.a.array == name) != (gc.b.array == name);  // read as the banded operand alone
+      const ZeroBand o = oriented(*g->k_band, f.Q);
+      readers.push_back({g->k_band_axis == g->M ? g->TM : g->TN, g->TK, o.lo, o.hi});
+    }
+    if (banded && !readers.empty()) t.zero_readers = readers;
+  }
+  flash_bwd_zero_shares(f, spec.shape);
+  return spec;
 }
 
 std::string describe_spec(const KernelSpec& s) {

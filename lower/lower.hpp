@@ -125,6 +125,14 @@ struct KernelSpec {
 KernelSpec lower_kernel(const Program& p, const Diagram& d, const std::vector<StatementWeave>& weave, const KernelPlan& plan, const SizeMap& sizes,
                         const Hardware& hw, const ModelOptions& opt = {});
 
+/** lower_kernel for kernel `index` of schedule `s`, with what it takes from the kernels after it:
+ *  a flash_bwd kernel's causal skip writes the zeros of a stored tile only where the tile's
+ *  readers read them, when every reader in `s` is a gemm walking the chunks inside the tile's
+ *  zero band over Q and X (BwdTile::zero_readers) and the tile is no output of `d`; else every
+ *  skipped element (as with a schedule of that kernel alone). Raises nothing. */
+KernelSpec lower_kernel_of(const Program& p, const Diagram& d, const std::vector<StatementWeave>& weave, const Schedule& s, std::size_t index,
+                           const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt = {});
+
 /** One line describing the spec: "gemm on mma.sync m16n8k16 (4 stages) and wgmma (5 stages)",
  *  "gemm over g, r, then d in chunks of 64 on mma.sync ..." (several contracted axes: the outer
  *  ones walked one index at a time), "simt (gemm: ...; flash: ...)". */

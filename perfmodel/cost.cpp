@@ -142,7 +142,8 @@ class KernelModel {
     c_.axes = k.axes;
     c_.blocks = k.blocks;
     c_.causal_active_fraction = k.causal_active_fraction;
-    c_.causal_q = causal_q_ = k.causal_q;
+    c_.causal_q = k.causal_q;
+    c_.causal_lo = k.causal_lo, c_.causal_hi = k.causal_hi;
     c_.causal_x = causal_x_ = k.causal_x;
     order_ = k.axis_order;
     warp_axis_ = k.warp_axis;
@@ -171,11 +172,22 @@ class KernelModel {
     return ap.tile == 1 ? a : a + "/g_" + a;
   }
 
+  /** The share of an array's elements loaded under a skip (KernelShape::causal_x): an array
+   *  along the skipped axis is read in the (tile, chunk) pairs that run, whether or not it has the
+   *  tiled axis too (a gemm's banded operand [q, x] as its other operand [x, d]). */
   double causal_factor(const AxisList& axes) const {
     if (causal_x_.empty()) return 1;
-    bool has_x = std::find(axes.begin(), axes.end(), causal_x_) != axes.end();
-    bool has_q = std::find(axes.begin(), axes.end(), causal_q_) != axes.end();
-    return has_x && !has_q ? c_.causal_active_fraction : 1;
+    return std::find(axes.begin(), axes.end(), causal_x_) != axes.end() ? c_.causal_active_fraction : 1;
+  }
+
+  /** The share of an input's elements read from HBM at all under a skip: an array over both the
+   *  skipped axis and the tiled one has elements no (tile, chunk) pair that runs reads (a gemm's
+   *  banded operand past its band); one over the skipped axis alone is read whole by the tiles
+   *  whose chunks reach furthest. */
+  double hbm_skip_factor(const AxisList& axes) const {
+    if (causal_x_.empty()) return 1;
+    auto has = [&](const std::string& a) { return std::find(axes.begin(), axes.end(), a) != axes.end(); };
+    return has(causal_x_) && has(c_.causal_q) ? c_.causal_active_fraction : 1;
   }
 
   // ------------------------------------------------------------------ transfers
@@ -206,7 +218,7 @@ class KernelModel {
       ++terms[t.symbolic];
       c_.transfers.push_back(t);
       c_.l2_to_smem_bytes += t.bytes;
-      c_.hbm_bytes += elements(ax) * bytes_of(dt);
+      c_.hbm_bytes += elements(ax) * bytes_of(dt) * (load ? hbm_skip_factor(ax) : 1);
     };
     for (const auto& a : c_.inputs) add(a, true);
     for (const auto& a : c_.outputs) add(a, false);
@@ -316,16 +328,21 @@ class KernelModel {
   }
 
   /** A flash_bwd kernel's causal skip (flash_bwd_causal_skip): the zeros it writes into its
-   *  stored tiles over the skipped chunks leave the overlapped HBM term for t_skipped_zeros (the
+   *  stored tiles over the skipped chunks (the share its readers read: BwdTile::zero_share; the
+   *  rest is not written at all) leave the overlapped HBM term for t_skipped_zeros (the
    *  same warps write them before their stream loop); the longest block's chunks over the mean
    *  block's set c_.imbalance (one SM runs one block at a time on the wgmma path, so the longest
    *  block bounds the kernel: longest x SMs / (blocks x active share)). */
   void flash_bwd_skip_terms(double mem_util) {
     const FlashBwdForm& f = *spec_.flash_bwd;
     if (f.skip.empty()) return;
-    double zeros = 0;
+    double skipped = 0, zeros = 0;  // bytes of the stored tiles over the skipped chunks; of those, the zeros written
     for (const auto& t : f.tiles)
-      if (t.stored) zeros += elements(axes_of(t.s->name)) * bytes_of(storage_dtype(d_, t.s->name, opt_)) * (1 - f.active_fraction);
+      if (t.stored) {
+        const double e = elements(axes_of(t.s->name)) * bytes_of(storage_dtype(d_, t.s->name, opt_)) * (1 - f.active_fraction);
+        skipped += e, zeros += e * t.zero_share;
+      }
+    c_.hbm_bytes -= skipped - zeros;  // never written: no reader reads them (BwdTile::zero_readers)
     c_.t_skipped_zeros = zeros / hw_.hbm.bandwidth_bytes_per_s / mem_util;
     c_.t_hbm = std::max(0.0, c_.hbm_bytes - zeros) / hw_.hbm.bandwidth_bytes_per_s / mem_util;
     const double slots = static_cast<double>(hw_.sm_count) * std::max(1, c_.blocks_per_sm);
@@ -660,14 +677,14 @@ class KernelModel {
   KernelCost c_;
   std::vector<const StatementWeave*> stmts_;
   std::vector<std::string> order_;  ///< the kernel's axes in declaration order
-  std::string warp_axis_, causal_q_, causal_x_;
+  std::string warp_axis_, causal_x_;
 };
 
 }  // namespace
 
 KernelCost cost_kernel(const Program& p, const Diagram& d, const std::vector<StatementWeave>& weave, const Schedule& s,
                        std::size_t kernel, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt) {
-  auto spec = std::make_shared<const KernelSpec>(lower_kernel(p, d, weave, s.kernels.at(kernel), sizes, hw, opt));
+  auto spec = std::make_shared<const KernelSpec>(lower_kernel_of(p, d, weave, s, kernel, sizes, hw, opt));
   return price_kernel(p, d, weave, std::move(spec), sizes, hw, opt);
 }
 

@@ -71,6 +71,8 @@ struct KernelCost {
   double flops_tensor = 0, flops_fp32 = 0, sfu_ops = 0;
   double causal_active_fraction = 1;       ///< share of (q tile, x chunk) pairs not fully masked
   std::string causal_q, causal_x;          ///< the axes of the skipped causal mask (empty: none)
+  /** Kept offsets index(causal_x) - index(causal_q): lo <= d <= hi (KernelShape::causal_lo). */
+  std::optional<std::int64_t> causal_lo, causal_hi = 0;
   std::int64_t blocks = 1;
   int warps = 4, blocks_per_sm = 0, warps_per_sm = 0;
   double wave_efficiency = 1;

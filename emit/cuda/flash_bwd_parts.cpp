@@ -51,6 +51,37 @@ void chunk_bounds(const BwdKernel& b) {
   k.line("[[maybe_unused]] const int dqx = static_cast<int>(max(-(int64_t{1} << 30), min(int64_t{1} << 30, q0 - o_" + b.f.X + ")));");
 }
 
+namespace {
+
+/** zlo_<tile>, zhi_<tile>: the skipped rows of Q whose zeros the tile's readers read over this
+ *  block's X (BwdTile::zero_readers; lowering's flash_bwd_zero_rows, the same arithmetic). */
+void zero_rows_read(const BwdKernel& b, const BwdTile& t) {
+  Code& k = b.k;
+  const FlashBwdForm& f = b.f;
+  const std::string& name = t.s->name;
+  const std::string &Q = f.Q, &X = f.X;
+  k.line("// " + name + " is read after this kernel only by gemms walking the chunks inside its zero band (lower_kernel_of): its zeros are written");
+  k.line("// only in the rows of " + Q + " whose tiles' chunks reach this block's " + X);
+  k.line("int64_t zr_lo_" + name + " = N_" + Q + ", zr_hi_" + name + " = 0;");
+  for (std::size_t i = 0; i < t.zero_readers.size(); ++i) {
+    const ZeroReader& z = t.zero_readers[i];
+    const std::string tm = std::to_string(z.TM), tk = std::to_string(z.TK), za = "za_" + name + "_" + std::to_string(i), zb = "zb_" + name + "_" + std::to_string(i);
+    std::string lo = "int64_t{0}", hi = "N_" + Q;
+    if (z.hi) {
+      k.line("const int64_t " + za + " = o_" + X + " / " + tk + " * " + tk + " - (" + std::to_string(*z.hi) + ");  // tiles of " + tm + " rows, chunks of " + tk);
+      lo = "(" + za + " > 0 ? " + za + " / " + tm + " * " + tm + " : int64_t{0})";
+    }
+    if (z.lo) {
+      k.line("const int64_t " + zb + " = ((o_" + X + " + n_x - 1) / " + tk + " + 1) * " + tk + " - (" + std::to_string(*z.lo) + ");");
+      hi = "(" + zb + " > 0 ? min(N_" + Q + ", (" + zb + " + " + tm + " - 1) / " + tm + " * " + tm + ") : int64_t{0})";
+    }
+    k.line("zr_lo_" + name + " = min(zr_lo_" + name + ", " + lo + "), zr_hi_" + name + " = max(zr_hi_" + name + ", " + hi + ");");
+  }
+  k.line("const int64_t zlo_" + name + " = max(zq_lo, zr_lo_" + name + "), zhi_" + name + " = max(zlo_" + name + ", min(zq_hi, zr_hi_" + name + "));");
+}
+
+}  // namespace
+
 void zero_skipped(const BwdKernel& b) {
   Code& k = b.k;
   const FlashBwdForm& f = b.f;
@@ -66,10 +97,12 @@ void zero_skipped(const BwdKernel& b) {
   for (const auto& t : f.tiles) {
     if (!t.stored) continue;
     const std::string& name = t.s->name;
+    const std::string zlo = t.zero_readers.empty() ? "zq_lo" : "zlo_" + name, zhi = t.zero_readers.empty() ? "zq_hi" : "zhi_" + name;
+    if (!t.zero_readers.empty()) zero_rows_read(b, t);
     const bool cols_x = t.s->axes.back() != f.Q;  // the lanes run along X unless Q is innermost
-    const std::string rows = cols_x ? "(zq_hi - zq_lo)" : "static_cast<int64_t>(n_x)", cols = cols_x ? "static_cast<int64_t>(n_x)" : "(zq_hi - zq_lo)";
-    const std::string row_idx = cols_x ? "const int64_t i_" + f.Q + " = zq_lo + rr;" : "const int64_t i_" + f.X + " = o_" + f.X + " + rr;";
-    const std::string col_idx = cols_x ? "const int64_t i_" + f.X + " = o_" + f.X + " + cc;" : "const int64_t i_" + f.Q + " = zq_lo + cc;";
+    const std::string rows = cols_x ? "(" + zhi + " - " + zlo + ")" : "static_cast<int64_t>(n_x)", cols = cols_x ? "static_cast<int64_t>(n_x)" : "(" + zhi + " - " + zlo + ")";
+    const std::string row_idx = cols_x ? "const int64_t i_" + f.Q + " = " + zlo + " + rr;" : "const int64_t i_" + f.X + " = o_" + f.X + " + rr;";
+    const std::string col_idx = cols_x ? "const int64_t i_" + f.X + " = o_" + f.X + " + cc;" : "const int64_t i_" + f.Q + " = " + zlo + " + cc;";
     if (t.staged) {  // the lanes' axis is innermost and 16-bit: 8 elements per lane and step
       // zl lanes per row, one chunk of 8 each (a row of at most 32 chunks: all of them), so a warp's
       // step covers 32 / zl rows (a row of 128 keys had left half the lanes idle)

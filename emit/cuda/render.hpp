@@ -51,6 +51,10 @@ namespace napkin::cuda {
  *  `block`: the linear block index to decode (a persistent kernel's virtual block). Needs the
  *  constants T_M, T_N (and CLUSTER) in scope. */
 void gemm_tile_origin(Code& code, const GemmForm& g, int cluster = 1, const std::string& cluster_axis = "", const std::string& block = "blockIdx.x");
+/** With a zero band (GemmForm::k_band), the tile's chunks of K: `k_first` and `chunks` (the
+ *  walk's chunk kc is chunk k_first + kc of K), from o_M/n_M (or o_N/n_N); lowering's
+ *  gemm_k_chunks computes the same range. Called by gemm_tile_origin. */
+void gemm_band_chunks(Code& code, const GemmForm& g);
 
 /** Emits `tile_blocks`, the gemm's output tiles (the grid a non-persistent kernel would have:
  *  tiles of M x tiles of N, the cluster's axis rounded up to whole clusters, x the batch axes). */

@@ -34,6 +34,23 @@ void gemm_tile_origin(Code& code, const GemmForm& g, int cluster, const std::str
   decompose(code, "bid", g.batch);
   code.line("const int n_M = static_cast<int>(min(int64_t{T_M}, N_" + M + " - o_" + M + ")), n_N = static_cast<int>(min(int64_t{T_N}, N_" + N +
             " - o_" + N + "));");
+  if (g.k_band) gemm_band_chunks(code, g);
+}
+
+void gemm_band_chunks(Code& code, const GemmForm& g) {
+  const ZeroBand o = oriented(*g.k_band, g.k_band_axis);  // index(K) - index(axis) in [lo, hi]
+  const std::string& a = g.k_band_axis;
+  const std::string n = a == g.M ? "n_M" : "n_N";
+  code.line("// zero band (GemmForm::k_band): the tile's " + a + " [o_" + a + ", o_" + a + " + " + n + ") has nonzeros of " + o.b + " only at " +
+            (o.lo ? std::to_string(*o.lo) + " <= " : std::string()) + g.K + " - " + a + (o.hi ? " <= " + std::to_string(*o.hi) : std::string()) +
+            ": it walks those chunks of " + g.K + " alone");
+  code.line("[[maybe_unused]] const int64_t k_first = " + (o.lo ? "max(int64_t{0}, o_" + a + " + (" + std::to_string(*o.lo) + ")) / T_K" : std::string("0")) + ";");
+  code.line("int64_t k_end = (N_" + g.K + " + T_K - 1) / T_K;");
+  if (o.hi) {
+    code.line("const int64_t k_last = o_" + a + " + " + n + " - 1 + (" + std::to_string(*o.hi) + ");  // the last index of " + g.K + " with a nonzero");
+    code.line("k_end = k_last < 0 ? 0 : min(k_end, k_last / T_K + 1);");
+  }
+  code.line("const int64_t chunks = max(int64_t{0}, k_end - k_first);");
 }
 
 void gemm_tile_count(Code& code, const GemmForm& g, const std::string& cluster_axis) {

@@ -26,6 +26,7 @@ void gemm_operand_origins(Code& code, Context& c, const GemmForm& g) {
 void gemm_chunk_count(Code& code, const GemmForm& g) {
   // Several contracted axes: chunk kc is index kc / k_chunks of the outer axes (decomposed, last
   // fastest) and chunk kc % k_chunks of K; each operand's tile sits at its outer axes' offset.
+  if (g.k_band) return;  // each tile's own chunks (gemm_tile_origin: gemm_band_chunks)
   std::string outer_count;
   for (const auto& a : g.k_outer) outer_count += " * N_" + a;
   if (!g.k_outer.empty()) code.line("const int64_t k_chunks = (N_" + g.K + " + T_K - 1) / T_K, chunks = k_chunks" + outer_count + ";");
@@ -57,7 +58,8 @@ void gemm_chunk_loader(Code& code, Context& c, const GemmForm& g) {
 void gemm_cp_async_prologue(Code& code, const GemmForm& g) {
   code.line("// prologue: the first STAGES - 1 chunks in flight");
   code.open("for (int s = 0; s < STAGES - 1; ++s)");
-  code.line(!g.k_outer.empty() ? "if (s < chunks) load_chunk(s, s);" : "if (s < chunks) load_chunk(s, s * int64_t{T_K});");
+  code.line(!g.k_outer.empty() ? "if (s < chunks) load_chunk(s, s);"
+                                : std::string("if (s < chunks) load_chunk(s, ") + (g.k_band ? "(k_first + s)" : "s") + " * int64_t{T_K});");
   code.line("napkin::cp_async_commit();");
   code.close();
 }
@@ -66,7 +68,7 @@ void gemm_cp_async_stage(Code& code, const GemmForm& g) {
   code.line("napkin::cp_async_wait<STAGES - 2>();  // chunk kc has landed in SMEM");
   code.line("__syncthreads();                     // ... for every thread; and chunk kc - 1 is consumed");
   code.line(std::string("if (kc + STAGES - 1 < chunks) load_chunk((kc + STAGES - 1) % STAGES, ") +
-            (!g.k_outer.empty() ? "kc + STAGES - 1);" : "(kc + STAGES - 1) * T_K);"));
+            (!g.k_outer.empty() ? "kc + STAGES - 1);" : g.k_band ? "(k_first + kc + STAGES - 1) * T_K);" : "(kc + STAGES - 1) * T_K);"));
   code.line("napkin::cp_async_commit();");
   code.line("const T* s = smem + (kc % STAGES) * STAGE_ELEMS;");
 }

@@ -98,7 +98,7 @@ void gemm_tma_producer(Code& code, Context& c, const GemmForm& g, const GemmTmaS
     code.line("const int64_t o_k = kc % k_chunks * T_K;");
     decompose(code, "ko", g.k_outer);
   } else {
-    code.line("const int64_t o_k = kc * T_K;");
+    code.line(g.k_band ? "const int64_t o_k = (k_first + kc) * T_K;" : "const int64_t o_k = kc * T_K;");
   }
   for (const auto& L : st.tiles) {
     // Batch coordinates: the operand's other axes, innermost first after the two matrix axes.

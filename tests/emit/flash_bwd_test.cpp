@@ -272,8 +272,17 @@ TEST_CASE("flash_bwd: grouped-query attention's backward streams the query heads
     CHECK(f.outer_steps == (shapes[i].count("r") ? shapes[i].at("r") : l.sizes.at("r")));
     CHECK(!contains(f.batch, std::string("r")));
     CHECK(f.skip == "before");  // causal(q, x): the chunks of q before the tile's first key
-    // the skipped chunks' zeros are priced apart (written before the stream loop) ...
-    CHECK(kc->cost.t_skipped_zeros > 0);
+    // the skipped chunks' zeros: dS is read after this kernel only by the dQ gemm, which walks the
+    // chunks of x up to each tile's diagonal (a zero band), so they are written only in the rows
+    // its tiles reach (lower_kernel_of) and priced apart (before the stream loop) in that share ...
+    const BwdTile* ds = nullptr;
+    for (const auto& t : f.tiles)
+      if (t.stored) ds = &t;
+    REQUIRE(ds);
+    CHECK(ds->s->name == "dS");
+    CHECK(ds->zero_readers.size() == 1);
+    CHECK(ds->zero_share < 1);
+    CHECK((kc->cost.t_skipped_zeros > 0) == (ds->zero_share > 0));
     // ... and at q = x = 2048 the 128 blocks are one wave whose longest block (the first tile of
     // keys: every chunk of every query head) computes about twice the mean block's chunks
     if (i == 0) {
