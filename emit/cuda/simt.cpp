@@ -1,9 +1,14 @@
 // Strategy simt: one kernel per statement, one thread per output element, or per run of V = 8
 // along the innermost axis where its extent is a multiple of 8 (grid-stride loop over the
-// statement's elements in layout order); reductions and normalisers
+// statement's elements in layout order), an element-wise statement's run loading and storing its
+// arrays as vectors of 8 (16 bytes of a 16-bit type; ElementwiseRun); reductions and normalisers
 // inside the expression become loops. Contract: see strategies.hpp. Used in reference mode (fp32,
 // the GPU reference of `napkin bench`) and for kernels no tensor-core strategy covers.
 #include "emit/cuda/strategies.hpp"
+
+#include <algorithm>
+#include <set>
+
 
 namespace napkin::cuda {
 
@@ -15,7 +20,7 @@ constexpr int kSimtRun = 8;
 }  // namespace
 
 void render_elementwise_kernel(Context& c, const std::string& ns, const std::string& fn, const AxisList& axes,
-                               const std::string& store, Code& k, Code& l) {
+                               const std::string& store, Code& k, Code& l, const ElementwiseRun& vec) {
   k.line("__global__ void __launch_bounds__(THREADS) " + fn + "(const Args a) {");
   ++k.indent;
   c.declare_sizes(k);
@@ -34,12 +39,21 @@ void render_elementwise_kernel(Context& c, const std::string& ns, const std::str
     k.line("const int64_t i0_" + inner + " = rest % (N_" + inner + " / V) * V;");
     k.line("rest /= N_" + inner + " / V;");
     decompose(k, "rest", outer);
+    if (!vec.out.empty()) {  // the run's arrays as vectors of 8 (16-byte loads and stores where aligned)
+      for (const auto& a : vec.loads) k.line("alignas(16) " + c.ctype_of(a) + " run_" + a + "[V];");
+      k.line("alignas(16) " + c.ctype_of(vec.out) + " run_" + vec.out + "[V];");
+      k.open("");
+      k.line("const int64_t i_" + inner + " = i0_" + inner + ";  // the run's first element");
+      for (const auto& a : vec.loads) k.line("napkin::load_run8(run_" + a + ", a." + a + " + " + c.index(a) + ");");
+      k.close();
+    }
     k.line("#pragma unroll");
     k.open("for (int j = 0; j < V; ++j)");
     k.line("const int64_t i_" + inner + " = i0_" + inner + " + j, idx = run * V + j;");
-    k.line("(void)i_" + inner + ";");
-    k.line(store);
+    k.line("(void)i_" + inner + ", (void)idx;");
+    k.line(vec.out.empty() ? store : "run_" + vec.out + "[j] = napkin::from_f<" + c.ctype_of(vec.out) + ">(" + vec.value + ");");
     k.close();
+    if (!vec.out.empty()) k.line("napkin::store_run8(a." + vec.out + " + run * V, run_" + vec.out + ");");
     k.close();
     k.line("return;");
     k.close();
@@ -60,6 +74,38 @@ void render_elementwise_kernel(Context& c, const std::string& ns, const std::str
   l.close();
 }
 
+namespace {
+
+/** The run path of statement `st` as vectors (ElementwiseRun), where its expression is element-wise
+ *  (no reduction, normaliser, gather or call: loops over other indices inside the run) and it has
+ *  axes: the arrays it reads with its innermost axis innermost and no axis it lacks load as
+ *  vectors; the others (broadcast along it, or laid out otherwise) are read element by element. */
+ElementwiseRun vector_run(Context& c, const Statement& st, const NodeOverride& over) {
+  ElementwiseRun r;
+  if (st.axes.empty()) return r;
+  bool loops = false;
+  std::set<std::string> arrays;
+  walk(*st.expr, [&](const Expr& e) {
+    if (e.kind == Expr::Kind::apply && !is_elementwise(e.op) && !is_positional(e.op)) loops = true;
+    if (e.kind == Expr::Kind::apply && (e.op == Op::pick || e.op == Op::call)) loops = true;
+    if (e.kind == Expr::Kind::ref && c.diagram().array_axes(e.name)) arrays.insert(e.name);
+  });
+  if (loops) return r;
+  for (const auto& a : arrays) {
+    const AxisList& ax = *c.diagram().array_axes(a);
+    if (!ax.empty() && ax.back() == st.axes.back() && std::all_of(ax.begin(), ax.end(), [&](const std::string& x) { return contains(st.axes, x); })) r.loads.push_back(a);
+  }
+  const std::vector<std::string> loads = r.loads;
+  r.out = st.name;
+  r.value = c.value(*st.expr, [&, loads](const Expr& e) -> std::optional<std::string> {
+    if (e.kind == Expr::Kind::ref && contains(loads, e.name)) return "napkin::to_f(run_" + e.name + "[j])";
+    return over ? over(e) : std::nullopt;
+  });
+  return r;
+}
+
+}  // namespace
+
 KernelEmit emit_simt(Context& c, const std::string& name, const std::vector<std::string>& statements, const NodeOverride& over) {
   KernelEmit r;
   r.strategy = "simt";
@@ -71,7 +117,8 @@ KernelEmit emit_simt(Context& c, const std::string& name, const std::vector<std:
   for (const auto& s : statements) {
     const Statement& st = *c.diagram().find_statement(s);
     k.line("");
-    render_elementwise_kernel(c, ns, s, st.axes, "a." + s + "[idx] = napkin::from_f<" + c.ctype_of(s) + ">(" + c.value(*st.expr, over) + ");", k, l);
+    render_elementwise_kernel(c, ns, s, st.axes, "a." + s + "[idx] = napkin::from_f<" + c.ctype_of(s) + ">(" + c.value(*st.expr, over) + ");", k, l,
+                              vector_run(c, st, over));
     r.stored.insert(s);
   }
   k.close("  // namespace " + ns);

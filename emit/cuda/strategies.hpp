@@ -70,11 +70,22 @@ KernelEmit emit_call(Context& c, const Statement& s, const Derivation& sub, cons
 KernelEmit emit_simt(Context& c, const std::string& name, const std::vector<std::string>& statements,
                      const NodeOverride& over = {});
 
+/** The run path of a SIMT kernel as vectors: each thread's run of 8 elements along the innermost
+ *  axis reads `loads` (arrays whose innermost axis it is, each indexed by the run's other
+ *  indices alone) as 8 consecutive elements (napkin::load_run8: 16-byte loads where aligned) into
+ *  run_<array>[8], computes `value` (fp32, reading run_<array>[j]) into run_<out>[8] and stores
+ *  it with store_run8. Without it (`out` empty) the run stores element by element. */
+struct ElementwiseRun {
+  std::vector<std::string> loads;
+  std::string out, value;
+};
+
 /** One SIMT kernel `fn` in the open namespace `ns` (which declares THREADS) into `k`, its launch
  *  into `l`: a grid-stride loop over the elements of `axes` (the last fastest), `i_<axis>`
- *  decomposed from `idx`, then `store` (a statement writing element idx). */
+ *  decomposed from `idx`, then `store` (a statement writing element idx); runs of 8 along the
+ *  innermost axis where its extent allows, as vectors where `run` says. */
 void render_elementwise_kernel(Context& c, const std::string& ns, const std::string& fn, const AxisList& axes,
-                               const std::string& store, Code& k, Code& l);
+                               const std::string& store, Code& k, Code& l, const ElementwiseRun& run = {});
 
 /** Helpers shared by the strategies. */
 /** Name of the kernel namespace for a schedule kernel. */
