@@ -42,7 +42,7 @@ std::optional<ZeroBand> band_of(const Diagram& d, const Expr& e, int depth) {
   if (e.kind != Expr::Kind::apply) return std::nullopt;
   switch (e.op) {
     case Op::causal: case Op::band: return of_mask(e);
-    case Op::neg: case Op::cast: case Op::div: return band_of(d, *e.args[0], depth + 1);
+    case Op::neg: case Op::cast: return band_of(d, *e.args[0], depth + 1);
     case Op::mul: {
       auto x = band_of(d, *e.args[0], depth + 1), y = band_of(d, *e.args[1], depth + 1);
       if (x && y) return intersect(*x, *y);

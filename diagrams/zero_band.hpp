@@ -11,7 +11,7 @@
  *  - exp(mask(E, M) - R), M such a mask and R free of masks, is exp(-inf - R) = 0 outside M's band;
  *  - a product is 0 where either factor is (0 times a finite value): the intersection where both
  *    factors have bands on the same two axes, else the first factor's band;
- *  - a quotient where its numerator is, neg(X) and cast(X) where X is;
+ *  - neg(X) and cast(X) where X is (not a quotient: 0 / 0 is NaN);
  *  - a reference to an array computed by a statement of the diagram where that statement is, and
  *    to an input where its declaration says (InputDecl::zero_band: a kernel view's input computed
  *    by the whole diagram).

@@ -58,7 +58,10 @@ std::string chunk_axis(const std::vector<AxisList>& operands, const AxisList& ks
 /** Sets g.k_band (GemmForm) from the first operand with a zero band over K and its free axis
  *  (M for the operand every contraction shares, N where every contraction has the same second
  *  operand), and the share of (tile, chunk) pairs walked, from `k`'s extents. Not under a
- *  cluster along that axis: the cluster's blocks walk the same chunks (one multicast ring). */
+ *  cluster along that axis (the cluster's blocks walk the same chunks: one multicast ring), nor
+ *  where a row of that axis has no element inside the band at these extents: every row walks a
+ *  chunk holding its elements, so a row that is NaN throughout (its softmax masked throughout)
+ *  stays NaN, as the language says. */
 void find_k_band(const Diagram& d, const KernelShape& k, GemmForm& g) {
   if (!g.k_outer.empty()) return;
   auto same = [&](bool a_side) {
@@ -71,12 +74,18 @@ void find_k_band(const Diagram& d, const KernelShape& k, GemmForm& g) {
     const std::string& free = a_side ? g.M : g.N;
     const auto z = zero_band(d, arr);
     if (!z || !same(a_side) || !((z->a == free && z->b == g.K) || (z->a == g.K && z->b == free))) continue;
+    const std::int64_t rows = k.axes.at(free).extent, k_extent = k.axes.at(g.K).extent;
+    auto empty = [&](std::int64_t r) { const auto [b, e] = band_range(*z, free, r, r, k_extent); return b >= e; };
+    if (empty(0) || empty(rows - 1)) {  // a row whose band is empty would walk no chunk: its NaNs (a row masked throughout) would read as 0
+      g.k_note += "; " + arr + " is 0 outside a band of " + free + " and " + g.K + ", but some rows of " + free + " have no element in it: every chunk is walked";
+      return;
+    }
     if (const auto cl = k.plan.cluster(); cl && cl->first == free) {  // a cluster's blocks load the same chunks (TMA multicast)
       g.k_note += "; " + arr + " is 0 outside a band of " + free + " and " + g.K + ", but a cluster along " + free + " walks every chunk";
       return;
     }
     g.k_band = z, g.k_band_axis = free, g.k_band_array = arr;
-    const std::int64_t extent = k.axes.at(free).extent, tile = a_side ? g.TM : g.TN, k_extent = k.axes.at(g.K).extent;
+    const std::int64_t extent = rows, tile = a_side ? g.TM : g.TN;
     const std::int64_t tiles = (extent + tile - 1) / tile, all = (k_extent + g.TK - 1) / g.TK;
     double walked = 0;
     for (std::int64_t i = 0; i < tiles; ++i) {

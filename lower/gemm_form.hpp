@@ -69,7 +69,8 @@ struct GemmForm {
   /** A zero band of an operand over K and M (or N) (diagrams/zero_band.hpp): each output tile walks
    *  only the chunks of K that hold a nonzero element of its rows (or columns), the others
    *  contribute 0 to every contraction (0 times a finite value). Set where the band's operand is
-   *  in every contraction and K is the only contracted axis; `k_band_axis` is M or N, empty for
+   *  in every contraction, K is the only contracted axis and every row of M (or N) has an element
+   *  inside the band (lower/gemm_form.cpp find_k_band); `k_band_axis` is M or N, empty for
    *  none. The elements outside the band inside a walked chunk are read, so the array holds its
    *  zeros there (its producer writes them). */
   std::optional<ZeroBand> k_band;

@@ -44,7 +44,7 @@ void render_elementwise_kernel(Context& c, const std::string& ns, const std::str
       k.line("alignas(16) " + c.ctype_of(vec.out) + " run_" + vec.out + "[V];");
       k.open("");
       k.line("const int64_t i_" + inner + " = i0_" + inner + ";  // the run's first element");
-      for (const auto& a : vec.loads) k.line("napkin::load_run8(run_" + a + ", a." + a + " + " + c.index(a) + ");");
+      for (const auto& a : vec.loads) k.line("napkin::copy_run8(run_" + a + ", a." + a + " + " + c.index(a) + ");");
       k.close();
     }
     k.line("#pragma unroll");
@@ -53,7 +53,7 @@ void render_elementwise_kernel(Context& c, const std::string& ns, const std::str
     k.line("(void)i_" + inner + ", (void)idx;");
     k.line(vec.out.empty() ? store : "run_" + vec.out + "[j] = napkin::from_f<" + c.ctype_of(vec.out) + ">(" + vec.value + ");");
     k.close();
-    if (!vec.out.empty()) k.line("napkin::store_run8(a." + vec.out + " + run * V, run_" + vec.out + ");");
+    if (!vec.out.empty()) k.line("napkin::copy_run8(a." + vec.out + " + run * V, run_" + vec.out + ");");
     k.close();
     k.line("return;");
     k.close();

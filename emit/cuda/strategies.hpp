@@ -72,9 +72,9 @@ KernelEmit emit_simt(Context& c, const std::string& name, const std::vector<std:
 
 /** The run path of a SIMT kernel as vectors: each thread's run of 8 elements along the innermost
  *  axis reads `loads` (arrays whose innermost axis it is, each indexed by the run's other
- *  indices alone) as 8 consecutive elements (napkin::load_run8: 16-byte loads where aligned) into
+ *  indices alone) as 8 consecutive elements (napkin::copy_run8: 16-byte loads where aligned) into
  *  run_<array>[8], computes `value` (fp32, reading run_<array>[j]) into run_<out>[8] and stores
- *  it with store_run8. Without it (`out` empty) the run stores element by element. */
+ *  it with copy_run8. Without it (`out` empty) the run stores element by element. */
 struct ElementwiseRun {
   std::vector<std::string> loads;
   std::string out, value;

@@ -25,6 +25,7 @@ in  L[q] : fp32
 in  G[q,x] : fp32
 P[q,x] = exp(mask(S, causal(q, x)) - L)
 R[q,x] = exp(mask(S, causal(q, x)) - max(mask(S, causal(q, x)); x))
+N2[q,x] = -P
 B1[q,x] = G * band(q, x; lo=-5, hi=9)
 B2[q,x] = P * band(x, q; lo=-3, hi=4)
 N[q,x] = G + P
@@ -32,6 +33,7 @@ D[q,x] = -(P / (G + 1))
 W[q,x] = causal(q, x; window=4) * G
 E[q,x] = exp(mask(S, causal(q, x)))
 out R : fp32
+out N2 : fp32
 out B1 : fp32
 out B2 : fp32
 out N : fp32
@@ -50,7 +52,7 @@ void check_band(const std::optional<ZeroBand>& z, const ZeroBand& want) {
 
 }  // namespace
 
-TEST_CASE("zero bands: masks as values, exp of a masked argument, products and quotients have one, sums and inputs none", "[derive]") {
+TEST_CASE("zero bands: masks as values, exp of a masked argument and products have one, sums, quotients and inputs none", "[derive]") {
   LoadedDiagram l = load_text(kRules);
   const Diagram& d = *l.diagram;
   check_band(zero_band(d, "P"), {"q", "x", std::nullopt, 0});      // exp(-inf - L) = 0 past the diagonal
@@ -58,8 +60,9 @@ TEST_CASE("zero bands: masks as values, exp of a masked argument, products and q
   check_band(zero_band(d, "B1"), {"q", "x", -5, 9});
   check_band(zero_band(d, "B2"), {"q", "x", -4, 0});               // band(x, q) reversed, intersected with P's
   CHECK_FALSE(zero_band(d, "N"));                                  // a sum is 0 only where both terms are
-  check_band(zero_band(d, "D"), {"q", "x", std::nullopt, 0});      // the numerator's band, negated
+  CHECK_FALSE(zero_band(d, "D"));                                  // a quotient: its denominator may be 0 (0 / 0 is NaN)
   check_band(zero_band(d, "W"), {"q", "x", -3, 0});                // a window: 1 - W <= x - q <= 0
+  check_band(zero_band(d, "N2"), {"q", "x", std::nullopt, 0});     // neg keeps it
   CHECK_FALSE(zero_band(d, "E"));                                  // exp(-inf) with nothing subtracted is not a rule
   CHECK_FALSE(zero_band(d, "G"));                                  // an input of a parsed diagram
   Diagram copy = d;
@@ -139,5 +142,21 @@ TEST_CASE("zero bands: a cluster along the band's axis walks every chunk, and sa
     CHECK(g.k_band.has_value() == !cluster);
     CHECK((g.k_note.find("walks every chunk") != std::string::npos) == cluster);
     CHECK(dv.chosen.kernels.at(1).cost.causal_active_fraction == Approx(cluster ? 1.0 : 33.0 / 64));  // tiles of 128, chunks of 64
+  }
+}
+
+TEST_CASE("zero bands: a gemm walks every chunk where some row has no element inside the band (a row NaN throughout stays NaN)", "[derive]") {
+  // band(i, k; lo=300, hi=400) over 500 values of k: rows i >= 200 have none
+  for (const std::int64_t rows : {150, 256}) {
+    LoadedDiagram l = load_text("diagram m\naxis i = " + std::to_string(rows) + "\naxis k = 500\naxis j = 64\nin A[i,k] : bf16\nin B[j,k] : bf16\n"
+                                "Ab[i,k] : bf16 = A * band(i, k; lo=300, hi=400)\nC[i,j] = contract(Ab, B; k)\nout C : bf16\n");
+    Derivation dv = derive(*l.program, *l.diagram, l.sizes, load_hardware("h100"));
+    const GemmForm* g = nullptr;
+    for (const auto& kc : dv.chosen.kernels)
+      if (kc.cost.spec && kc.cost.spec->gemm) g = &*kc.cost.spec->gemm;
+    REQUIRE(g);
+    INFO(g->k_note);
+    CHECK(g->k_band.has_value() == (rows == 150));
+    CHECK((g->k_note.find("have no element in it") != std::string::npos) == (rows == 256));
   }
 }

@@ -158,8 +158,8 @@ TEST_CASE("the language's test diagrams' CUDA compiles for sm_80 and sm_90a (nee
   LoadedDiagram l = load_library(std::string(NAPKIN_SOURCE_DIR) + "/tests/gpu/banded_matmul.napkin");
   Derivation dv = derive(*l.program, *l.diagram, l.sizes, hw);
   const std::string text = emit_cuda(*l.program, dv.diagram(*l.diagram), dv, hw);
-  CHECK(text.find("napkin::load_run8(run_A, a.A + ") != std::string::npos);
-  CHECK(text.find("napkin::store_run8(a.Ab + run * V, run_Ab);") != std::string::npos);
+  CHECK(text.find("napkin::copy_run8(run_A, a.A + ") != std::string::npos);
+  CHECK(text.find("napkin::copy_run8(a.Ab + run * V, run_Ab);") != std::string::npos);
   CHECK(text.find("zero band (GemmForm::k_band)") != std::string::npos);
   std::ofstream(dir + "/banded.cu") << text;
   for (const std::string arch : {"sm_80", "sm_90a"}) CHECK(count(ptx_of(dir + "/banded.cu", arch, dir), ".entry") >= dv.chosen.kernels.size());

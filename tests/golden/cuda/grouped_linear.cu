@@ -39,29 +39,18 @@ template <> __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi
   return *reinterpret_cast<uint32_t*>(&v);
 }
 
-/** Loads the 8 elements p[0..8) into v (16-byte aligned): as 8-, 16- or two 16-byte vector loads
- *  where p is aligned to them (8 elements of 1, 2 or 4 bytes), element by element otherwise. The
- *  SIMT kernels' runs (emit/cuda/simt.cpp): a warp's 2-byte loads 16 bytes apart had fetched 8
- *  times the bytes they used per instruction. */
-template <class T> __device__ __forceinline__ void load_run8(T (&v)[8], const T* p) {
+/** Copies the 8 elements src[0..8) to dst[0..8): as one 8-byte, one 16-byte or two 16-byte
+ *  vector moves (8 elements of 1, 2 or 4 bytes) where both are aligned to them, element by
+ *  element otherwise. The SIMT kernels' runs (emit/cuda/simt.cpp) load and store through it: a
+ *  warp's 2-byte loads 16 bytes apart had fetched 8 times the bytes they used per instruction. */
+template <class T> __device__ __forceinline__ void copy_run8(T* dst, const T* src) {
   constexpr int bytes = 8 * static_cast<int>(sizeof(T)), unit = bytes < 16 ? bytes : 16;
-  if (reinterpret_cast<uintptr_t>(p) % unit == 0) {
-    if constexpr (bytes == 8) *reinterpret_cast<uint2*>(v) = *reinterpret_cast<const uint2*>(p);
-    else
-      for (int i = 0; i < bytes / 16; ++i) reinterpret_cast<uint4*>(v)[i] = reinterpret_cast<const uint4*>(p)[i];
+  if ((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src)) % unit != 0) {
+    for (int j = 0; j < 8; ++j) dst[j] = src[j];
+  } else if constexpr (bytes == 8) {
+    *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(src);
   } else {
-    for (int j = 0; j < 8; ++j) v[j] = p[j];
-  }
-}
-/** Stores v (16-byte aligned) at p[0..8), as load_run8 loads. */
-template <class T> __device__ __forceinline__ void store_run8(T* p, const T (&v)[8]) {
-  constexpr int bytes = 8 * static_cast<int>(sizeof(T)), unit = bytes < 16 ? bytes : 16;
-  if (reinterpret_cast<uintptr_t>(p) % unit == 0) {
-    if constexpr (bytes == 8) *reinterpret_cast<uint2*>(p) = *reinterpret_cast<const uint2*>(v);
-    else
-      for (int i = 0; i < bytes / 16; ++i) reinterpret_cast<uint4*>(p)[i] = reinterpret_cast<const uint4*>(v)[i];
-  } else {
-    for (int j = 0; j < 8; ++j) p[j] = v[j];
+    for (int i = 0; i < bytes / 16; ++i) reinterpret_cast<uint4*>(dst)[i] = reinterpret_cast<const uint4*>(src)[i];
   }
 }
 
