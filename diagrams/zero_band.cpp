@@ -69,8 +69,6 @@ ZeroBand oriented(const ZeroBand& z, const std::string& a) {
   return r;
 }
 
-std::optional<ZeroBand> zero_band_of(const Diagram& d, const Expr& e) { return band_of(d, e, 0); }
-
 std::optional<ZeroBand> zero_band(const Diagram& d, const std::string& array) { return band_of(d, *make_ref(array, d.loc), 0); }
 
 std::pair<std::int64_t, std::int64_t> band_range(const ZeroBand& z, const std::string& a, std::int64_t first, std::int64_t last, std::int64_t extent) {

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "diagrams/ir.hpp"
 
@@ -28,9 +29,6 @@ namespace napkin {
 /** The band outside which array `array` of `d` is exactly 0 (rules above); nullopt where no rule
  *  applies. `d` must be verified (acyclic, integer mask options). */
 std::optional<ZeroBand> zero_band(const Diagram& d, const std::string& array);
-
-/** The band of `e` (an expression of `d`) by the same rules. */
-std::optional<ZeroBand> zero_band_of(const Diagram& d, const Expr& e);
 
 /** `z` as a band on (a, the other axis): itself where z.a == a, else reversed (index(a) - index(b)
  *  = -(index(b) - index(a)): the bounds negated and swapped). */

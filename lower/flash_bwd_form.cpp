@@ -184,8 +184,12 @@ void flash_bwd_causal_skip(FlashBwdForm& f, const KernelShape& k) {
     if (!zero.count(o.tile)) return;
   for (const auto& t : f.tiles)
     if (t.stored && !zero.count(t.s->name)) return;
-  f.skip = side;
   const AxisPlan &x = k.axes.at(f.X), &q = k.axes.at(f.Q);
+  // Every row and column of the tile keeps an element of the mask: else a statistic R over the
+  // empty one is -inf and the language's value there is NaN (exp(-inf + inf)), not the 0 the skip
+  // writes. causal(Q, X) keeps X <= Q: columns X >= N_Q are empty; causal(X, Q), rows Q >= N_X.
+  if ((side == "before" && x.extent > q.extent) || (side == "after" && q.extent > x.extent)) return;
+  f.skip = side;
   double active = 0, longest = 0;
   for (std::int64_t i = 0; i < x.count; ++i) {
     const std::int64_t lo = i * f.TX, hi = std::min((i + 1) * f.TX, x.extent) - 1;

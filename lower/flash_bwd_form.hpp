@@ -146,7 +146,9 @@ std::optional<FlashBwdForm> analyse_flash_bwd(const Diagram& d, const KernelShap
  *  tile statement holding that mask), R free of masks, is exactly 0 past the diagonal; a tile is
  *  zero there when it is Z or a product with a zero tile as a factor (0 times a finite value:
  *  the operands are finite); the skip holds when every accumulated output contracts a zero tile
- *  and every stored tile is zero (the skipped chunks store zeros). Extents from `k`. */
+ *  and every stored tile is zero (the skipped chunks store zeros), and every row and column of
+ *  the tile keeps an element of the mask at `k`'s extents (N_X <= N_Q for causal(Q, X), N_Q <=
+ *  N_X for causal(X, Q)): a row masked throughout is NaN in the language, not 0. */
 void flash_bwd_causal_skip(FlashBwdForm& f, const KernelShape& k);
 
 /** The rows of Q, [first, end), whose zeros the readers `r` (non-empty) read over the X rows
