@@ -15,12 +15,6 @@ std::optional<ZeroBand> of_mask(const Expr& m) {
   return ZeroBand{m.axes[0], m.axes[1], keep.lo, keep.hi};
 }
 
-bool has_mask(const Expr& e) {
-  bool found = false;
-  walk(e, [&](const Expr& n) { found |= n.kind == Expr::Kind::apply && (n.op == Op::mask || n.op == Op::causal || n.op == Op::band); });
-  return found;
-}
-
 /** The intersection of two bands where both are on the same two axes, else `x`. */
 ZeroBand intersect(const ZeroBand& x, ZeroBand y) {
   y = oriented(y, x.a);
@@ -60,6 +54,12 @@ std::optional<ZeroBand> band_of(const Diagram& d, const Expr& e, int depth) {
 }
 
 }  // namespace
+
+bool has_mask(const Expr& e) {
+  bool found = false;
+  walk(e, [&](const Expr& n) { found |= n.kind == Expr::Kind::apply && (n.op == Op::mask || n.op == Op::causal || n.op == Op::band); });
+  return found;
+}
 
 ZeroBand oriented(const ZeroBand& z, const std::string& a) {
   if (z.a == a) return z;

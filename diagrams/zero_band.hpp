@@ -30,6 +30,10 @@ namespace napkin {
  *  applies. `d` must be verified (acyclic, integer mask options). */
 std::optional<ZeroBand> zero_band(const Diagram& d, const std::string& array);
 
+/** Whether `e` applies a mask anywhere (mask, causal, band): a subtrahend R of exp(mask(E, M) - R)
+ *  must not, for exp(-inf - R) to be 0 (this rule and flash_bwd_causal_skip's). */
+bool has_mask(const Expr& e);
+
 /** `z` as a band on (a, the other axis): itself where z.a == a, else reversed (index(a) - index(b)
  *  = -(index(b) - index(a)): the bounds negated and swapped). */
 ZeroBand oriented(const ZeroBand& z, const std::string& a);

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "diagrams/graph_view.hpp"
+#include "diagrams/zero_band.hpp"
 #include "lower/flash_form.hpp"
 
 namespace napkin {
@@ -139,6 +140,14 @@ int live_tiles(const FlashBwdForm& f) {
   return peak;
 }
 
+/** The chunks of Q [first, end) the causal skip `skip` leaves out for the block of X rows [x0, x1]
+ *  of `q`'s chunks: "before", those before x0; "after", those past x1 (the emitter's grid_and_chunks walks
+ *  the others, kc_begin to kc_end). */
+std::pair<std::int64_t, std::int64_t> skipped_chunks(const std::string& skip, const AxisPlan& q, std::int64_t TQ, std::int64_t x0, std::int64_t x1) {
+  if (skip == "before") return {0, std::min(q.count, x0 / TQ)};
+  return {std::min(q.count, x1 / TQ + 1), q.count};
+}
+
 }  // namespace
 
 void flash_bwd_causal_skip(FlashBwdForm& f, const KernelShape& k) {
@@ -151,11 +160,6 @@ void flash_bwd_causal_skip(FlashBwdForm& f, const KernelShape& k) {
     if (ax == AxisList{f.Q, f.X}) return "before";
     if (ax == AxisList{f.X, f.Q}) return "after";
     return "";
-  };
-  auto has_mask = [](const Expr& e) {
-    bool found = false;
-    walk(e, [&](const Expr& n) { found |= n.kind == Expr::Kind::apply && (n.op == Op::mask || n.op == Op::causal || n.op == Op::band); });
-    return found;
   };
   std::set<std::string> zero;
   std::string side;
@@ -192,8 +196,8 @@ void flash_bwd_causal_skip(FlashBwdForm& f, const KernelShape& k) {
   f.skip = side;
   double active = 0, longest = 0;
   for (std::int64_t i = 0; i < x.count; ++i) {
-    const std::int64_t lo = i * f.TX, hi = std::min((i + 1) * f.TX, x.extent) - 1;
-    const double n = static_cast<double>(side == "before" ? q.count - std::min(q.count, lo / f.TQ) : std::min(q.count, hi / f.TQ + 1));
+    const auto [first, end] = skipped_chunks(side, q, f.TQ, i * f.TX, std::min((i + 1) * f.TX, x.extent) - 1);
+    const double n = static_cast<double>(q.count - (end - first));
     active += n;
     longest = std::max(longest, n);
   }
@@ -230,8 +234,8 @@ void flash_bwd_zero_shares(FlashBwdForm& f, const KernelShape& k) {
     double skipped = 0, written = 0;
     for (std::int64_t i = 0; i < x.count; ++i) {
       const std::int64_t x0 = i * f.TX, x1 = std::min((i + 1) * f.TX, x.extent) - 1;
-      const std::int64_t z_lo = f.skip == "before" ? 0 : std::min(q.extent, std::min(q.count, x1 / f.TQ + 1) * f.TQ);
-      const std::int64_t z_hi = f.skip == "before" ? std::min(q.extent, std::min(q.count, x0 / f.TQ) * f.TQ) : q.extent;
+      const auto [first, end] = skipped_chunks(f.skip, q, f.TQ, x0, x1);
+      const std::int64_t z_lo = std::min(q.extent, first * f.TQ), z_hi = std::min(q.extent, end * f.TQ);
       const auto [r_lo, r_hi] = flash_bwd_zero_rows(t.zero_readers, x0, x1, q.extent);
       skipped += static_cast<double>(std::max<std::int64_t>(0, z_hi - z_lo));
       written += static_cast<double>(std::max<std::int64_t>(0, std::min(z_hi, r_hi) - std::max(z_lo, r_lo)));

@@ -237,9 +237,9 @@ KernelSpec lower_kernel_of(const Program& p, const Diagram& d, const std::vector
   if (!spec.flash_bwd || spec.flash_bwd->skip.empty()) return spec;
   FlashBwdForm& f = *spec.flash_bwd;
   std::map<std::size_t, std::optional<KernelSpec>> lowered;  // the readers, each lowered once
+  const auto outs = d.outputs();
   for (auto& t : f.tiles) {
     const std::string& name = t.s->name;
-    const auto outs = d.outputs();
     if (!t.stored || std::any_of(outs.begin(), outs.end(), [&](const OutputDecl* o) { return o->name == name; })) continue;
     std::vector<ZeroReader> readers;
     bool banded = true;
