@@ -7,7 +7,7 @@ the median time of a training step (forward, backward, AdamW) of each.
     Y  = X2 + mlp_swiglu(rmsnorm(X2), W1, W3, W2)
 
 --mode ops (default): napkin's rmsnorm, causal GQA attention and SwiGLU MLP operators
-(diagrams/library/rmsnorm.napkin, gqa_attention.napkin, mlp_swiglu.napkin), the projections as
+(diagrams/library/rmsnorm.napkin, gqa_attention_bshd.napkin, mlp_swiglu.napkin), the projections as
 torch matmuls. --mode block: the whole block as one napkin operator
 (diagrams/library/transformer_block.napkin). The eager block uses F.rms_norm (or its primitive
 ops), SDPA (is_causal) and the matmuls. Weights are bf16, stored in the diagram's layouts.
@@ -86,10 +86,12 @@ def napkin_ops_block(ops):
         b, s, m = x.shape
         g, r, d = wq.shape[1:]
         h = norm(x.reshape(b * s, m), n1).reshape(b, s, m)
-        q = (h @ wq.reshape(m, -1)).reshape(b, s, g, r, d).permute(0, 2, 3, 1, 4)  # [b, g, r, s, d]
-        k = (h @ wk.reshape(m, -1)).reshape(b, s, g, d).transpose(1, 2)  # [b, g, s, d]
-        v = (h @ wv.reshape(m, -1)).reshape(b, s, g, d).transpose(1, 2)
-        a = attn(q, k, v).permute(0, 3, 1, 2, 4).reshape(b, s, g * r * d)
+        # gqa_attention_bshd.napkin takes Q [b, s, g, r, d] and K, V [b, s, g, d] as the projections
+        # write them, and returns O [b, s, g, r, d]: no transposes (copies) on either side.
+        q = (h @ wq.reshape(m, -1)).reshape(b, s, g, r, d)
+        k = (h @ wk.reshape(m, -1)).reshape(b, s, g, d)
+        v = (h @ wv.reshape(m, -1)).reshape(b, s, g, d)
+        a = attn(q, k, v).reshape(b, s, g * r * d)
         x2 = x + a @ wo.reshape(g * r * d, m)
         h2 = norm(x2.reshape(b * s, m), n2)
         return x2 + mlp(h2, w1, w3, w2).reshape(b, s, m)
@@ -173,7 +175,7 @@ def main():
     budget = args.memory_budget if args.memory_budget > 0 else None
     load = lambda fname: napkin_torch.load(os.path.join(LIB, fname), hw=args.hw, napkin=args.napkin, memory_budget=budget)  # noqa: E731
     if args.mode == "ops":
-        ops = [load("rmsnorm.napkin"), load("gqa_attention.napkin"), load("mlp_swiglu.napkin")]
+        ops = [load("rmsnorm.napkin"), load("gqa_attention_bshd.napkin"), load("mlp_swiglu.napkin")]
         block = napkin_ops_block(ops)
     else:
         whole = load("transformer_block.napkin")

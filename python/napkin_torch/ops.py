@@ -8,7 +8,12 @@ torch.compile and meta tensors), and autograd on the forward that calls the back
 implementation on CUDA tensors runs the kernels napkin emits for the tensors' sizes (built and
 cached on first use, see build.py) through their C entry point; on CPU tensors it runs the
 module `napkin emit --target torch` wrote, in fp32 (its reference mode), rounding the outputs to
-their declared dtypes. With torch < 2.4 the same is a torch.autograd.Function (eager only).
+their declared dtypes. Eager calls on real tensors take a shorter road to the same
+computation: a torch.autograd.Function with the same forward, saved tensors and backward, without
+the dispatcher's Python layers (what torch.compile and fake tensors see stays the custom ops);
+with torch < 2.4 that Function is the only road (eager only). Each part's launch at a set of
+input shapes (library, output shapes, sizes, workspace bytes) is found once and reused, so a
+call costs its dtype checks, allocations and the launch itself.
 """
 import ctypes
 import importlib.util
@@ -21,6 +26,28 @@ from .signature import STORAGE, SignatureError, pair
 # torch 2.4 brought custom_op(name, fn, schema=...) with register_fake and register_autograd.
 _HAS_CUSTOM_OP = hasattr(torch, "library") and hasattr(torch.library, "custom_op") and hasattr(torch.library, "register_autograd")
 NAMESPACE = "napkin"
+
+
+def _compiling():
+    """True while torch.compile (dynamo) traces: the custom ops are what it must see."""
+    compiler = getattr(torch, "compiler", None)
+    if compiler is not None and hasattr(compiler, "is_compiling"):
+        return compiler.is_compiling()
+    dynamo = getattr(torch, "_dynamo", None)
+    return bool(dynamo is not None and hasattr(dynamo, "is_compiling") and dynamo.is_compiling())
+
+
+_functorch_active = getattr(torch._C, "_are_functorch_transforms_active", None)
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+def _eager(tensors):
+    """True for a call napkin_torch may run without the dispatcher: not traced (torch.compile,
+    torch.func transforms) and every argument a plain tensor or Parameter (no fake, functional
+    or other subclass tensors, which the custom ops' registrations handle)."""
+    if _compiling() or (_functorch_active is not None and _functorch_active()):
+        return False
+    return all(type(t) in _PLAIN for t in tensors)
 
 
 def torch_dtype(napkin_dtype):
@@ -44,24 +71,97 @@ class CudaLibrary:
         lib.napkin_last_error.restype = ctypes.c_char_p
         self.lib = lib
 
+    def sizes_array(self, sizes):
+        """`sizes` (every axis's size, in declaration order) as the int64 array napkin_run reads."""
+        return (ctypes.c_int64 * max(len(sizes), 1))(*[int(s) for s in sizes])
+
+    def workspace_bytes(self, sizes_array):
+        """Bytes of workspace the kernels need at `sizes_array` (from sizes_array)."""
+        return int(self.lib.napkin_workspace_bytes(sizes_array))
+
+    def launch(self, in_ptrs, out_ptrs, sizes_array, workspace_ptr, device_index):
+        """Launches every kernel on the current CUDA stream of device `device_index`.
+
+        in_ptrs, out_ptrs: device addresses (ints) of contiguous arrays in the diagram's order and
+        dtypes, 16-byte aligned; sizes_array: from sizes_array; workspace_ptr: an address of
+        workspace_bytes bytes (0 when none). Raises RuntimeError with the library's message when
+        a launch fails (errors inside a kernel surface at the next synchronisation)."""
+        ins = (ctypes.c_void_p * max(len(in_ptrs), 1))(*in_ptrs)
+        outs = (ctypes.c_void_p * max(len(out_ptrs), 1))(*out_ptrs)
+        if _current_device() != device_index:
+            with torch.cuda.device(device_index):
+                rc = self.lib.napkin_run(ins, outs, sizes_array, workspace_ptr or None, _current_stream(device_index))
+        else:
+            rc = self.lib.napkin_run(ins, outs, sizes_array, workspace_ptr or None, _current_stream(device_index))
+        if rc != 0:
+            raise RuntimeError(f"napkin_torch: {self.path}: {self.lib.napkin_last_error().decode(errors='replace')}")
+
     def run(self, inputs, outputs, sizes):
         """Launches every kernel on the current CUDA stream of the inputs' device.
 
-        inputs, outputs: contiguous CUDA tensors in the diagram's order, of its dtypes (outputs
-        allocated by the caller). sizes: every axis's size in declaration order. Raises
-        RuntimeError with the library's message when a launch fails (errors inside a kernel
-        surface at the next synchronisation)."""
-        sz = (ctypes.c_int64 * len(sizes))(*[int(s) for s in sizes])
+        inputs, outputs: contiguous, 16-byte aligned CUDA tensors in the diagram's order, of its
+        dtypes (outputs allocated by the caller). sizes: every axis's size in declaration order.
+        Raises RuntimeError as launch does."""
         dev = inputs[0].device if inputs else outputs[0].device
-        ws_bytes = self.lib.napkin_workspace_bytes(sz)
-        ws = torch.empty(max(int(ws_bytes), 1), dtype=torch.uint8, device=dev)
-        ins = (ctypes.c_void_p * max(len(inputs), 1))(*[t.data_ptr() for t in inputs])
-        outs = (ctypes.c_void_p * max(len(outputs), 1))(*[t.data_ptr() for t in outputs])
-        with torch.cuda.device(dev):
-            stream = torch.cuda.current_stream(dev).cuda_stream
-            rc = self.lib.napkin_run(ins, outs, sz, ctypes.c_void_p(ws.data_ptr()), ctypes.c_void_p(stream))
-        if rc != 0:
-            raise RuntimeError(f"napkin_torch: {self.path}: {self.lib.napkin_last_error().decode(errors='replace')}")
+        sz = self.sizes_array(sizes)
+        ws_bytes = self.workspace_bytes(sz)
+        ws = torch.empty(ws_bytes, dtype=torch.uint8, device=dev) if ws_bytes else None
+        self.launch([t.data_ptr() for t in inputs], [t.data_ptr() for t in outputs], sz, ws.data_ptr() if ws is not None else 0,
+                    dev.index if dev.index is not None else _current_device())
+
+
+# The current device and the raw handle of its current stream: torch's C bindings where this torch
+# has them (about 0.3 us a call against 2-4 us for torch.cuda.current_stream(dev).cuda_stream,
+# which builds a Stream object), else the public API.
+_raw_device = getattr(torch._C, "_cuda_getDevice", None)
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def _current_device():
+    return _raw_device() if _raw_device is not None else torch.cuda.current_device()
+
+
+def _current_stream(index):
+    return _raw_stream(index) if _raw_stream is not None else torch.cuda.current_stream(index).cuda_stream
+
+
+class _Launch:
+    """What running one part of an operator at one set of input shapes on CUDA needs, found once
+    (Operator._launch) so that each call only checks dtypes and devices, allocates its outputs
+    and launches: the library, the expected input dtypes, the outputs' shapes and dtypes, the
+    sizes array and the workspace's bytes."""
+
+    __slots__ = ("lib", "in_dtypes", "outs", "sizes", "workspace", "empty")
+
+    def __init__(self, lib, in_dtypes, outs, sizes, workspace):
+        self.lib, self.in_dtypes, self.outs, self.sizes, self.workspace = lib, in_dtypes, outs, sizes, workspace
+        self.empty = any(0 in shape for shape, _ in outs)
+
+    def fits(self, args, index):
+        """True when every tensor of `args` has its expected dtype and lives on CUDA device `index`."""
+        for t, want in zip(args, self.in_dtypes):
+            if t.dtype != want or t.get_device() != index:
+                return False
+        return True
+
+    def __call__(self, args, dev, index):
+        """The outputs (new tensors) of the part on `args`, launched on `index`'s current stream.
+        Inputs not contiguous or not 16-byte aligned (the kernels' vector loads) are copied."""
+        keep, ptrs = [], []
+        for t in args:
+            if not t.is_contiguous():
+                t = t.contiguous()
+            p = t.data_ptr()
+            if p % 16:
+                t = t.clone()
+                p = t.data_ptr()
+            keep.append(t)
+            ptrs.append(p)
+        outs = [torch.empty(shape, dtype=dtype, device=dev) for shape, dtype in self.outs]
+        if not self.empty:
+            ws = torch.empty(self.workspace, dtype=torch.uint8, device=dev) if self.workspace else None
+            self.lib.launch(ptrs, [t.data_ptr() for t in outs], self.sizes, ws.data_ptr() if ws is not None else 0, index)
+        return tuple(outs)
 
 
 def _load_module(path, name):
@@ -101,14 +201,24 @@ class Operator:
         self.wrt = self.pair.wrt
         self._libs = {}
         self._modules = {}
+        self._launches = {}  # (part, input shapes) -> _Launch, filled by _launch
         self._lock = threading.Lock()
+        fwd, bwd = self.pair.fwd, self.pair.bwd
+        self._in_dtypes = tuple(torch_dtype(fwd.dtypes[n]) for n in fwd.inputs)
+        # Per backward input: ("saved", None) or ("cotangent", index of the forward output, dtype).
+        self._bwd_args = tuple(("saved", None, None) if n in self.pair.from_forward else
+                               ("cotangent", fwd.outputs.index(self.pair.cotangent[n]), torch_dtype(bwd.dtypes[n])) for n in bwd.inputs)
+        self._saved_names = tuple(self.pair.from_forward[n] for n in bwd.inputs if n in self.pair.from_forward)
+        self._grad_slots = tuple(fwd.inputs.index(self.pair.grads[n]) for n in bwd.outputs)
         tag = f"{build.key[:10]}"
         self.fwd_op = self._define(f"{self.pair.fwd.name}_{tag}", "fwd")
         self.bwd_op = self._define(f"{self.pair.bwd.name}_{tag}", "bwd")
         if self.fwd_op is not None:
             self.fwd_op.register_autograd(self._backward, setup_context=self._setup_context)
-        else:
-            self._function = self._autograd_function()
+        # Eager calls on real tensors run this autograd.Function (the same _compute, _setup_context
+        # and _backward as the custom ops, without the dispatcher's Python layers: about 20 us a
+        # call less, session 22); torch.compile traces the custom ops (see __call__).
+        self._function = self._autograd_function()
 
     def __repr__(self):
         return (f"<napkin_torch.Operator {self.name}({', '.join(self.inputs)}) -> ({', '.join(self.outputs)}); "
@@ -138,9 +248,10 @@ class Operator:
         return op
 
     def _call(self, part, args):
-        """`part`'s operator on `args` (its computation where torch lacks custom ops), as a tuple."""
+        """`part`'s outputs on `args`, as a tuple: its custom operator where torch traces (torch.compile,
+        fake or functional tensors), else its computation directly (eager, real tensors)."""
         op = self.fwd_op if part == "fwd" else self.bwd_op
-        if op is None:
+        if op is None or _eager(args):
             return self._compute(part, args)
         out = op(*args)
         return out if isinstance(out, tuple) else (out,)
@@ -150,9 +261,9 @@ class Operator:
         fwd = self.pair.fwd
         by_name = dict(zip(fwd.inputs, inputs))
         by_name.update(zip(fwd.outputs, output))
-        ctx.save_for_backward(*[by_name[self.pair.from_forward[n]] for n in self.pair.bwd.inputs if n in self.pair.from_forward])
-        ctx.napkin_input_meta = [(t.dtype, t.shape) for t in inputs]
-        ctx.napkin_output_meta = [(t.dtype, t.shape, t.device) for t in output]
+        ctx.save_for_backward(*[by_name[n] for n in self._saved_names])
+        ctx.napkin_input_dtypes = [t.dtype for t in inputs]
+        ctx.napkin_output_meta = [(t.shape, t.device) for t in output]
         # Outputs nobody differentiates (the saved statistics and activations) keep a None
         # cotangent: autograd would otherwise fill a zero tensor for each, every step (session 19:
         # 21 bf16 fills, 0.33 ms of a training step). _backward zero-fills only the cotangents the
@@ -163,29 +274,30 @@ class Operator:
     def _backward(self, ctx, *grads):
         """Cotangents of every forward output (statistics included, ignored) -> gradients of the
         forward's inputs (None for those not in wrt)."""
-        fwd, bwd = self.pair.fwd, self.pair.bwd
         saved = iter(ctx.saved_tensors)
         args = []
-        for n in bwd.inputs:
-            if n in self.pair.from_forward:
+        for kind, k, want in self._bwd_args:
+            if kind == "saved":
                 args.append(next(saved))
                 continue
-            k = fwd.outputs.index(self.pair.cotangent[n])
             g = grads[k]
-            dtype, shape, device = ctx.napkin_output_meta[k]
-            want = torch_dtype(bwd.dtypes[n])
-            g = torch.zeros(shape, dtype=want, device=device) if g is None else g.to(want).contiguous()
+            if g is None:
+                shape, device = ctx.napkin_output_meta[k]
+                g = torch.zeros(shape, dtype=want, device=device)
+            elif g.dtype != want:
+                g = g.to(want)
             args.append(g)
         outs = self._call("bwd", args)
-        result = [None] * len(fwd.inputs)
-        for name, g in zip(bwd.outputs, outs):
-            i = fwd.inputs.index(self.pair.grads[name])
-            result[i] = g.to(ctx.napkin_input_meta[i][0])
+        result = [None] * len(self.pair.fwd.inputs)
+        for i, g in zip(self._grad_slots, outs):
+            want = ctx.napkin_input_dtypes[i]
+            result[i] = g if g.dtype == want else g.to(want)
         return tuple(result)
 
     def _autograd_function(self):
-        """The fallback for torch without custom_op: the same forward and backward as an
-        autograd.Function (eager mode; torch.compile would break the graph here)."""
+        """The same forward and backward as an autograd.Function: what eager calls on real tensors
+        run (see _eager), and all calls where torch lacks custom_op (torch.compile would break
+        the graph there)."""
         op = self
 
         class Fn(torch.autograd.Function):
@@ -209,14 +321,17 @@ class Operator:
         if len(tensors) != len(fwd.inputs):
             raise SignatureError(f"{self.name} takes {len(fwd.inputs)} tensors ({', '.join(fwd.inputs)}), got {len(tensors)}")
         args = []
-        for name, t in zip(fwd.inputs, tensors):
+        for name, t, want in zip(fwd.inputs, tensors, self._in_dtypes):
             if not isinstance(t, torch.Tensor):
                 raise TypeError(f"{self.name}: input '{name}' is a {type(t).__name__}, not a torch.Tensor")
             if t.device != tensors[0].device:
                 raise SignatureError(f"{self.name}: input '{name}' is on {t.device}, '{fwd.inputs[0]}' on {tensors[0].device}")
-            args.append(t.to(torch_dtype(fwd.dtypes[name])).contiguous())
-        fwd.sizes({n: t.shape for n, t in zip(fwd.inputs, args)})  # raises on shapes that do not fit
-        if self.fwd_op is not None:
+            if t.dtype != want:
+                t = t.to(want)
+            args.append(t.contiguous())
+        if ("fwd", tuple(t.shape for t in args)) not in self._launches:
+            fwd.sizes({n: t.shape for n, t in zip(fwd.inputs, args)})  # raises on shapes that do not fit
+        if self.fwd_op is not None and not _eager(args):
             out = self._call("fwd", args)
         else:
             out = self._function.apply(*args)
@@ -226,23 +341,14 @@ class Operator:
 
     def _compute(self, part, args):
         """Outputs of `part` ("fwd" or "bwd") on real tensors `args` (one device), as a tuple."""
-        sig = self.pair.fwd if part == "fwd" else self.pair.bwd
-        sizes = sig.sizes({n: t.shape for n, t in zip(sig.inputs, args)})
         dev = args[0].device
-        for n, t in zip(sig.inputs, args):
-            if t.device != dev:
-                raise SignatureError(f"{sig.name}: input '{n}' is on {t.device}, '{sig.inputs[0]}' on {dev}")
-            if t.dtype != torch_dtype(sig.dtypes[n]):
-                raise SignatureError(f"{sig.name}: input '{n}' is {t.dtype}; the diagram declares {sig.dtypes[n]}")
         if dev.type == "cuda":
-            # Contiguous, and 16-byte aligned for the kernels' vector loads (a view with an odd
-            # offset is copied).
-            args = [t.contiguous() for t in args]
-            args = [t.clone() if t.data_ptr() % 16 else t for t in args]
-            outs = [torch.empty(sig.shape(o, sizes), dtype=torch_dtype(sig.dtypes[o]), device=dev) for o in sig.outputs]
-            if all(t.numel() > 0 for t in outs):
-                self.library(part, sig.settable(sizes)).run(args, outs, [sizes[a] for a in sig.axis_names])
-            return tuple(outs)
+            index = args[0].get_device()
+            launch = self._launches.get((part, tuple(t.shape for t in args)))
+            if launch is None or not launch.fits(args, index):
+                launch = self._launch(part, args)
+            return launch(args, dev, index)
+        sig = self._checked(part, args)[0]
         if dev.type != "cpu":
             raise SignatureError(f"{sig.name}: napkin_torch runs on CUDA and CPU tensors, not {dev.type}")
         res = self.module(part).run(dict(zip(sig.inputs, args)), None, reference=True)
@@ -252,6 +358,31 @@ class Operator:
             t = res[o].to(torch_dtype(sig.dtypes[o])).contiguous()
             outs.append(t.clone() if t.data_ptr() in ptrs else t)
         return tuple(outs)
+
+    def _checked(self, part, args):
+        """(signature, axis sizes) of `part` on `args` after every check: one device, the declared
+        dtypes, shapes that fit (SignatureError otherwise)."""
+        sig = self.pair.fwd if part == "fwd" else self.pair.bwd
+        sizes = sig.sizes({n: t.shape for n, t in zip(sig.inputs, args)})
+        dev = args[0].device
+        for n, t in zip(sig.inputs, args):
+            if t.device != dev:
+                raise SignatureError(f"{sig.name}: input '{n}' is on {t.device}, '{sig.inputs[0]}' on {dev}")
+            if t.dtype != torch_dtype(sig.dtypes[n]):
+                raise SignatureError(f"{sig.name}: input '{n}' is {t.dtype}; the diagram declares {sig.dtypes[n]}")
+        return sig, sizes
+
+    def _launch(self, part, args):
+        """The _Launch of `part` at the shapes of `args` (CUDA tensors), after _checked's checks;
+        builds the library on first use and remembers the launch for these shapes."""
+        sig, sizes = self._checked(part, args)
+        lib = self.library(part, sig.settable(sizes))
+        sz = lib.sizes_array([sizes[a] for a in sig.axis_names])
+        outs = tuple((tuple(int(n) for n in sig.shape(o, sizes)), torch_dtype(sig.dtypes[o])) for o in sig.outputs)
+        launch = _Launch(lib, tuple(torch_dtype(sig.dtypes[n]) for n in sig.inputs), outs, sz, lib.workspace_bytes(sz))
+        with self._lock:
+            self._launches[(part, tuple(t.shape for t in args))] = launch
+        return launch
 
     def library(self, part, sizes):
         """The loaded CUDA library of `part` ("fwd" or "bwd") at `sizes` ((axis, size) pairs of the

@@ -26,6 +26,7 @@ CASES = {
     "attention": ("attention.napkin", dict(b=2, h=2, q=16, x=24, d=8), dict(b=2, h=4, q=512, x=512, d=128)),
     "causal_attention": ("causal_attention.napkin", dict(b=1, h=2, q=20, x=20, d=8), dict(b=2, h=4, q=512, x=512, d=128)),
     "gqa_attention": ("gqa_attention.napkin", dict(b=1, g=2, r=2, q=16, x=16, d=8), dict(b=1, g=2, r=4, q=512, x=512, d=128)),
+    "gqa_attention_bshd": ("gqa_attention_bshd.napkin", dict(b=2, g=2, r=2, q=12, x=12, d=8), dict(b=2, g=2, r=3, q=333, x=333, d=128)),
     "mlp_swiglu": ("mlp_swiglu.napkin", dict(t=16, m=32, f=48), dict(t=512, m=512, f=1536)),
     "rmsnorm": ("rmsnorm.napkin", dict(t=16, m=64), dict(t=1024, m=1024)),
     "layernorm": ("layernorm.napkin", dict(t=16, m=64), dict(t=1024, m=1024)),
