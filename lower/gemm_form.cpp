@@ -162,6 +162,16 @@ std::optional<GemmForm> analyse_gemm(const Diagram& d, Typer& typer, const Kerne
   // The warps split M in 16-row MMA tiles: a thin M whose tile they cannot split trades places with N.
   const std::int64_t warp_rows = 16 * std::max(1, g.warps);
   if (g.TM % warp_rows != 0 && g.TN % warp_rows == 0) std::swap(g.M, g.N), std::swap(g.TM, g.TN);
+  // Outputs stored with M innermost (and N not): M and N trade places where the warps split the
+  // other tile as well, so that the epilogue's stores run along each output's innermost axis
+  // (paired stores, and the TMA store, which takes an output with N innermost:
+  // gemm_tma_store_problem); a dual GEMM keeps its shared operand on M.
+  else if (contractions.size() == 1 && g.TN % warp_rows == 0 && !k.outputs.empty() &&
+           std::all_of(k.outputs.begin(), k.outputs.end(), [&](const std::string& o) {
+             const AxisList& oa = d.find_statement(o)->axes;
+             return !oa.empty() && oa.back() == g.M;
+           }))
+    std::swap(g.M, g.N), std::swap(g.TM, g.TN);
   if (g.TM % warp_rows != 0 && !k.plan.group(g.M)) g.TM = tile_along(k, g.M, warp_rows);
   const std::string &M = g.M, &N = g.N;
   bool have_dtype = false;

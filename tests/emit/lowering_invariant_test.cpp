@@ -192,6 +192,19 @@ TEST_CASE("lowering: gemm-shaped contractions take tensor cores, whatever the nu
     REQUIRE(m24.strategy == Strategy::gemm);
     CHECK(m24.gemm->TN == 32);  // a whole side rounded up to whole MMA tiles, edges predicated
   }
+  SECTION("an output stored with M innermost: M and N trade places, so that the epilogue stores along it") {
+    KernelSpec s = gemm_spec_of("tests/gpu/matmul_out_transposed.napkin", {{"a", 4096}, {"b", 1024}, {"c", 2048}});
+    INFO(describe_spec(s));
+    REQUIRE(s.strategy == Strategy::gemm);
+    CHECK(s.gemm->M == "c");
+    CHECK(s.gemm->N == "a");  // C[c,a]: a innermost
+    CHECK(s.shape.warp_axis == "c");
+    CHECK(s.tma_store);
+    CHECK(s.why_no_tma_store.empty());
+    KernelSpec odd = gemm_spec_of("tests/gpu/matmul_out_transposed.napkin", {{"a", 1000}, {"b", 333}, {"c", 520}});
+    REQUIRE(odd.strategy == Strategy::gemm);
+    CHECK(odd.gemm->N == "a");
+  }
   SECTION("the transformer block's output projection (contracted over heads and head width) is a gemm") {
     LoadedDiagram l = load_library("transformer_block.napkin");
     Hardware hw = load_hardware("h100");
