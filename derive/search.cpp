@@ -295,6 +295,100 @@ class Searcher {
     return out;
   }
 
+  /** The candidate's parameters for the passes (derive/pass.hpp): the directives of its moves:
+   *  fuse `stmts`, weave the groupable axes of group size 1, group those of `g` (sizes along
+   *  `groupable`, in order) below their extents, stream the outer `streams` by 1 and the innermost
+   *  by `s` in `passes` passes, and `warps` warps (none for a call, one launch of its callee). */
+  KernelPlan candidate_plan(const std::vector<const StatementWeave*>& stmts, const std::vector<std::string>& groupable, const std::vector<std::string>& streams,
+                            int passes, int warps, bool call, const std::vector<std::int64_t>& g, std::int64_t s) const {
+    KernelPlan k;
+    Directive f;
+    f.kind = Directive::Kind::fuse;
+    for (const auto* w : stmts) f.names.push_back(w->statement->name);
+    k.directives.push_back(f);
+    Directive weave;
+    weave.kind = Directive::Kind::weave;
+    for (std::size_t i = 0; i < groupable.size(); ++i) {
+      if (g[i] == 1 && sizes_.at(groupable[i]) > 1) weave.names.push_back(groupable[i]);
+    }
+    if (!weave.names.empty()) k.directives.push_back(weave);
+    for (std::size_t i = 0; i < groupable.size(); ++i)
+      if (g[i] > 1 && g[i] < sizes_.at(groupable[i])) {
+        Directive gd;
+        gd.kind = Directive::Kind::group;
+        gd.names = {groupable[i]};
+        gd.size = g[i];
+        k.directives.push_back(gd);
+      }
+    for (std::size_t i = 0; i < streams.size(); ++i) {  // outer streams in chunks of 1, the innermost searched
+      Directive sd;
+      sd.kind = Directive::Kind::stream;
+      sd.names = {streams[i]};
+      sd.size = i + 1 == streams.size() ? s : 1;
+      sd.passes = passes;
+      k.directives.push_back(sd);
+    }
+    if (!call) {
+      Directive wd;
+      wd.kind = Directive::Kind::warps;
+      wd.size = warps;
+      k.directives.push_back(wd);
+    }
+    return k;
+  }
+
+  /** Scores plan `k` of `stmts` (one kernel of diagram `d` with weave `view_weave`, `escaping` its
+   *  statements read elsewhere) and keeps it in `best` when better (near ties as below); sets
+   *  *clusterable (when given) to whether the kernel may form clusters. Returns its score, or kInf
+   *  when it does not fit or breaks the diagram's labels (last_problem_ then says why). */
+  double consider(const Diagram& d, const std::vector<StatementWeave>& view_weave, const std::vector<const StatementWeave*>& stmts,
+                  const std::set<std::string>& escaping, const KernelPlan& k, const std::vector<LemmaUse>& lemmas, bool* clusterable, KernelChoice& best) {
+    Schedule one;
+    one.diagram = d.name;
+    one.kernels = {k};
+    KernelCost c = cost_kernel(p_, d, view_weave, one, 0, sizes_, hw_, opt_);
+    ++scored_;
+    if (!c.problems.empty()) {
+      last_problem_ = ": " + c.problems.front();
+      return kInf;
+    }
+    if (honour_labels_ && !labels_.empty())
+      if (std::string why = kernel_breaks_labels(labels_, stmts, escaping, k, c); !why.empty()) {
+        last_problem_ = ": no kernel keeps " + why;
+        return kInf;
+      }
+    if (clusterable) *clusterable = c.clusterable;
+    ScheduleCost sc;
+    sc.t_total = c.t_total;
+    sc.l2_to_smem_bytes = c.l2_to_smem_bytes;
+    double score = objective(sc, so_);
+    // Near ties (within 0.1%) go to the candidate that moves fewer bytes into SMEM: the model's
+    // time hides memory under compute, the hardware only partly does; then to the one with fewer
+    // stream steps per block (each step is a pipeline handshake the model does not price: a
+    // sigmoid-attention chunk of 16 and one of 128 tie on time and bytes).
+    const double traffic = c.l2_to_smem_bytes + c.smem_read_bytes;
+    double steps = 1;
+    for (const auto& [axis, ap] : c.axes)
+      if (ap.kind == AxisPlan::Kind::stream) steps *= static_cast<double>(ap.count);
+    // Deeper pipelines first (more stages in flight hide more latency): a GEMM's chunk of 64
+    // with 4 stages before one of 128 with 2.
+    const double stages = c.spec && c.spec->tensor_cores() ? (c.spec->wgmma ? c.spec->wgmma_stages : c.spec->stages) : 0;
+    const bool tie = score <= best.score * (1 + 1e-3);
+    const bool same_traffic = traffic <= best_traffic_ * (1 + 1e-9);
+    bool better = score < best.score * (1 - 1e-3) || (tie && traffic < best_traffic_ * (1 - 1e-9)) ||
+                  (tie && same_traffic && stages > best_stages_) || (tie && same_traffic && stages == best_stages_ && steps < best_steps_);
+    if (better) {
+      best_traffic_ = traffic;
+      best_stages_ = stages;
+      best_steps_ = steps;
+      best.plan = k;
+      best.lemmas = lemmas;
+      best.cost = c;
+      best.score = score;
+    }
+    return score;
+  }
+
   void search_tiles(const Diagram& d, const std::vector<StatementWeave>& view_weave, const std::vector<const StatementWeave*>& stmts, const std::vector<std::string>& groupable,
                     const std::vector<std::string>& streams, int passes, int warps, const std::set<std::string>& escaping,
                     KernelChoice& best, bool call) {
@@ -329,90 +423,6 @@ class Searcher {
       if (honour_labels_ && labels_.stream.count(*stream)) stream_sizes = {labels_.stream.at(*stream).value};
       if (stream_sizes.empty()) return;
     }
-    // The candidate's parameters for the passes (derive/pass.hpp): the directives of its moves.
-    auto params_of = [&](const std::vector<std::int64_t>& g, std::int64_t s) {
-      KernelPlan k;
-      Directive f;
-      f.kind = Directive::Kind::fuse;
-      for (const auto* w : stmts) f.names.push_back(w->statement->name);
-      k.directives.push_back(f);
-      Directive weave;
-      weave.kind = Directive::Kind::weave;
-      for (std::size_t i = 0; i < groupable.size(); ++i) {
-        if (g[i] == 1 && sizes_.at(groupable[i]) > 1) weave.names.push_back(groupable[i]);
-      }
-      if (!weave.names.empty()) k.directives.push_back(weave);
-      for (std::size_t i = 0; i < groupable.size(); ++i)
-        if (g[i] > 1 && g[i] < sizes_.at(groupable[i])) {
-          Directive gd;
-          gd.kind = Directive::Kind::group;
-          gd.names = {groupable[i]};
-          gd.size = g[i];
-          k.directives.push_back(gd);
-        }
-      for (std::size_t i = 0; i < streams.size(); ++i) {  // outer streams in chunks of 1, the innermost searched
-        Directive sd;
-        sd.kind = Directive::Kind::stream;
-        sd.names = {streams[i]};
-        sd.size = i + 1 == streams.size() ? s : 1;
-        sd.passes = passes;
-        k.directives.push_back(sd);
-      }
-      if (!call) {
-        Directive wd;
-        wd.kind = Directive::Kind::warps;
-        wd.size = warps;
-        k.directives.push_back(wd);
-      }
-      return k;
-    };
-    // Scores `k`, keeps it in `best` when better; its score, or kInf when it does not fit.
-    auto consider = [&](const KernelPlan& k, const std::vector<LemmaUse>& lemmas, bool* clusterable) -> double {
-      Schedule one;
-      one.diagram = d.name;
-      one.kernels = {k};
-      KernelCost c = cost_kernel(p_, d, view_weave, one, 0, sizes_, hw_, opt_);
-      ++scored_;
-      if (!c.problems.empty()) {
-        last_problem_ = ": " + c.problems.front();
-        return kInf;
-      }
-      if (honour_labels_ && !labels_.empty())
-        if (std::string why = kernel_breaks_labels(labels_, stmts, escaping, k, c); !why.empty()) {
-          last_problem_ = ": no kernel keeps " + why;
-          return kInf;
-        }
-      if (clusterable) *clusterable = c.clusterable;
-      ScheduleCost sc;
-      sc.t_total = c.t_total;
-      sc.l2_to_smem_bytes = c.l2_to_smem_bytes;
-      double score = objective(sc, so_);
-      // Near ties (within 0.1%) go to the candidate that moves fewer bytes into SMEM: the model's
-      // time hides memory under compute, the hardware only partly does; then to the one with fewer
-      // stream steps per block (each step is a pipeline handshake the model does not price: a
-      // sigmoid-attention chunk of 16 and one of 128 tie on time and bytes).
-      const double traffic = c.l2_to_smem_bytes + c.smem_read_bytes;
-      double steps = 1;
-      for (const auto& [axis, ap] : c.axes)
-        if (ap.kind == AxisPlan::Kind::stream) steps *= static_cast<double>(ap.count);
-      // Deeper pipelines first (more stages in flight hide more latency): a GEMM's chunk of 64
-      // with 4 stages before one of 128 with 2.
-      const double stages = c.spec && c.spec->tensor_cores() ? (c.spec->wgmma ? c.spec->wgmma_stages : c.spec->stages) : 0;
-      const bool tie = score <= best.score * (1 + 1e-3);
-      const bool same_traffic = traffic <= best_traffic_ * (1 + 1e-9);
-      bool better = score < best.score * (1 - 1e-3) || (tie && traffic < best_traffic_ * (1 - 1e-9)) ||
-                    (tie && same_traffic && stages > best_stages_) || (tie && same_traffic && stages == best_stages_ && steps < best_steps_);
-      if (better) {
-        best_traffic_ = traffic;
-        best_stages_ = stages;
-        best_steps_ = steps;
-        best.plan = k;
-        best.lemmas = lemmas;
-        best.cost = c;
-        best.score = score;
-      }
-      return score;
-    };
     // Runs the passes on the candidate `params` (each checks its own move) and prices the plan the
     // labels they wrote say: what is priced is what the passes wrote. kInf when a pass refuses.
     const PassContext ctx{p_, d, sizes_, hw_, opt_, view_weave, nullptr};
@@ -422,10 +432,10 @@ class Searcher {
       DiagnosticEngine diags;
       std::optional<KernelPlan> labelled = plan_of(run.labelled, diags);
       NAPKIN_ASSERT(labelled) << "the passes wrote labels that form no plan: " << diags.render();
-      return consider(*labelled, run.lemmas, clusterable);
+      return consider(d, view_weave, stmts, escaping, *labelled, run.lemmas, clusterable, best);
     };
     auto evaluate = [&](const std::vector<std::int64_t>& g, std::int64_t s) -> double {
-      KernelPlan k = params_of(g, s);
+      KernelPlan k = candidate_plan(stmts, groupable, streams, passes, warps, call, g, s);
       bool clusterable = false;
       double score = price(k, &clusterable);
       const std::string problem = last_problem_;  // a variant's problem does not explain a failed search
@@ -449,8 +459,15 @@ class Searcher {
     std::int64_t best_s = 0;
     double best_here = explore(options, stream_sizes, evaluate, best_g, best_s);
     if (so_.hardware_divisibility || best_here == kInf) return;
-    // Without divisibility, refine by pattern search: every direction in {-1, 0, 1}^n (so that one
-    // tile can grow while another shrinks, along the capacity boundary), steps halving to 1.
+    pattern_search(groupable, stream, evaluate, best_g, best_s, best_here);
+  }
+
+  /** Without hardware divisibility, refines the best tiles (`best_g`, and `best_s` along `stream`)
+   *  by pattern search: every direction in {-1, 0, 1}^n (so that one tile can grow while another
+   *  shrinks, along the capacity boundary), steps halving from 32 to 1, scored by `evaluate`. */
+  void pattern_search(const std::vector<std::string>& groupable, const std::optional<std::string>& stream,
+                      const std::function<double(const std::vector<std::int64_t>&, std::int64_t)>& evaluate, const std::vector<std::int64_t>& best_g,
+                      std::int64_t best_s, double best_here) {
     std::vector<std::int64_t> x = best_g;
     if (stream) x.push_back(best_s);
     std::vector<std::int64_t> hi;
