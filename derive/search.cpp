@@ -462,11 +462,13 @@ class Searcher {
     pattern_search(groupable, stream, evaluate, best_g, best_s, best_here);
   }
 
+  using Evaluate = std::function<double(const std::vector<std::int64_t>&, std::int64_t)>;
+
   /** Without hardware divisibility, refines the best tiles (`best_g`, and `best_s` along `stream`)
    *  by pattern search: every direction in {-1, 0, 1}^n (so that one tile can grow while another
    *  shrinks, along the capacity boundary), steps halving from 32 to 1, scored by `evaluate`. */
   void pattern_search(const std::vector<std::string>& groupable, const std::optional<std::string>& stream,
-                      const std::function<double(const std::vector<std::int64_t>&, std::int64_t)>& evaluate, const std::vector<std::int64_t>& best_g,
+                      const Evaluate& evaluate, const std::vector<std::int64_t>& best_g,
                       std::int64_t best_s, double best_here) {
     std::vector<std::int64_t> x = best_g;
     if (stream) x.push_back(best_s);
@@ -490,7 +492,6 @@ class Searcher {
       }
   }
 
-  using Evaluate = std::function<double(const std::vector<std::int64_t>&, std::int64_t)>;
 
   /** Most tile combinations (group sizes times stream sizes) tried one by one in a diagram larger
    *  searched by segments (partition.hpp); beyond it, coordinate descent. */

@@ -15,6 +15,7 @@ with torch < 2.4 that Function is the only road (eager only). Each part's launch
 input shapes (library, output shapes, sizes, workspace bytes) is found once and reused, so a
 call costs its dtype checks, allocations and the launch itself.
 """
+import contextlib
 import ctypes
 import importlib.util
 import threading
@@ -88,10 +89,8 @@ class CudaLibrary:
         a launch fails (errors inside a kernel surface at the next synchronisation)."""
         ins = (ctypes.c_void_p * max(len(in_ptrs), 1))(*in_ptrs)
         outs = (ctypes.c_void_p * max(len(out_ptrs), 1))(*out_ptrs)
-        if _current_device() != device_index:
-            with torch.cuda.device(device_index):
-                rc = self.lib.napkin_run(ins, outs, sizes_array, workspace_ptr or None, _current_stream(device_index))
-        else:
+        guard = torch.cuda.device(device_index) if _current_device() != device_index else contextlib.nullcontext()
+        with guard:
             rc = self.lib.napkin_run(ins, outs, sizes_array, workspace_ptr or None, _current_stream(device_index))
         if rc != 0:
             raise RuntimeError(f"napkin_torch: {self.path}: {self.lib.napkin_last_error().decode(errors='replace')}")
