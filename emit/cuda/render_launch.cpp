@@ -69,7 +69,7 @@ std::string tma_launch(const Context& c, const std::string& ns, const std::vecto
     maps += ", tm_" + op.array;
   }
   l.open("if (use_wgmma)");
-  l.line("NAPKIN_CUDA(cudaFuncSetAttribute(" + ns + "::wg::kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(" + ns + "::wg::SMEM_BYTES)));");
+  l.line("NAPKIN_CUDA(napkin::smem_limit_once(reinterpret_cast<const void*>(" + ns + "::wg::kernel), static_cast<int>(" + ns + "::wg::SMEM_BYTES)));");
   l.line(ns + "::wg::kernel<<<static_cast<unsigned>(" + grid + "), " + ns + "::wg::THREADS, " + ns + "::wg::SMEM_BYTES, stream>>>(a" + maps + extra_args + ");");
   l.line("napkin_variant = \"wgmma\";");
   l.close(" else {");
@@ -89,7 +89,7 @@ std::string tma_launch(const Context& c, const std::string& ns, const std::vecto
 void add_hopper_variant(KernelEmit& r, Code& device, Code& launch, const KernelSpec& spec, const std::string& ns,
                         const std::function<KernelEmit(const std::string&)>& make) {
   Code fallback;
-  fallback.line("NAPKIN_CUDA(cudaFuncSetAttribute(" + ns + "::kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(" + ns + "::SMEM_BYTES)));");
+  fallback.line("NAPKIN_CUDA(napkin::smem_limit_once(reinterpret_cast<const void*>(" + ns + "::kernel), static_cast<int>(" + ns + "::SMEM_BYTES)));");
   fallback.line(ns + "::kernel<<<static_cast<unsigned>(blocks), " + ns + "::THREADS, " + ns + "::SMEM_BYTES, stream>>>(a);");
   fallback.line("napkin_variant = \"mma.sync\";");
   if (!spec.wgmma) {

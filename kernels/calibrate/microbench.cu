@@ -212,6 +212,37 @@ __global__ void __launch_bounds__(256) wgmma_rate(int iters, float* sink, uint32
 #endif
 }
 
+// wgmma round trip: each of WGS warpgroups per block (one block per SM) issues a chain of CHAIN
+// dependent m64n128k16 (one accumulator), commits it and waits for it (wait_group 0) before the
+// next: the time of one round is the chain's issue-to-completion latency as a kernel that waits
+// on its MMAs before mapping their results sees it (a flash backward's S, dP and dV, dK phases).
+// The rate kernel above keeps a group in flight instead. Device code for sm_90a only.
+template <int CHAIN>
+__global__ void __launch_bounds__(256) wgmma_round_trip(int iters, float* sink, uint32_t seed) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(1024) unsigned char wg_smem_raw[];
+  unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(wg_smem_raw) + 1023) / 1024 * 1024);
+  uint32_t* words = reinterpret_cast<uint32_t*>(smem);
+  for (int i = threadIdx.x; i < (2 * 8192 + 16384) / 4; i += blockDim.x)
+    words[i] = 0x3f803f80u ^ (((seed + i * 2654435761u) >> 9) & 0x007f007fu);  // bf16 pairs in [1, 2)
+  __syncthreads();
+  const int wg = threadIdx.x / 128;
+  const unsigned char* A = smem + wg * 8192;
+  const unsigned char* B = smem + 2 * 8192;
+  float d[64] = {};
+  for (int it = 0; it < iters; ++it) {
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int k = 0; k < CHAIN; ++k) wg_m64n128k16(d, wg_desc(A + (k % 4) * 32), wg_desc(B + (k % 4) * 32));
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+  }
+  float s = 0;
+  for (int i = 0; i < 64; ++i) s += d[i];
+  if (s == 1.2345f) *sink = s;
+#endif
+}
+
 // ex2.approx (the MUFU unit that exp lowers to): 8 independent chains per thread.
 __global__ void exp_rate(int iters, float* sink, float seed) {
   float x[8];
@@ -317,6 +348,18 @@ int main() {
     const double wg_flops = double(sms) * 2 * wg_iters * 4 * (2.0 * 64 * 128 * 16);
     t = median_seconds([&] { wgmma_rate<<<sms, 256, wg_smem>>>(wg_iters, reinterpret_cast<float*>(sink), 7u); });
     std::printf("wgmma_bf16_flops_per_s %.6g\n", wg_flops / t);
+    // Round trips (issue, commit, wait 0) of 1 and 8 dependent m64n128k16, one and two
+    // warpgroups per SM: seconds per round. The slope between the chains is the issue interval;
+    // one instruction's round trip less that interval is the latency a wait exposes.
+    const int rt_iters = 1 << 12;
+    auto round_trip = [&](auto kernel, int wgs) {
+      CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(wg_smem)));
+      return median_seconds([&] { kernel<<<sms, 128 * wgs, wg_smem>>>(rt_iters, reinterpret_cast<float*>(sink), 7u); }) / rt_iters;
+    };
+    for (int wgs = 1; wgs <= 2; ++wgs) {
+      std::printf("wgmma_round_trip_1x%d_s %.6g\n", wgs, round_trip(wgmma_round_trip<1>, wgs));
+      std::printf("wgmma_round_trip_8x%d_s %.6g\n", wgs, round_trip(wgmma_round_trip<8>, wgs));
+    }
   }
 #endif
 

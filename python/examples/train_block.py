@@ -142,6 +142,28 @@ def profile_step(name, block, weights, data, lr, top):
     print(f"\nprofile of one {name} step: GPU kernels {total / 1e3:.2f} ms; the {top} costliest:")
     for e in sorted(rows, key=dev_time, reverse=True)[:top]:
         print(f"  {dev_time(e) / 1e3:8.3f} ms  {e.count:4d} x  {e.key[:110]}")
+    print_idle(prof, top)
+
+
+def print_idle(prof, top):
+    """Where the GPU waited for the host in the profiled step: the span from the first kernel's
+    start to the last one's end, the time no kernel ran in it, and its `top` longest gaps with the
+    kernels on either side (a gap is host time the GPU did not hide: launches, Python, syncs)."""
+    from torch.autograd import DeviceType
+    spans = sorted((e.time_range.start, e.time_range.end, e.name) for e in prof.events()
+                   if e.device_type == DeviceType.CUDA and e.time_range.end > e.time_range.start)
+    if not spans:
+        return
+    gaps, end, before = [], spans[0][1], spans[0][2]
+    for start, stop, name in spans[1:]:
+        if start > end:
+            gaps.append((start - end, before, name))
+        if stop >= end:
+            end, before = stop, name
+    idle = sum(g for g, _, _ in gaps)
+    print(f"  GPU span {(end - spans[0][0]) / 1e3:.3f} ms, idle {idle / 1e3:.3f} ms in {len(gaps)} gaps; the longest:")
+    for g, a, b in sorted(gaps, reverse=True)[:top]:
+        print(f"  {g:8.1f} us  after {a[:60]}  before {b[:60]}")
 
 
 def main():

@@ -11,6 +11,7 @@
 #include "emit/cuda/device/tiles.cuh"
 #include "emit/cuda/device/mma.cuh"
 #include "emit/cuda/device/pipeline.cuh"
+#include "emit/cuda/device/host.cuh"
 #include "emit/cuda/device/fp8.cuh"
 #include "emit/cuda/device/int8.cuh"
 #include "emit/cuda/device/sync.cuh"

@@ -324,6 +324,41 @@ template <int STAGES> struct StageRing {
 
 }  // namespace napkin
 
+/** \file host.cuh
+ *  Host side of every target's launches: the dynamic SMEM limit, set once per kernel and device.
+ */
+#include <cuda_runtime.h>
+
+#include <mutex>
+#include <tuple>
+#include <vector>
+
+namespace napkin {
+/** cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) on the
+ *  current device, once per (kernel, device, bytes) for the process: the attribute stays set, and
+ *  the call costs about 5 us of host time per launch (torch profiler, H200 host, session 22), which
+ *  an operator called every training step pays for every kernel it launches. Returns the CUDA
+ *  error of cudaGetDevice or of the call (not remembered then). Thread-safe. */
+[[maybe_unused]] static cudaError_t smem_limit_once(const void* kernel, int bytes) {
+  int dev = 0;
+  if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
+  static std::mutex lock;
+  static std::vector<std::tuple<const void*, int, int>> done;
+  const auto key = std::make_tuple(kernel, dev, bytes);
+  {
+    std::lock_guard<std::mutex> g(lock);
+    for (const auto& k : done)
+      if (k == key) return cudaSuccess;
+  }
+  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (e == cudaSuccess) {
+    std::lock_guard<std::mutex> g(lock);
+    done.push_back(key);
+  }
+  return e;
+}
+}  // namespace napkin
+
 /** \file sync.cuh
  *  Hopper (sm_90a) synchronisation: mbarriers with transaction counts, thread-block clusters,
  *  named barriers and setmaxnreg. Device code only where the target has them
@@ -400,6 +435,8 @@ template <int R> __device__ __forceinline__ void setmaxnreg_inc() { asm volatile
  */
 #include <cuda.h>
 #include <cudaTypedefs.h>
+
+#include <cstring>
 
 
 namespace napkin {
@@ -478,12 +515,44 @@ static bool make_tmap(CUtensorMap* map, const void* base, unsigned rank, const u
       f = nullptr, (void)cudaGetLastError();
     return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
   }();
-  if (!encode || reinterpret_cast<uintptr_t>(base) % 16 != 0) return false;
+  if (!encode || reinterpret_cast<uintptr_t>(base) % 16 != 0 || rank < 1 || rank > 5) return false;
   for (unsigned i = 0; i + 1 < rank; ++i)
     if (strides[i] % 16 != 0) return false;
+  // A map depends only on these arguments: the last ones encoded on this thread are kept (an
+  // operator called every training step meets the same addresses and shapes from PyTorch's caching
+  // allocator), so a repeated launch copies its maps instead of encoding them again.
+  struct Key {
+    const void* base;
+    unsigned rank;
+    CUtensorMapDataType type;
+    uint64_t dims[5], strides[4];
+    uint32_t box[5];
+  };
+  struct Entry {
+    Key key;
+    CUtensorMap map;
+  };
+  Key key;
+  std::memset(&key, 0, sizeof key);  // padding included: the keys are compared bytewise
+  key.base = base, key.rank = rank, key.type = type;
+  for (unsigned i = 0; i < rank; ++i) key.dims[i] = dims[i], key.box[i] = box[i];
+  for (unsigned i = 0; i + 1 < rank; ++i) key.strides[i] = strides[i];
+  constexpr unsigned kSlots = 32;
+  thread_local Entry cache[kSlots];
+  thread_local bool used[kSlots] = {};
+  uint64_t h = reinterpret_cast<uintptr_t>(base) >> 4;
+  for (unsigned i = 0; i < rank; ++i) h = h * 1000003u ^ dims[i] ^ (uint64_t{box[i]} << 40);
+  const unsigned slot = static_cast<unsigned>(h % kSlots);
+  if (used[slot] && std::memcmp(&cache[slot].key, &key, sizeof key) == 0) {
+    *map = cache[slot].map;
+    return true;
+  }
   const uint32_t ones[5] = {1, 1, 1, 1, 1};
-  return encode(map, type, rank, const_cast<void*>(base), dims, strides, box, ones, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  if (encode(map, type, rank, const_cast<void*>(base), dims, strides, box, ones, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+    return false;
+  cache[slot] = {key, *map}, used[slot] = true;
+  return true;
 }
 }  // namespace napkin
 
@@ -1101,11 +1170,11 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
           use_wgmma = napkin::make_tmap(&tm_V, a.V, 4, dims, strides, box, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
         }
         if (use_wgmma) {
-          NAPKIN_CUDA(cudaFuncSetAttribute(k_S_to_O::wg::kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(k_S_to_O::wg::SMEM_BYTES)));
+          NAPKIN_CUDA(napkin::smem_limit_once(reinterpret_cast<const void*>(k_S_to_O::wg::kernel), static_cast<int>(k_S_to_O::wg::SMEM_BYTES)));
           k_S_to_O::wg::kernel<<<static_cast<unsigned>(blocks), k_S_to_O::wg::THREADS, k_S_to_O::wg::SMEM_BYTES, stream>>>(a, tm_Q, tm_K, tm_V);
           napkin_variant = "wgmma";
         } else {
-          NAPKIN_CUDA(cudaFuncSetAttribute(k_S_to_O::kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(k_S_to_O::SMEM_BYTES)));
+          NAPKIN_CUDA(napkin::smem_limit_once(reinterpret_cast<const void*>(k_S_to_O::kernel), static_cast<int>(k_S_to_O::SMEM_BYTES)));
           k_S_to_O::kernel<<<static_cast<unsigned>(blocks), k_S_to_O::THREADS, k_S_to_O::SMEM_BYTES, stream>>>(a);
           napkin_variant = "mma.sync";
         }

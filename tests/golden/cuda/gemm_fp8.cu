@@ -324,6 +324,41 @@ template <int STAGES> struct StageRing {
 
 }  // namespace napkin
 
+/** \file host.cuh
+ *  Host side of every target's launches: the dynamic SMEM limit, set once per kernel and device.
+ */
+#include <cuda_runtime.h>
+
+#include <mutex>
+#include <tuple>
+#include <vector>
+
+namespace napkin {
+/** cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) on the
+ *  current device, once per (kernel, device, bytes) for the process: the attribute stays set, and
+ *  the call costs about 5 us of host time per launch (torch profiler, H200 host, session 22), which
+ *  an operator called every training step pays for every kernel it launches. Returns the CUDA
+ *  error of cudaGetDevice or of the call (not remembered then). Thread-safe. */
+[[maybe_unused]] static cudaError_t smem_limit_once(const void* kernel, int bytes) {
+  int dev = 0;
+  if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
+  static std::mutex lock;
+  static std::vector<std::tuple<const void*, int, int>> done;
+  const auto key = std::make_tuple(kernel, dev, bytes);
+  {
+    std::lock_guard<std::mutex> g(lock);
+    for (const auto& k : done)
+      if (k == key) return cudaSuccess;
+  }
+  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (e == cudaSuccess) {
+    std::lock_guard<std::mutex> g(lock);
+    done.push_back(key);
+  }
+  return e;
+}
+}  // namespace napkin
+
 /** \file fp8.cuh
  *  8-bit floats (OCP FP8 v1.0: E4M3 "fn", no infinities, and E5M2) as stored elements: their fp32
  *  conversions beside numeric.cuh's, through cuda_fp8.h. Rounding matches the evaluator's
@@ -482,6 +517,8 @@ template <int R> __device__ __forceinline__ void setmaxnreg_inc() { asm volatile
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
+#include <cstring>
+
 
 namespace napkin {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -559,12 +596,44 @@ static bool make_tmap(CUtensorMap* map, const void* base, unsigned rank, const u
       f = nullptr, (void)cudaGetLastError();
     return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
   }();
-  if (!encode || reinterpret_cast<uintptr_t>(base) % 16 != 0) return false;
+  if (!encode || reinterpret_cast<uintptr_t>(base) % 16 != 0 || rank < 1 || rank > 5) return false;
   for (unsigned i = 0; i + 1 < rank; ++i)
     if (strides[i] % 16 != 0) return false;
+  // A map depends only on these arguments: the last ones encoded on this thread are kept (an
+  // operator called every training step meets the same addresses and shapes from PyTorch's caching
+  // allocator), so a repeated launch copies its maps instead of encoding them again.
+  struct Key {
+    const void* base;
+    unsigned rank;
+    CUtensorMapDataType type;
+    uint64_t dims[5], strides[4];
+    uint32_t box[5];
+  };
+  struct Entry {
+    Key key;
+    CUtensorMap map;
+  };
+  Key key;
+  std::memset(&key, 0, sizeof key);  // padding included: the keys are compared bytewise
+  key.base = base, key.rank = rank, key.type = type;
+  for (unsigned i = 0; i < rank; ++i) key.dims[i] = dims[i], key.box[i] = box[i];
+  for (unsigned i = 0; i + 1 < rank; ++i) key.strides[i] = strides[i];
+  constexpr unsigned kSlots = 32;
+  thread_local Entry cache[kSlots];
+  thread_local bool used[kSlots] = {};
+  uint64_t h = reinterpret_cast<uintptr_t>(base) >> 4;
+  for (unsigned i = 0; i < rank; ++i) h = h * 1000003u ^ dims[i] ^ (uint64_t{box[i]} << 40);
+  const unsigned slot = static_cast<unsigned>(h % kSlots);
+  if (used[slot] && std::memcmp(&cache[slot].key, &key, sizeof key) == 0) {
+    *map = cache[slot].map;
+    return true;
+  }
   const uint32_t ones[5] = {1, 1, 1, 1, 1};
-  return encode(map, type, rank, const_cast<void*>(base), dims, strides, box, ones, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  if (encode(map, type, rank, const_cast<void*>(base), dims, strides, box, ones, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+    return false;
+  cache[slot] = {key, *map}, used[slot] = true;
+  return true;
 }
 }  // namespace napkin
 
@@ -972,7 +1041,7 @@ __device__ __forceinline__ void wgmma_m64n256k32_fp8e4m3(float (&d)[128], uint64
           use_wgmma = napkin::make_tmap(&tm_C, a.C, 2, dims, strides, box, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
         }
         if (use_wgmma) {
-          NAPKIN_CUDA(cudaFuncSetAttribute(k_C::wg::kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(k_C::wg::SMEM_BYTES)));
+          NAPKIN_CUDA(napkin::smem_limit_once(reinterpret_cast<const void*>(k_C::wg::kernel), static_cast<int>(k_C::wg::SMEM_BYTES)));
           k_C::wg::kernel<<<static_cast<unsigned>(napkin::persistent_grid(blocks, 2)), k_C::wg::THREADS, k_C::wg::SMEM_BYTES, stream>>>(a, tm_A, tm_B, tm_C, napkin::tma_store_enabled());
           napkin_variant = "wgmma";
         } else {
