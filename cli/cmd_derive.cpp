@@ -58,7 +58,9 @@ void print_cost_table(const SearchResult& r, const Hardware& hw) {
           "stored tiles over the causal skip's chunks, written before the stream loop, not overlapped" +
               (only.empty() ? std::string() : "; only where the banded gemms after it read them: " + only));
     }
-    if (c.imbalance > 1) row("longest block", fmt::format("{:.2f} x the mean", c.imbalance), 0, "compute terms stretched: one wave, blocks of unequal length (causal skip)");
+    if (c.imbalance > 1)
+      row("blocks' makespan", fmt::format("{:.2f} x the mean", c.imbalance), 0,
+          "compute terms stretched: blocks of unequal length (causal skip) handed to the SMs in grid order");
     if (c.t_epilogue > 0) row("epilogue stores", human_bytes(c.t_epilogue * hw.hbm.bandwidth_bytes_per_s), c.t_epilogue, "outputs written after the main loop, not overlapped");
     if (c.t_latency > 0 && c.spec->strategy == Strategy::cols)
       row("HBM latency", fmt::format("{} rounds", c.spec->cols->rounds()), c.t_latency,

@@ -7,6 +7,7 @@
 
 #include "derive/passes/contraction_order.hpp"
 #include "derive/passes/operand_relayout.hpp"
+#include "derive/passes/split_reduction.hpp"
 #include "diagrams/call_statements.hpp"
 #include "lower/call_arguments.hpp"
 #include "perfmodel/simt_cost.hpp"
@@ -206,14 +207,19 @@ Derivation derive(const Program& p, const Diagram& d, const SizeMap& sizes, cons
   Diagram one_call = one_call_per_statement(p, d, split);
   ContractionOrderResult ordered = order_contractions(p, one_call, sizes, hw, opt, so);
   if (ordered.changed || split) out.rewritten = std::make_shared<const Diagram>(std::move(ordered.diagram));
-  // The relayout decision searches the diagram it returns (out.diagram(d), or its own rewrite):
-  // that search is kept rather than run again (the plans' specs point into that diagram).
+  // The split and relayout decisions search the diagram they return (out.diagram(d), or their own
+  // rewrite): the last such search is kept rather than run again (the plans' specs point into
+  // that diagram, which out.rewritten or the caller keeps).
+  SplitReductionResult splits = split_reductions(p, out.diagram(d), sizes, hw, opt, so);
+  if (splits.changed()) out.rewritten = splits.rewritten;
   OperandRelayoutResult relaid = relayout_operands(p, out.diagram(d), sizes, hw, opt, so);
   if (relaid.changed()) out.rewritten = std::move(relaid.rewritten);
   const Diagram& searched = out.diagram(d);  // owned by `out.rewritten` or the caller: stable across the move below
   if (relaid.searched) std::tie(out.chosen, out.unfused) = std::move(*relaid.searched);
+  else if (splits.searched && !relaid.changed()) std::tie(out.chosen, out.unfused) = std::move(*splits.searched);
   else std::tie(out.chosen, out.unfused) = search_with_unfused(p, searched, sizes, hw, opt, so);
   out.steps = std::move(ordered.steps);
+  out.steps.insert(out.steps.end(), splits.steps.begin(), splits.steps.end());
   out.steps.insert(out.steps.end(), relaid.steps.begin(), relaid.steps.end());
   return complete(p, searched, sizes, hw, opt, so, std::move(out));
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <limits>
 #include <map>
@@ -26,6 +27,14 @@ SearchResult result_of(const Schedule& s, const CheckedSchedule& checked) {
 
 double objective(const ScheduleCost& c, const SearchOptions& so) {
   return so.objective == SearchOptions::Objective::time ? c.t_total : c.l2_to_smem_bytes;
+}
+
+std::string objective_text(double v, const SearchOptions& so) {
+  if (!std::isfinite(v)) return "nothing fits";
+  if (so.objective != SearchOptions::Objective::time) return human_bytes(v) + " into SMEM";
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.1f us", v * 1e6);
+  return buf;
 }
 
 namespace {

@@ -56,4 +56,8 @@ SearchResult result_of(const Schedule& s, const CheckedSchedule& checked);
 /** The schedule's objective value: seconds, or bytes into the lower level. */
 double objective(const ScheduleCost& c, const SearchOptions& so);
 
+/** An objective value as the passes' steps print it: "12.3 us" (time), "1.2 MB into SMEM" (bytes),
+ *  or "nothing fits" where it is infinite (no legal schedule). */
+std::string objective_text(double v, const SearchOptions& so);
+
 }  // namespace napkin

@@ -882,7 +882,8 @@ static inline double napkin_round(double x, int t) {
 
 }  // namespace
 
-std::string emit_cpu(const Program& p, const Diagram& d, const Derivation& dv, const std::string& prefix) {
+std::string emit_cpu(const Program& p, const Diagram& given, const Derivation& dv, const std::string& prefix) {
+  const Diagram& d = dv.diagram(given);  // the schedules are of derive's rewrite where it made one
   std::string helpers;
   std::string main_fn = FunctionEmitter(p, d, dv, prefix + d.name, helpers).run();
   return std::string(kPreamble) + helpers + main_fn + "\nextern \"C\" void " + prefix +

@@ -24,7 +24,8 @@
 
 namespace napkin {
 
-/** C++ source for `d` scheduled as `dv` (its chosen schedule, lemmas and callee derivations).
+/** C++ source for `d` scheduled as `dv` (its chosen schedule, lemmas and callee derivations; `d`
+ *  as given to derive: where derive rewrote it, dv.diagram(d) is what is emitted).
  *  `prefix` names the entry point (`<prefix>run`). Raises InternalError for a schedule the
  *  checker would refuse. */
 std::string emit_cpu(const Program& p, const Diagram& d, const Derivation& dv, const std::string& prefix = "napkin_");

@@ -7,7 +7,8 @@ namespace napkin {
 
 using namespace cuda;
 
-std::string emit_cuda(const Program& p, const Diagram& d, const Derivation& dv, const Hardware& hw, const EmitOptions& opt) {
+std::string emit_cuda(const Program& p, const Diagram& given, const Derivation& dv, const Hardware& hw, const EmitOptions& opt) {
+  const Diagram& d = dv.diagram(given);  // the schedules are of derive's rewrite where it made one
   const std::string ns = opt.prefix + d.name;
   const bool fp8 = stores_fp8(d, hw, opt);  // raises where hw has no fp8 tensor cores
   const bool int8 = stores_int8(d, hw, opt);  // raises where hw has no int8 tensor cores

@@ -31,7 +31,8 @@
 
 namespace napkin {
 
-/** The .cu text for `d` scheduled as `dv` on `hw` (its [[mma]] table and SMEM limit). Raises
+/** The .cu text for `d` scheduled as `dv` on `hw` (its [[mma]] table and SMEM limit; `d` as given
+ *  to derive: where derive rewrote it, dv.diagram(d) is what is emitted). Raises
  *  UserError for dtypes the emitter cannot store and for call arguments the call strategy cannot
  *  pass (emit/cuda/strategies.hpp, emit_call). */
 std::string emit_cuda(const Program& p, const Diagram& d, const Derivation& dv, const Hardware& hw,

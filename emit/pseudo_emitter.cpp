@@ -361,7 +361,8 @@ class PseudoEmitter {
 
 }  // namespace
 
-std::string emit_pseudo(const Program& p, const Diagram& d, const Derivation& dv, const Hardware& hw) {
+std::string emit_pseudo(const Program& p, const Diagram& given, const Derivation& dv, const Hardware& hw) {
+  const Diagram& d = dv.diagram(given);  // the schedules are of derive's rewrite where it made one
   PseudoEmitter e(p, d, dv, hw);
   for (const auto& k : dv.chosen.kernels)
     for (const auto& [a, ap] : k.cost.axes) e.dv_sizes_[a] = ap.extent;

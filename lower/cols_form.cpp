@@ -59,10 +59,18 @@ std::optional<ColsForm> analyse_cols(const Diagram& d, const KernelShape& k, con
     while (f.col_lanes > min_lanes && (f.cols_total + f.col_lanes - 1) / f.col_lanes < 2 * std::int64_t{hw.sm_count}) f.col_lanes /= 2;
   }
   if (f.threads() % f.col_lanes != 0) return why = "the block's threads are not a multiple of its columns", std::nullopt;
-  f.blocks = (f.cols_total + f.col_lanes - 1) / f.col_lanes;
   // ptxas on sm_90a: one fp32 array at U = 16 spilled at 56 registers (col_max), two bf16 arrays used 96.
   const int arrays = static_cast<int>(f.arrays.size());
   f.unroll = arrays <= 2 ? 16 : 8;
+  // A short reduction (a few rows: a split reduction's partials, sum(Y_r; r)) leaves most of a
+  // block's row threads without a row: the block widens to more columns (down to one thread per
+  // column) while its threads still cover the rows in one round and two blocks per SM remain.
+  while (f.col_lanes < f.threads() && std::int64_t{f.row_lanes() / 2} * f.unroll >= f.extent &&
+         (f.cols_total + 2 * f.col_lanes - 1) / (2 * f.col_lanes) >= 2 * std::int64_t{hw.sm_count})
+    f.col_lanes *= 2;
+  // and loads no more rows in flight than a thread has
+  while (f.unroll > 1 && std::int64_t{f.row_lanes()} * (f.unroll / 2) >= f.extent) f.unroll /= 2;
+  f.blocks = (f.cols_total + f.col_lanes - 1) / f.col_lanes;
   f.registers = 32 + 4 * f.unroll * arrays;
   f.smem_bytes = std::int64_t{f.threads()} * 4;
   f.blocks_per_sm = resident_blocks_per_sm(hw, f.warps, f.registers, f.smem_bytes);

@@ -37,9 +37,13 @@ struct ColsForm {
   int warps = 8;                     ///< per thread block (the schedule's)
   /** Consecutive columns of a block, one lane each: the schedule's group of the innermost column
    *  axis where it is 8, 16 or 32; else the most of 32, 16, 8 that still gives two blocks per SM,
-   *  at least one 32-byte sector of the narrowest array per warp row. */
+   *  at least one 32-byte sector of the narrowest array per warp row. A short reduction widens it
+   *  (up to one thread per column) while the threads still cover `extent` rows in one round and
+   *  two blocks per SM remain. */
   int col_lanes = 32;
-  int unroll = 16;                   ///< loads in flight per thread per array: 16 for one or two arrays, else 8
+  /** Loads in flight per thread per array: 16 for one or two arrays, else 8, halved while a
+   *  thread's rows (extent / row_lanes) fit in half as many. */
+  int unroll = 16;
   std::int64_t blocks = 0;           ///< ceil(cols_total / col_lanes)
   int blocks_per_sm = 1;             ///< resident blocks per SM: the launch bounds' minimum
   int registers = 40;                ///< per thread: 32 for indices and the partial, 4 per load in flight

@@ -154,6 +154,7 @@ void flash_bwd_causal_skip(FlashBwdForm& f, const KernelShape& k) {
   f.skip.clear();
   f.active_fraction = 1;
   f.longest_fraction = 1;
+  f.tile_chunks.clear();
   auto causal_mask = [&](const Expr& e) -> std::string {  // "before", "after" or ""
     if (e.kind != Expr::Kind::apply || e.op != Op::mask || e.args.size() != 2 || !is_plain_causal(*e.args[1])) return "";
     const AxisList& ax = e.args[1]->axes;
@@ -198,9 +199,11 @@ void flash_bwd_causal_skip(FlashBwdForm& f, const KernelShape& k) {
   for (std::int64_t i = 0; i < x.count; ++i) {
     const auto [first, end] = skipped_chunks(side, q, f.TQ, i * f.TX, std::min((i + 1) * f.TX, x.extent) - 1);
     const double n = static_cast<double>(q.count - (end - first));
+    f.tile_chunks.push_back(q.count - (end - first));
     active += n;
     longest = std::max(longest, n);
   }
+  if (side == "after") std::reverse(f.tile_chunks.begin(), f.tile_chunks.end());  // the longest first
   f.active_fraction = active / static_cast<double>(std::max<std::int64_t>(1, x.count * q.count));
   f.longest_fraction = longest / static_cast<double>(std::max<std::int64_t>(1, q.count));
 }

@@ -125,6 +125,13 @@ struct FlashBwdForm {
   std::string skip;
   double active_fraction = 1;       ///< share of (X tile, Q chunk) pairs computed
   double longest_fraction = 1;      ///< the largest share of the Q chunks one X tile computes
+  /** Under a skip, the chunks of Q each tile of X computes (per step of the outer streams), in the
+   *  order the grid dispatches the tiles: the longest first (tile 0 up for "before", the last tile
+   *  down for "after"), each tile's blocks over the batch axes together, the batch axes fastest
+   *  (emit/cuda/flash_bwd_parts.cpp grid_and_chunks): longest-processing-time-first list
+   *  scheduling, so that no long block starts last. Without a skip: empty, and the grid runs the
+   *  tiles of X fastest (blocks of one head, which share its streamed chunks in L2, side by side). */
+  std::vector<std::int64_t> tile_chunks;
   /** Names of the tile statements (what the element-wise maps read in registers). */
   std::vector<std::string> tile_names() const;
   /** Index of `array` in operands, or -1. */

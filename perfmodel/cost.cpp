@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <queue>
 #include <set>
 
 #include "diagrams/graph_view.hpp"
@@ -330,9 +331,8 @@ class KernelModel {
   /** A flash_bwd kernel's causal skip (flash_bwd_causal_skip): the zeros it writes into its
    *  stored tiles over the skipped chunks (the share its readers read: BwdTile::zero_share; the
    *  rest is not written at all) leave the overlapped HBM term for t_skipped_zeros (the
-   *  same warps write them before their stream loop); the longest block's chunks over the mean
-   *  block's set c_.imbalance (one SM runs one block at a time on the wgmma path, so the longest
-   *  block bounds the kernel: longest x SMs / (blocks x active share)). */
+   *  same warps write them before their stream loop); c_.imbalance is the blocks' makespan over
+   *  their mean time per SM (see dispatch_stretch). */
   void flash_bwd_skip_terms(double mem_util) {
     const FlashBwdForm& f = *spec_.flash_bwd;
     if (f.skip.empty()) return;
@@ -345,8 +345,30 @@ class KernelModel {
     c_.hbm_bytes -= skipped - zeros;  // never written: no reader reads them (BwdTile::zero_readers)
     c_.t_skipped_zeros = zeros / hw_.hbm.bandwidth_bytes_per_s / mem_util;
     c_.t_hbm = std::max(0.0, c_.hbm_bytes - zeros) / hw_.hbm.bandwidth_bytes_per_s / mem_util;
-    const double slots = static_cast<double>(hw_.sm_count) * std::max(1, c_.blocks_per_sm);
-    c_.imbalance = std::max(1.0, f.longest_fraction * slots / (static_cast<double>(c_.blocks) * f.active_fraction));
+    c_.imbalance = dispatch_stretch(f.tile_chunks, c_.blocks, hw_.sm_count * std::max(1, c_.blocks_per_sm));
+  }
+
+  /** Blocks of unequal length dispatched in grid order: the tiles of X in the order of `len`
+   *  (FlashBwdForm::tile_chunks, the longest first), each tile's blocks over the batch axes
+   *  together (block i takes len[i / (blocks / len.size())]), each starting on the first of
+   *  `slots` block slots to come free, as the block scheduler hands out blocks in order (list
+   *  scheduling). Returns the makespan over the mean time per slot (>= 1): 1 where the blocks
+   *  pack evenly; the longest block x slots / total in one wave. */
+  static double dispatch_stretch(const std::vector<std::int64_t>& len, std::int64_t blocks, int slots) {
+    if (len.empty() || blocks <= 0 || slots <= 0) return 1;
+    std::priority_queue<double, std::vector<double>, std::greater<>> free_at;
+    for (int s = 0; s < slots; ++s) free_at.push(0);
+    const std::int64_t per_tile = std::max<std::int64_t>(1, blocks / static_cast<std::int64_t>(len.size()));
+    double total = 0, end = 0;
+    for (std::int64_t i = 0; i < blocks; ++i) {
+      const auto tile = std::min<std::size_t>(len.size() - 1, static_cast<std::size_t>(i / per_tile));
+      const double t = static_cast<double>(len[tile]);
+      const double start = free_at.top();
+      free_at.pop();
+      free_at.push(start + t);
+      total += t, end = std::max(end, start + t);
+    }
+    return total > 0 ? std::max(1.0, end * slots / total) : 1;
   }
 
   /** SMEM bytes a flash_bwd kernel reads (emit/cuda/flash_bwd.cpp), per block and chunk: each
@@ -543,7 +565,7 @@ class KernelModel {
     }
     if (spec_.flash_bwd && !opt_.two_level) flash_bwd_skip_terms(mem_util);
     c_.t_l2 = c_.l2_to_smem_bytes / l2_bw / mem_util;
-    // blocks of unequal length: the longest one, or the waves, whichever is longer
+    // blocks of unequal length: their makespan in grid order, or the waves, whichever is longer
     const double stretch = std::max(1.0 / c_.wave_efficiency, c_.imbalance);
     c_.t_smem = c_.smem_read_bytes / hw_.smem.bandwidth_bytes_per_s * stretch;
     c_.t_tensor = c_.flops_tensor / tc * stretch;

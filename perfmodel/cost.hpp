@@ -84,9 +84,10 @@ struct KernelCost {
    *  skip leaves out (flash_bwd_causal_skip), before its stream loop and by the same warps: added
    *  to the total, not overlapped; 0 elsewhere. */
   double t_skipped_zeros = 0;
-  /** A flash_bwd kernel's longest block over the mean block (>= 1; 1 elsewhere): a causal skip
-   *  gives the blocks different numbers of chunks, and where one wave holds every block the
-   *  longest sets the time (FlashBwdForm::longest_fraction). Compute terms are scaled by it. */
+  /** A flash_bwd kernel's blocks' makespan over their mean time per block slot (>= 1; 1
+   *  elsewhere): a causal skip gives the blocks different numbers of chunks
+   *  (FlashBwdForm::tile_chunks), handed to the SMs in grid order; in one wave the longest block
+   *  sets the time, in several the long blocks dispatched last. Compute terms are scaled by it. */
   double imbalance = 1;
   /** Dependent rounds of loads in series (seconds; rows kernels only, perfmodel/rows_cost.hpp):
    *  the rows' rounds of both walks over the teams of warps resident at once, times the loaded

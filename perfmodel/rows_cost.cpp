@@ -70,7 +70,10 @@ RowsCost price_cols(const ColsForm& form, const Diagram& d, const SizeMap& sizes
   c.resident_teams = std::min(static_cast<double>(form.blocks), slots) * form.threads();
   c.rounds = waves * static_cast<double>(form.rounds());
   const double in_flight = c.resident_teams * form.unroll * row_bytes;
-  const double round = std::max(hw.hbm_latency_s, in_flight / hw.hbm.bandwidth_bytes_per_s);
+  // Over several waves every SM stays busy with loads: the loaded latency (the rows kernels' fit,
+  // hardware/*.toml loaded_latency_s); a wave or less, the pointer chase's.
+  const double latency = waves > 1 && hw.hbm_loaded_latency_s > 0 ? hw.hbm_loaded_latency_s : hw.hbm_latency_s;
+  const double round = std::max(latency, in_flight / hw.hbm.bandwidth_bytes_per_s);
   const double mem_util = std::min(1.0, static_cast<double>(form.blocks) / hw.sm_count);
   c.t_hbm = c.hbm_bytes / hw.hbm.bandwidth_bytes_per_s / mem_util;
   c.t_l2 = c.l2_bytes / hw.l2.bandwidth_bytes_per_s / mem_util;

@@ -265,15 +265,6 @@ std::string flop_text(double f) {
   return buf;
 }
 
-/** The search's objective as a reader wants it: microseconds, or bytes into SMEM. */
-std::string objective_text(double v, const SearchOptions& so) {
-  if (!std::isfinite(v)) return "nothing fits";
-  if (so.objective != SearchOptions::Objective::time) return human_bytes(v) + " into SMEM";
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%.1f us", v * 1e6);
-  return buf;
-}
-
 /** The step that records site `s` split in order `chosen`, weighed against the others. */
 Step step_of(const Site& s, std::size_t chosen, const SearchOptions& so) {
   const Order& o = s.orders[chosen];

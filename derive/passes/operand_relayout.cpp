@@ -3,7 +3,6 @@
 #include "derive/passes/operand_relayout.hpp"
 
 #include <cmath>
-#include <cstdio>
 #include <limits>
 #include <map>
 #include <memory>
@@ -124,13 +123,6 @@ class Relayout {
   std::set<std::string> used_;
 };
 
-std::string objective_text(double v, const SearchOptions& so) {
-  if (!std::isfinite(v)) return "nothing fits";
-  if (so.objective != SearchOptions::Objective::time) return human_bytes(v) + " into SMEM";
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%.1f us", v * 1e6);
-  return buf;
-}
 
 std::string axes_text(const AxisList& axes) {
   std::string s = "[";

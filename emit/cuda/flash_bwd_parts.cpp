@@ -17,11 +17,20 @@ void grid_and_chunks(const BwdKernel& b) {
   Code& k = b.k;
   const FlashBwdForm& f = b.f;
   const std::string &X = f.X, &Q = f.Q;
-  k.line("// grid: tiles of " + X + " x " + (f.batch.empty() ? std::string("no batch axes") : join(f.batch)));
   k.line("int64_t bid = blockIdx.x;");
-  k.line("const int64_t tiles_x = (N_" + X + " + T_X - 1) / T_X, o_" + X + " = bid % tiles_x * T_X;");
-  k.line("bid /= tiles_x;");
-  decompose(k, "bid", f.batch);
+  k.line("[[maybe_unused]] const int64_t tiles_x = (N_" + X + " + T_X - 1) / T_X;");
+  if (f.skip.empty()) {
+    k.line("// grid: tiles of " + X + " (fastest: one head's blocks share its streamed chunks in L2) x " +
+           (f.batch.empty() ? std::string("no batch axes") : join(f.batch)));
+    k.line("const int64_t o_" + X + " = bid % tiles_x * T_X;");
+    k.line("bid /= tiles_x;");
+    decompose(k, "bid", f.batch);
+  } else {  // FlashBwdForm::tile_chunks: the longest tiles first, so that no long block starts last
+    k.line("// grid: " + (f.batch.empty() ? std::string("no batch axes") : join(f.batch)) + " (fastest) x tiles of " + X +
+           ", the longest first (the causal skip leaves the tiles different numbers of chunks)");
+    decompose(k, "bid", f.batch);
+    k.line(std::string("const int64_t o_") + X + " = " + (f.skip == "after" ? "(tiles_x - 1 - bid)" : "bid") + " * T_X;");
+  }
   k.line("const int n_x = static_cast<int>(min(int64_t{T_X}, N_" + X + " - o_" + X + "));");
   k.line("const int64_t chunks = (N_" + Q + " + T_Q - 1) / T_Q;");
   if (f.skip == "before")

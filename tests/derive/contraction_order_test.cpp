@@ -28,18 +28,6 @@ int contractions_of_at_least(const Diagram& d, std::size_t n) {
   return count;
 }
 
-/** max |got - want| / max |want| over every output. */
-double relative_difference(const std::map<std::string, Tensor>& got, const std::map<std::string, Tensor>& want) {
-  double err = 0, ref = 0;
-  for (const auto& [name, w] : want) {
-    const Tensor& g = got.at(name);
-    REQUIRE(g.data.size() == w.data.size());
-    for (std::size_t i = 0; i < w.data.size(); ++i)
-      err = std::max(err, std::fabs(g.data[i] - w.data[i])), ref = std::max(ref, std::fabs(w.data[i]));
-  }
-  return ref > 0 ? err / ref : err;
-}
-
 }  // namespace
 
 TEST_CASE("a contraction of three operands is priced as the hand-written chain of two", "[derive][contraction-order]") {

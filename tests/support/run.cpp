@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -45,6 +46,17 @@ std::size_t count(const std::string& s, const std::string& what) {
   std::size_t n = 0;
   for (std::size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
   return n;
+}
+
+double relative_difference(const std::map<std::string, Tensor>& got, const std::map<std::string, Tensor>& want) {
+  double err = 0, ref = 0;
+  for (const auto& [name, w] : want) {
+    const Tensor& g = got.at(name);
+    REQUIRE(g.data.size() == w.data.size());
+    for (std::size_t i = 0; i < w.data.size(); ++i)
+      err = std::max(err, std::fabs(g.data[i] - w.data[i])), ref = std::max(ref, std::fabs(w.data[i]));
+  }
+  return ref > 0 ? err / ref : err;
 }
 
 std::vector<std::string> library_files() {

@@ -2,10 +2,12 @@
  *  Test helpers: run the napkin binary, read files, compare golden files.
  */
 #pragma once
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "diagrams/eval.hpp"
 #include "diagrams/program.hpp"
 #include "diagrams/sizes.hpp"
 
@@ -25,6 +27,8 @@ std::string slurp(const std::string& path);
 std::size_t count(const std::string& s, const std::string& what);
 /** Bundled diagrams: every .napkin file of diagrams/library, sorted. */
 std::vector<std::string> library_files();
+/** max |got - want| / max |want| over every output of `want` (each must be in `got`, same size). */
+double relative_difference(const std::map<std::string, Tensor>& got, const std::map<std::string, Tensor>& want);
 /** A loaded and verified diagram (the last of its file) with its resolved sizes. */
 struct LoadedDiagram {
   std::unique_ptr<Program> program;
