@@ -61,7 +61,9 @@ void print_cost_table(const SearchResult& r, const Hardware& hw) {
     if (c.imbalance > 1)
       row("blocks' makespan", fmt::format("{:.2f} x the mean", c.imbalance), 0,
           "compute terms stretched: blocks of unequal length (causal skip) handed to the SMs in grid order");
-    if (c.t_epilogue > 0) row("epilogue stores", human_bytes(c.t_epilogue * hw.hbm.bandwidth_bytes_per_s), c.t_epilogue, "outputs written after the main loop, not overlapped");
+    if (c.t_epilogue > 0)
+      row("epilogue I/O", human_bytes(c.t_epilogue * hw.hbm.bandwidth_bytes_per_s), c.t_epilogue,
+          "outputs written (unless by TMA) and epilogue inputs read after the main loop, not overlapped");
     if (c.t_latency > 0 && c.spec->strategy == Strategy::cols)
       row("HBM latency", fmt::format("{} rounds", c.spec->cols->rounds()), c.t_latency,
           "dependent rounds of loads per thread, each the latency or the in-flight bytes' HBM time (perfmodel/rows_cost.hpp price_cols)");

@@ -309,13 +309,14 @@ int gemm_wgmma_stages(const GemmForm& g, const Diagram& d, const Hardware& hw, i
 }
 
 std::string gemm_tma_store_problem(const GemmForm& g, const Diagram& d, const std::vector<std::string>& outputs, const ModelOptions& opt) {
-  if (outputs.size() != 1) return "TMA store: " + std::to_string(outputs.size()) + " outputs (one staging tile per block)";
-  const std::string& o = outputs[0];
-  if (dtype_bits(storage_dtype(d, o, opt)) != 16) return "TMA store: " + o + " is not 16-bit";
-  const AxisList& ax = *d.array_axes(o);
-  if (ax.empty() || ax.back() != g.N || std::find(ax.begin(), ax.end(), g.M) == ax.end())
-    return "TMA store: " + o + " does not have " + g.N + " innermost and " + g.M + " among its axes";
-  if (ax.size() > 5) return "TMA store: " + o + " has more than 5 axes (TMA's limit)";
+  if (outputs.empty()) return "TMA store: no output";
+  for (const auto& o : outputs) {
+    if (dtype_bits(storage_dtype(d, o, opt)) != 16) return "TMA store: " + o + " is not 16-bit";
+    const AxisList& ax = *d.array_axes(o);
+    if (ax.empty() || ax.back() != g.N || std::find(ax.begin(), ax.end(), g.M) == ax.end())
+      return "TMA store: " + o + " does not have " + g.N + " innermost and " + g.M + " among its axes";
+    if (ax.size() > 5) return "TMA store: " + o + " has more than 5 axes (TMA's limit)";
+  }
   if (g.TN % 64 != 0) return "TMA store: T_N not whole 64-column boxes";
   if (g.TM / (g.warps / 4) > 256) return "TMA store: over 256 rows per consumer warpgroup (one TMA box)";
   return "";

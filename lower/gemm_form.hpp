@@ -134,8 +134,9 @@ std::int64_t gemm_wgmma_stage_bytes(const GemmForm& g);
  *  warpgroup writes its rows of the output tile, 64 columns at a time, into one of the staging
  *  buffers (128-byte swizzle; KernelSpec::tma_store_buffers) and one thread stores them by TMA (cp.async.bulk.tensor, PTX ISA
  *  9.7.9.25.5.2), so the stores run while the next tile's MMAs do (CUTLASS's Hopper epilogues do
- *  the same). Why the form cannot take it (empty when it can): not one output, the output not
- *  16-bit or without N innermost and M among its axes, T_N not whole 64-column boxes, more than
+ *  the same); each output in turn (a dual GEMM's two), through the same ring of buffers. Why the
+ *  form cannot take it (empty when it can): an output not 16-bit or without N innermost and M
+ *  among its axes, T_N not whole 64-column boxes, more than
  *  256 rows per consumer warpgroup (one TMA box), over 5 axes. The strides are checked by the
  *  caller (TMA's 16-byte rule, lower.cpp). */
 std::string gemm_tma_store_problem(const GemmForm& g, const Diagram& d, const std::vector<std::string>& outputs, const ModelOptions& opt);

@@ -77,8 +77,9 @@ struct KernelCost {
   int warps = 4, blocks_per_sm = 0, warps_per_sm = 0;
   double wave_efficiency = 1;
   double t_hbm = 0, t_l2 = 0, t_smem = 0, t_tensor = 0, t_fp32 = 0, t_sfu = 0, t_launch = 0, t_total = 0;
-  /** Seconds of output stores not overlapped with the main loop (the persistent wgmma GEMM's
-   *  epilogue: emit/cuda/render_store.cpp), added to the total; 0 elsewhere. */
+  /** Seconds of the persistent wgmma GEMM's epilogue I/O not overlapped with the main loop
+   *  (emit/cuda/render_store.cpp): its output stores unless stored by TMA, and the epilogue's own
+   *  inputs (read from global after the main loop), added to the total; 0 elsewhere. */
   double t_epilogue = 0;
   /** Seconds of zeros a flash_bwd kernel writes into its stored tiles over the chunks its causal
    *  skip leaves out (flash_bwd_causal_skip), before its stream loop and by the same warps: added

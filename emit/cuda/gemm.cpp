@@ -135,7 +135,10 @@ void head_tma_kernel(const GemmKernel& gk) {
   const KernelSpec& spec = gk.spec;
   std::string params = "const Args a";
   for (const auto& L : gk.stage.tiles) params += ", const __grid_constant__ CUtensorMap tm_" + L.t->array;
-  if (spec.tma_store) params += ", const __grid_constant__ CUtensorMap tm_" + gk.kc.cost.outputs.at(0) + ", const bool tma_store";
+  if (spec.tma_store) {
+    for (const auto& o : gk.kc.cost.outputs) params += ", const __grid_constant__ CUtensorMap tm_" + o;
+    params += ", const bool tma_store";
+  }
   code.line(std::string("__global__ void __launch_bounds__(THREADS, 1) ") + (spec.cluster > 1 ? "NAPKIN_CLUSTER_DIMS(CLUSTER) " : "") + "kernel(" + params + ") {");
   ++code.indent;
   code.line("#if defined(__CUDA_ARCH_FEAT_SM90_ALL)");

@@ -406,8 +406,9 @@ void gemm_pack_group(Code& code, Context& c, const KernelChoice& kc, const GemmF
  *  output's packed pairs as `uint32_t p_<o>[4]` in stmatrix order (napkin::stsm_x4, PTX ISA
  *  9.7.14.5.16): p[i] holds this lane's pair of matrix i, rows row0 + 8 (i % 2) + lane / 4, columns
  *  (nt0 + i / 2) * 8 + 2 (lane % 4), +1, computed from `acc(i)` (an expression in nt, h and q)
- *  through the epilogue expressions; no shuffles. */
-void gemm_pack_matrices(Code& code, Context& c, const KernelChoice& kc, const GemmForm& g, const std::function<std::string(std::size_t)>& acc);
+ *  through the epilogue expressions; no shuffles. `only`: that output alone (empty: all). */
+void gemm_pack_matrices(Code& code, Context& c, const KernelChoice& kc, const GemmForm& g, const std::function<std::string(std::size_t)>& acc,
+                        const std::string& only = "");
 /** Emits the interior epilogue with 16-byte stores (to be placed under wide_store_condition).
  *  `loops(body)` opens the loops over (m subtile, row half) defining `row` (tile-relative) and
  *  calls `body` once per 32-column group `ng`; inside it the emitted code computes every output's
@@ -416,8 +417,8 @@ void gemm_pack_matrices(Code& code, Context& c, const KernelChoice& kc, const Ge
 void gemm_wide_store_epilogue(Code& code, Context& c, const KernelChoice& kc, const GemmForm& g,
                               const std::function<void(const std::function<void()>&)>& loops,
                               const std::function<std::string(std::size_t)>& acc, std::set<std::string>& stored);
-/** Emits the interior tile's epilogue through SMEM (the spec's tma_store, one output): per block
- *  of 64 columns, each consumer warpgroup waits until the buffer it used OUT_BUFS blocks ago has
+/** Emits the interior tile's epilogue through SMEM (the spec's tma_store): per block of 64
+ *  columns and output in turn, each consumer warpgroup waits until the buffer it used OUT_BUFS stores ago has
  *  been read by its TMA store, writes its rows by stmatrix (gemm_pack_matrices; 128-byte swizzle:
  *  16-byte chunk c of row r at chunk c ^ (r % 8)), makes them visible to the async proxy, and one
  *  thread stores them by TMA, not waiting for the write. Needs out_stage, sb, t, tm_<output>. */

@@ -23,18 +23,18 @@ std::string wide_store_condition(Context& c, const KernelChoice& kc, const GemmF
 }
 
 namespace {
-/** Emits one lane's pair of columns col, col + 1 (defined by the caller, with i_<M>) of every
- *  output through the epilogue expressions, packed into `p_<o>[slot]`. */
-void pack_pair(Code& code, Context& c, const KernelChoice& kc, const GemmForm& g, const NodeOverride& over, const std::string& slot) {
+/** Emits one lane's pair of columns col, col + 1 (defined by the caller, with i_<M>) of each of
+ *  `outputs` through the epilogue expressions, packed into `p_<o>[slot]`. */
+void pack_pair(Code& code, Context& c, const KernelChoice& kc, const std::vector<std::string>& outputs, const GemmForm& g, const NodeOverride& over,
+               const std::string& slot) {
   const Diagram& d = c.diagram();
-  for (const auto& o : kc.cost.outputs) code.line("float v_" + o + "[2];");
+  for (const auto& o : outputs) code.line("float v_" + o + "[2];");
   code.line("#pragma unroll");
   code.open("for (int q = 0; q < 2; ++q)");
   code.line("[[maybe_unused]] const int64_t i_" + g.N + " = o_" + g.N + " + col + q;");
-  for (const auto& o : kc.cost.outputs)
-    code.line("v_" + o + "[q] = " + c.value(*d.find_statement(o)->expr, over, kc.cost.statements) + ";");
+  for (const auto& o : outputs) code.line("v_" + o + "[q] = " + c.value(*d.find_statement(o)->expr, over, kc.cost.statements) + ";");
   code.close();
-  for (const auto& o : kc.cost.outputs) code.line("p_" + o + "[" + slot + "] = napkin::pack2<" + c.ctype_of(o) + ">(v_" + o + "[0], v_" + o + "[1]);");
+  for (const auto& o : outputs) code.line("p_" + o + "[" + slot + "] = napkin::pack2<" + c.ctype_of(o) + ">(v_" + o + "[0], v_" + o + "[1]);");
 }
 }  // namespace
 
@@ -45,19 +45,21 @@ void gemm_pack_group(Code& code, Context& c, const KernelChoice& kc, const GemmF
   code.line("#pragma unroll");
   code.open("for (int j = 0; j < 4; ++j)");
   code.line("const int nt = ng * 4 + j, col = nt * 8 + (lane % 4) * 2;");
-  pack_pair(code, c, kc, g, over, "j");
+  pack_pair(code, c, kc, kc.cost.outputs, g, over, "j");
   code.close();
   for (const auto& o : kc.cost.outputs) code.line("napkin::quad_transpose(p_" + o + ", lane);");
 }
 
-void gemm_pack_matrices(Code& code, Context& c, const KernelChoice& kc, const GemmForm& g, const std::function<std::string(std::size_t)>& acc) {
+void gemm_pack_matrices(Code& code, Context& c, const KernelChoice& kc, const GemmForm& g, const std::function<std::string(std::size_t)>& acc,
+                        const std::string& only) {
   const NodeOverride over = gemm_accumulators(g, acc);
-  for (const auto& o : kc.cost.outputs) code.line("uint32_t p_" + o + "[4];  // packed pairs of " + o + ", one per 8x8 matrix");
+  const std::vector<std::string> outputs = only.empty() ? kc.cost.outputs : std::vector<std::string>{only};
+  for (const auto& o : outputs) code.line("uint32_t p_" + o + "[4];  // packed pairs of " + o + ", one per 8x8 matrix");
   code.line("#pragma unroll");
   code.open("for (int i = 0; i < 4; ++i)");
   code.line("const int nt = nt0 + i / 2, h = i % 2, row = row0 + h * 8 + lane / 4, col = nt * 8 + (lane % 4) * 2;");
   code.line("[[maybe_unused]] const int64_t i_" + g.M + " = o_" + g.M + " + row;");
-  pack_pair(code, c, kc, g, over, "i");
+  pack_pair(code, c, kc, outputs, g, over, "i");
   code.close();
 }
 
@@ -76,35 +78,41 @@ void gemm_wide_store_epilogue(Code& code, Context& c, const KernelChoice& kc, co
 }
 
 void gemm_tma_store_epilogue(Code& code, Context& c, const KernelChoice& kc, const GemmForm& g, const std::function<std::string(std::size_t)>& acc) {
-  const std::string& out = kc.cost.outputs.at(0);
-  const std::string batch = tma_batch_coords(c, out, g.M, g.N);
-  code.line("// interior tile: through SMEM, stored by TMA while the next tile's MMAs run (named barrier 1 + cw: this warpgroup)");
+  code.line("// interior tile: through SMEM, stored by TMA while the next tile's MMAs run (named barrier 1 + cw: this warpgroup); each");
+  code.line("// output in turn through the ring of staging buffers");
   code.line("#pragma unroll");
-  code.open("for (int cb = 0; cb < T_N / 64; ++cb, ++sb)");
-  code.line("unsigned char* const ob = out_stage + (sb % OUT_BUFS) * OUT_BYTES;");
-  code.line("if (t == 0) napkin::bulk_wait_read<OUT_BUFS - 1>();  // the store from this buffer OUT_BUFS blocks ago has read it");
-  code.line("napkin::named_sync(1 + cw, 128);");
-  code.line("#pragma unroll");
-  code.open("for (int ms = 0; ms < MS; ++ms)");
-  code.line("const int row0 = cw * WM + ms * 64 + warp * 16;  // this warp's 16 rows of the m64 subtile");
-  code.line("// stmatrix: lanes 8i..8i+7 address the rows of matrix i (rows 8 (i % 2).., 16-byte chunk i / 2 of the pair)");
-  code.line("const int srow = row0 + ((lane / 8) % 2) * 8 + lane % 8, schunk = lane / 16;");
-  code.line("#pragma unroll");
-  code.open("for (int j = 0; j < 4; ++j)");
-  code.line("const int nt0 = cb * 8 + j * 2;  // 8-column blocks nt0, nt0 + 1: 16-byte chunks 2j, 2j + 1 of the block's rows");
-  gemm_pack_matrices(code, c, kc, g, acc);
-  code.line("// 16-byte chunk c of row r sits at c ^ (r % 8): each 8-row matrix hits 8 distinct 16-byte slots");
-  code.line("napkin::stsm_x4(ob + srow * 128 + (((j * 2 + schunk) ^ (srow % 8)) * 16), p_" + out + "[0], p_" + out + "[1], p_" + out + "[2], p_" + out +
-            "[3]);");
-  code.close();
-  code.close();
-  code.line("napkin::fence_proxy_async();  // the writes, before the TMA store reads them");
-  code.line("napkin::named_sync(1 + cw, 128);");
-  code.open("if (t == 0)");
-  code.line("napkin::tma_store(&tm_" + out + ", ob + cw * WM * 128, static_cast<int>(o_" + g.N + ") + cb * 64, static_cast<int>(o_" + g.M + ") + cw * WM" +
-            batch + ");");
-  code.line("napkin::bulk_commit();");
-  code.close();
+  code.open("for (int cb = 0; cb < T_N / 64; ++cb)");
+  for (const auto& out : kc.cost.outputs) {
+    const std::string batch = tma_batch_coords(c, out, g.M, g.N);
+    code.line("{");
+    ++code.indent;
+    code.line("unsigned char* const ob = out_stage + (sb % OUT_BUFS) * OUT_BYTES;  // " + out);
+    code.line("if (t == 0) napkin::bulk_wait_read<OUT_BUFS - 1>();  // the store from this buffer OUT_BUFS stores ago has read it");
+    code.line("napkin::named_sync(1 + cw, 128);");
+    code.line("#pragma unroll");
+    code.open("for (int ms = 0; ms < MS; ++ms)");
+    code.line("const int row0 = cw * WM + ms * 64 + warp * 16;  // this warp's 16 rows of the m64 subtile");
+    code.line("// stmatrix: lanes 8i..8i+7 address the rows of matrix i (rows 8 (i % 2).., 16-byte chunk i / 2 of the pair)");
+    code.line("const int srow = row0 + ((lane / 8) % 2) * 8 + lane % 8, schunk = lane / 16;");
+    code.line("#pragma unroll");
+    code.open("for (int j = 0; j < 4; ++j)");
+    code.line("const int nt0 = cb * 8 + j * 2;  // 8-column blocks nt0, nt0 + 1: 16-byte chunks 2j, 2j + 1 of the block's rows");
+    gemm_pack_matrices(code, c, kc, g, acc, out);
+    code.line("// 16-byte chunk c of row r sits at c ^ (r % 8): each 8-row matrix hits 8 distinct 16-byte slots");
+    code.line("napkin::stsm_x4(ob + srow * 128 + (((j * 2 + schunk) ^ (srow % 8)) * 16), p_" + out + "[0], p_" + out + "[1], p_" + out + "[2], p_" + out +
+              "[3]);");
+    code.close();
+    code.close();
+    code.line("napkin::fence_proxy_async();  // the writes, before the TMA store reads them");
+    code.line("napkin::named_sync(1 + cw, 128);");
+    code.open("if (t == 0)");
+    code.line("napkin::tma_store(&tm_" + out + ", ob + cw * WM * 128, static_cast<int>(o_" + g.N + ") + cb * 64, static_cast<int>(o_" + g.M + ") + cw * WM" +
+              batch + ");");
+    code.line("napkin::bulk_commit();");
+    code.close();
+    code.line("++sb;");
+    code.close();
+  }
   code.close();
 }
 

@@ -252,18 +252,22 @@ TEST_CASE("the wgmma GEMM stores through SMEM by TMA only where its ring keeps i
     CHECK(stages_with(s.tma_store_buffers) == s.wgmma_stages);
     if (s.tma_store_buffers < s.gemm->TN / 64) CHECK(stages_with(s.tma_store_buffers + 1) < s.wgmma_stages);
   }
-  // Two outputs: no single staging tile, so no TMA store, and the reason is given.
-  Loaded two = load_text("diagram two\naxis a = 1024\naxis b = 256\naxis c = 1024\nin A[a,b] : bf16\nin B[b,c] : bf16\n"
-                         "C[a,c] = contract(A, B; b)\nD[a,c] = C * 2\nout C : bf16\nout D : bf16\n");
-  const Derivation d2 = derive(*two.program, *two.diagram, two.sizes, h100);
-  int two_outputs = 0;
-  for (const auto& kc : d2.chosen.kernels)
-    if (kc.cost.spec->wgmma && kc.cost.outputs.size() == 2) {
-      ++two_outputs;
-      CHECK_FALSE(kc.cost.spec->tma_store);
-      CHECK(kc.cost.spec->why_no_tma_store.find("2 outputs") != std::string::npos);
-    }
-  CHECK(two_outputs == 1);  // C and D fused into one wgmma GEMM kernel
+  // Two 16-bit outputs take the ring in turn (session 23); an fp32 one keeps the direct stores,
+  // and the reason is given.
+  for (const std::string d_type : {"bf16", "fp32"}) {
+    INFO(d_type);
+    Loaded two = load_text("diagram two\naxis a = 1024\naxis b = 256\naxis c = 1024\nin A[a,b] : bf16\nin B[b,c] : bf16\n"
+                           "C[a,c] = contract(A, B; b)\nD[a,c] = C * 2\nout C : bf16\nout D : " + d_type + "\n");
+    const Derivation d2 = derive(*two.program, *two.diagram, two.sizes, h100);
+    int two_outputs = 0;
+    for (const auto& kc : d2.chosen.kernels)
+      if (kc.cost.spec->wgmma && kc.cost.outputs.size() == 2) {
+        ++two_outputs;
+        CHECK(kc.cost.spec->tma_store == (d_type == "bf16"));
+        if (d_type == "fp32") CHECK(kc.cost.spec->why_no_tma_store.find("D is not 16-bit") != std::string::npos);
+      }
+    CHECK(two_outputs == 1);  // C and D fused into one wgmma GEMM kernel
+  }
 }
 
 TEST_CASE("a cluster shares the operand tiles that do not vary along its axis", "[derive]") {

@@ -52,6 +52,8 @@ add mm-777x333x1001 "$lib/matmul.napkin" --set a=777 --set b=333 --set c=1001
 add mm-fp16-1000x520x3000 "$gpu/matmul_fp16.napkin" --set a=1000 --set b=520 --set c=3000
 add mm-out-transposed "$gpu/matmul_out_transposed.napkin"
 add mm-out-transposed-1000x333x520 "$gpu/matmul_out_transposed.napkin" --set a=1000 --set b=333 --set c=520
+add dual-gemm-1000x520x3000 "$gpu/dual_gemm.napkin" --set t=1000 --set m=520 --set f=3000
+add dual-gemm-333x200x130 "$gpu/dual_gemm.napkin" --set t=333 --set m=200 --set f=130
 add mlp-300x256x520 "$lib/mlp_swiglu.napkin" --set t=300 --set m=256 --set f=520
 add gelu-300x256x520 "$lib/matmul_bias_gelu.napkin" --set t=300 --set m=256 --set f=520
 add bmm-3x200x128x300 "$lib/batched_matmul.napkin" --set n=3 --set a=200 --set b=128 --set c=300

@@ -946,42 +946,46 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
         // epilogue: per m64 subtile, warp w holds rows 16w..16w+15 as m16n8 accumulator tiles
         // interior tiles through SMEM by TMA unless the host turned it off (napkin::tma_store_enabled)
         if (tma_store && n_M == T_M && n_N == T_N) {
-          // interior tile: through SMEM, stored by TMA while the next tile's MMAs run (named barrier 1 + cw: this warpgroup)
+          // interior tile: through SMEM, stored by TMA while the next tile's MMAs run (named barrier 1 + cw: this warpgroup); each
+          // output in turn through the ring of staging buffers
           #pragma unroll
-          for (int cb = 0; cb < T_N / 64; ++cb, ++sb) {
-            unsigned char* const ob = out_stage + (sb % OUT_BUFS) * OUT_BYTES;
-            if (t == 0) napkin::bulk_wait_read<OUT_BUFS - 1>();  // the store from this buffer OUT_BUFS blocks ago has read it
-            napkin::named_sync(1 + cw, 128);
-            #pragma unroll
-            for (int ms = 0; ms < MS; ++ms) {
-              const int row0 = cw * WM + ms * 64 + warp * 16;  // this warp's 16 rows of the m64 subtile
-              // stmatrix: lanes 8i..8i+7 address the rows of matrix i (rows 8 (i % 2).., 16-byte chunk i / 2 of the pair)
-              const int srow = row0 + ((lane / 8) % 2) * 8 + lane % 8, schunk = lane / 16;
+          for (int cb = 0; cb < T_N / 64; ++cb) {
+            {
+              unsigned char* const ob = out_stage + (sb % OUT_BUFS) * OUT_BYTES;  // H
+              if (t == 0) napkin::bulk_wait_read<OUT_BUFS - 1>();  // the store from this buffer OUT_BUFS stores ago has read it
+              napkin::named_sync(1 + cw, 128);
               #pragma unroll
-              for (int j = 0; j < 4; ++j) {
-                const int nt0 = cb * 8 + j * 2;  // 8-column blocks nt0, nt0 + 1: 16-byte chunks 2j, 2j + 1 of the block's rows
-                uint32_t p_H[4];  // packed pairs of H, one per 8x8 matrix
+              for (int ms = 0; ms < MS; ++ms) {
+                const int row0 = cw * WM + ms * 64 + warp * 16;  // this warp's 16 rows of the m64 subtile
+                // stmatrix: lanes 8i..8i+7 address the rows of matrix i (rows 8 (i % 2).., 16-byte chunk i / 2 of the pair)
+                const int srow = row0 + ((lane / 8) % 2) * 8 + lane % 8, schunk = lane / 16;
                 #pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                  const int nt = nt0 + i / 2, h = i % 2, row = row0 + h * 8 + lane / 4, col = nt * 8 + (lane % 4) * 2;
-                  [[maybe_unused]] const int64_t i_t = o_t + row;
-                  float v_H[2];
+                for (int j = 0; j < 4; ++j) {
+                  const int nt0 = cb * 8 + j * 2;  // 8-column blocks nt0, nt0 + 1: 16-byte chunks 2j, 2j + 1 of the block's rows
+                  uint32_t p_H[4];  // packed pairs of H, one per 8x8 matrix
                   #pragma unroll
-                  for (int q = 0; q < 2; ++q) {
-                    [[maybe_unused]] const int64_t i_f = o_f + col + q;
-                    v_H[q] = (napkin::silu(acc0[ms][T_N / 2 + nt * 4 + h * 2 + q]) * acc0[ms][nt * 4 + h * 2 + q]);
+                  for (int i = 0; i < 4; ++i) {
+                    const int nt = nt0 + i / 2, h = i % 2, row = row0 + h * 8 + lane / 4, col = nt * 8 + (lane % 4) * 2;
+                    [[maybe_unused]] const int64_t i_t = o_t + row;
+                    float v_H[2];
+                    #pragma unroll
+                    for (int q = 0; q < 2; ++q) {
+                      [[maybe_unused]] const int64_t i_f = o_f + col + q;
+                      v_H[q] = (napkin::silu(acc0[ms][T_N / 2 + nt * 4 + h * 2 + q]) * acc0[ms][nt * 4 + h * 2 + q]);
+                    }
+                    p_H[i] = napkin::pack2<__nv_bfloat16>(v_H[0], v_H[1]);
                   }
-                  p_H[i] = napkin::pack2<__nv_bfloat16>(v_H[0], v_H[1]);
+                  // 16-byte chunk c of row r sits at c ^ (r % 8): each 8-row matrix hits 8 distinct 16-byte slots
+                  napkin::stsm_x4(ob + srow * 128 + (((j * 2 + schunk) ^ (srow % 8)) * 16), p_H[0], p_H[1], p_H[2], p_H[3]);
                 }
-                // 16-byte chunk c of row r sits at c ^ (r % 8): each 8-row matrix hits 8 distinct 16-byte slots
-                napkin::stsm_x4(ob + srow * 128 + (((j * 2 + schunk) ^ (srow % 8)) * 16), p_H[0], p_H[1], p_H[2], p_H[3]);
               }
-            }
-            napkin::fence_proxy_async();  // the writes, before the TMA store reads them
-            napkin::named_sync(1 + cw, 128);
-            if (t == 0) {
-              napkin::tma_store(&tm_H, ob + cw * WM * 128, static_cast<int>(o_f) + cb * 64, static_cast<int>(o_t) + cw * WM);
-              napkin::bulk_commit();
+              napkin::fence_proxy_async();  // the writes, before the TMA store reads them
+              napkin::named_sync(1 + cw, 128);
+              if (t == 0) {
+                napkin::tma_store(&tm_H, ob + cw * WM * 128, static_cast<int>(o_f) + cb * 64, static_cast<int>(o_t) + cw * WM);
+                napkin::bulk_commit();
+              }
+              ++sb;
             }
           }
         } else {
@@ -1287,42 +1291,46 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
         // epilogue: per m64 subtile, warp w holds rows 16w..16w+15 as m16n8 accumulator tiles
         // interior tiles through SMEM by TMA unless the host turned it off (napkin::tma_store_enabled)
         if (tma_store && n_M == T_M && n_N == T_N) {
-          // interior tile: through SMEM, stored by TMA while the next tile's MMAs run (named barrier 1 + cw: this warpgroup)
+          // interior tile: through SMEM, stored by TMA while the next tile's MMAs run (named barrier 1 + cw: this warpgroup); each
+          // output in turn through the ring of staging buffers
           #pragma unroll
-          for (int cb = 0; cb < T_N / 64; ++cb, ++sb) {
-            unsigned char* const ob = out_stage + (sb % OUT_BUFS) * OUT_BYTES;
-            if (t == 0) napkin::bulk_wait_read<OUT_BUFS - 1>();  // the store from this buffer OUT_BUFS blocks ago has read it
-            napkin::named_sync(1 + cw, 128);
-            #pragma unroll
-            for (int ms = 0; ms < MS; ++ms) {
-              const int row0 = cw * WM + ms * 64 + warp * 16;  // this warp's 16 rows of the m64 subtile
-              // stmatrix: lanes 8i..8i+7 address the rows of matrix i (rows 8 (i % 2).., 16-byte chunk i / 2 of the pair)
-              const int srow = row0 + ((lane / 8) % 2) * 8 + lane % 8, schunk = lane / 16;
+          for (int cb = 0; cb < T_N / 64; ++cb) {
+            {
+              unsigned char* const ob = out_stage + (sb % OUT_BUFS) * OUT_BYTES;  // Y
+              if (t == 0) napkin::bulk_wait_read<OUT_BUFS - 1>();  // the store from this buffer OUT_BUFS stores ago has read it
+              napkin::named_sync(1 + cw, 128);
               #pragma unroll
-              for (int j = 0; j < 4; ++j) {
-                const int nt0 = cb * 8 + j * 2;  // 8-column blocks nt0, nt0 + 1: 16-byte chunks 2j, 2j + 1 of the block's rows
-                uint32_t p_Y[4];  // packed pairs of Y, one per 8x8 matrix
+              for (int ms = 0; ms < MS; ++ms) {
+                const int row0 = cw * WM + ms * 64 + warp * 16;  // this warp's 16 rows of the m64 subtile
+                // stmatrix: lanes 8i..8i+7 address the rows of matrix i (rows 8 (i % 2).., 16-byte chunk i / 2 of the pair)
+                const int srow = row0 + ((lane / 8) % 2) * 8 + lane % 8, schunk = lane / 16;
                 #pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                  const int nt = nt0 + i / 2, h = i % 2, row = row0 + h * 8 + lane / 4, col = nt * 8 + (lane % 4) * 2;
-                  [[maybe_unused]] const int64_t i_t = o_t + row;
-                  float v_Y[2];
+                for (int j = 0; j < 4; ++j) {
+                  const int nt0 = cb * 8 + j * 2;  // 8-column blocks nt0, nt0 + 1: 16-byte chunks 2j, 2j + 1 of the block's rows
+                  uint32_t p_Y[4];  // packed pairs of Y, one per 8x8 matrix
                   #pragma unroll
-                  for (int q = 0; q < 2; ++q) {
-                    [[maybe_unused]] const int64_t i_m = o_m + col + q;
-                    v_Y[q] = acc0[ms][nt * 4 + h * 2 + q];
+                  for (int i = 0; i < 4; ++i) {
+                    const int nt = nt0 + i / 2, h = i % 2, row = row0 + h * 8 + lane / 4, col = nt * 8 + (lane % 4) * 2;
+                    [[maybe_unused]] const int64_t i_t = o_t + row;
+                    float v_Y[2];
+                    #pragma unroll
+                    for (int q = 0; q < 2; ++q) {
+                      [[maybe_unused]] const int64_t i_m = o_m + col + q;
+                      v_Y[q] = acc0[ms][nt * 4 + h * 2 + q];
+                    }
+                    p_Y[i] = napkin::pack2<__nv_bfloat16>(v_Y[0], v_Y[1]);
                   }
-                  p_Y[i] = napkin::pack2<__nv_bfloat16>(v_Y[0], v_Y[1]);
+                  // 16-byte chunk c of row r sits at c ^ (r % 8): each 8-row matrix hits 8 distinct 16-byte slots
+                  napkin::stsm_x4(ob + srow * 128 + (((j * 2 + schunk) ^ (srow % 8)) * 16), p_Y[0], p_Y[1], p_Y[2], p_Y[3]);
                 }
-                // 16-byte chunk c of row r sits at c ^ (r % 8): each 8-row matrix hits 8 distinct 16-byte slots
-                napkin::stsm_x4(ob + srow * 128 + (((j * 2 + schunk) ^ (srow % 8)) * 16), p_Y[0], p_Y[1], p_Y[2], p_Y[3]);
               }
-            }
-            napkin::fence_proxy_async();  // the writes, before the TMA store reads them
-            napkin::named_sync(1 + cw, 128);
-            if (t == 0) {
-              napkin::tma_store(&tm_Y, ob + cw * WM * 128, static_cast<int>(o_m) + cb * 64, static_cast<int>(o_t) + cw * WM);
-              napkin::bulk_commit();
+              napkin::fence_proxy_async();  // the writes, before the TMA store reads them
+              napkin::named_sync(1 + cw, 128);
+              if (t == 0) {
+                napkin::tma_store(&tm_Y, ob + cw * WM * 128, static_cast<int>(o_m) + cb * 64, static_cast<int>(o_t) + cw * WM);
+                napkin::bulk_commit();
+              }
+              ++sb;
             }
           }
         } else {

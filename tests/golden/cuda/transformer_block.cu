@@ -1382,8 +1382,9 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
   constexpr int CONSUMERS = 2, THREADS = (CONSUMERS + 1) * 128, STAGES = 4;
   [[maybe_unused]] constexpr int CLUSTER = 2;  // blocks per cluster
   constexpr int STAGE_BYTES = 49152;
-  constexpr size_t SMEM_BYTES = size_t{STAGES} * STAGE_BYTES + 2 * STAGES * sizeof(uint64_t) + 1024;  // + barriers, + alignment
-  __global__ void __launch_bounds__(THREADS, 1) NAPKIN_CLUSTER_DIMS(CLUSTER) kernel(const Args a, const __grid_constant__ CUtensorMap tm_H1, const __grid_constant__ CUtensorMap tm_Wv, const __grid_constant__ CUtensorMap tm_Wk) {
+  constexpr int OUT_BYTES = T_M * 128, OUT_BUFS = 2;  // the TMA store's staging buffers: T_M rows x 64 columns each, 128-byte swizzle
+  constexpr size_t SMEM_BYTES = size_t{STAGES} * STAGE_BYTES + OUT_BUFS * OUT_BYTES + 2 * STAGES * sizeof(uint64_t) + 1024;  // + barriers, + alignment
+  __global__ void __launch_bounds__(THREADS, 1) NAPKIN_CLUSTER_DIMS(CLUSTER) kernel(const Args a, const __grid_constant__ CUtensorMap tm_H1, const __grid_constant__ CUtensorMap tm_Wv, const __grid_constant__ CUtensorMap tm_Wk, const __grid_constant__ CUtensorMap tm_V, const __grid_constant__ CUtensorMap tm_K, const bool tma_store) {
     #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int WM = T_M / CONSUMERS, MS = WM / 64;  // rows per consumer warpgroup; m64 subtiles each
     constexpr int OFF_H1 = 0;  // SMEM bytes: H1 [1 blocks of 64 m][s 128][64], 128-byte swizzle
@@ -1392,7 +1393,8 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
     [[maybe_unused]] const int64_t N_b = a.N_b, N_s = a.N_s, N_m = a.N_m, N_g = a.N_g, N_r = a.N_r, N_d = a.N_d, N_f = a.N_f;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     unsigned char* smem = napkin::align_smem_1024(smem_raw);  // in the shared window (LDS/STS through it)
-    uint64_t* full = reinterpret_cast<uint64_t*>(smem + STAGES * STAGE_BYTES);  // chunk landed in the stage
+    unsigned char* const out_stage = smem + STAGES * STAGE_BYTES;  // the staging buffers of the TMA store
+    uint64_t* full = reinterpret_cast<uint64_t*>(smem + STAGES * STAGE_BYTES + OUT_BUFS * OUT_BYTES);  // chunk landed in the stage
     uint64_t* empty = full + STAGES;                                           // stage consumed
     const int64_t chunks = (N_m + T_K - 1) / T_K;
     const int64_t tile_blocks = (((N_s + T_M - 1) / T_M + CLUSTER - 1) / CLUSTER * CLUSTER) * ((N_d + T_N - 1) / T_N) * N_b * N_g;  // the non-persistent grid: one block per output tile
@@ -1448,6 +1450,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
       napkin::setmaxnreg_inc<232>();
       const int cw = threadIdx.x / 128 - 1, t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
       int64_t it = 0;  // chunks consumed by this block, over all its tiles
+      int sb = 0;  // staging buffers used by this warpgroup (in turn)
       for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x) {
         // grid: clusters of 2 blocks over 2 tiles of s and one of d; cluster rows of s x tiles of d, in groups of 8 s tiles; then batch axes b, g
         const int64_t tiles_m = (N_s + T_M - 1) / T_M, tiles_n = (N_d + T_N - 1) / T_N;
@@ -1499,39 +1502,85 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
         if (chunks > 0 && lane == 0)  // the tile's last chunk: the producer refills it while this block stores
           for (unsigned r = 0; r < CLUSTER; ++r) napkin::mbar_arrive_cluster(&empty[(it - 1) % STAGES], r);
         // epilogue: per m64 subtile, warp w holds rows 16w..16w+15 as m16n8 accumulator tiles
-        if (n_M == T_M && n_N == T_N && N_d % 8 == 0 && reinterpret_cast<uintptr_t>(a.V) % 16 == 0 && reinterpret_cast<uintptr_t>(a.K) % 16 == 0) {
-          // interior tile, 16-bit outputs with d innermost: each quad exchanges its pairs so that a lane stores 8 consecutive
-          // elements as one 16-byte vector (whole 32-byte sectors)
+        // interior tiles through SMEM by TMA unless the host turned it off (napkin::tma_store_enabled)
+        if (tma_store && n_M == T_M && n_N == T_N) {
+          // interior tile: through SMEM, stored by TMA while the next tile's MMAs run (named barrier 1 + cw: this warpgroup); each
+          // output in turn through the ring of staging buffers
           #pragma unroll
-          for (int ms = 0; ms < MS; ++ms) {
-            #pragma unroll
-            for (int ng = 0; ng < T_N / 32; ++ng) {
+          for (int cb = 0; cb < T_N / 64; ++cb) {
+            {
+              unsigned char* const ob = out_stage + (sb % OUT_BUFS) * OUT_BYTES;  // V
+              if (t == 0) napkin::bulk_wait_read<OUT_BUFS - 1>();  // the store from this buffer OUT_BUFS stores ago has read it
+              napkin::named_sync(1 + cw, 128);
               #pragma unroll
-              for (int h = 0; h < 2; ++h) {
-                const int row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8;
-                [[maybe_unused]] const int64_t i_s = o_s + row;
-                uint32_t p_V[4];  // packed pairs of V
-                uint32_t p_K[4];  // packed pairs of K
+              for (int ms = 0; ms < MS; ++ms) {
+                const int row0 = cw * WM + ms * 64 + warp * 16;  // this warp's 16 rows of the m64 subtile
+                // stmatrix: lanes 8i..8i+7 address the rows of matrix i (rows 8 (i % 2).., 16-byte chunk i / 2 of the pair)
+                const int srow = row0 + ((lane / 8) % 2) * 8 + lane % 8, schunk = lane / 16;
                 #pragma unroll
                 for (int j = 0; j < 4; ++j) {
-                  const int nt = ng * 4 + j, col = nt * 8 + (lane % 4) * 2;
-                  float v_V[2];
-                  float v_K[2];
+                  const int nt0 = cb * 8 + j * 2;  // 8-column blocks nt0, nt0 + 1: 16-byte chunks 2j, 2j + 1 of the block's rows
+                  uint32_t p_V[4];  // packed pairs of V, one per 8x8 matrix
                   #pragma unroll
-                  for (int q = 0; q < 2; ++q) {
-                    [[maybe_unused]] const int64_t i_d = o_d + col + q;
-                    v_V[q] = acc0[ms][nt * 4 + h * 2 + q];
-                    v_K[q] = acc0[ms][T_N / 2 + nt * 4 + h * 2 + q];
+                  for (int i = 0; i < 4; ++i) {
+                    const int nt = nt0 + i / 2, h = i % 2, row = row0 + h * 8 + lane / 4, col = nt * 8 + (lane % 4) * 2;
+                    [[maybe_unused]] const int64_t i_s = o_s + row;
+                    float v_V[2];
+                    #pragma unroll
+                    for (int q = 0; q < 2; ++q) {
+                      [[maybe_unused]] const int64_t i_d = o_d + col + q;
+                      v_V[q] = acc0[ms][nt * 4 + h * 2 + q];
+                    }
+                    p_V[i] = napkin::pack2<__nv_bfloat16>(v_V[0], v_V[1]);
                   }
-                  p_V[j] = napkin::pack2<__nv_bfloat16>(v_V[0], v_V[1]);
-                  p_K[j] = napkin::pack2<__nv_bfloat16>(v_K[0], v_K[1]);
+                  // 16-byte chunk c of row r sits at c ^ (r % 8): each 8-row matrix hits 8 distinct 16-byte slots
+                  napkin::stsm_x4(ob + srow * 128 + (((j * 2 + schunk) ^ (srow % 8)) * 16), p_V[0], p_V[1], p_V[2], p_V[3]);
                 }
-                napkin::quad_transpose(p_V, lane);
-                napkin::quad_transpose(p_K, lane);
-                const int64_t i_d = o_d + ng * 32 + (lane % 4) * 8;
-                *reinterpret_cast<uint4*>(a.V + (((i_b) * N_g + i_g) * N_s + i_s) * N_d + i_d) = make_uint4(p_V[0], p_V[1], p_V[2], p_V[3]);
-                *reinterpret_cast<uint4*>(a.K + (((i_b) * N_g + i_g) * N_s + i_s) * N_d + i_d) = make_uint4(p_K[0], p_K[1], p_K[2], p_K[3]);
               }
+              napkin::fence_proxy_async();  // the writes, before the TMA store reads them
+              napkin::named_sync(1 + cw, 128);
+              if (t == 0) {
+                napkin::tma_store(&tm_V, ob + cw * WM * 128, static_cast<int>(o_d) + cb * 64, static_cast<int>(o_s) + cw * WM, static_cast<int>(i_g), static_cast<int>(i_b));
+                napkin::bulk_commit();
+              }
+              ++sb;
+            }
+            {
+              unsigned char* const ob = out_stage + (sb % OUT_BUFS) * OUT_BYTES;  // K
+              if (t == 0) napkin::bulk_wait_read<OUT_BUFS - 1>();  // the store from this buffer OUT_BUFS stores ago has read it
+              napkin::named_sync(1 + cw, 128);
+              #pragma unroll
+              for (int ms = 0; ms < MS; ++ms) {
+                const int row0 = cw * WM + ms * 64 + warp * 16;  // this warp's 16 rows of the m64 subtile
+                // stmatrix: lanes 8i..8i+7 address the rows of matrix i (rows 8 (i % 2).., 16-byte chunk i / 2 of the pair)
+                const int srow = row0 + ((lane / 8) % 2) * 8 + lane % 8, schunk = lane / 16;
+                #pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                  const int nt0 = cb * 8 + j * 2;  // 8-column blocks nt0, nt0 + 1: 16-byte chunks 2j, 2j + 1 of the block's rows
+                  uint32_t p_K[4];  // packed pairs of K, one per 8x8 matrix
+                  #pragma unroll
+                  for (int i = 0; i < 4; ++i) {
+                    const int nt = nt0 + i / 2, h = i % 2, row = row0 + h * 8 + lane / 4, col = nt * 8 + (lane % 4) * 2;
+                    [[maybe_unused]] const int64_t i_s = o_s + row;
+                    float v_K[2];
+                    #pragma unroll
+                    for (int q = 0; q < 2; ++q) {
+                      [[maybe_unused]] const int64_t i_d = o_d + col + q;
+                      v_K[q] = acc0[ms][T_N / 2 + nt * 4 + h * 2 + q];
+                    }
+                    p_K[i] = napkin::pack2<__nv_bfloat16>(v_K[0], v_K[1]);
+                  }
+                  // 16-byte chunk c of row r sits at c ^ (r % 8): each 8-row matrix hits 8 distinct 16-byte slots
+                  napkin::stsm_x4(ob + srow * 128 + (((j * 2 + schunk) ^ (srow % 8)) * 16), p_K[0], p_K[1], p_K[2], p_K[3]);
+                }
+              }
+              napkin::fence_proxy_async();  // the writes, before the TMA store reads them
+              napkin::named_sync(1 + cw, 128);
+              if (t == 0) {
+                napkin::tma_store(&tm_K, ob + cw * WM * 128, static_cast<int>(o_d) + cb * 64, static_cast<int>(o_s) + cw * WM, static_cast<int>(i_g), static_cast<int>(i_b));
+                napkin::bulk_commit();
+              }
+              ++sb;
             }
           }
         } else {
@@ -1588,6 +1637,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
           }
         }
       }
+      if (t == 0) napkin::bulk_wait<0>();  // this warpgroup's TMA stores are complete
     }
     napkin::cluster_sync();  // neither block leaves while the other may still signal its barriers
     #endif
@@ -2396,42 +2446,46 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
         // epilogue: per m64 subtile, warp w holds rows 16w..16w+15 as m16n8 accumulator tiles
         // interior tiles through SMEM by TMA unless the host turned it off (napkin::tma_store_enabled)
         if (tma_store && n_M == T_M && n_N == T_N) {
-          // interior tile: through SMEM, stored by TMA while the next tile's MMAs run (named barrier 1 + cw: this warpgroup)
+          // interior tile: through SMEM, stored by TMA while the next tile's MMAs run (named barrier 1 + cw: this warpgroup); each
+          // output in turn through the ring of staging buffers
           #pragma unroll
-          for (int cb = 0; cb < T_N / 64; ++cb, ++sb) {
-            unsigned char* const ob = out_stage + (sb % OUT_BUFS) * OUT_BYTES;
-            if (t == 0) napkin::bulk_wait_read<OUT_BUFS - 1>();  // the store from this buffer OUT_BUFS blocks ago has read it
-            napkin::named_sync(1 + cw, 128);
-            #pragma unroll
-            for (int ms = 0; ms < MS; ++ms) {
-              const int row0 = cw * WM + ms * 64 + warp * 16;  // this warp's 16 rows of the m64 subtile
-              // stmatrix: lanes 8i..8i+7 address the rows of matrix i (rows 8 (i % 2).., 16-byte chunk i / 2 of the pair)
-              const int srow = row0 + ((lane / 8) % 2) * 8 + lane % 8, schunk = lane / 16;
+          for (int cb = 0; cb < T_N / 64; ++cb) {
+            {
+              unsigned char* const ob = out_stage + (sb % OUT_BUFS) * OUT_BYTES;  // X2
+              if (t == 0) napkin::bulk_wait_read<OUT_BUFS - 1>();  // the store from this buffer OUT_BUFS stores ago has read it
+              napkin::named_sync(1 + cw, 128);
               #pragma unroll
-              for (int j = 0; j < 4; ++j) {
-                const int nt0 = cb * 8 + j * 2;  // 8-column blocks nt0, nt0 + 1: 16-byte chunks 2j, 2j + 1 of the block's rows
-                uint32_t p_X2[4];  // packed pairs of X2, one per 8x8 matrix
+              for (int ms = 0; ms < MS; ++ms) {
+                const int row0 = cw * WM + ms * 64 + warp * 16;  // this warp's 16 rows of the m64 subtile
+                // stmatrix: lanes 8i..8i+7 address the rows of matrix i (rows 8 (i % 2).., 16-byte chunk i / 2 of the pair)
+                const int srow = row0 + ((lane / 8) % 2) * 8 + lane % 8, schunk = lane / 16;
                 #pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                  const int nt = nt0 + i / 2, h = i % 2, row = row0 + h * 8 + lane / 4, col = nt * 8 + (lane % 4) * 2;
-                  [[maybe_unused]] const int64_t i_s = o_s + row;
-                  float v_X2[2];
+                for (int j = 0; j < 4; ++j) {
+                  const int nt0 = cb * 8 + j * 2;  // 8-column blocks nt0, nt0 + 1: 16-byte chunks 2j, 2j + 1 of the block's rows
+                  uint32_t p_X2[4];  // packed pairs of X2, one per 8x8 matrix
                   #pragma unroll
-                  for (int q = 0; q < 2; ++q) {
-                    [[maybe_unused]] const int64_t i_m = o_m + col + q;
-                    v_X2[q] = (napkin::to_f(a.X[((i_b) * N_s + i_s) * N_m + i_m]) + acc0[ms][nt * 4 + h * 2 + q]);
+                  for (int i = 0; i < 4; ++i) {
+                    const int nt = nt0 + i / 2, h = i % 2, row = row0 + h * 8 + lane / 4, col = nt * 8 + (lane % 4) * 2;
+                    [[maybe_unused]] const int64_t i_s = o_s + row;
+                    float v_X2[2];
+                    #pragma unroll
+                    for (int q = 0; q < 2; ++q) {
+                      [[maybe_unused]] const int64_t i_m = o_m + col + q;
+                      v_X2[q] = (napkin::to_f(a.X[((i_b) * N_s + i_s) * N_m + i_m]) + acc0[ms][nt * 4 + h * 2 + q]);
+                    }
+                    p_X2[i] = napkin::pack2<__nv_bfloat16>(v_X2[0], v_X2[1]);
                   }
-                  p_X2[i] = napkin::pack2<__nv_bfloat16>(v_X2[0], v_X2[1]);
+                  // 16-byte chunk c of row r sits at c ^ (r % 8): each 8-row matrix hits 8 distinct 16-byte slots
+                  napkin::stsm_x4(ob + srow * 128 + (((j * 2 + schunk) ^ (srow % 8)) * 16), p_X2[0], p_X2[1], p_X2[2], p_X2[3]);
                 }
-                // 16-byte chunk c of row r sits at c ^ (r % 8): each 8-row matrix hits 8 distinct 16-byte slots
-                napkin::stsm_x4(ob + srow * 128 + (((j * 2 + schunk) ^ (srow % 8)) * 16), p_X2[0], p_X2[1], p_X2[2], p_X2[3]);
               }
-            }
-            napkin::fence_proxy_async();  // the writes, before the TMA store reads them
-            napkin::named_sync(1 + cw, 128);
-            if (t == 0) {
-              napkin::tma_store(&tm_X2, ob + cw * WM * 128, static_cast<int>(o_m) + cb * 64, static_cast<int>(o_s) + cw * WM, static_cast<int>(i_b));
-              napkin::bulk_commit();
+              napkin::fence_proxy_async();  // the writes, before the TMA store reads them
+              napkin::named_sync(1 + cw, 128);
+              if (t == 0) {
+                napkin::tma_store(&tm_X2, ob + cw * WM * 128, static_cast<int>(o_m) + cb * 64, static_cast<int>(o_s) + cw * WM, static_cast<int>(i_b));
+                napkin::bulk_commit();
+              }
+              ++sb;
             }
           }
         } else {
@@ -2948,42 +3002,46 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
         // epilogue: per m64 subtile, warp w holds rows 16w..16w+15 as m16n8 accumulator tiles
         // interior tiles through SMEM by TMA unless the host turned it off (napkin::tma_store_enabled)
         if (tma_store && n_M == T_M && n_N == T_N) {
-          // interior tile: through SMEM, stored by TMA while the next tile's MMAs run (named barrier 1 + cw: this warpgroup)
+          // interior tile: through SMEM, stored by TMA while the next tile's MMAs run (named barrier 1 + cw: this warpgroup); each
+          // output in turn through the ring of staging buffers
           #pragma unroll
-          for (int cb = 0; cb < T_N / 64; ++cb, ++sb) {
-            unsigned char* const ob = out_stage + (sb % OUT_BUFS) * OUT_BYTES;
-            if (t == 0) napkin::bulk_wait_read<OUT_BUFS - 1>();  // the store from this buffer OUT_BUFS blocks ago has read it
-            napkin::named_sync(1 + cw, 128);
-            #pragma unroll
-            for (int ms = 0; ms < MS; ++ms) {
-              const int row0 = cw * WM + ms * 64 + warp * 16;  // this warp's 16 rows of the m64 subtile
-              // stmatrix: lanes 8i..8i+7 address the rows of matrix i (rows 8 (i % 2).., 16-byte chunk i / 2 of the pair)
-              const int srow = row0 + ((lane / 8) % 2) * 8 + lane % 8, schunk = lane / 16;
+          for (int cb = 0; cb < T_N / 64; ++cb) {
+            {
+              unsigned char* const ob = out_stage + (sb % OUT_BUFS) * OUT_BYTES;  // H
+              if (t == 0) napkin::bulk_wait_read<OUT_BUFS - 1>();  // the store from this buffer OUT_BUFS stores ago has read it
+              napkin::named_sync(1 + cw, 128);
               #pragma unroll
-              for (int j = 0; j < 4; ++j) {
-                const int nt0 = cb * 8 + j * 2;  // 8-column blocks nt0, nt0 + 1: 16-byte chunks 2j, 2j + 1 of the block's rows
-                uint32_t p_H[4];  // packed pairs of H, one per 8x8 matrix
+              for (int ms = 0; ms < MS; ++ms) {
+                const int row0 = cw * WM + ms * 64 + warp * 16;  // this warp's 16 rows of the m64 subtile
+                // stmatrix: lanes 8i..8i+7 address the rows of matrix i (rows 8 (i % 2).., 16-byte chunk i / 2 of the pair)
+                const int srow = row0 + ((lane / 8) % 2) * 8 + lane % 8, schunk = lane / 16;
                 #pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                  const int nt = nt0 + i / 2, h = i % 2, row = row0 + h * 8 + lane / 4, col = nt * 8 + (lane % 4) * 2;
-                  [[maybe_unused]] const int64_t i_t = o_t + row;
-                  float v_H[2];
+                for (int j = 0; j < 4; ++j) {
+                  const int nt0 = cb * 8 + j * 2;  // 8-column blocks nt0, nt0 + 1: 16-byte chunks 2j, 2j + 1 of the block's rows
+                  uint32_t p_H[4];  // packed pairs of H, one per 8x8 matrix
                   #pragma unroll
-                  for (int q = 0; q < 2; ++q) {
-                    [[maybe_unused]] const int64_t i_f = o_f + col + q;
-                    v_H[q] = (napkin::silu(acc0[ms][T_N / 2 + nt * 4 + h * 2 + q]) * acc0[ms][nt * 4 + h * 2 + q]);
+                  for (int i = 0; i < 4; ++i) {
+                    const int nt = nt0 + i / 2, h = i % 2, row = row0 + h * 8 + lane / 4, col = nt * 8 + (lane % 4) * 2;
+                    [[maybe_unused]] const int64_t i_t = o_t + row;
+                    float v_H[2];
+                    #pragma unroll
+                    for (int q = 0; q < 2; ++q) {
+                      [[maybe_unused]] const int64_t i_f = o_f + col + q;
+                      v_H[q] = (napkin::silu(acc0[ms][T_N / 2 + nt * 4 + h * 2 + q]) * acc0[ms][nt * 4 + h * 2 + q]);
+                    }
+                    p_H[i] = napkin::pack2<__nv_bfloat16>(v_H[0], v_H[1]);
                   }
-                  p_H[i] = napkin::pack2<__nv_bfloat16>(v_H[0], v_H[1]);
+                  // 16-byte chunk c of row r sits at c ^ (r % 8): each 8-row matrix hits 8 distinct 16-byte slots
+                  napkin::stsm_x4(ob + srow * 128 + (((j * 2 + schunk) ^ (srow % 8)) * 16), p_H[0], p_H[1], p_H[2], p_H[3]);
                 }
-                // 16-byte chunk c of row r sits at c ^ (r % 8): each 8-row matrix hits 8 distinct 16-byte slots
-                napkin::stsm_x4(ob + srow * 128 + (((j * 2 + schunk) ^ (srow % 8)) * 16), p_H[0], p_H[1], p_H[2], p_H[3]);
               }
-            }
-            napkin::fence_proxy_async();  // the writes, before the TMA store reads them
-            napkin::named_sync(1 + cw, 128);
-            if (t == 0) {
-              napkin::tma_store(&tm_H, ob + cw * WM * 128, static_cast<int>(o_f) + cb * 64, static_cast<int>(o_t) + cw * WM, static_cast<int>(i_b));
-              napkin::bulk_commit();
+              napkin::fence_proxy_async();  // the writes, before the TMA store reads them
+              napkin::named_sync(1 + cw, 128);
+              if (t == 0) {
+                napkin::tma_store(&tm_H, ob + cw * WM * 128, static_cast<int>(o_f) + cb * 64, static_cast<int>(o_t) + cw * WM, static_cast<int>(i_b));
+                napkin::bulk_commit();
+              }
+              ++sb;
             }
           }
         } else {
@@ -3295,42 +3353,46 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
         // epilogue: per m64 subtile, warp w holds rows 16w..16w+15 as m16n8 accumulator tiles
         // interior tiles through SMEM by TMA unless the host turned it off (napkin::tma_store_enabled)
         if (tma_store && n_M == T_M && n_N == T_N) {
-          // interior tile: through SMEM, stored by TMA while the next tile's MMAs run (named barrier 1 + cw: this warpgroup)
+          // interior tile: through SMEM, stored by TMA while the next tile's MMAs run (named barrier 1 + cw: this warpgroup); each
+          // output in turn through the ring of staging buffers
           #pragma unroll
-          for (int cb = 0; cb < T_N / 64; ++cb, ++sb) {
-            unsigned char* const ob = out_stage + (sb % OUT_BUFS) * OUT_BYTES;
-            if (t == 0) napkin::bulk_wait_read<OUT_BUFS - 1>();  // the store from this buffer OUT_BUFS blocks ago has read it
-            napkin::named_sync(1 + cw, 128);
-            #pragma unroll
-            for (int ms = 0; ms < MS; ++ms) {
-              const int row0 = cw * WM + ms * 64 + warp * 16;  // this warp's 16 rows of the m64 subtile
-              // stmatrix: lanes 8i..8i+7 address the rows of matrix i (rows 8 (i % 2).., 16-byte chunk i / 2 of the pair)
-              const int srow = row0 + ((lane / 8) % 2) * 8 + lane % 8, schunk = lane / 16;
+          for (int cb = 0; cb < T_N / 64; ++cb) {
+            {
+              unsigned char* const ob = out_stage + (sb % OUT_BUFS) * OUT_BYTES;  // Y
+              if (t == 0) napkin::bulk_wait_read<OUT_BUFS - 1>();  // the store from this buffer OUT_BUFS stores ago has read it
+              napkin::named_sync(1 + cw, 128);
               #pragma unroll
-              for (int j = 0; j < 4; ++j) {
-                const int nt0 = cb * 8 + j * 2;  // 8-column blocks nt0, nt0 + 1: 16-byte chunks 2j, 2j + 1 of the block's rows
-                uint32_t p_Y[4];  // packed pairs of Y, one per 8x8 matrix
+              for (int ms = 0; ms < MS; ++ms) {
+                const int row0 = cw * WM + ms * 64 + warp * 16;  // this warp's 16 rows of the m64 subtile
+                // stmatrix: lanes 8i..8i+7 address the rows of matrix i (rows 8 (i % 2).., 16-byte chunk i / 2 of the pair)
+                const int srow = row0 + ((lane / 8) % 2) * 8 + lane % 8, schunk = lane / 16;
                 #pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                  const int nt = nt0 + i / 2, h = i % 2, row = row0 + h * 8 + lane / 4, col = nt * 8 + (lane % 4) * 2;
-                  [[maybe_unused]] const int64_t i_t = o_t + row;
-                  float v_Y[2];
+                for (int j = 0; j < 4; ++j) {
+                  const int nt0 = cb * 8 + j * 2;  // 8-column blocks nt0, nt0 + 1: 16-byte chunks 2j, 2j + 1 of the block's rows
+                  uint32_t p_Y[4];  // packed pairs of Y, one per 8x8 matrix
                   #pragma unroll
-                  for (int q = 0; q < 2; ++q) {
-                    [[maybe_unused]] const int64_t i_m = o_m + col + q;
-                    v_Y[q] = acc0[ms][nt * 4 + h * 2 + q];
+                  for (int i = 0; i < 4; ++i) {
+                    const int nt = nt0 + i / 2, h = i % 2, row = row0 + h * 8 + lane / 4, col = nt * 8 + (lane % 4) * 2;
+                    [[maybe_unused]] const int64_t i_t = o_t + row;
+                    float v_Y[2];
+                    #pragma unroll
+                    for (int q = 0; q < 2; ++q) {
+                      [[maybe_unused]] const int64_t i_m = o_m + col + q;
+                      v_Y[q] = acc0[ms][nt * 4 + h * 2 + q];
+                    }
+                    p_Y[i] = napkin::pack2<__nv_bfloat16>(v_Y[0], v_Y[1]);
                   }
-                  p_Y[i] = napkin::pack2<__nv_bfloat16>(v_Y[0], v_Y[1]);
+                  // 16-byte chunk c of row r sits at c ^ (r % 8): each 8-row matrix hits 8 distinct 16-byte slots
+                  napkin::stsm_x4(ob + srow * 128 + (((j * 2 + schunk) ^ (srow % 8)) * 16), p_Y[0], p_Y[1], p_Y[2], p_Y[3]);
                 }
-                // 16-byte chunk c of row r sits at c ^ (r % 8): each 8-row matrix hits 8 distinct 16-byte slots
-                napkin::stsm_x4(ob + srow * 128 + (((j * 2 + schunk) ^ (srow % 8)) * 16), p_Y[0], p_Y[1], p_Y[2], p_Y[3]);
               }
-            }
-            napkin::fence_proxy_async();  // the writes, before the TMA store reads them
-            napkin::named_sync(1 + cw, 128);
-            if (t == 0) {
-              napkin::tma_store(&tm_Y, ob + cw * WM * 128, static_cast<int>(o_m) + cb * 64, static_cast<int>(o_t) + cw * WM, static_cast<int>(i_b));
-              napkin::bulk_commit();
+              napkin::fence_proxy_async();  // the writes, before the TMA store reads them
+              napkin::named_sync(1 + cw, 128);
+              if (t == 0) {
+                napkin::tma_store(&tm_Y, ob + cw * WM * 128, static_cast<int>(o_m) + cb * 64, static_cast<int>(o_t) + cw * WM, static_cast<int>(i_b));
+                napkin::bulk_commit();
+              }
+              ++sb;
             }
           }
         } else {
@@ -3693,9 +3755,21 @@ namespace k_Y {
           const uint32_t box[] = {64, 32, 1};
           use_wgmma = napkin::make_tmap(&tm_Wk, a.Wk, 3, dims, strides, box, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
         }
+        CUtensorMap tm_V{};
+        if (use_wgmma) {
+          const uint64_t dims[] = {static_cast<uint64_t>(a.N_d), static_cast<uint64_t>(a.N_s), static_cast<uint64_t>(a.N_g), static_cast<uint64_t>(a.N_b)}, strides[] = {uint64_t{2} * static_cast<uint64_t>(a.N_d), uint64_t{2} * static_cast<uint64_t>(a.N_s) * static_cast<uint64_t>(a.N_d), uint64_t{2} * static_cast<uint64_t>(a.N_g) * static_cast<uint64_t>(a.N_s) * static_cast<uint64_t>(a.N_d)};
+          const uint32_t box[] = {64, 64, 1, 1};
+          use_wgmma = napkin::make_tmap(&tm_V, a.V, 4, dims, strides, box, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
+        }
+        CUtensorMap tm_K{};
+        if (use_wgmma) {
+          const uint64_t dims[] = {static_cast<uint64_t>(a.N_d), static_cast<uint64_t>(a.N_s), static_cast<uint64_t>(a.N_g), static_cast<uint64_t>(a.N_b)}, strides[] = {uint64_t{2} * static_cast<uint64_t>(a.N_d), uint64_t{2} * static_cast<uint64_t>(a.N_s) * static_cast<uint64_t>(a.N_d), uint64_t{2} * static_cast<uint64_t>(a.N_g) * static_cast<uint64_t>(a.N_s) * static_cast<uint64_t>(a.N_d)};
+          const uint32_t box[] = {64, 64, 1, 1};
+          use_wgmma = napkin::make_tmap(&tm_K, a.K, 4, dims, strides, box, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
+        }
         if (use_wgmma) {
           NAPKIN_CUDA(napkin::smem_limit_once(reinterpret_cast<const void*>(k_K_to_V::wg::kernel), static_cast<int>(k_K_to_V::wg::SMEM_BYTES)));
-          k_K_to_V::wg::kernel<<<static_cast<unsigned>(napkin::persistent_grid(blocks, 2)), k_K_to_V::wg::THREADS, k_K_to_V::wg::SMEM_BYTES, stream>>>(a, tm_H1, tm_Wv, tm_Wk);
+          k_K_to_V::wg::kernel<<<static_cast<unsigned>(napkin::persistent_grid(blocks, 2)), k_K_to_V::wg::THREADS, k_K_to_V::wg::SMEM_BYTES, stream>>>(a, tm_H1, tm_Wv, tm_Wk, tm_V, tm_K, napkin::tma_store_enabled());
           napkin_variant = "wgmma";
         } else {
           NAPKIN_CUDA(napkin::smem_limit_once(reinterpret_cast<const void*>(k_K_to_V::kernel), static_cast<int>(k_K_to_V::SMEM_BYTES)));
