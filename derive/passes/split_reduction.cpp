@@ -105,7 +105,6 @@ Diagram rewrite(const Program& p, const Diagram& d, const std::vector<const Stat
     red.axes = {a};
     red.axis_locs = {st->loc};
     sum.expr = rebuild(red);
-    sum.trivia = {};
     out.items.emplace_back(std::move(part));
     out.items.emplace_back(std::move(sum));
   }
