@@ -29,6 +29,22 @@ double objective(const ScheduleCost& c, const SearchOptions& so) {
   return so.objective == SearchOptions::Objective::time ? c.t_total : c.l2_to_smem_bytes;
 }
 
+WeighedSearch weigh_search(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt,
+                           const SearchOptions& so) {
+  WeighedSearch out;
+  out.objective = std::numeric_limits<double>::infinity();
+  try {
+    out.searched = search_with_unfused(p, d, sizes, hw, opt, so);
+  } catch (const UserError&) {
+    try {
+      out.alone = search_schedule(p, d, sizes, hw, opt, so);
+    } catch (const UserError&) {
+    }
+  }
+  if (const SearchResult* r = out.best()) out.objective = objective(r->cost, so);
+  return out;
+}
+
 std::string objective_text(double v, const SearchOptions& so) {
   if (!std::isfinite(v)) return "nothing fits";
   if (so.objective != SearchOptions::Objective::time) return human_bytes(v) + " into SMEM";

@@ -56,6 +56,24 @@ SearchResult result_of(const Schedule& s, const CheckedSchedule& checked);
 /** The schedule's objective value: seconds, or bytes into the lower level. */
 double objective(const ScheduleCost& c, const SearchOptions& so);
 
+/** A diagram priced as derive() will search it, for a pass that rewrites the diagram before the
+ *  search and weighs its rewrite against the diagram as given. */
+struct WeighedSearch {
+  double objective = 0;  ///< the best schedule's objective; infinite where nothing fits
+  /** search_with_unfused of the diagram where it succeeded: derive() keeps it for the side it
+   *  takes instead of searching that diagram again (the plans' specs point into the diagram). */
+  std::optional<std::pair<SearchResult, SearchResult>> searched;
+  std::optional<SearchResult> alone;  ///< search_schedule's result where only it succeeded
+  /** The best schedule found, or null where nothing fits. */
+  const SearchResult* best() const { return searched ? &searched->first : alone ? &*alone : nullptr; }
+};
+
+/** Weighs `d`: search_with_unfused; where that raises, the search alone (an unfused comparison
+ *  with no legal schedule is derive's error to raise, not a reason to price the side infinitely
+ *  slow); where that raises too, an infinite objective. Raises nothing of its own. */
+WeighedSearch weigh_search(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt,
+                           const SearchOptions& so);
+
 /** An objective value as the passes' steps print it: "12.3 us" (time), "1.2 MB into SMEM" (bytes),
  *  or "nothing fits" where it is infinite (no legal schedule). */
 std::string objective_text(double v, const SearchOptions& so);

@@ -562,14 +562,13 @@ class KernelModel {
     // main loop, and waited for tile by tile (session 22: dH..dU fused measured 539.6 us where
     // overlapping them predicted 363): paid in the same term.
     if (gemm_on_wgmma() && !opt_.two_level) {
+      auto bytes = [&](const std::string& a) { return elements(axes_of(a)) * bytes_of(storage_dtype(d_, a, opt_)); };
+      const auto& tiles = spec_.gemm->tiles;
       double waited = 0;
       if (!spec_.tma_store)
-        for (const auto& a : c_.outputs) waited += elements(axes_of(a)) * bytes_of(storage_dtype(d_, a, opt_));
-      for (const auto& a : c_.inputs) {
-        const auto& tiles = spec_.gemm->tiles;
-        if (std::none_of(tiles.begin(), tiles.end(), [&](const GemmTile& t) { return t.array == a; }))
-          waited += elements(axes_of(a)) * bytes_of(storage_dtype(d_, a, opt_));
-      }
+        for (const auto& a : c_.outputs) waited += bytes(a);
+      for (const auto& a : c_.inputs)
+        if (std::none_of(tiles.begin(), tiles.end(), [&](const GemmTile& t) { return t.array == a; })) waited += bytes(a);
       c_.t_epilogue = waited / hw_.hbm.bandwidth_bytes_per_s / mem_util;
       c_.t_hbm = std::max(0.0, c_.hbm_bytes - waited) / hw_.hbm.bandwidth_bytes_per_s / mem_util;
     }

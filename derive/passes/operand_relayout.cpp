@@ -9,7 +9,6 @@
 #include <optional>
 #include <set>
 
-#include "diagrams/diagnostics.hpp"
 #include "diagrams/graph_view.hpp"
 #include "diagrams/printer.hpp"
 
@@ -138,29 +137,17 @@ struct Priced {
   std::optional<std::pair<SearchResult, SearchResult>> searched;
 };
 
-/** Prices `d` as derive() will search it: search_with_unfused, so that derive can keep the result
- *  of the side it takes instead of searching that diagram again. Where that raises, the search
- *  alone decides (an unfused comparison with no legal schedule is derive's error to raise, not a
- *  reason to price the side infinitely slow). */
+/** Prices `d` as derive() will search it (weigh_search), with the copies' kernels' share. */
 Priced price(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt, const SearchOptions& so,
              const std::vector<Copy>& copies) {
+  WeighedSearch w = weigh_search(p, d, sizes, hw, opt, so);
   Priced out;
-  auto share = [&](const SearchResult& r) {
-    out.objective = objective(r.cost, so);
-    for (const auto& k : r.kernels)
+  out.objective = w.objective;
+  if (const SearchResult* r = w.best())
+    for (const auto& k : r->kernels)
       for (const auto& c : copies)
         if (k.plan.fused() == std::vector<std::string>{c.name}) out.copies += k.cost.t_total;
-  };
-  try {
-    out.searched = search_with_unfused(p, d, sizes, hw, opt, so);
-    share(out.searched->first);
-    return out;
-  } catch (const UserError&) {
-  }
-  try {
-    share(search_schedule(p, d, sizes, hw, opt, so));
-  } catch (const UserError&) {
-  }
+  out.searched = std::move(w.searched);
   return out;
 }
 

@@ -3,11 +3,8 @@
 #include "derive/passes/split_reduction.hpp"
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
 #include <set>
 
-#include "diagrams/diagnostics.hpp"
 #include "diagrams/graph_view.hpp"
 
 namespace napkin {
@@ -116,23 +113,8 @@ struct Side {
   std::shared_ptr<const Diagram> diagram;  ///< null: the input
   std::string axis;
   std::vector<std::string> names;
-  double objective = std::numeric_limits<double>::infinity();
-  std::optional<std::pair<SearchResult, SearchResult>> searched;
+  WeighedSearch weighed;
 };
-
-/** Prices `d` as derive() will search it (search_with_unfused; where that raises, the search alone). */
-void price(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt, const SearchOptions& so, Side& s) {
-  try {
-    s.searched = search_with_unfused(p, d, sizes, hw, opt, so);
-    s.objective = objective(s.searched->first.cost, so);
-    return;
-  } catch (const UserError&) {
-  }
-  try {
-    s.objective = objective(search_schedule(p, d, sizes, hw, opt, so).cost, so);
-  } catch (const UserError&) {
-  }
-}
 
 }  // namespace
 
@@ -152,11 +134,11 @@ SplitReductionResult split_reductions(const Program& p, const Diagram& d, const 
   }
   if (sides.empty()) return out;
   Side given;
-  price(p, d, sizes, hw, opt, so, given);
+  given.weighed = weigh_search(p, d, sizes, hw, opt, so);
   Side* best = &given;
   for (auto& s : sides) {
-    price(p, *s.diagram, sizes, hw, opt, so, s);
-    if (s.objective < best->objective) best = &s;
+    s.weighed = weigh_search(p, *s.diagram, sizes, hw, opt, so);
+    if (s.weighed.objective < best->weighed.objective) best = &s;
   }
   for (const auto& s : sides) {
     std::string parts;
@@ -168,9 +150,9 @@ SplitReductionResult split_reductions(const Program& p, const Diagram& d, const 
                                     " is predicted faster)",
                          "lemma associative-sum: a sum over two axes is a sum over one of sums over the other; a factor constant along " + s.axis +
                              " leaves the sum",
-                         "predicted " + objective_text(s.objective, so) + " split against " + objective_text(given.objective, so) + " as given"});
+                         "predicted " + objective_text(s.weighed.objective, so) + " split against " + objective_text(given.weighed.objective, so) + " as given"});
   }
-  out.searched = std::move(best->searched);
+  out.searched = std::move(best->weighed.searched);
   out.rewritten = best->diagram;
   return out;
 }
