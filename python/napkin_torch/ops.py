@@ -22,6 +22,7 @@ import threading
 
 import torch
 
+from . import fastpath
 from .signature import STORAGE, SignatureError, pair
 
 # torch 2.4 brought custom_op(name, fn, schema=...) with register_fake and register_autograd.
@@ -71,6 +72,9 @@ class CudaLibrary:
         lib.napkin_workspace_bytes.restype = ctypes.c_size_t
         lib.napkin_last_error.restype = ctypes.c_char_p
         self.lib = lib
+        # The entry points' addresses, for the C++ fast path (fastpath.py); the CDLL stays loaded with self.
+        self.run_address = ctypes.cast(lib.napkin_run, ctypes.c_void_p).value
+        self.error_address = ctypes.cast(lib.napkin_last_error, ctypes.c_void_p).value
 
     def sizes_array(self, sizes):
         """`sizes` (every axis's size, in declaration order) as the int64 array napkin_run reads."""
@@ -117,11 +121,19 @@ class _Launch:
     and launches: the library, the expected input dtypes, the outputs' shapes and dtypes, the
     sizes array and the workspace's bytes."""
 
-    __slots__ = ("lib", "in_dtypes", "outs", "sizes", "workspace", "empty")
+    __slots__ = ("lib", "in_dtypes", "outs", "sizes", "workspace", "empty", "fast")
 
-    def __init__(self, lib, in_dtypes, outs, sizes, workspace):
+    def __init__(self, lib, in_dtypes, outs, sizes, workspace, in_shapes=None, size_list=()):
         self.lib, self.in_dtypes, self.outs, self.sizes, self.workspace = lib, in_dtypes, outs, sizes, workspace
         self.empty = any(0 in shape for shape, _ in outs)
+        # The same launch for the C++ fast path (fastpath.py), where it is built: None otherwise.
+        self.fast = None
+        mod = fastpath.module() if in_shapes is not None else None
+        if mod is not None:
+            name = lambda dt: str(dt).removeprefix("torch.")  # noqa: E731
+            self.fast = mod.make_launch(lib.run_address, lib.error_address, lib.path, [name(d) for d in in_dtypes],
+                                        [list(sh) for sh in in_shapes], [list(sh) for sh, _ in outs], [name(d) for _, d in outs],
+                                        [int(n) for n in size_list], int(workspace))
 
     def fits(self, args, index):
         """True when every tensor of `args` has its expected dtype and lives on CUDA device `index`."""
@@ -188,6 +200,11 @@ class Operator:
         self._libs = {}
         self._modules = {}
         self._launches = {}  # (part, input shapes) -> _Launch, filled by _launch
+        # Forward input shapes -> the C++ fast path's Op (fastpath.py), made once a call at those
+        # shapes has run forward and backward by the Python road (_pair_fast); fast_calls counts
+        # the eager calls that took it.
+        self._fast = {}
+        self.fast_calls = 0
         self._lock = threading.Lock()
         fwd, bwd = self.pair.fwd, self.pair.bwd
         self._in_dtypes = tuple(torch_dtype(fwd.dtypes[n]) for n in fwd.inputs)
@@ -196,6 +213,16 @@ class Operator:
                                ("cotangent", fwd.outputs.index(self.pair.cotangent[n]), torch_dtype(bwd.dtypes[n])) for n in bwd.inputs)
         self._saved_names = tuple(self.pair.from_forward[n] for n in bwd.inputs if n in self.pair.from_forward)
         self._grad_slots = tuple(fwd.inputs.index(self.pair.grads[n]) for n in bwd.outputs)
+        # The same wiring for the fast path: per backward input (kind, forward position, cotangent dtype).
+        self._fast_wiring = []
+        for n in bwd.inputs:
+            src = self.pair.from_forward.get(n)
+            if src is None:
+                self._fast_wiring.append(("cotangent", fwd.outputs.index(self.pair.cotangent[n]), STORAGE[bwd.dtypes[n]]))
+            elif src in fwd.outputs:  # _setup_context's by_name: an output shadows an input of its name
+                self._fast_wiring.append(("output", fwd.outputs.index(src), ""))
+            else:
+                self._fast_wiring.append(("input", fwd.inputs.index(src), ""))
         tag = f"{build.key[:10]}"
         self.fwd_op = self._define(f"{self.pair.fwd.name}_{tag}", "fwd")
         self.bwd_op = self._define(f"{self.pair.bwd.name}_{tag}", "bwd")
@@ -249,6 +276,7 @@ class Operator:
         by_name.update(zip(fwd.outputs, output))
         ctx.save_for_backward(*[by_name[n] for n in self._saved_names])
         ctx.napkin_input_dtypes = [t.dtype for t in inputs]
+        ctx.napkin_shapes = tuple(t.shape for t in inputs)
         ctx.napkin_output_meta = [(t.shape, t.device) for t in output]
         # Outputs nobody differentiates (the saved statistics and activations) keep a None
         # cotangent: autograd would otherwise fill a zero tensor for each, every step (session 19:
@@ -274,6 +302,8 @@ class Operator:
                 g = g.to(want)
             args.append(g)
         outs = self._call("bwd", args)
+        if args and _eager(args) and args[0].is_cuda and ctx.napkin_shapes not in self._fast:
+            self._pair_fast(ctx.napkin_shapes, tuple(t.shape for t in args))
         result = [None] * len(self.pair.fwd.inputs)
         for i, g in zip(self._grad_slots, outs):
             want = ctx.napkin_input_dtypes[i]
@@ -302,7 +332,30 @@ class Operator:
 
     # -- running -------------------------------------------------------------------------------
 
+    def _pair_fast(self, fwd_shapes, bwd_shapes):
+        """Makes the fast path's Op for forward input shapes `fwd_shapes` once both parts have a
+        C++ launch (the backward's at `bwd_shapes`); nothing where the fast path is unavailable."""
+        f, b = self._launches.get(("fwd", fwd_shapes)), self._launches.get(("bwd", bwd_shapes))
+        if f is None or b is None or f.fast is None or b.fast is None:
+            return
+        op = fastpath.module().make_op(self.name, f.fast, b.fast, self._fast_wiring, list(self._grad_slots))
+        with self._lock:
+            self._fast[fwd_shapes] = op
+
     def __call__(self, *tensors):
+        if self._fast:
+            # The C++ road (fastpath.py): eager calls at shapes already run forward and backward,
+            # every tensor already in its declared dtype on one CUDA device; else the Python road.
+            try:
+                op = self._fast.get(tuple(t.shape for t in tensors))
+            except AttributeError:
+                op = None
+            if op is not None and _eager(tensors):
+                out = fastpath.module().apply(op, list(tensors))
+                if out is not None:
+                    self.fast_calls += 1
+                    user = out[:len(self.outputs)]
+                    return user[0] if len(user) == 1 else tuple(user)
         fwd = self.pair.fwd
         if len(tensors) != len(fwd.inputs):
             raise SignatureError(f"{self.name} takes {len(fwd.inputs)} tensors ({', '.join(fwd.inputs)}), got {len(tensors)}")
@@ -363,9 +416,11 @@ class Operator:
         builds the library on first use and remembers the launch for these shapes."""
         sig, sizes = self._checked(part, args)
         lib = self.library(part, sig.settable(sizes))
-        sz = lib.sizes_array([sizes[a] for a in sig.axis_names])
+        size_list = [sizes[a] for a in sig.axis_names]
+        sz = lib.sizes_array(size_list)
         outs = tuple((tuple(int(n) for n in sig.shape(o, sizes)), torch_dtype(sig.dtypes[o])) for o in sig.outputs)
-        launch = _Launch(lib, tuple(torch_dtype(sig.dtypes[n]) for n in sig.inputs), outs, sz, lib.workspace_bytes(sz))
+        launch = _Launch(lib, tuple(torch_dtype(sig.dtypes[n]) for n in sig.inputs), outs, sz, lib.workspace_bytes(sz),
+                         in_shapes=tuple(tuple(t.shape) for t in args), size_list=size_list)
         with self._lock:
             self._launches[(part, tuple(t.shape for t in args))] = launch
         return launch

@@ -138,6 +138,48 @@ def run_checks(args, dev, hw):
             return msg
         r.check(f"grad.{n}", grads)
 
+    def fast_road(n):
+        """The C++ fast path (napkin_torch/fastpath.py) against the Python road: same outputs and
+        gradients, and the second eager call at a shape takes it."""
+        if dev != "cuda":
+            raise SkipCheck("the fast path runs CUDA calls only")
+        if n not in ops:
+            raise SkipCheck("not loaded")
+        from napkin_torch import fastpath
+        if fastpath.module() is None:
+            raise AssertionError(f"the C++ fast path did not build or load: {fastpath.reason()}")
+        op = ops[n]
+        inputs = [t.to(napkin_torch.ops.torch_dtype(op.dtypes[k])) for k, t in zip(op.inputs, make_inputs(op, CASES[n][2], dev, seed=3))]
+        with torch.no_grad():
+            shapes = op(*inputs)
+        shapes = shapes if isinstance(shapes, tuple) else (shapes,)
+        g = torch.Generator().manual_seed(4)
+        cot = [torch.randn(tuple(o.shape), generator=g).to(dev) for o in shapes]
+
+        def road(fast):
+            kept = dict(op._fast)
+            if not fast:
+                op._fast.clear()
+            before = op.fast_calls
+            try:
+                out, grads = cases.run_grads(op, inputs, cot)
+            finally:
+                op._fast.update(kept)
+            return out, grads, op.fast_calls - before
+
+        road(False)  # the Python road's backward makes the fast Op at these shapes
+        py_out, py_grads, _ = road(False)
+        fa_out, fa_grads, took = road(True)
+        assert took == 1, f"the fast path ran {took} times for one eager call (expected 1)"
+        rows = [(name, rel) for name, rel in zip(op.outputs, map(cases.rel, fa_out, py_out))]
+        rows += [("d" + name, cases.rel(a, b)) for name, a, b in zip(op.inputs, fa_grads, py_grads) if name in op.wrt]
+        same = sum(torch.equal(a, b) for a, b in zip(fa_out + [x for x in fa_grads if x is not None],
+                                                      py_out + [x for x in py_grads if x is not None]))
+        return f"fast path vs Python road ({same} of {len(rows)} arrays bit-identical): " + assert_rows(rows, tol=1e-2)
+
+    for n in names:
+        r.check(f"fastpath.{n}", lambda n=n: fast_road(n))
+
     def compiled(n):
         if not _HAS_CUSTOM_OP:
             raise SkipCheck(f"torch {torch.__version__} has no torch.library.custom_op")

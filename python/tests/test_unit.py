@@ -18,7 +18,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 sys.path.insert(0, str(REPO / "python"))
 
-from napkin_torch import build, signature  # noqa: E402
+from napkin_torch import build, fastpath, signature  # noqa: E402
 from napkin_torch.signature import SignatureError  # noqa: E402
 
 MODULE = '''
@@ -226,6 +226,37 @@ class CommandTest(unittest.TestCase):
 
 
 @unittest.skipIf(napkin_bin() is None, "no napkin CLI (set NAPKIN_BIN)")
+class FastPathTest(unittest.TestCase):
+    """The C part's build (fastpath.py) without torch: its command line and its off switch."""
+
+    def test_compile_command(self):
+        cmd = fastpath.compile_command("g++", "/src/fastpath.cpp", "/out/m.so", ["/t/include", "/py"], ["/t/lib"],
+                                       ['PYBIND11_COMPILER_TYPE="_gcc"', "_GLIBCXX_USE_CXX11_ABI=1"])
+        self.assertEqual(cmd[:len(fastpath.CXX_FLAGS) + 1], ["g++", *fastpath.CXX_FLAGS])
+        self.assertIn('-DPYBIND11_COMPILER_TYPE="_gcc"', cmd)  # one argument, quotes kept: no shell
+        self.assertEqual(cmd[cmd.index("-isystem") + 1], "/t/include")
+        self.assertLess(cmd.index("/src/fastpath.cpp"), cmd.index("-L/t/lib"))  # libraries after the source
+        self.assertEqual(cmd[cmd.index("-o") + 1], "/out/m.so")
+        self.assertIn("-Wl,-rpath,/t/lib", cmd)
+        self.assertEqual(cmd[-len(fastpath.LIBRARIES):], [f"-l{x}" for x in fastpath.LIBRARIES])
+        self.assertTrue(fastpath.SOURCE.is_file())
+
+    def test_turned_off(self):
+        saved = dict(fastpath._state)
+        old = os.environ.get("NAPKIN_TORCH_FASTPATH")
+        os.environ["NAPKIN_TORCH_FASTPATH"] = "0"
+        fastpath._state.update(module=None, tried=False, reason=None)
+        try:
+            self.assertIsNone(fastpath.module())
+            self.assertIn("NAPKIN_TORCH_FASTPATH=0", fastpath.reason())
+        finally:
+            fastpath._state.update(saved)
+            if old is None:
+                del os.environ["NAPKIN_TORCH_FASTPATH"]
+            else:
+                os.environ["NAPKIN_TORCH_FASTPATH"] = old
+
+
 class BuildTest(unittest.TestCase):
     """With the napkin CLI: grad files, modules and signatures of bundled diagrams, and the cache."""
 
