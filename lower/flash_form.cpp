@@ -163,6 +163,18 @@ std::optional<FlashForm> analyse_flash(const Diagram& d, const KernelShape& k, c
     if (a != f.M && a != f.dv) f.batch.push_back(a);
   // Causal chunks are skipped where the kernel's shape found it sound (a softmax of a causal mask).
   f.skip = k.causal_active_fraction < 1 && k.causal_x == x && k.causal_q == f.M;
+  if (f.skip) {  // tile o_M keeps min(chunks, (o_M + n_q - 1) / T_X + 1) chunks (flash_chunks): the last tile is the longest
+    const std::int64_t nm = k.axes.at(f.M).extent, chunks = (k.axes.at(x).extent + f.TX - 1) / f.TX;
+    for (std::int64_t o = (nm - 1) / f.TQ * f.TQ; o >= 0; o -= f.TQ)
+      f.tile_chunks.push_back(std::min(chunks, (o + std::min(f.TQ, nm - o) - 1) / f.TX + 1));
+    double kv_bytes = 0;  // K and V whole, in their storage dtypes
+    for (const auto& arr : {f.Kn, f.Vn}) {
+      double e = dtype_bits(storage_dtype(d, arr, opt)) / 8.0;
+      for (const auto& a : *d.array_axes(arr)) e *= static_cast<double>(k.axes.at(a).extent);
+      kv_bytes += e;
+    }
+    f.slices_fastest = kv_bytes <= hw.l2.capacity_bytes / 2;
+  }
   if (!fp8 && static_cast<double>(flash_mma_sync_smem_bytes(f)) > hw.smem_max_per_block_bytes) return why = "tiles do not fit SMEM", std::nullopt;
   return f;
 }

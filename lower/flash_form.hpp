@@ -51,6 +51,18 @@ struct FlashForm {
   std::int64_t TQ = 0, TX = 0, DK = 0, DV = 0;  ///< q tile, x chunk, head dimensions (elements)
   int warps = 0;                       ///< the schedule's warps per thread block
   bool skip = false;                   ///< causal: chunks past the tile's last row are skipped
+  /** Under the skip, the chunks of x each tile of M computes, the longest first: the order the
+   *  grid hands out each batch slice's tiles (emit/cuda/render_grid.cpp flash_tile_origin), so
+   *  that no long block starts last (longest-processing-time-first list scheduling; the model
+   *  replays it, perfmodel/cost.cpp dispatch_stretch). Empty without a skip. */
+  std::vector<std::int64_t> tile_chunks;
+  /** Under the skip, the grid runs the batch slices fastest (every slice's longest tile first,
+   *  then every slice's next: one global longest-first order) where K and V, whole, fit in half
+   *  of L2, so that a slice's K and V stay there between its tiles' blocks; else each slice's
+   *  tiles run together, the longest first, sharing its K and V in L2 as they stream them
+   *  (session 24, H200: GQA at s 2048, K and V 8 MB, 100.8 -> 86.9 us slices fastest; B4 H16
+   *  N4096, 134 MB, 550.8 -> 615.4 us, so not there). */
+  bool slices_fastest = false;
   std::string x_note;                  ///< how the schedule treats x
 };
 

@@ -246,6 +246,15 @@ class KernelModel {
     }
     std::set<std::string> in_regs(c_.internal.begin(), c_.internal.end());
     for (const auto& a : c_.internal) c_.level[a] = MemLevel::reg;
+    // A gemm kernel as lowered holds its contractions' accumulators (4 bytes an element, fp32 or
+    // int32) and no other tile, output or internal: the maps after them (SwiGLU's G = silu(G_v),
+    // H = G * U) are computed element by element in the epilogue as it stores
+    // (emit/cuda/render_epilogue.cpp).
+    const bool gemm_lowered = spec_.strategy == Strategy::gemm && spec_.gemm && !opt_.two_level;
+    if (gemm_lowered) {
+      outputs_bytes = static_cast<double>(spec_.gemm->gemms.size()) * static_cast<double>(spec_.gemm->TM * spec_.gemm->TN) * 4;
+      in_regs.clear();
+    }
     c_.register_bytes = outputs_bytes + live_peak(in_regs);
     if (stream)  // lemma state: one running value per row of each normalisation along the stream
       for (const auto* w : stmts_) {
@@ -274,7 +283,7 @@ class KernelModel {
     std::sort(internal.rbegin(), internal.rend());
     double state = c_.register_bytes - outputs_bytes - live_peak(in_regs);
     for (const auto& [b, a] : internal) {  // the register file is full: the largest tiles go to SMEM
-      if (regs() <= hw_.max_registers_per_thread) break;
+      if (gemm_lowered || regs() <= hw_.max_registers_per_thread) break;
       in_regs.erase(a);
       c_.register_bytes = outputs_bytes + live_peak(in_regs) + state;
       c_.smem_resident_bytes += b / 4 * bytes_of(storage_dtype(d_, a, opt_));
@@ -348,9 +357,10 @@ class KernelModel {
     c_.imbalance = dispatch_stretch(f.tile_chunks, c_.blocks, hw_.sm_count * std::max(1, c_.blocks_per_sm));
   }
 
-  /** Blocks of unequal length dispatched in grid order: the tiles of X in the order of `len`
-   *  (FlashBwdForm::tile_chunks, the longest first), each tile's blocks over the batch axes
-   *  together (block i takes len[i / (blocks / len.size())]), each starting on the first of
+  /** Blocks of unequal length dispatched in grid order: the streamed-over tiles in the order of
+   *  `len` (FlashBwdForm::tile_chunks, FlashForm::tile_chunks: the longest first), each tile's
+   *  blocks over the batch axes together (block i takes len[i / (blocks / len.size())]), each
+   *  starting on the first of
    *  `slots` block slots to come free, as the block scheduler hands out blocks in order (list
    *  scheduling). Returns the makespan over the mean time per slot (>= 1): 1 where the blocks
    *  pack evenly; the longest block x slots / total in one wave. */
@@ -564,15 +574,39 @@ class KernelModel {
     if (gemm_on_wgmma() && !opt_.two_level) {
       auto bytes = [&](const std::string& a) { return elements(axes_of(a)) * bytes_of(storage_dtype(d_, a, opt_)); };
       const auto& tiles = spec_.gemm->tiles;
-      double waited = 0;
+      double waited = 0, fetched = 0;  // bytes the epilogue waits for; the sectors it fetches for them
       if (!spec_.tma_store)
-        for (const auto& a : c_.outputs) waited += bytes(a);
+        for (const auto& a : c_.outputs) waited += bytes(a), fetched += bytes(a);
+      // An epilogue input is read element by element in the accumulators' m16n8 layout: a quad of
+      // lanes reads 8 consecutive elements of a row (8 rows a warp instruction), so each 32-byte
+      // sector it fetches carries 8 x its element size of them (16 of 32 bytes for bf16).
+      auto sector_factor = [&](const std::string& a) { return std::max(1.0, 32.0 / (8.0 * bytes_of(storage_dtype(d_, a, opt_)))); };
+      bool epilogue_inputs = false;
       for (const auto& a : c_.inputs)
-        if (std::none_of(tiles.begin(), tiles.end(), [&](const GemmTile& t) { return t.array == a; })) waited += bytes(a);
-      c_.t_epilogue = waited / hw_.hbm.bandwidth_bytes_per_s / mem_util;
+        if (std::none_of(tiles.begin(), tiles.end(), [&](const GemmTile& t) { return t.array == a; }))
+          waited += bytes(a), fetched += bytes(a) * sector_factor(a), epilogue_inputs = true;
+      c_.t_epilogue = fetched / hw_.hbm.bandwidth_bytes_per_s / mem_util;
+      // Stored directly (no TMA staging), it also waits for them: the loads of a group of rows
+      // (an m64 subtile's rows h over 32 columns) cannot pass the global stores of the group
+      // before, which may alias them (emit/cuda/render_epilogue.cpp), so each tile's epilogue waits MS x T_N/32 x 2 dependent
+      // rounds of an HBM latency (session 24, H200: dH with dG and dG_v in its epilogue, reading U
+      // and G_v, measured 462 us in the training step against dH alone 330 and the maps' 81).
+      if (epilogue_inputs && !spec_.tma_store) {
+        const auto& g = *spec_.gemm;
+        const double consumers = std::max(1, c_.warps / 4);
+        const double rounds = std::max(1.0, static_cast<double>(g.TM) / consumers / 64) * std::max(1.0, static_cast<double>(g.TN) / 32) * 2;
+        c_.t_epilogue += static_cast<double>(c_.blocks) / hw_.sm_count * rounds * hw_.hbm_latency_s;
+      }
       c_.t_hbm = std::max(0.0, c_.hbm_bytes - waited) / hw_.hbm.bandwidth_bytes_per_s / mem_util;
     }
     if (spec_.flash_bwd && !opt_.two_level) flash_bwd_skip_terms(mem_util);
+    // The forward's causal tiles handed out longest first with the batch slices fastest: their
+    // makespan. Each slice's tiles together (K and V over half of L2) are not stretched: a
+    // slice's later blocks find its K and V in L2 that its first ones fetched, so blocks are not
+    // as long as their chunks say (session 24, H200, B4 H16 N4096: 550.8 us measured, 569.5
+    // without the stretch, 590.9 with the replay's 1.07).
+    if (spec_.flash && !opt_.two_level && spec_.flash->slices_fastest)
+      c_.imbalance = dispatch_stretch(spec_.flash->tile_chunks, c_.blocks, hw_.sm_count * std::max(1, c_.blocks_per_sm));
     c_.t_l2 = c_.l2_to_smem_bytes / l2_bw / mem_util;
     // blocks of unequal length: their makespan in grid order, or the waves, whichever is longer
     const double stretch = std::max(1.0 / c_.wave_efficiency, c_.imbalance);

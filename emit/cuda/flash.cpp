@@ -70,7 +70,7 @@ void head_cp_async(const FlashKernel& fk) {
   k.line("extern __shared__ __align__(16) unsigned char smem_raw[];");
   k.line("T* smem = reinterpret_cast<T*>(smem_raw);");
   k.line("const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;");
-  k.line("// grid: tiles of " + f.M + " (fastest: consecutive blocks share K and V in L2) x " + join(f.batch));
+  if (!f.skip) k.line("// grid: tiles of " + f.M + " (fastest: consecutive blocks share K and V in L2) x " + join(f.batch));
 }
 
 /** The wgmma path alone (8-bit operands: no mma.sync): the plan's comment, the kernel's namespace
@@ -216,7 +216,7 @@ void flash_kernel(Context& c, const KernelChoice& kc, const KernelPath& path, Co
   if (path.wgmma()) atoms.emplace(*path.atom, f);
   if (tma) head_tma(fk, *atoms);
   else head_cp_async(fk);
-  flash_tile_origin(k, f, tma && f.skip);  // TMA, causal: the tiles with the most chunks first, so the short ones fill the last wave
+  flash_tile_origin(k, f);
   if (!tma) flash_cp_async_operands(k, c, f);
   flash_chunks(k, f);
   if (tma) flash_tma_ring(k, c, f);

@@ -63,12 +63,12 @@ void gemm_tile_count(Code& code, const GemmForm& g, const std::string& cluster_a
  *  apart, below tile_blocks) and decodes each tile's origin (gemm_tile_origin). The caller closes it. */
 void gemm_tile_walk(Code& code, const GemmForm& g, int cluster, const std::string& cluster_axis);
 
-/** Emits the flash grid decode from blockIdx.x: `tiles_q`, `o_<M>` (the q tile's origin, q tiles
- *  fastest, so that consecutive blocks share K and V in L2; with `longest_first` in reverse
- *  order, so that a causal kernel's tiles with the most chunks start first and the short ones
- *  fill the last wave), the batch indices `i_<b>` and `n_q` (the tile's valid rows, >= 1).
- *  Needs T_Q in scope. */
-void flash_tile_origin(Code& k, const FlashForm& f, bool longest_first);
+/** Emits the flash grid decode from blockIdx.x: `tiles_q`, `o_<M>` (the q tile's origin), the
+ *  batch indices `i_<b>` and `n_q` (the tile's valid rows, >= 1). Without a causal skip the q
+ *  tiles vary fastest, so that consecutive blocks share K and V in L2; under one, the batch
+ *  slices vary fastest and the tiles come longest first (FlashForm::tile_chunks, the order the
+ *  model replays), so that no long block starts last. Needs T_Q in scope. */
+void flash_tile_origin(Code& k, const FlashForm& f);
 
 /** Emits `chunks`, the chunks of x (T_X keys each) a flash block walks: all of them, or with the
  *  causal skip (f.skip) those up to the chunk of the tile's last row (later ones are fully

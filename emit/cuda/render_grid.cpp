@@ -68,15 +68,25 @@ void gemm_tile_walk(Code& code, const GemmForm& g, int cluster, const std::strin
   gemm_tile_origin(code, g, cluster, cluster_axis, "vb");
 }
 
-void flash_tile_origin(Code& k, const FlashForm& f, bool longest_first) {
+void flash_tile_origin(Code& k, const FlashForm& f) {
   const std::string& M = f.M;
   k.line("int64_t bid = blockIdx.x;");
-  if (longest_first)
-    k.line("const int64_t tiles_q = (N_" + M + " + T_Q - 1) / T_Q, o_" + M + " = (tiles_q - 1 - bid % tiles_q) * T_Q;");
-  else
-    k.line("const int64_t tiles_q = (N_" + M + " + T_Q - 1) / T_Q, o_" + M + " = bid % tiles_q * T_Q;");
-  k.line("bid /= tiles_q;");
-  decompose(k, "bid", f.batch);
+  k.line("const int64_t tiles_q = (N_" + M + " + T_Q - 1) / T_Q;");
+  if (f.skip && f.slices_fastest) {  // FlashForm::tile_chunks: the longest tiles first, every batch slice's block of a tile together
+    k.line("// grid: " + (f.batch.empty() ? std::string("no batch axes") : join(f.batch)) + " (fastest) x tiles of " + M +
+           ", the longest first (the causal skip leaves the tiles different numbers of chunks; K and V stay in L2)");
+    decompose(k, "bid", f.batch);
+    k.line("const int64_t o_" + M + " = (tiles_q - 1 - bid) * T_Q;");
+  } else if (f.skip) {  // each slice's tiles together (they share its K and V in L2), the longest first
+    k.line("// grid: tiles of " + M + " (fastest, the longest first: consecutive blocks share K and V in L2) x " + join(f.batch));
+    k.line("const int64_t o_" + M + " = (tiles_q - 1 - bid % tiles_q) * T_Q;");
+    k.line("bid /= tiles_q;");
+    decompose(k, "bid", f.batch);
+  } else {
+    k.line("const int64_t o_" + M + " = bid % tiles_q * T_Q;");
+    k.line("bid /= tiles_q;");
+    decompose(k, "bid", f.batch);
+  }
   k.line("const int n_q = static_cast<int>(min(int64_t{T_Q}, N_" + M + " - o_" + M + "));");
 }
 

@@ -6,7 +6,9 @@
 // render lowers to SIMT with the reason. The device runs are the tests/gpu diagrams used here.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
+#include <tuple>
 #include <fstream>
 #include <unistd.h>
 
@@ -112,8 +114,10 @@ TEST_CASE("flash form: what it cannot render lowers to SIMT (saying why) or to f
 
 TEST_CASE("flash form: the softmax's logsumexp (napkin grad's saved statistic) is stored by the flash kernel from m and l", "[emit][cuda]") {
   // attention's forward as `napkin grad` writes it: O and P_lse = logsumexp(mask(S, causal); x).
+  // Several waves of blocks: under one wave the longest tile is the makespan and the skip saves
+  // no time, so derive need not take it (perfmodel/cost.cpp dispatch_stretch).
   const char* text =
-      "diagram attn_lse\naxis b = 2\naxis h = 2\naxis q = 256\naxis x = 256\naxis d = 64\n"
+      "diagram attn_lse\naxis b = 4\naxis h = 16\naxis q = 1024\naxis x = 1024\naxis d = 64\n"
       "in Q[b,h,q,d] : bf16\nin K[b,h,x,d] : bf16\nin V[b,h,x,d] : bf16\n"
       "S[b,h,q,x] = contract(Q, K; d) * rsqrt(d)\nP[b,h,q,x] = softmax(mask(S, causal(q, x)); x)\n"
       "P_lse[b,h,q] = logsumexp(mask(S, causal(q, x)); x)\nO[b,h,q,d] = contract(P, V; x)\nout O : bf16\nout P_lse : fp32\n";
@@ -142,4 +146,38 @@ TEST_CASE("flash form: the softmax's logsumexp (napkin grad's saved statistic) i
   Derivation ds = derive(*sig.program, *sig.diagram, sig.sizes, hw);
   for (const auto& k : ds.chosen.kernels)
     if (k.cost.spec->strategy == Strategy::flash) CHECK(k.cost.spec->flash->stats.empty());
+}
+
+TEST_CASE("flash form under a causal skip: tiles longest first, batch slices fastest only where K and V fit half of L2", "[emit][cuda]") {
+  // One head group's causal attention: q tiles differ in chunks; the grid hands the longest out
+  // first. At 8 heads of 2048 tokens K and V (8 MB) fit half the H200's L2: every slice's longest tile goes
+  // first and the model replays that order; at 8192 tokens and 32 groups (256 MB) each slice's
+  // tiles stay together and the compute terms are not stretched.
+  auto attn = [](int heads, int n) {
+    return "diagram a\naxis h = " + std::to_string(heads) + "\naxis q = " + std::to_string(n) + "\naxis x = " + std::to_string(n) +
+           "\naxis d = 128\nin Q[h,q,d] : bf16\nin K[h,x,d] : bf16\nin V[h,x,d] : bf16\n"
+           "S[h,q,x] = contract(Q, K; d) * rsqrt(d)\nP[h,q,x] = softmax(mask(S, causal(q, x)); x)\nO[h,q,d] = contract(P, V; x)\nout O : bf16\n";
+  };
+  Hardware hw = load_hardware("h200");
+  for (const auto& [heads, n, fits] : {std::tuple{8, 2048, true}, std::tuple{32, 8192, false}}) {
+    LoadedDiagram l = load_text(attn(heads, n), {});
+    Derivation dv = derive(*l.program, *l.diagram, l.sizes, hw);
+    REQUIRE(dv.chosen.kernels.size() == 1);
+    const KernelChoice& kc = dv.chosen.kernels[0];
+    REQUIRE(kc.cost.spec->flash);
+    const FlashForm& f = *kc.cost.spec->flash;
+    REQUIRE(f.skip);
+    INFO("n = " << n);
+    REQUIRE(f.tile_chunks.size() == static_cast<std::size_t>((n + f.TQ - 1) / f.TQ));
+    CHECK(std::is_sorted(f.tile_chunks.rbegin(), f.tile_chunks.rend()));  // non-increasing: the longest first
+    CHECK(f.tile_chunks.front() == (n + f.TX - 1) / f.TX);               // the last tile walks every chunk
+    CHECK(f.slices_fastest == fits);
+    if (fits) CHECK(kc.cost.imbalance >= 1.0);
+    else CHECK(kc.cost.imbalance == 1.0);
+    const std::string cuda = emit_cuda(*l.program, *l.diagram, dv, hw);
+    const auto decode = cuda.find("o_q = (tiles_q - 1 - bid");
+    REQUIRE(decode != std::string::npos);
+    // slices fastest: the head index is decoded before the tile; else the tile first (bid % tiles_q)
+    CHECK((cuda.compare(decode, 32, "o_q = (tiles_q - 1 - bid) * T_Q;") == 0) == fits);
+  }
 }

@@ -703,9 +703,10 @@ namespace k_S_to_O {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     T* smem = reinterpret_cast<T*>(smem_raw);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    // grid: tiles of q (fastest: consecutive blocks share K and V in L2) x b, g, r
     int64_t bid = blockIdx.x;
-    const int64_t tiles_q = (N_q + T_Q - 1) / T_Q, o_q = bid % tiles_q * T_Q;
+    const int64_t tiles_q = (N_q + T_Q - 1) / T_Q;
+    // grid: tiles of q (fastest, the longest first: consecutive blocks share K and V in L2) x b, g, r
+    const int64_t o_q = (tiles_q - 1 - bid % tiles_q) * T_Q;
     bid /= tiles_q;
     const int64_t i_r = bid % N_r;
     bid /= N_r;
@@ -872,7 +873,9 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
     uint64_t* bar = reinterpret_cast<uint64_t*>(smem + OFF_BAR);
     uint64_t *q_full = bar, *k_full = bar + 1, *k_empty = bar + 3, *v_full = bar + 5, *v_empty = bar + 7;
     int64_t bid = blockIdx.x;
-    const int64_t tiles_q = (N_q + T_Q - 1) / T_Q, o_q = (tiles_q - 1 - bid % tiles_q) * T_Q;
+    const int64_t tiles_q = (N_q + T_Q - 1) / T_Q;
+    // grid: tiles of q (fastest, the longest first: consecutive blocks share K and V in L2) x b, g, r
+    const int64_t o_q = (tiles_q - 1 - bid % tiles_q) * T_Q;
     bid /= tiles_q;
     const int64_t i_r = bid % N_r;
     bid /= N_r;

@@ -703,7 +703,8 @@ namespace k_P_to_O {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     // grid: tiles of q (fastest: consecutive blocks share K and V in L2) x b, h
     int64_t bid = blockIdx.x;
-    const int64_t tiles_q = (N_q + T_Q - 1) / T_Q, o_q = bid % tiles_q * T_Q;
+    const int64_t tiles_q = (N_q + T_Q - 1) / T_Q;
+    const int64_t o_q = bid % tiles_q * T_Q;
     bid /= tiles_q;
     const int64_t i_h = bid % N_h;
     bid /= N_h;
@@ -842,7 +843,8 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
     uint64_t* bar = reinterpret_cast<uint64_t*>(smem + OFF_BAR);
     uint64_t *q_full = bar, *k_full = bar + 1, *k_empty = bar + 3, *v_full = bar + 5, *v_empty = bar + 7;
     int64_t bid = blockIdx.x;
-    const int64_t tiles_q = (N_q + T_Q - 1) / T_Q, o_q = bid % tiles_q * T_Q;
+    const int64_t tiles_q = (N_q + T_Q - 1) / T_Q;
+    const int64_t o_q = bid % tiles_q * T_Q;
     bid /= tiles_q;
     const int64_t i_h = bid % N_h;
     bid /= N_h;
