@@ -2,7 +2,6 @@
 #include <catch2/catch.hpp>
 #include <regex>
 
-#include "derive/check_schedule.hpp"
 #include "derive/derivation.hpp"
 #include "derive/passes/split_reduction.hpp"
 #include "diagrams/eval.hpp"
@@ -108,46 +107,4 @@ TEST_CASE("only contractions a split keeps linear are split", "[derive][split-re
   SplitReductionResult r = split_reductions(*l.program, *l.diagram, l.sizes, hw);
   REQUIRE(r.steps.size() == 1);  // weighed: kept or not, the model says which
   CHECK(r.steps[0].detail.find("as given") != std::string::npos);
-}
-
-TEST_CASE("a gemm kernel's registers are its accumulators, and its epilogue's inputs are priced as the epilogue reads them", "[derive][gemm]") {
-  // SwiGLU's forward as `napkin grad` writes it (every intermediate saved): G and H are maps of the
-  // dual GEMM's accumulators, computed as the epilogue stores, so one kernel holds two 128 x 128
-  // accumulators (160 registers a thread on the H200), not four output tiles.
-  const std::string fwd =
-      "diagram mlp_fwd\naxis t = 2048\naxis m = 4096\naxis f = 14336\nin X[t,m] : bf16\nin W1[m,f] : bf16\nin W3[m,f] : bf16\nin W2[f,m] : bf16\n"
-      "G_v[t,f] = contract(X, W1; m)\nG[t,f] = silu(G_v)\nU[t,f] = contract(X, W3; m)\nH[t,f] = G * U\nY[t,m] = contract(H, W2; f)\n"
-      "out Y : bf16\nout G_v : bf16\nout G : bf16\nout U : bf16\nout H : bf16\n";
-  Hardware hw = load_hardware("h200");
-  LoadedDiagram l = load_text(fwd, {});
-  Derivation dv = derive(*l.program, *l.diagram, l.sizes, hw);
-  REQUIRE(dv.chosen.kernels.size() == 2);
-  const KernelChoice& dual = dv.chosen.kernels[0];
-  CHECK(dual.plan.fused() == std::vector<std::string>{"G_v", "G", "U", "H"});
-  REQUIRE(dual.cost.spec->gemm);
-  CHECK(dual.cost.registers_per_thread == 32 + static_cast<int>(dual.cost.spec->gemm->gemms.size() * dual.cost.spec->gemm->TM *
-                                                                dual.cost.spec->gemm->TN * 4 / 4 / (dual.cost.warps * 32)));
-  // dH = dY W2 with dG = dH * U and dG_v in its epilogue reads U and G_v from global memory there:
-  // half of each sector used (bf16 in the m16n8 layout) and an HBM latency per group of rows.
-  const std::string bwd =
-      "diagram mlp_bwd\naxis t = 2048\naxis m = 4096\naxis f = 14336\nin dY[t,m] : bf16\nin W2[f,m] : bf16\nin U[t,f] : bf16\nin G_v[t,f] : bf16\n"
-      "dH[t,f] = contract(dY, W2; m)\ndG[t,f] = dH * U\ndG_v[t,f] = dG * sigmoid(G_v)\nout dH : bf16\nout dG_v : bf16\n";
-  LoadedDiagram lb = load_text(bwd, {});
-  const std::string schedule = "schedule s for mlp_bwd\nkernel k\n  fuse dH, dG, dG_v\n  group t by 256\n  group f by 128\n  stream m by 64\n  warps 8\n";
-  DiagnosticEngine diags;
-  SourceManager sm;
-  auto s = parse_schedule(*sm.add("mlp.schedule", schedule), diags);
-  REQUIRE(s);
-  auto checked = check_schedule(*lb.program, *lb.diagram, *s, lb.sizes, hw, {}, diags);
-  INFO(diags.render());
-  REQUIRE(checked);
-  Derivation fused = derive_given(*lb.program, *lb.diagram, lb.sizes, hw, result_of(*s, *checked));
-  REQUIRE(fused.chosen.kernels.size() == 1);
-  const KernelCost& c = fused.chosen.kernels[0].cost;
-  REQUIRE(c.spec->gemm);
-  REQUIRE_FALSE(c.spec->tma_store);
-  const double bw = hw.hbm.bandwidth_bytes_per_s, elems = 2048.0 * 14336;
-  const double sectors = (2 * elems * 2) * 2 + 2 * elems * 2;  // U, G_v at half a sector; dH, dG_v stored directly
-  const double rounds = (256.0 / 2 / 64) * (128.0 / 32) * 2 * static_cast<double>(c.blocks) / hw.sm_count;
-  CHECK(c.t_epilogue == Approx(sectors / bw / std::min(1.0, static_cast<double>(c.blocks) / hw.sm_count) + rounds * hw.hbm_latency_s).epsilon(1e-9));
 }
