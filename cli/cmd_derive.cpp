@@ -58,6 +58,9 @@ void print_cost_table(const SearchResult& r, const Hardware& hw) {
           "stored tiles over the causal skip's chunks, written before the stream loop, not overlapped" +
               (only.empty() ? std::string() : "; only where the banded gemms after it read them: " + only));
     }
+    if (c.t_smem_exposed > 0)
+      row("SMEM exposed", fmt::format("{:.2f} x SMEM", hw.flash_bwd_smem_exposed), c.t_smem_exposed,
+          "SMEM reads the two consumer warpgroups' MMAs do not hide (hardware flash_bwd_smem_exposed, a fit), not overlapped");
     if (c.imbalance > 1)
       row("blocks' makespan", fmt::format("{:.2f} x the mean", c.imbalance), 0,
           "compute terms stretched: blocks of unequal length (causal skip) handed to the SMs in grid order");
@@ -105,7 +108,7 @@ nlohmann::json kernel_json(const KernelChoice& k) {
                    {"flops", {{"tensor", c.flops_tensor}, {"fp32", c.flops_fp32}, {"sfu", c.sfu_ops}}},
                    {"seconds",
                     {{"hbm", c.t_hbm}, {"l2", c.t_l2}, {"smem", c.t_smem}, {"tensor", c.t_tensor}, {"fp32", c.t_fp32},
-                     {"sfu", c.t_sfu}, {"epilogue", c.t_epilogue}, {"skipped_zeros", c.t_skipped_zeros}, {"launch", c.t_launch}, {"total", c.t_total}}},
+                     {"sfu", c.t_sfu}, {"epilogue", c.t_epilogue}, {"skipped_zeros", c.t_skipped_zeros}, {"smem_exposed", c.t_smem_exposed}, {"launch", c.t_launch}, {"total", c.t_total}}},
                    {"bound", c.bound},
                    {"causal_active_fraction", c.causal_active_fraction}};
   if (c.spec) j["lowered"] = kernel_spec_json(*c.spec);

@@ -58,6 +58,11 @@ struct Hardware {
    *  8192^3 run back to back, measured by `napkin calibrate`; 0 when not known (no cap). The model
    *  takes the smaller of it and the instruction's fraction. */
   double sustained_tensor_fraction = 0;
+  /** Share of a flash_bwd kernel's SMEM reads (its wgmma operands and staged tiles, the model's
+   *  t_smem) that its two consumer warpgroups do not hide behind their MMAs: each chunk's chain
+   *  S -> P -> dP -> dS -> staged tiles -> dV, dK waits on its own SMEM traffic. A fit to measured
+   *  kernels (hardware/*.toml gives the fit and its data); 0 when not fitted: not priced. */
+  double flash_bwd_smem_exposed = 0;
   /** L2 -> SMEM bandwidth of the bulk-copy engine that TMA loads use (bytes/s, whole device),
    *  measured by `napkin calibrate`; 0 when not known: l2.bandwidth_bytes_per_s applies. */
   double l2_bulk_bandwidth_bytes_per_s = 0;

@@ -64,6 +64,8 @@ constexpr Field<H> kCompute[] = {
     {"wgmma_fraction", Type::real, false, kMinShare, 1, false, "fraction of the tensor-core peak", [](H& h, const V& v) { h.wgmma_fraction = v.number; }},
     {"sustained_tensor_fraction", Type::real, false, kMinShare, 1, false, "fraction of the tensor-core peak",
      [](H& h, const V& v) { h.sustained_tensor_fraction = v.number; }},
+    {"flash_bwd_smem_exposed", Type::real, false, 0, 1, false, "share of a flash_bwd kernel's SMEM time",
+     [](H& h, const V& v) { h.flash_bwd_smem_exposed = v.number; }},
 };
 constexpr Field<H> kTensorCore[] = {
     {"<dtype>", Type::real, false, kMinRate, kRate, false, "FLOP/s", [](H& h, const V& v) { h.tensor_flops_per_s[*parse_dtype(v.key)] = v.number; }},

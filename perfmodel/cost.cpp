@@ -629,8 +629,12 @@ class KernelModel {
     // apart, so the rule is not applied to them.
     const bool lone_consumer = !opt_.two_level && c_.warpgroup_mma && spec_.strategy == Strategy::flash_bwd && c_.warps / 4 < 2;
     if (lone_consumer) hidden = 0;
+    // With two consumers on the wgmma path, the share of the SMEM reads their MMAs do not hide
+    // (Hardware::flash_bwd_smem_exposed, a fit; 0 where not fitted).
+    if (!opt_.two_level && c_.warpgroup_mma && spec_.strategy == Strategy::flash_bwd && !lone_consumer)
+      c_.t_smem_exposed = hw_.flash_bwd_smem_exposed * c_.t_smem;
     c_.t_total = (pipelined ? std::max(memory, compute_t) + (1 - hidden) * std::min(memory, compute_t) : memory + compute_t) +
-                 c_.t_epilogue + c_.t_skipped_zeros + c_.t_launch;
+                 c_.t_epilogue + c_.t_skipped_zeros + c_.t_smem_exposed + c_.t_launch;
     std::vector<std::pair<double, const char*>> terms{{c_.t_hbm, "HBM bandwidth"},   {c_.t_l2, "L2->SMEM bandwidth"},
                                                       {c_.t_smem, "SMEM bandwidth"}, {c_.t_tensor, "tensor cores"},
                                                       {c_.t_fp32, "FP32 units"},     {c_.t_sfu, "special-function units (exp)"}};

@@ -85,6 +85,9 @@ struct KernelCost {
    *  skip leaves out (flash_bwd_causal_skip), before its stream loop and by the same warps: added
    *  to the total, not overlapped; 0 elsewhere. */
   double t_skipped_zeros = 0;
+  /** Seconds of a flash_bwd kernel's SMEM reads its two consumer warpgroups do not hide behind
+   *  their MMAs: t_smem x Hardware::flash_bwd_smem_exposed, added to the total; 0 elsewhere. */
+  double t_smem_exposed = 0;
   /** A flash_bwd kernel's blocks' makespan over their mean time per block slot (>= 1; 1
    *  elsewhere): a causal skip gives the blocks different numbers of chunks
    *  (FlashBwdForm::tile_chunks), handed to the SMs in grid order; in one wave the longest block

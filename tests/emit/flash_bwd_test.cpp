@@ -321,3 +321,25 @@ TEST_CASE("flash_bwd: grouped-query attention's backward streams the query heads
   }
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("flash_bwd: the SMEM reads two consumer warpgroups do not hide are priced as the hardware's fitted share", "[emit]") {
+  // attention's backward at B4 H16 N4096 on the H200: the fused kernel's total carries
+  // flash_bwd_smem_exposed x its SMEM time, not overlapped; with the share 0 it does not.
+  LoadedDiagram l = load_library(std::string(NAPKIN_SOURCE_DIR) + "/tests/golden/grad/attention.napkin");
+  const SizeMap shape = {{"b", 4}, {"h", 16}, {"q", 4096}, {"x", 4096}};
+  Hardware hw = load_hardware("h200");
+  REQUIRE(hw.flash_bwd_smem_exposed > 0);
+  Derivation dv;
+  const KernelChoice* kc = derive_flash_bwd(l, shape, hw, dv);
+  REQUIRE(kc != nullptr);
+  REQUIRE(kc->cost.warpgroup_mma);
+  CHECK(kc->cost.t_smem > 0);
+  CHECK(kc->cost.t_smem_exposed == Approx(hw.flash_bwd_smem_exposed * kc->cost.t_smem));
+  Hardware unfitted = hw;
+  unfitted.flash_bwd_smem_exposed = 0;
+  Derivation dv0;
+  const KernelChoice* kc0 = derive_flash_bwd(l, shape, unfitted, dv0);
+  REQUIRE(kc0 != nullptr);
+  CHECK(kc0->cost.t_smem_exposed == 0);
+  CHECK(kc->cost.t_total == Approx(kc0->cost.t_total + kc->cost.t_smem_exposed).epsilon(1e-9));
+}
