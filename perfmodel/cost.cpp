@@ -360,9 +360,8 @@ class KernelModel {
   /** Blocks of unequal length dispatched in grid order: the streamed-over tiles in the order of
    *  `len` (FlashBwdForm::tile_chunks, FlashForm::tile_chunks: the longest first), each tile's
    *  blocks over the batch axes together (block i takes len[i / (blocks / len.size())]), each
-   *  starting on the first of
-   *  `slots` block slots to come free, as the block scheduler hands out blocks in order (list
-   *  scheduling). Returns the makespan over the mean time per slot (>= 1): 1 where the blocks
+   *  starting on the first of `slots` block slots to come free, as the block scheduler hands out
+   *  blocks in order (list scheduling). Returns the makespan over the mean time per slot (>= 1): 1 where the blocks
    *  pack evenly; the longest block x slots / total in one wave. */
   static double dispatch_stretch(const std::vector<std::int64_t>& len, std::int64_t blocks, int slots) {
     if (len.empty() || blocks <= 0 || slots <= 0) return 1;
@@ -588,9 +587,10 @@ class KernelModel {
       c_.t_epilogue = fetched / hw_.hbm.bandwidth_bytes_per_s / mem_util;
       // Stored directly (no TMA staging), it also waits for them: the loads of a group of rows
       // (an m64 subtile's rows h over 32 columns) cannot pass the global stores of the group
-      // before, which may alias them (emit/cuda/render_epilogue.cpp), so each tile's epilogue waits MS x T_N/32 x 2 dependent
-      // rounds of an HBM latency (session 24, H200: dH with dG and dG_v in its epilogue, reading U
-      // and G_v, measured 462 us in the training step against dH alone 330 and the maps' 81).
+      // before, which may alias them (emit/cuda/render_epilogue.cpp), so each tile's epilogue
+      // waits MS x T_N/32 x 2 dependent rounds of an HBM latency (session 24, H200: dH with dG
+      // and dG_v in its epilogue, reading U and G_v, measured 462 us in the training step against
+      // dH alone 330 and the maps' 81).
       if (epilogue_inputs && !spec_.tma_store) {
         const auto& g = *spec_.gemm;
         const double consumers = std::max(1, c_.warps / 4);
