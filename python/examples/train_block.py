@@ -227,6 +227,11 @@ def main():
     if args.profile > 0 and dev.startswith("cuda"):
         for name, blk, w in (("napkin", nap_block, nap_w), ("eager", eag_block, eag_w)):
             profile_step(name, blk, w, (x, target), args.lr, args.profile)
+    if dev.startswith("cuda"):  # which road the eager calls took (napkin_torch/fastpath.py)
+        from napkin_torch import fastpath
+        loaded = ops if args.mode == "ops" else [whole]
+        road = f"{sum(op.fast_calls for op in loaded)} calls on the C++ road" if fastpath.module() else f"the Python road ({fastpath.reason()})"
+        print(f"napkin_torch: {road}")
     label = "torch.compile'd eager" if args.compile else "eager"
     print(f"training step, median of {len(nap_ms) - skip}: napkin {tn:.2f} ms, {label} PyTorch {te:.2f} ms: "
           f"napkin {te / tn:.2f}x {label}")
