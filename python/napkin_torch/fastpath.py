@@ -29,9 +29,10 @@ LIBRARIES = ("c10", "c10_cuda", "torch", "torch_cpu", "torch_cuda", "torch_pytho
 
 def find_cxx():
     """The C++ compiler: $CXX, else c++ or g++ on PATH. Raises FileNotFoundError when none is found."""
-    for cand in (os.environ.get("CXX"), shutil.which("c++"), shutil.which("g++")):
-        if cand and shutil.which(cand):
-            return shutil.which(cand)
+    for cand in (os.environ.get("CXX"), "c++", "g++"):
+        path = cand and shutil.which(cand)
+        if path:
+            return path
     raise FileNotFoundError("napkin_torch: no C++ compiler for the fast path (set CXX, or install g++)")
 
 
