@@ -61,7 +61,7 @@ struct Hardware {
   /** Share of a flash_bwd kernel's SMEM reads (its wgmma operands and staged tiles, the model's
    *  t_smem) that its two consumer warpgroups do not hide behind their MMAs: each chunk's chain
    *  S -> P -> dP -> dS -> staged tiles -> dV, dK waits on its own SMEM traffic. A fit to measured
-   *  kernels (hardware/*.toml gives the fit and its data); 0 when not fitted: not priced. */
+   *  kernels (the hardware TOML files give the fit and its data); 0 when not fitted: not priced. */
   double flash_bwd_smem_exposed = 0;
   /** L2 -> SMEM bandwidth of the bulk-copy engine that TMA loads use (bytes/s, whole device),
    *  measured by `napkin calibrate`; 0 when not known: l2.bandwidth_bytes_per_s applies. */
