@@ -106,7 +106,8 @@ class PseudoEmitter {
         const RowsForm& f = *spec->rows;
         const std::string team = f.team_lanes < 32 ? std::to_string(f.team_lanes) + " lanes" : std::to_string(f.team_warps) + " warp(s)";
         line("# rows: a team of " + team + " walks each row along " + f.axis + ", coalesced; statistics combined by warp shuffles" +
-             (f.reduction ? std::string("; one walk, the reduction's value stored once per row") + (f.post ? " through the statement's element-wise map" : "") : "; a second walk applies the map"));
+             (f.reduction ? std::string("; one walk, the reduction's value stored once per row") + (f.parts.size() == 1 && f.parts[0].post ? " through the statement's element-wise map" : "")
+                          : "; a second walk applies the map") + (f.parts.size() > 1 ? "; " + std::to_string(f.parts.size()) + " statements share the walks" : ""));
         line("# no tensor-core strategy: " + spec->declined);
       }
       schedule_body(kc);

@@ -64,61 +64,128 @@ const Expr* rows_core(const Diagram& d, const Statement& st) {
   return core;
 }
 
-std::optional<RowsForm> analyse_rows(const Diagram& d, const KernelShape& k, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt,
-                                     std::string& why) {
-  if (k.statements.size() != 1) return why = "more than one statement", std::nullopt;
-  const Statement& st = *d.find_statement(k.statements[0]);
-  const Expr* core = rows_core(d, st);
-  if (!core) return why = "not a normaliser or a reduction (alone, or inside an element-wise map that lacks the reduced axis)", std::nullopt;
-  const Expr& e = *core;
-  const bool reduction = !is_normaliser(e);
-  if (reduction && e.axes.size() != 1) return why = "a reduction over more than one axis", std::nullopt;
-  for (const auto& a : e.args)
-    if (!elementwise_tree(*a)) return why = "the arguments are not element-wise", std::nullopt;
-  RowsForm r;
-  r.reduction = reduction;
-  r.post = core != &*st.expr;
-  if (r.post) {
-    std::set<std::string> arrays;
-    walk(*st.expr, [&](const Expr& n) {
-      if (n.kind == Expr::Kind::ref && d.array_axes(n.name) && n.name != st.name) arrays.insert(n.name);
-    });
-    for (const auto& a : arrays) {
-      const AxisList& ax = *d.array_axes(a);
-      if (std::find(ax.begin(), ax.end(), e.axes[0]) == ax.end()) r.row_arrays.push_back(a);
+const RowsPart* RowsForm::part(const std::string& name) const {
+  for (const auto& p : parts)
+    if (p.statement == name) return &p;
+  return nullptr;
+}
+
+bool RowsForm::any_vector_output() const {
+  return std::any_of(parts.begin(), parts.end(), [](const RowsPart& p) { return p.vector_output; });
+}
+
+namespace {
+
+/** The arrays `e` reads (references to arrays of `d`), sorted. */
+std::set<std::string> arrays_read(const Diagram& d, const Expr& e) {
+  std::set<std::string> out;
+  walk(e, [&](const Expr& n) {
+    if (n.kind == Expr::Kind::ref && d.array_axes(n.name)) out.insert(n.name);
+  });
+  return out;
+}
+
+std::set<std::string> axis_set(const AxisList& a) { return {a.begin(), a.end()}; }
+
+/** The parts of `k`'s statements, their walked axis and the rows (lower/rows_form.hpp's list),
+ *  or the reason in `why`. */
+bool rows_parts(const Diagram& d, const KernelShape& k, RowsForm& r, std::vector<const Expr*>& cores, std::string& why) {
+  const std::set<std::string> written(k.statements.begin(), k.statements.end());
+  const std::set<std::string> stored(k.outputs.begin(), k.outputs.end());
+  const Statement* first_core = nullptr;
+  for (const auto& name : k.statements) {
+    const Statement& st = *d.find_statement(name);
+    RowsPart p;
+    p.statement = name;
+    p.stored = stored.count(name) > 0;
+    const Expr* core = rows_core(d, st);
+    if (core) {
+      const bool reduction = !is_normaliser(*core);
+      if (reduction && core->axes.size() != 1) return why = name + ": a reduction over more than one axis", false;
+      for (const auto& a : core->args)
+        if (!elementwise_tree(*a)) return why = name + ": the arguments are not element-wise", false;
+      p.kind = reduction ? RowsPart::Kind::reduction : RowsPart::Kind::normaliser;
+      p.post = core != &*st.expr;
+      if (r.axis.empty()) r.axis = core->axes[0], first_core = &st;
+      if (core->axes[0] != r.axis) return why = "its statements walk different axes (" + r.axis + ", " + core->axes[0] + ")", false;
+      for (const auto& a : arrays_read(d, *st.expr))  // statistics come from the first walk: nothing the kernel writes
+        if (written.count(a)) return why = name + " reduces " + a + ", which the same kernel writes", false;
+    } else if (elementwise_tree(*st.expr)) {
+      p.kind = RowsPart::Kind::map;
+    } else {
+      return why = name + ": not a normaliser, a reduction (alone, or inside an element-wise map that lacks the reduced axis) or an element-wise map",
+             false;
+    }
+    cores.push_back(core);
+    r.parts.push_back(p);
+  }
+  if (!first_core) return why = "no normaliser or reduction", false;
+  for (const auto& a : first_core->axes)
+    if (a != r.axis) r.rows.push_back(a);
+  std::set<std::string> row_set = axis_set(r.rows), element_set = row_set;
+  element_set.insert(r.axis);
+  for (std::size_t i = 0; i < r.parts.size(); ++i) {
+    const RowsPart& p = r.parts[i];
+    const Statement& st = *d.find_statement(p.statement);
+    if (axis_set(st.axes) != (p.per_row() ? row_set : element_set))
+      return why = p.statement + "'s axes are not the rows" + std::string(p.per_row() ? "" : " and " + r.axis), false;
+    if (p.kind != RowsPart::Kind::map) continue;
+    if (!p.stored) return why = p.statement + " is read inside the kernel", false;
+    for (const auto& a : arrays_read(d, *st.expr)) {
+      const RowsPart* src = r.part(a);
+      if (src && !src->per_row()) return why = p.statement + " reads " + a + ", a per-element output of the same kernel", false;
     }
   }
-  r.statement = st.name;
-  r.axis = e.axes[0];
+  return true;
+}
+
+}  // namespace
+
+std::optional<RowsForm> analyse_rows(const Diagram& d, const KernelShape& k, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt,
+                                     std::string& why) {
+  RowsForm r;
+  std::vector<const Expr*> cores;  // per part: the normaliser or reduction, nullptr for a map
+  if (!rows_parts(d, k, r, cores, why)) return std::nullopt;
+  r.reduction = std::all_of(r.parts.begin(), r.parts.end(), [](const RowsPart& p) { return p.per_row(); });
   r.extent = sizes.at(r.axis);
   r.rows_total = 1;
-  for (const auto& a : st.axes)
-    if (a != r.axis) {
-      r.rows.push_back(a);
-      r.rows_total *= sizes.at(a);
-      r.rows_per_block *= k.plan.group(a).value_or(1);
-    }
+  for (const auto& a : r.rows) {
+    r.rows_total *= sizes.at(a);
+    r.rows_per_block *= k.plan.group(a).value_or(1);
+  }
   r.warps = k.plan.warps();
   r.team_warps = r.rows_per_block >= r.warps ? 1 : (r.warps % r.rows_per_block == 0 ? r.warps / static_cast<int>(r.rows_per_block) : 1);
   r.blocks = (r.rows_total + r.rows_per_block - 1) / r.rows_per_block;
-  r.statistics = walk_of(d, {&*e.args[0]}, r.axis, opt);
-  std::vector<const Expr*> all;
-  for (const auto& a : e.args) all.push_back(&*a);
-  if (!reduction) {
-    r.map = walk_of(d, all, r.axis, opt);
-    r.map.stores = true;
-    r.vector_output = dtype_bits(storage_dtype(d, st.name, opt)) == 16 && st.axes.back() == r.axis;
+  std::vector<const Expr*> stats, maps;
+  std::set<std::string> per_row_reads;
+  for (std::size_t i = 0; i < r.parts.size(); ++i) {
+    RowsPart& p = r.parts[i];
+    const Statement& st = *d.find_statement(p.statement);
+    if (cores[i]) stats.push_back(&*cores[i]->args[0]);
+    if (p.kind == RowsPart::Kind::normaliser)
+      for (const auto& a : cores[i]->args) maps.push_back(&*a);
+    if (p.kind == RowsPart::Kind::map) maps.push_back(&*st.expr);
+    if (!p.per_row()) p.vector_output = dtype_bits(storage_dtype(d, st.name, opt)) == 16 && st.axes.back() == r.axis;
+    for (const auto& a : arrays_read(d, *st.expr)) {
+      const AxisList& ax = *d.array_axes(a);
+      if (std::find(ax.begin(), ax.end(), r.axis) == ax.end() && !r.part(a)) per_row_reads.insert(a);
+    }
   }
-  const RowsWalk& widest = reduction ? r.statistics : r.map;
-  r.vector = r.extent % 8 == 0 && (!widest.vector_arrays.empty() || r.vector_output);
+  r.row_arrays.assign(per_row_reads.begin(), per_row_reads.end());
+  r.statistics = walk_of(d, stats, r.axis, opt);
+  if (!r.reduction) {
+    r.map = walk_of(d, maps, r.axis, opt);
+    r.map.stores = true;
+  }
+  const std::size_t walked = std::max(r.statistics.vector_arrays.size(), r.map.vector_arrays.size());
+  r.vector = r.extent % 8 == 0 && (walked > 0 || r.any_vector_output());
   if (r.team_warps == 1) {  // the fewest lanes (a power of two) whose accesses cover the row
     const std::int64_t accesses = (r.extent + (r.vector ? 7 : 0)) / (r.vector ? 8 : 1);
     while (r.team_lanes > 1 && r.team_lanes / 2 >= accesses) r.team_lanes /= 2;
   }
   // ptxas (sm_90a): one or two 16-bit arrays walked fit 48 (rmsnorm, attention's D); three
   // spilled 128 bytes at 48 and 4 at 64 (rmsnorm's backward mean(dY * W * X)), none at 80.
-  const int walked = static_cast<int>(widest.vector_arrays.size());
-  r.registers = 32 + (r.vector ? 4 * r.unroll * (walked <= 2 ? 1 : walked) : 0);
+  r.registers = 32 + (r.vector ? 4 * r.unroll * (walked <= 2 ? 1 : static_cast<int>(walked)) : 0);
   r.smem_bytes = std::int64_t{r.warps} * 3 * 4;
   r.blocks_per_sm = resident_blocks_per_sm(hw, r.warps, r.registers, r.smem_bytes);
   return r;

@@ -1,16 +1,27 @@
 /** \file rows_form.hpp
- *  The rows form of a kernel and the launch shape lowering gives it: one statement
- *  `Y = norm(args; a)` (softmax, layernorm, rmsnorm) or `Y = red(arg; a)` (sum, max, mean over one
- *  axis) of element-wise arguments. Every other axis is a row; a thread block takes
- *  `rows_per_block` rows and its warps form teams, each team walking one row at a time with
- *  coalesced accesses: a first walk gathers the lemma's statistics (a reduction: its value), a
- *  second applies the map and stores Y (a reduction has none: one lane stores the value). A team
- *  is `team_warps` warps, or, where one warp is more than a row needs (the row's accesses fit
- *  fewer lanes), `team_lanes` lanes of one warp: a warp then walks 32 / team_lanes rows at once,
- *  so short rows (attention's D = rowsum(dO * O) over d = 128) keep every lane loading. On the vector path (the
- *  normalised axis innermost in a 16-bit array, its extent a multiple of 8) each lane moves 8
- *  elements per 16-byte access with `unroll` accesses in flight; otherwise one element per step.
- *  Read by the model (perfmodel/rows_cost.hpp) and rendered by emit/cuda/rows.cpp: what one
+ *  The rows form of a kernel and the launch shape lowering gives it: statements over the same
+ *  rows that walk one axis `a`, each of them
+ *  - a normaliser `Y = norm(args; a)` (softmax, layernorm, rmsnorm) of element-wise arguments,
+ *  - a reduction `R = red(arg; a)` (sum, max, mean over `a`), alone or inside an element-wise map
+ *    that lacks `a` (rstd = rsqrt(mean(X * X; m) + eps)), one value per row, or
+ *  - an element-wise map over the row (rmsnorm's backward dX = ... - X * rstd^3 * R), which may
+ *    read the kernel's reductions (their values per row, held in registers) but no other
+ *    per-element output of the kernel;
+ *  at least one normaliser or reduction. The reductions' and normalisers' arguments read no array
+ *  the kernel writes. Every other axis is a row; a thread block takes `rows_per_block` rows and
+ *  its warps form teams, each team walking one row at a time with coalesced accesses: a first walk
+ *  gathers every lemma's statistics (a reduction: its value), merged across the team; the
+ *  reductions' values are stored by one lane; a second walk (none where every statement is a
+ *  reduction) applies the maps and stores their outputs. Fusing a reduction with the map that
+ *  reads it, or a normaliser with a reduction of the same row, reads each row once from HBM
+ *  instead of once per kernel (the Fusion Theorem, paper Appendix A.1; both statements are woven over
+ *  the rows, and the map reads the reduction after the row's walk has completed it).
+ *  A team is `team_warps` warps, or, where one warp is more than a row needs (the row's accesses
+ *  fit fewer lanes), `team_lanes` lanes of one warp: a warp then walks 32 / team_lanes rows at
+ *  once, so short rows (attention's D = rowsum(dO * O) over d = 128) keep every lane loading. On
+ *  the vector path (the axis innermost in a 16-bit array, its extent a multiple of 8) each lane
+ *  moves 8 elements per 16-byte access with `unroll` accesses in flight; otherwise one element per
+ *  step. Read by the model (perfmodel/rows_cost.hpp) and rendered by emit/cuda/rows.cpp: what one
  *  prices, the other writes (the team, the unroll and the registers through __launch_bounds__).
  */
 #pragma once
@@ -33,9 +44,24 @@ struct RowsWalk {
   bool stores = false;                     ///< the walk stores Y
 };
 
+/** One statement of a rows kernel. */
+struct RowsPart {
+  enum class Kind { normaliser, reduction, map };
+  std::string statement;
+  Kind kind = Kind::normaliser;
+  /** A reduction inside an element-wise map (rstd = rsqrt(mean(X * X; m) + eps)): the map is
+   *  applied once per row to the reduction's value. */
+  bool post = false;
+  bool stored = true;         ///< written to global memory (else read only by the kernel's maps)
+  bool vector_output = false; ///< a per-element output, 16-bit with the axis innermost: stored 8 elements per 16-byte access
+
+  bool per_row() const { return kind == Kind::reduction; }
+};
+
 struct RowsForm {
-  std::string statement, axis;     ///< the normaliser's statement and its normalised axis
-  AxisList rows;                   ///< the statement's other axes (each index a row)
+  std::vector<RowsPart> parts;     ///< the statements, dataflow order
+  std::string axis;                ///< the walked (normalised or reduced) axis
+  AxisList rows;                   ///< the statements' other axes (each index a row), in the first statement's order
   std::int64_t extent = 0;         ///< elements along `axis`
   std::int64_t rows_total = 0;     ///< product of the row axes' sizes
   std::int64_t rows_per_block = 1; ///< the schedule's group sizes over the row axes
@@ -45,14 +71,10 @@ struct RowsForm {
   /** Lanes walking one row together where team_warps is 1: the fewest (a power of two, at most
    *  32) whose accesses (8 elements each on the vector path, else 1) cover the row; else 32. */
   int team_lanes = 32;
-  bool reduction = false;          ///< Y = sum/max/mean(arg; axis): one walk, its value stored by the team's first lane
-  /** The stored value is an element-wise map of the reduction (rstd = rsqrt(mean(X * X; m) +
-   *  eps)): the statement's expression around it, applied once per row by the storing lane. */
-  bool post = false;
-  std::vector<std::string> row_arrays;  ///< arrays the post map reads, once per row (they lack `axis`)
+  bool reduction = false;          ///< every part is a reduction: one walk, each value stored by the team's first lane
+  std::vector<std::string> row_arrays;  ///< arrays read once per row (they lack `axis`), none written by the kernel
   int unroll = 4;                  ///< 16-byte accesses in flight per lane on the vector path
   bool vector = false;             ///< the vector path at these sizes (pointers' 16-byte alignment is checked at run time)
-  bool vector_output = false;      ///< Y is 16-bit with the axis innermost: stored 8 elements per 16-byte access
   RowsWalk statistics, map;        ///< the two walks
   /** Registers per thread the kernel is compiled to at most (__launch_bounds__'s minimum blocks
    *  make ptxas keep to registers_per_sm / (blocks_per_sm x threads)): 32 for indices and
@@ -66,15 +88,17 @@ struct RowsForm {
   int threads() const { return warps * 32; }
   int teams_per_block() const { return warps / team_warps * (32 / team_lanes); }
   int walks() const { return reduction ? 1 : 2; }
+  /** The part that writes `name`, or nullptr. */
+  const RowsPart* part(const std::string& name) const;
+  bool any_vector_output() const;
   /** Elements a team moves per round of one walk (one access per lane in flight, or `unroll`). */
   std::int64_t elements_per_round() const { return std::int64_t{team_warps} * team_lanes * (vector ? 8 * unroll : 1); }
   /** Dependent rounds of loads a team needs for one walk over a row. */
   std::int64_t rounds_per_walk() const { return (extent + elements_per_round() - 1) / elements_per_round(); }
 };
 
-/** The rows form of `k` (one statement of `d`, a normaliser or a one-axis sum, max or mean of
- *  element-wise arguments) at `sizes`
- *  on `hw`, or nullopt with the reason in `why`. Raises nothing. */
+/** The rows form of `k` (statements of `d` as the file comment lists them) at `sizes` on `hw`, or
+ *  nullopt with the reason in `why`. Raises nothing. */
 std::optional<RowsForm> analyse_rows(const Diagram& d, const KernelShape& k, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt,
                                      std::string& why);
 

@@ -37,7 +37,8 @@ RowsCost price_rows(const RowsForm& form, const Diagram& d, const SizeMap& sizes
     for (const auto* list : {&w->vector_arrays, &w->scalar_arrays}) read.insert(list->begin(), list->end());
   read.insert(form.row_arrays.begin(), form.row_arrays.end());
   for (const auto& a : read) c.hbm_bytes += array_bytes(d, a, sizes, opt);
-  c.hbm_bytes += array_bytes(d, form.statement, sizes, opt);
+  for (const auto& p : form.parts)
+    if (p.stored) c.hbm_bytes += array_bytes(d, p.statement, sizes, opt);
   c.l2_bytes = walk_bytes(form.statistics, form.axis, d, sizes, opt) + walk_bytes(form.map, form.axis, d, sizes, opt);
   const double sms = hw.sm_count;
   const double blocks_per_sm = std::min<double>(form.blocks_per_sm, static_cast<double>(form.blocks) / sms);

@@ -3,7 +3,7 @@
  *  writes it: teams of warps (or of lanes, for short rows) walking rows twice (statistics, then
  *  the map), or once for a reduction.
  *
- *  - HBM bytes: every array the kernel reads once and Y written once (the second walk's re-read
+ *  - HBM bytes: every array the kernel reads once and each stored output once (the second walk's re-read
  *    of a row is served by L2: ncu on RMSNorm 4096 x 4096 measured a 47% L2 hit rate, the second
  *    of two equal reads; hardware/measured/h100-2026-11-22-session9-rows-ncu.txt).
  *  - L2 bytes: the walks' loads; a scalar array strided along the walk (another axis innermost)

@@ -133,13 +133,16 @@ struct FlashLemma {
  *  addition (the max-rescaled sum for softmax). */
 struct RowsLemma {
   /** `e`: the normaliser (softmax, layernorm or rmsnorm) or the reduction (sum, max, mean) along
-   *  `e.axes[0]`. */
-  RowsLemma(Context& c, const Expr& e);
+   *  `e.axes[0]`; `tag` is appended to every name the lemma declares (its statistics, `v`, `w`,
+   *  `bias`), so that several lemmas share one kernel (empty where the kernel has one). */
+  RowsLemma(Context& c, const Expr& e, std::string tag = "");
+  /** `name` with the lemma's tag: the variable the kernel declares for it. */
+  std::string var(const std::string& name) const { return name + tag_; }
   /** Whether `e` is a reduction: one walk, and map() is its value (no `v`). */
   bool reduction() const;
   /** Declares the statistics (layernorm: and the shift, the row's first element). */
   void init(Code& k) const;
-  /** Per element of the first walk, with its argument in `v`. */
+  /** Per element of the first walk, with its argument in `var("v")`. */
   void update(Code& k) const;
   /** Reduces the statistics over the team's TEAM_LANES lanes, then over its TEAM_WARPS warps. */
   void merge(Code& k) const;
@@ -152,6 +155,7 @@ struct RowsLemma {
  private:
   Context& c_;
   const Expr& e_;
+  std::string tag_;
 };
 
 /** The flash lemma in the fragment layout of path `p`'s atom (render_mma.cpp): mma.sync, the

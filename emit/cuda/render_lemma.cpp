@@ -95,82 +95,86 @@ std::string FlashLemma::result(const std::string& acc, const std::string& h) con
 
 std::string FlashLemma::finalise_note() const { return softmax_ ? "O / l (normalised contraction)" : "O (a plain sum over " + x_ + ")"; }
 
-RowsLemma::RowsLemma(Context& c, const Expr& e) : c_(c), e_(e) {}
+RowsLemma::RowsLemma(Context& c, const Expr& e, std::string tag) : c_(c), e_(e), tag_(std::move(tag)) {}
 
 bool RowsLemma::reduction() const { return e_.op == Op::sum || e_.op == Op::max || e_.op == Op::mean; }
 
 void RowsLemma::init(Code& k) const {
+  const std::string m = var("m"), l = var("l"), n = var("n"), s1 = var("s1"), s2 = var("s2");
   if (reduction()) {
-    k.line(e_.op == Op::max ? "float m = -INFINITY;  // the running max (max-monoid)" : "float s1 = 0.0f;  // the running sum (associative sum, paper §3.1)");
+    k.line(e_.op == Op::max ? "float " + m + " = -INFINITY;  // the running max (max-monoid)" : "float " + s1 + " = 0.0f;  // the running sum (associative sum, paper §3.1)");
     return;
   }
   if (e_.op == Op::softmax) {
-    k.line("float m = -INFINITY, l = 0.0f;  // online max and sum (paper §4, one pass)");
+    k.line("float " + m + " = -INFINITY, " + l + " = 0.0f;  // online max and sum (paper §4, one pass)");
     return;
   }
-  k.line("float n = 0.0f, s1 = 0.0f, s2 = 0.0f;  // count, sum and sum of squares of v - shift");
+  k.line("float " + n + " = 0.0f, " + s1 + " = 0.0f, " + s2 + " = 0.0f;  // count, sum and sum of squares of v - shift");
   if (e_.op != Op::layernorm) return;
-  k.open("const float shift = [&]");
+  k.open("const float " + var("shift") + " = [&]");
   k.line("const int64_t i_" + e_.axes[0] + " = 0;");
   k.line("return " + c_.value(*e_.args[0]) + ";");
   k.close("();");
 }
 
 void RowsLemma::update(Code& k) const {
+  const std::string m = var("m"), l = var("l"), v = var("v"), s1 = var("s1"), dv = var("dv");
   if (reduction()) {
-    k.line(e_.op == Op::max ? "m = fmaxf(m, v);" : "s1 += v;");
+    k.line(e_.op == Op::max ? m + " = fmaxf(" + m + ", " + v + ");" : s1 + " += " + v + ";");
     return;
   }
   if (e_.op == Op::softmax) {
-    k.line("if (v > m) { l = l * (m == -INFINITY ? 0.0f : __expf(m - v)); m = v; }");
-    k.line("l += v == -INFINITY ? 0.0f : __expf(v - m);");
+    k.line("if (" + v + " > " + m + ") { " + l + " = " + l + " * (" + m + " == -INFINITY ? 0.0f : __expf(" + m + " - " + v + ")); " + m + " = " + v + "; }");
+    k.line(l + " += " + v + " == -INFINITY ? 0.0f : __expf(" + v + " - " + m + ");");
     return;
   }
-  k.line(e_.op == Op::layernorm ? "const float dv = v - shift;" : "const float dv = v;");
-  k.line("n += 1.0f; s1 += dv; s2 += dv * dv;");
+  k.line(e_.op == Op::layernorm ? "const float " + dv + " = " + v + " - " + var("shift") + ";" : "const float " + dv + " = " + v + ";");
+  k.line(var("n") + " += 1.0f; " + s1 + " += " + dv + "; " + var("s2") + " += " + dv + " * " + dv + ";");
 }
 
 void RowsLemma::merge(Code& k) const {
   const bool softmax = e_.op == Op::softmax;
+  const std::string m = var("m"), l = var("l"), n = var("n"), s1 = var("s1"), s2 = var("s2");
+  auto shfl = [](const std::string& x) { return "__shfl_xor_sync(0xffffffffu, " + x + ", o)"; };
   k.line("// over the lanes of one team: an aligned power-of-two group of the warp");
   k.open("for (int o = TEAM_LANES / 2; o > 0; o /= 2)");
   if (reduction()) {
-    k.line(e_.op == Op::max ? "m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));" : "s1 += __shfl_xor_sync(0xffffffffu, s1, o);");
+    k.line(e_.op == Op::max ? m + " = fmaxf(" + m + ", " + shfl(m) + ");" : s1 + " += " + shfl(s1) + ";");
     k.close();
     k.open("if (TEAM_WARPS > 1)");
-    k.line(std::string("if (lane == 0) stats_smem[warp][0] = ") + (e_.op == Op::max ? "m" : "s1") + ";");
+    k.line("if (lane == 0) stats_smem[warp][0] = " + (e_.op == Op::max ? m : s1) + ";");
     k.line("__syncthreads();");
     k.line("const int first = warp / TEAM_WARPS * TEAM_WARPS;");
-    if (e_.op == Op::max) k.line("m = -INFINITY; for (int w = 0; w < TEAM_WARPS; ++w) m = fmaxf(m, stats_smem[first + w][0]);");
-    else k.line("s1 = 0.0f; for (int w = 0; w < TEAM_WARPS; ++w) s1 += stats_smem[first + w][0];");
+    if (e_.op == Op::max) k.line(m + " = -INFINITY; for (int w = 0; w < TEAM_WARPS; ++w) " + m + " = fmaxf(" + m + ", stats_smem[first + w][0]);");
+    else k.line(s1 + " = 0.0f; for (int w = 0; w < TEAM_WARPS; ++w) " + s1 + " += stats_smem[first + w][0];");
     k.line("__syncthreads();");
     k.close();
     return;
   }
   if (softmax) {
-    k.line("const float m2 = __shfl_xor_sync(0xffffffffu, m, o), l2 = __shfl_xor_sync(0xffffffffu, l, o);");
-    k.line("const float mm = fmaxf(m, m2);");
-    k.line("l = (m == -INFINITY ? 0.0f : l * __expf(m - mm)) + (m2 == -INFINITY ? 0.0f : l2 * __expf(m2 - mm));");
-    k.line("m = mm;");
+    k.line("const float m2 = " + shfl(m) + ", l2 = " + shfl(l) + ";");
+    k.line("const float mm = fmaxf(" + m + ", m2);");
+    k.line(l + " = (" + m + " == -INFINITY ? 0.0f : " + l + " * __expf(" + m + " - mm)) + (m2 == -INFINITY ? 0.0f : l2 * __expf(m2 - mm));");
+    k.line(m + " = mm;");
   } else {
-    k.line("n += __shfl_xor_sync(0xffffffffu, n, o), s1 += __shfl_xor_sync(0xffffffffu, s1, o), s2 += __shfl_xor_sync(0xffffffffu, s2, o);");
+    k.line(n + " += " + shfl(n) + ", " + s1 + " += " + shfl(s1) + ", " + s2 + " += " + shfl(s2) + ";");
   }
   k.close();
   k.open("if (TEAM_WARPS > 1)");
   if (softmax) {
-    k.line("if (lane == 0) stats_smem[warp][0] = m, stats_smem[warp][1] = l;");
+    k.line("if (lane == 0) stats_smem[warp][0] = " + m + ", stats_smem[warp][1] = " + l + ";");
     k.line("__syncthreads();");
     k.line("const int first = warp / TEAM_WARPS * TEAM_WARPS;");
-    k.line("m = -INFINITY;");
-    k.line("for (int w = 0; w < TEAM_WARPS; ++w) m = fmaxf(m, stats_smem[first + w][0]);");
-    k.line("l = 0.0f;");
-    k.line("for (int w = 0; w < TEAM_WARPS; ++w) l += stats_smem[first + w][0] == -INFINITY ? 0.0f : stats_smem[first + w][1] * __expf(stats_smem[first + w][0] - m);");
+    k.line(m + " = -INFINITY;");
+    k.line("for (int w = 0; w < TEAM_WARPS; ++w) " + m + " = fmaxf(" + m + ", stats_smem[first + w][0]);");
+    k.line(l + " = 0.0f;");
+    k.line("for (int w = 0; w < TEAM_WARPS; ++w) " + l + " += stats_smem[first + w][0] == -INFINITY ? 0.0f : stats_smem[first + w][1] * __expf(stats_smem[first + w][0] - " + m + ");");
   } else {
-    k.line("if (lane == 0) stats_smem[warp][0] = n, stats_smem[warp][1] = s1, stats_smem[warp][2] = s2;");
+    k.line("if (lane == 0) stats_smem[warp][0] = " + n + ", stats_smem[warp][1] = " + s1 + ", stats_smem[warp][2] = " + s2 + ";");
     k.line("__syncthreads();");
     k.line("const int first = warp / TEAM_WARPS * TEAM_WARPS;");
-    k.line("n = 0.0f, s1 = 0.0f, s2 = 0.0f;");
-    k.line("for (int w = 0; w < TEAM_WARPS; ++w) n += stats_smem[first + w][0], s1 += stats_smem[first + w][1], s2 += stats_smem[first + w][2];");
+    k.line(n + " = 0.0f, " + s1 + " = 0.0f, " + s2 + " = 0.0f;");
+    k.line("for (int w = 0; w < TEAM_WARPS; ++w) " + n + " += stats_smem[first + w][0], " + s1 + " += stats_smem[first + w][1], " + s2 + " += stats_smem[first + w][2];");
   }
   k.line("__syncthreads();");
   k.close();
@@ -179,26 +183,30 @@ void RowsLemma::merge(Code& k) const {
 void RowsLemma::finalise(Code& k) const {
   if (reduction()) return;
   if (e_.op == Op::softmax) {
-    k.line("const float inv_l = l > 0.0f ? 1.0f / l : " + std::string(kNanF) + ";  // l = 0: a row masked throughout, NaN as in the fp64 evaluator");
+    k.line("const float " + var("inv_l") + " = " + var("l") + " > 0.0f ? 1.0f / " + var("l") + " : " + std::string(kNanF) +
+           ";  // l = 0: a row masked throughout, NaN as in the fp64 evaluator");
     return;
   }
+  const std::string n = var("n"), s1 = var("s1"), s2 = var("s2"), m2 = var("m2");
   if (e_.op == Op::layernorm) {
-    k.line("const float mean = shift + s1 / n;");
-    k.line("const float m2 = fmaxf(s2 - s1 * s1 / n, 0.0f);  // sum of squared deviations from the mean");
+    k.line("const float " + var("mean") + " = " + var("shift") + " + " + s1 + " / " + n + ";");
+    k.line("const float " + m2 + " = fmaxf(" + s2 + " - " + s1 + " * " + s1 + " / " + n + ", 0.0f);  // sum of squared deviations from the mean");
   } else {
-    k.line("const float m2 = s2;  // rmsnorm: the sum of squares");
+    k.line("const float " + m2 + " = " + s2 + ";  // rmsnorm: the sum of squares");
   }
-  k.line("const float inv = rsqrtf(m2 / n + " + flit(eps_of(e_)) + ");");
+  k.line("const float " + var("inv") + " = rsqrtf(" + m2 + " / " + n + " + " + flit(eps_of(e_)) + ");");
 }
 
 std::string RowsLemma::map() const {
-  if (e_.op == Op::max) return "m";
-  if (e_.op == Op::sum) return "s1";
-  if (e_.op == Op::mean) return "s1 / static_cast<float>(N_" + e_.axes[0] + ")";
-  if (e_.op == Op::softmax) return "(m == -INFINITY ? " + std::string(kNanF) + " : __expf(v - m) * inv_l)";  // a row masked throughout: NaN
-  std::string y = e_.op == Op::layernorm ? "(v - mean) * inv" : "v * inv";
-  if (e_.args.size() > 1) y += " * w";
-  if (e_.args.size() > 2) y += " + bias";
+  const std::string m = var("m"), v = var("v");
+  if (e_.op == Op::max) return m;
+  if (e_.op == Op::sum) return var("s1");
+  if (e_.op == Op::mean) return var("s1") + " / static_cast<float>(N_" + e_.axes[0] + ")";
+  if (e_.op == Op::softmax)
+    return "(" + m + " == -INFINITY ? " + std::string(kNanF) + " : __expf(" + v + " - " + m + ") * " + var("inv_l") + ")";  // a row masked throughout: NaN
+  std::string y = e_.op == Op::layernorm ? "(" + v + " - " + var("mean") + ") * " + var("inv") : v + " * " + var("inv");
+  if (e_.args.size() > 1) y += " * " + var("w");
+  if (e_.args.size() > 2) y += " + " + var("bias");
   return y;
 }
 

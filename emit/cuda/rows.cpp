@@ -1,13 +1,17 @@
-// Strategy rows: one statement `Y = norm(args; a)` (softmax, layernorm, rmsnorm) or `Y = red(arg;
-// a)` (sum, max, mean: one walk, no map) whose arguments are element-wise, `a` whole in the block or streamed (`stream a by s twice`: statistics, then
-// the map). Contract: see strategies.hpp. Rows (every other axis) are grouped ROWS per block;
-// a team of TEAM_WARPS warps (WARPS / ROWS, at least 1), or of TEAM_LANES lanes where a row needs
-// fewer than a warp's accesses, walks each row with coalesced accesses,
-// keeping per-thread statistics (online max and sum for softmax; count, sum and sum of squares
-// for the norms, shifted by the row's first element for layernorm) that warp shuffles (and SMEM across warps) combine; a second walk writes the output.
-// Where the normalised axis is innermost and contiguous (16-bit arrays, N % 8 == 0, 16-byte
-// aligned pointers: checked at run time), each thread moves 8 elements per coalesced 16-byte
-// access and has U = 4 of them in flight, so the HBM latency is covered by few warps.
+// Strategy rows: statements over the same rows walking one axis `a` (lower/rows_form.hpp):
+// normalisers `Y = norm(args; a)` (softmax, layernorm, rmsnorm), reductions `R = red(arg; a)`
+// (sum, max, mean, alone or inside an element-wise map lacking `a`) and element-wise maps over the
+// row that may read the kernel's reductions. Contract: see strategies.hpp. Rows (every other axis)
+// are grouped ROWS per block; a team of TEAM_WARPS warps (WARPS / ROWS, at least 1), or of
+// TEAM_LANES lanes where a row needs fewer than a warp's accesses, walks each row with coalesced
+// accesses, keeping per-thread statistics for every lemma (online max and sum for softmax; count,
+// sum and sum of squares for the norms, shifted by the row's first element for layernorm; a
+// running sum or max for a reduction) that warp shuffles (and SMEM across warps) combine; one lane
+// stores each reduction's value, and a second walk (none where every statement is a reduction)
+// writes the per-element outputs. Where the axis is innermost and contiguous (16-bit arrays,
+// N % 8 == 0, 16-byte aligned pointers: checked at run time), each thread moves 8 elements per
+// coalesced 16-byte access and has U = 4 of them in flight, so the HBM latency is covered by few warps.
+#include <memory>
 #include <set>
 
 #include "emit/cuda/render.hpp"
@@ -16,53 +20,64 @@ namespace napkin::cuda {
 
 namespace {
 
-/** One rows kernel being rendered: its statement, the normalised axis, the arrays read (and the
- *  output written) 8 elements at a time on the vector path, and the device code. */
+/** One rows kernel being rendered: its form, the walked axis, the arrays read (and the outputs
+ *  written) 8 elements at a time on the vector path, and the device code. */
 struct RowsKernel {
   Context& c;
-  const Statement& st;
-  const Expr& e;
+  const RowsForm& form;
   std::string ax;
-  std::set<std::string> vec_arrays;
-  bool vec_out = false, has_vec = false;
+  std::set<std::string> vec_arrays, vec_outs;
+  bool has_vec = false;
   Code& k;
 };
 
-/** The vector path's arrays as lowering found them (lower/rows_form.hpp: 16-bit arrays read by the
- *  normaliser's arguments with `ax` innermost, and the output where its innermost axis is `ax`);
- *  emits `vec`, the run-time condition of the 16-byte path (N % 8 == 0, pointers 16-byte
- *  aligned), where there are any. */
-void vector_path(RowsKernel& r, const RowsForm& form) {
+/** One store of a walk: the output and its value (an expression over what the walk's body defined). */
+struct RowStore {
+  std::string out, value;
+};
+
+/** The vector path's arrays as lowering found them (lower/rows_form.hpp: 16-bit arrays walked with
+ *  `ax` innermost, and the per-element outputs whose innermost axis is `ax`); emits `vec`, the
+ *  run-time condition of the 16-byte path (N % 8 == 0, pointers 16-byte aligned), where there are any. */
+void vector_path(RowsKernel& r) {
   // Reference mode (the GPU's fp32 check, not priced) stores every array in fp32: no 16-byte path.
   if (r.c.options().reference) return;
-  const RowsWalk& widest = form.reduction ? form.statistics : form.map;  // the map's arrays include the statistics'
-  r.vec_arrays.insert(widest.vector_arrays.begin(), widest.vector_arrays.end());
-  r.vec_out = form.vector_output;
-  r.has_vec = !r.vec_arrays.empty() || r.vec_out;
+  for (const auto* w : {&r.form.statistics, &r.form.map}) r.vec_arrays.insert(w->vector_arrays.begin(), w->vector_arrays.end());
+  for (const auto& p : r.form.parts)
+    if (p.vector_output) r.vec_outs.insert(p.statement);
+  r.has_vec = !r.vec_arrays.empty() || !r.vec_outs.empty();
   if (!r.has_vec) return;
   std::string cond = "N_" + r.ax + " % 8 == 0";
   for (const auto& arr : r.vec_arrays) cond += " && reinterpret_cast<uintptr_t>(a." + arr + ") % 16 == 0";
-  if (r.vec_out) cond += " && reinterpret_cast<uintptr_t>(a." + r.st.name + ") % 16 == 0";
+  for (const auto& out : r.vec_outs) cond += " && reinterpret_cast<uintptr_t>(a." + out + ") % 16 == 0";
   r.k.line("const bool vec = " + cond + ";  // the 16-byte path");
 }
 
+/** The 16-byte store of output `out`'s 8 values `out_reg[0..7]` at the access starting b0 + u * TEAM * 8. */
+void store_vector(RowsKernel& r, const std::string& out) {
+  const std::string T = r.c.ctype_of(out);
+  auto pack = [&](int j) { return "napkin::pack2<" + T + ">(" + out + "_reg[" + std::to_string(j) + "], " + out + "_reg[" + std::to_string(j + 1) + "])"; };
+  r.k.line("*reinterpret_cast<uint4*>(a." + out + " + " + r.c.index(out) + ") = make_uint4(" + pack(0) + ", " + pack(2) + ", " + pack(4) + ", " + pack(6) + ");");
+}
+
 /** One walk of the team over the row: `body(over)` emits the work at element i_<ax> (its loads
- *  rendered through `over`); with `store` (the output value, an expression over what body
- *  defined), the walk stores it. On the vector path each thread takes 8 elements per 16-byte
- *  access, U accesses in flight; else one element per step. */
-void walk_row(RowsKernel& r, const std::vector<const Expr*>& roots, const std::function<void(const NodeOverride&)>& body, const std::string& store) {
+ *  rendered through `over`), then each of `stores` is written. On the vector path each thread
+ *  takes 8 elements per 16-byte access, U accesses in flight; else one element per step. */
+void walk_row(RowsKernel& r, const std::vector<const Expr*>& roots, const std::function<void(const NodeOverride&)>& body, const std::vector<RowStore>& stores) {
   Code& k = r.k;
   const std::string& ax = r.ax;
-  const std::string& out = r.st.name;
   std::set<std::string> used;  // the vector arrays this walk reads
   for (const auto* root : roots)
     walk(*root, [&](const Expr& n) {
       if (n.kind == Expr::Kind::ref && r.vec_arrays.count(n.name)) used.insert(n.name);
     });
+  auto scalar_store = [&](const RowStore& s) {
+    k.line("a." + s.out + "[" + r.c.index(s.out) + "] = napkin::from_f<" + r.c.ctype_of(s.out) + ">(" + s.value + ");");
+  };
   auto scalar = [&] {
     k.open("for (int64_t i_" + ax + " = t; i_" + ax + " < N_" + ax + "; i_" + ax + " += TEAM)");
     body({});
-    if (!store.empty()) k.line("a." + out + "[" + r.c.index(out) + "] = napkin::from_f<" + r.c.ctype_of(out) + ">(" + store + ");");
+    for (const auto& s : stores) scalar_store(s);
     k.close();
   };
   if (!r.has_vec) return scalar();
@@ -83,23 +98,23 @@ void walk_row(RowsKernel& r, const std::vector<const Expr*>& roots, const std::f
   k.line("#pragma unroll");
   k.open("for (int u = 0; u < U; ++u)");
   k.line("if (b0 + int64_t{u} * TEAM * 8 >= N_" + ax + ") break;");
-  if (!store.empty()) k.line("float " + out + "_reg[8];");
+  for (const auto& s : stores)
+    if (r.vec_outs.count(s.out)) k.line("float " + s.out + "_reg[8];");
   k.line("#pragma unroll");
   k.open("for (int j = 0; j < 8; ++j)");
   k.line("const int64_t i_" + ax + " = b0 + int64_t{u} * TEAM * 8 + j;");
   k.line("(void)i_" + ax + ";");
   body(over_vec);
-  if (!store.empty()) {
-    if (r.vec_out) k.line(out + "_reg[j] = " + store + ";");
-    else k.line("a." + out + "[" + r.c.index(out) + "] = napkin::from_f<" + r.c.ctype_of(out) + ">(" + store + ");");
+  for (const auto& s : stores) {
+    if (r.vec_outs.count(s.out)) k.line(s.out + "_reg[j] = " + s.value + ";");
+    else scalar_store(s);
   }
   k.close();
-  if (!store.empty() && r.vec_out) {
-    const std::string T = r.c.ctype_of(out);
-    k.line("const int64_t i_" + ax + " = b0 + int64_t{u} * TEAM * 8;");
-    k.line("*reinterpret_cast<uint4*>(a." + out + " + " + r.c.index(out) + ") = make_uint4(napkin::pack2<" + T + ">(" + out + "_reg[0], " + out + "_reg[1]), napkin::pack2<" + T + ">(" + out + "_reg[2], " + out + "_reg[3]), napkin::pack2<" + T + ">(" + out +
-           "_reg[4], " + out + "_reg[5]), napkin::pack2<" + T + ">(" + out + "_reg[6], " + out + "_reg[7]));");
-  }
+  bool vector_stores = false;
+  for (const auto& s : stores) vector_stores = vector_stores || r.vec_outs.count(s.out) > 0;
+  if (vector_stores) k.line("const int64_t i_" + ax + " = b0 + int64_t{u} * TEAM * 8;");
+  for (const auto& s : stores)
+    if (r.vec_outs.count(s.out)) store_vector(r, s.out);
   k.close();
   k.close();
   k.close(" else {");
@@ -108,36 +123,95 @@ void walk_row(RowsKernel& r, const std::vector<const Expr*>& roots, const std::f
   k.close();
 }
 
-/** The body of a row: the lemma's statistics over a first walk, merged and finalised, then a
- *  second walk applying the map and storing the output (rows past the last are dropped only
- *  after the merge, which every thread of the team joins). */
-void row_body(RowsKernel& r) {
-  const RowsLemma lemma(r.c, r.e);
-  const Expr& v = *r.e.args[0];
-  lemma.init(r.k);
-  walk_row(r, {&v}, [&](const NodeOverride& over) {
-    r.k.line("const float v = " + r.c.value(v, over) + ";");
-    lemma.update(r.k);
-  }, "");
-  lemma.merge(r.k);
-  if (lemma.reduction()) {
-    // the stored value: the reduction's, or the statement's element-wise map of it (lower/rows_form.hpp `post`)
-    const std::string value = &r.e == &*r.st.expr ? lemma.map() : r.c.value(*r.st.expr, [&](const Expr& n) -> std::optional<std::string> {
-      if (&n == &r.e) return "(" + lemma.map() + ")";
-      return std::nullopt;
-    });
-    r.k.line("if (live && t == 0) a." + r.st.name + "[" + r.c.index(r.st.name) + "] = napkin::from_f<" + r.c.ctype_of(r.st.name) + ">(" + value + ");");
-    return;
+/** A part of the kernel with its statement, its lemma (none for a map) and the lemma's core. */
+struct RowsItem {
+  const RowsPart& part;
+  const Statement& st;
+  const Expr* core = nullptr;
+  std::unique_ptr<RowsLemma> lemma;
+};
+
+/** The value a reduction part stores: the lemma's, or the statement's element-wise map of it
+ *  (RowsPart::post). */
+std::string reduction_value(Context& c, const RowsItem& it) {
+  if (!it.part.post) return it.lemma->map();
+  return c.value(*it.st.expr, [&](const Expr& n) -> std::optional<std::string> {
+    if (&n == it.core) return "(" + it.lemma->map() + ")";
+    return std::nullopt;
+  });
+}
+
+/** The body of a row: every lemma's statistics over a first walk, merged and finalised; each
+ *  reduction's value stored by the team's first lane (with several parts, also kept per row as
+ *  `<name>_row` for the maps, rounded to its dtype where it is stored, as a later kernel reads it); then a second
+ *  walk applying the normalisers' and the maps' expressions and storing their outputs (rows past
+ *  the last are dropped only after the merge, which every thread of the team joins). */
+void row_body(RowsKernel& r, std::vector<RowsItem>& items) {
+  const bool single = items.size() == 1;
+  std::vector<const Expr*> stat_roots;
+  for (const auto& it : items) {
+    if (!it.lemma) continue;
+    it.lemma->init(r.k);
+    stat_roots.push_back(&*it.core->args[0]);
   }
-  lemma.finalise(r.k);
+  walk_row(r, stat_roots, [&](const NodeOverride& over) {
+    for (const auto& it : items) {
+      if (!it.lemma) continue;
+      r.k.line("const float " + it.lemma->var("v") + " = " + r.c.value(*it.core->args[0], over) + ";");
+      it.lemma->update(r.k);
+    }
+  }, {});
+  for (const auto& it : items)
+    if (it.lemma) it.lemma->merge(r.k);
+  std::set<std::string> row_values;  // reductions the maps read from registers
+  for (const auto& it : items) {
+    if (!it.part.per_row()) continue;
+    const std::string& name = it.st.name;
+    const std::string T = r.c.ctype_of(name);
+    if (single) {
+      r.k.line("if (live && t == 0) a." + name + "[" + r.c.index(name) + "] = napkin::from_f<" + T + ">(" + reduction_value(r.c, it) + ");");
+      continue;
+    }
+    // a stored value as the kernels after this one read it (rounded to its dtype); else as computed
+    const std::string value = it.part.stored ? "napkin::round_to<" + T + ">(" + reduction_value(r.c, it) + ")" : reduction_value(r.c, it);
+    r.k.line("const float " + name + "_row = " + value + ";  // registers: " + name + " of this row");
+    row_values.insert(name);
+    if (it.part.stored) r.k.line("if (live && t == 0) a." + name + "[" + r.c.index(name) + "] = napkin::from_f<" + T + ">(" + name + "_row);");
+  }
+  if (r.form.reduction) return;
+  for (const auto& it : items)
+    if (it.lemma && !it.part.per_row()) it.lemma->finalise(r.k);
   r.k.line("if (!live) continue;");
   std::vector<const Expr*> roots;
-  for (const auto& arg : r.e.args) roots.push_back(&*arg);
+  std::vector<RowStore> stores;
+  for (const auto& it : items) {
+    if (it.part.kind == RowsPart::Kind::normaliser) {
+      for (const auto& arg : it.core->args) roots.push_back(&*arg);
+      stores.push_back({it.st.name, it.lemma->map()});
+    } else if (it.part.kind == RowsPart::Kind::map) {
+      roots.push_back(&*it.st.expr);
+    }
+  }
   walk_row(r, roots, [&](const NodeOverride& over) {
-    r.k.line("const float v = " + r.c.value(v, over) + ";");
-    if (r.e.args.size() > 1) r.k.line("const float w = " + r.c.value(*r.e.args[1], over) + ";");
-    if (r.e.args.size() > 2) r.k.line("const float bias = " + r.c.value(*r.e.args[2], over) + ";");
-  }, lemma.map());
+    const NodeOverride over_rows = [&](const Expr& n) -> std::optional<std::string> {
+      if (n.kind == Expr::Kind::ref && row_values.count(n.name)) return n.name + "_row";
+      return over ? over(n) : std::nullopt;
+    };
+    for (auto& it : items) {
+      if (it.part.kind == RowsPart::Kind::normaliser) {
+        const auto& args = it.core->args;
+        r.k.line("const float " + it.lemma->var("v") + " = " + r.c.value(*args[0], over) + ";");
+        if (args.size() > 1) r.k.line("const float " + it.lemma->var("w") + " = " + r.c.value(*args[1], over) + ";");
+        if (args.size() > 2) r.k.line("const float " + it.lemma->var("bias") + " = " + r.c.value(*args[2], over) + ";");
+      } else if (it.part.kind == RowsPart::Kind::map) {
+        r.k.line("const float " + it.st.name + "_val = " + r.c.value(*it.st.expr, over_rows) + ";");
+      }
+    }
+  }, [&] {
+    for (const auto& it : items)
+      if (it.part.kind == RowsPart::Kind::map) stores.push_back({it.st.name, it.st.name + "_val"});
+    return stores;
+  }());
 }
 
 }  // namespace
@@ -147,8 +221,16 @@ KernelEmit emit_rows(Context& c, const KernelChoice& kc) {
   const KernelSpec& spec = *kc.cost.spec;
   NAPKIN_ASSERT(spec.rows.has_value()) << "rows kernel " << kc.plan.name << " has no rows form";
   const RowsForm& form = *spec.rows;  // lowering's launch shape (lower/rows_form.hpp): rows per block, teams, unroll, occupancy
-  const Statement& st = *d.find_statement(form.statement);
-  const Expr& e = *rows_core(d, st);  // the normaliser or reduction, the statement's whole expression unless `form.post`
+  std::vector<RowsItem> items;
+  for (const auto& p : form.parts) {
+    const Statement& st = *d.find_statement(p.statement);
+    const Expr* core = p.kind == RowsPart::Kind::map ? nullptr : rows_core(d, st);  // the normaliser or reduction
+    const std::string tag = form.parts.size() == 1 ? "" : "_" + st.name;
+    items.push_back({p, st, core, core ? std::make_unique<RowsLemma>(c, *core, tag) : nullptr});
+  }
+  std::string ops;
+  for (const auto& it : items) ops += (ops.empty() ? "" : " + ") + std::string(it.core ? op_name(it.core->op) : "map " + it.st.name);
+  const bool post = items.size() == 1 && items[0].part.post;
   const std::string& ax = form.axis;
   const AxisList& rows = form.rows;
   const std::int64_t R = form.rows_per_block;
@@ -158,8 +240,8 @@ KernelEmit emit_rows(Context& c, const KernelChoice& kc) {
   Code k;
   k.line(describe_plan(kc.plan));
   const std::string per_row = form.team_lanes < 32 ? std::to_string(form.team_lanes) + " lanes" : std::to_string(team) + " warp(s)";
-  k.line("// strategy rows: " + std::string(op_name(e.op)) + " along " + ax + "; " + std::to_string(R) + " rows per block, " + per_row + " per row; " +
-         (form.reduction ? std::string("one pass, the team's first lane stores the value") + (form.post ? " through the statement's element-wise map" : "")
+  k.line("// strategy rows: " + ops + " along " + ax + "; " + std::to_string(R) + " rows per block, " + per_row + " per row; " +
+         (form.reduction ? std::string("one pass, the team's first lane stores the value") + (post ? " through the statement's element-wise map" : "")
                          : std::string("pass 1 statistics, pass 2 the map (the second read of the row is served by L1/L2)")));
   k.open("namespace " + ns);
   k.line("constexpr int WARPS = " + std::to_string(warps) + ", THREADS = WARPS * 32, ROWS = " + std::to_string(R) + ", TEAM_WARPS = " + std::to_string(team) +
@@ -185,16 +267,17 @@ KernelEmit emit_rows(Context& c, const KernelChoice& kc) {
   k.line("if (TEAM_WARPS == 1 && !__any_sync(0xffffffffu, live)) break;");
   k.line("if (!live) row = 0;");
   decompose(k, "row", rows);
-  RowsKernel rk{c, st, e, ax, {}, false, false, k};
-  vector_path(rk, form);
-  row_body(rk);
+  RowsKernel rk{c, form, ax, {}, {}, false, k};
+  vector_path(rk);
+  row_body(rk, items);
   k.close();
   --k.indent;
   k.line("}");
   k.close("  // namespace " + ns);
   KernelEmit r;
   r.strategy = "rows";
-  r.stored.insert(st.name);
+  for (const auto& p : form.parts)
+    if (p.stored) r.stored.insert(p.statement);
   r.device_code = k.text;
   Code l;
   rows_launch(l, rows, R, ns);

@@ -164,7 +164,7 @@ TEST_CASE("an element-wise map of one reduction is a rows kernel: the storing la
   REQUIRE(k.spec->rows);
   const RowsForm& f = *k.spec->rows;
   CHECK(f.reduction);
-  CHECK(f.post);
+  CHECK(f.parts.at(0).post);
   CHECK(f.axis == "m");
   CHECK(f.row_arrays == std::vector<std::string>{"B"});
   CHECK(f.walks() == 1);
@@ -179,6 +179,79 @@ TEST_CASE("an element-wise map of one reduction is a rows kernel: the storing la
       "diagram nested\naxis t = 64\naxis m = 64\nin X[t,m] : bf16\nY[t] = sum(X; m) + max(X; m)\nout Y : fp32\n", {});
   const KernelCost kn = priced_by_schedule(nested, "schedule v for nested\nkernel Y\n  fuse Y\n  warps 4\n", h100);
   CHECK_FALSE(kn.spec->rows);
+}
+
+TEST_CASE("statements over the same rows share one rows kernel: reductions, normalisers and maps that read the reductions", "[derive][rows]") {
+  // RMSNorm's forward with its saved rstd, and its backward's row mean read by dX (napkin grad's
+  // rmsnorm_layer_fwd and _bwd, at the training block's 2048 tokens).
+  const char* text =
+      "diagram rms\naxis t = 2048\naxis m = 4096\nin X[t,m] : bf16\nin W[m] : bf16\nin dY[t,m] : bf16\n"
+      "Y[t,m] = rmsnorm(X, W; m, eps=1e-5)\nR[t] = rsqrt(mean(X * X; m) + 1e-5)\nD[t] = mean(dY * W * X; m)\n"
+      "dX[t,m] = R * (dY * W) - X * (R * R * R) * D\nout Y : bf16\nout R : fp32\nout dX : bf16\n";
+  const Hardware h100 = load_hardware("h100");
+  Loaded l = load_text(text, {});
+  // Kernels (each a fuse list, in order), all woven over t; the cost of the kernel that computes `of`.
+  auto priced = [&](const std::vector<std::string>& kernels, const std::string& of) {
+    std::string sched = "schedule v for rms\n";
+    for (std::size_t i = 0; i < kernels.size(); ++i) sched += "kernel K" + std::to_string(i) + "\n  fuse " + kernels[i] + "\n  weave t\n  warps 4\n";
+    SourceManager sm;
+    DiagnosticEngine diags;
+    auto sch = parse_schedule(*sm.add("v.schedule", sched), diags);
+    REQUIRE(sch);
+    auto checked = check_schedule(*l.program, *l.diagram, *sch, l.sizes, h100, {}, diags);
+    INFO(diags.render());
+    REQUIRE(checked);
+    for (std::size_t i = 0; i < kernels.size(); ++i)
+      if ((", " + kernels[i] + ",").find(" " + of + ",") != std::string::npos) return checked->cost.kernels.at(i);
+    FAIL("no kernel computes " << of);
+    return KernelCost{};
+  };
+  const double row = 2048.0 * 4096 * 2;  // bytes of one [t,m] bf16 array
+  // The forward: one walk gathers both lemmas' statistics from X; Y and R stored; X, W read once.
+  const KernelCost fwd = priced({"Y, R", "D", "dX"}, "Y");
+  REQUIRE(fwd.spec->rows);
+  const RowsForm& f = *fwd.spec->rows;
+  REQUIRE(f.parts.size() == 2);
+  REQUIRE((f.part("Y") && f.part("R")));
+  CHECK(f.part("Y")->kind == RowsPart::Kind::normaliser);
+  CHECK(f.part("R")->kind == RowsPart::Kind::reduction);
+  CHECK(f.part("R")->post);
+  CHECK_FALSE(f.reduction);
+  CHECK(f.walks() == 2);
+  CHECK(f.statistics.vector_arrays == std::vector<std::string>{"X"});
+  CHECK(f.map.vector_arrays == std::vector<std::string>{"W", "X"});
+  CHECK(fwd.hbm_bytes == Approx(2 * row + 4096.0 * 2 + 2048.0 * 4));
+  // Cheaper than the two kernels apart (X read twice, two launches).
+  CHECK(fwd.t_total < priced({"Y", "R", "D", "dX"}, "Y").t_total + priced({"Y", "R", "D", "dX"}, "R").t_total);
+  // The backward's row mean and the map that reads it: D (no output of the diagram) kept in
+  // registers and never stored; dY, X, W and R read once, dX written.
+  const KernelCost bwd = priced({"Y", "R", "D, dX"}, "dX");
+  REQUIRE(bwd.spec->rows);
+  const RowsForm& b = *bwd.spec->rows;
+  REQUIRE(b.parts.size() == 2);
+  REQUIRE(b.part("dX"));
+  CHECK(b.part("dX")->kind == RowsPart::Kind::map);
+  CHECK(b.part("dX")->vector_output);
+  CHECK(b.row_arrays == std::vector<std::string>{"R"});
+  CHECK(b.statistics.vector_arrays == std::vector<std::string>{"W", "X", "dY"});
+  CHECK_FALSE(b.part("D")->stored);
+  CHECK(bwd.hbm_bytes == Approx(3 * row + 4096.0 * 2 + 2048.0 * 4));
+  // All four in one kernel, and derive finds it.
+  const KernelCost all = priced({"Y, R, D, dX"}, "Y");
+  REQUIRE(all.spec->rows);
+  CHECK(all.spec->rows->parts.size() == 4);
+  const Derivation dv = derive(*l.program, *l.diagram, l.sizes, h100);
+  REQUIRE(dv.chosen.kernels.size() == 1);
+  CHECK(dv.chosen.kernels[0].cost.spec->strategy == Strategy::rows);
+  CHECK(dv.chosen.kernels[0].plan.fused().size() == 4);
+  // Not rows: a map reading a per-element output of the same kernel, statements walking different axes.
+  Loaded chain = load_text(
+      "diagram chain\naxis t = 64\naxis m = 64\nin X[t,m] : bf16\nin W[m] : bf16\nY[t,m] = rmsnorm(X, W; m, eps=1e-5)\n"
+      "Z[t,m] = Y * 2\nout Y : bf16\nout Z : bf16\n", {});
+  CHECK_FALSE(priced_by_schedule(chain, "schedule v for chain\nkernel K\n  fuse Y, Z\n  weave t\n  warps 4\n", h100).spec->rows);
+  Loaded cross = load_text(
+      "diagram cross\naxis t = 64\naxis m = 64\nin X[t,m] : bf16\nA[t] = sum(X; m)\nB[m] = sum(X; t)\nout A : fp32\nout B : fp32\n", {});
+  CHECK_FALSE(priced_by_schedule(cross, "schedule v for cross\nkernel K\n  fuse A, B\n  warps 4\n", h100).spec->rows);
 }
 
 TEST_CASE("a reduction down the columns is a cols kernel: lanes across columns, threads splitting the rows", "[derive][rows]") {

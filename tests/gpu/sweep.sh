@@ -73,6 +73,11 @@ add rowmean-96x500 "$gpu/row_mean.napkin"
 # an element-wise map of a reduction (rmsnorm's rstd times a per-row array): the storing lane maps
 add rowrstd-3001x4096 "$gpu/row_rstd.napkin"
 add rowrstd-5x40 "$gpu/row_rstd.napkin" --set t=5 --set m=40
+# statements sharing one rows kernel (rmsnorm's forward with its rstd, its backward's row mean read
+# by dX): the vector path, the scalar path, teams of lanes over short rows
+add rows-fused-300x1000 "$root/tests/language/rmsnorm_rows_fused.napkin"
+add rows-fused-300x1001 "$root/tests/language/rmsnorm_rows_fused.napkin" --set m=1001
+add rows-fused-3001x40 "$root/tests/language/rmsnorm_rows_fused.napkin" --set t=3001 --set m=40
 # reductions down the columns on the cols strategy: 16 lanes of bf16, two column axes with a map, fp16 with a ragged row count
 add colsum-2048x4096 "$gpu/col_sum.napkin"
 add colsum-333x77 "$gpu/col_sum.napkin" --set t=333 --set m=77
