@@ -50,29 +50,42 @@ std::optional<ColsForm> analyse_cols(const Diagram& d, const KernelShape& k, con
   f.arrays.assign(along.begin(), along.end());
   f.col_arrays.assign(per_col.begin(), per_col.end());
   f.warps = k.plan.warps();
-  const int min_lanes = std::max(8, 32 / std::max(1, narrowest));  // a 32-byte sector per warp row
+  // The vector path: 16 bytes of the widest array per access, its columns within one row of the
+  // innermost axis (lower/cols_form.hpp `vec`).
+  int widest = 1;
+  bool vectorisable = true;
+  for (const auto& a : f.arrays) {
+    const int bytes = dtype_bits(storage_dtype(d, a, opt)) / 8;
+    widest = std::max(widest, bytes);
+    vectorisable = vectorisable && (bytes == 2 || bytes == 4);
+  }
+  if (vectorisable && sizes.at(inner) % (16 / widest) == 0) f.vec = 16 / widest;
+  int words = 0;  // registers one row's loads take, every array
+  for (const auto& a : f.arrays) words += std::max(1, f.vec * dtype_bits(storage_dtype(d, a, opt)) / 8 / 4);
+  const int min_lanes = std::max(1, std::max(8, 32 / std::max(1, narrowest)) / f.vec);  // a 32-byte sector per warp row
   const std::int64_t group = k.plan.group(inner).value_or(0);
-  if (group == 8 || group == 16 || group == 32) {
+  auto blocks_at = [&](std::int64_t lanes) { return (f.cols_total + lanes * f.vec - 1) / (lanes * f.vec); };
+  if (f.vec == 1 && (group == 8 || group == 16 || group == 32)) {
     f.col_lanes = static_cast<int>(group);
   } else {
     f.col_lanes = 32;
-    while (f.col_lanes > min_lanes && (f.cols_total + f.col_lanes - 1) / f.col_lanes < 2 * std::int64_t{hw.sm_count}) f.col_lanes /= 2;
+    while (f.col_lanes > min_lanes && blocks_at(f.col_lanes) < 2 * std::int64_t{hw.sm_count}) f.col_lanes /= 2;
   }
   if (f.threads() % f.col_lanes != 0) return why = "the block's threads are not a multiple of its columns", std::nullopt;
   // ptxas on sm_90a: one fp32 array at U = 16 spilled at 56 registers (col_max), two bf16 arrays used 96.
   const int arrays = static_cast<int>(f.arrays.size());
   f.unroll = arrays <= 2 ? 16 : 8;
+  while (f.vec > 1 && f.unroll > 1 && f.unroll * words > 64) f.unroll /= 2;
   // A short reduction (a few rows: a split reduction's partials, sum(Y_r; r)) leaves most of a
   // block's row threads without a row: the block widens to more columns (down to one thread per
   // column) while its threads still cover the rows in one round and two blocks per SM remain.
-  while (f.col_lanes < f.threads() && std::int64_t{f.row_lanes() / 2} * f.unroll >= f.extent &&
-         (f.cols_total + 2 * f.col_lanes - 1) / (2 * f.col_lanes) >= 2 * std::int64_t{hw.sm_count})
+  while (f.col_lanes < f.threads() && std::int64_t{f.row_lanes() / 2} * f.unroll >= f.extent && blocks_at(2 * f.col_lanes) >= 2 * std::int64_t{hw.sm_count})
     f.col_lanes *= 2;
   // and loads no more rows in flight than a thread has
   while (f.unroll > 1 && std::int64_t{f.row_lanes()} * (f.unroll / 2) >= f.extent) f.unroll /= 2;
-  f.blocks = (f.cols_total + f.col_lanes - 1) / f.col_lanes;
-  f.registers = 32 + 4 * f.unroll * arrays;
-  f.smem_bytes = std::int64_t{f.threads()} * 4;
+  f.blocks = blocks_at(f.col_lanes);
+  f.registers = f.vec == 1 ? 32 + 4 * f.unroll * arrays : 32 + 2 * f.vec + f.unroll * words;
+  f.smem_bytes = std::int64_t{f.threads()} * f.vec * 4;
   f.blocks_per_sm = resident_blocks_per_sm(hw, f.warps, f.registers, f.smem_bytes);
   return f;
 }

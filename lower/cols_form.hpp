@@ -41,15 +41,26 @@ struct ColsForm {
    *  (up to one thread per column) while the threads still cover `extent` rows in one round and
    *  two blocks per SM remain. */
   int col_lanes = 32;
+  /** Consecutive columns each lane takes (the vector path): 16 bytes of the widest array read
+   *  along the axis (8 columns where they are all 16-bit, 4 where one is fp32), where the columns'
+   *  innermost extent is a multiple of it and every such array is 16- or 32-bit; else 1. A lane
+   *  then loads `vec` columns of a row per access (8 or 16 bytes for each array; the kernel checks
+   *  the pointers' alignment and the innermost extent at run time, else takes its columns one at a
+   *  time). Fewer blocks, each with more bytes in flight per load: the split reductions' partial
+   *  sums moved 42 MB at about 1.5 TB/s one column per lane (docs/benchmarks.md, session 23). */
+  int vec = 1;
   /** Loads in flight per thread per array: 16 for one or two arrays, else 8, halved while a
-   *  thread's rows (extent / row_lanes) fit in half as many. */
+   *  thread's rows (extent / row_lanes) fit in half as many; on the vector path halved while
+   *  they take more than 64 registers. */
   int unroll = 16;
-  std::int64_t blocks = 0;           ///< ceil(cols_total / col_lanes)
+  std::int64_t blocks = 0;           ///< ceil(cols_total / (col_lanes x vec))
   int blocks_per_sm = 1;             ///< resident blocks per SM: the launch bounds' minimum
-  int registers = 40;                ///< per thread: 32 for indices and the partial, 4 per load in flight
-  std::int64_t smem_bytes = 0;       ///< the partials: threads x 4 bytes
+  /** Per thread: 32 for indices, 2 x vec for the partials, and the loads in flight (4 bytes a register). */
+  int registers = 40;
+  std::int64_t smem_bytes = 0;       ///< the partials: threads x vec x 4 bytes
 
   int threads() const { return warps * 32; }
+  int cols_per_block() const { return col_lanes * vec; }
   int row_lanes() const { return threads() / col_lanes; }
   /** Dependent rounds of loads one thread waits for: its rows, `unroll` at a time. */
   std::int64_t rounds() const { return (extent + std::int64_t{row_lanes()} * unroll - 1) / (std::int64_t{row_lanes()} * unroll); }

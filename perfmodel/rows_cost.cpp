@@ -56,12 +56,12 @@ RowsCost price_rows(const RowsForm& form, const Diagram& d, const SizeMap& sizes
 
 RowsCost price_cols(const ColsForm& form, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt) {
   RowsCost c;
-  double row_bytes = 0;  // bytes one thread loads per row: one element of each array along the axis
+  double row_bytes = 0;  // bytes one thread loads per row: `vec` elements of each array along the axis
   for (const auto& a : form.arrays) {
     const double e = dtype_bits(storage_dtype(d, a, opt)) / 8.0;
-    row_bytes += e;
+    row_bytes += e * form.vec;
     c.hbm_bytes += array_bytes(d, a, sizes, opt);
-    c.l2_bytes += array_bytes(d, a, sizes, opt) * std::max(1.0, 32.0 / (form.col_lanes * e));
+    c.l2_bytes += array_bytes(d, a, sizes, opt) * std::max(1.0, 32.0 / (form.cols_per_block() * e));
   }
   for (const auto* list : {&form.col_arrays, &form.row_arrays})
     for (const auto& a : *list) c.hbm_bytes += array_bytes(d, a, sizes, opt);

@@ -42,12 +42,13 @@ RowsCost price_rows(const RowsForm& form, const Diagram& d, const SizeMap& sizes
 
 /** The memory side of columns kernel `form` (lower/cols_form.hpp, emit/cuda/cols.cpp) of `d` at
  *  `sizes` on `hw`. HBM bytes: every array once and Y once. L2 bytes: the loads along the axis,
- *  a warp row of col_lanes elements served in whole 32-byte sectors. Latency: each thread waits
+ *  a warp row of col_lanes x vec elements served in whole 32-byte sectors. Latency: each thread waits
  *  rounds() dependent rounds (unroll loads per array in flight), one wave of blocks after another;
  *  a round takes the latency L (the loaded latency where the blocks run in more than one wave,
  *  every SM busy with loads, as the rows kernels' fit; else the unloaded one), or the time HBM
  *  needs to deliver the bytes every resident thread has in flight if longer (Little's law):
- *      t_latency = waves x rounds x max(L, resident threads x unroll x bytes per row / HBM bandwidth).
+ *      t_latency = waves x rounds x max(L, resident threads x unroll x bytes per row / HBM bandwidth),
+ *  a thread's bytes per row being `vec` elements of each array.
  *  `resident_teams` holds the resident threads. Raises nothing. */
 RowsCost price_cols(const ColsForm& form, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt);
 

@@ -1,47 +1,82 @@
 // Strategy cols: one reduction down the columns, Y = red(arg; a) or an element-wise map of one
 // (lower/cols_form.hpp): a sum, max or mean over an axis that is not innermost, every array read
 // along it keeping Y's innermost axis innermost (a norm's weight gradient, dW[m] = sum(dY * X *
-// rstd; t)). Contract: see strategies.hpp. A block takes COL_LANES consecutive columns (Y's
-// elements, flattened), one lane each, so a warp's loads of a row are coalesced; its ROW_LANES
-// threads per column split the rows, each with U rows' loads in flight; the partials meet in SMEM
-// and the block's first row of threads adds them in a fixed order (deterministic) and stores.
+// rstd; t)). Contract: see strategies.hpp. A block takes COL_LANES x VEC consecutive columns (Y's
+// elements, flattened), VEC per lane, so a warp's loads of a row are coalesced; its ROW_LANES
+// threads per column group split the rows, each with U rows' loads in flight; the partials meet in
+// SMEM and the block's first row of threads adds them in a fixed order (deterministic) and stores.
+// On the vector path (VEC > 1, the innermost extent a multiple of VEC and the arrays' pointers
+// aligned: checked at run time) a lane loads its VEC columns of a row in one 8- or 16-byte
+// access per array; otherwise it walks its columns one at a time.
 #include "emit/cuda/render.hpp"
 
 namespace napkin::cuda {
 
-KernelEmit emit_cols(Context& c, const KernelChoice& kc) {
-  const Diagram& d = c.diagram();
-  const KernelSpec& spec = *kc.cost.spec;
-  NAPKIN_ASSERT(spec.cols.has_value()) << "cols kernel " << kc.plan.name << " has no columns form";
-  const ColsForm& f = *spec.cols;
-  const Statement& st = *d.find_statement(f.statement);
-  const Expr& red = *rows_core(d, st);  // the reduction (the whole expression unless f.post)
-  const bool is_max = red.op == Op::max;
-  const std::string ns = kernel_ns(kc.plan.name), ax = f.axis;
-  Code k;
-  k.line(describe_plan(kc.plan));
-  k.line("// strategy cols: " + std::string(op_name(red.op)) + " over " + ax + " down the columns (" + join(f.cols) + "); " + std::to_string(f.col_lanes) +
-         " columns per block, " + std::to_string(f.row_lanes()) + " threads per column splitting " + ax + ", partials added in SMEM in a fixed order");
-  k.open("namespace " + ns);
-  k.line("constexpr int WARPS = " + std::to_string(f.warps) + ", THREADS = WARPS * 32, COL_LANES = " + std::to_string(f.col_lanes) +
-         ", ROW_LANES = THREADS / COL_LANES, U = " + std::to_string(f.unroll) + ";");
-  k.line("// at most " + std::to_string(f.registers) + " registers per thread: " + std::to_string(f.blocks_per_sm) +
-         " blocks per SM resident, as the model prices it (lower/cols_form.hpp)");
-  k.line("");
-  k.line("__global__ void __launch_bounds__(THREADS, " + std::to_string(f.blocks_per_sm) + ") kernel(const Args a) {");
-  ++k.indent;
-  c.declare_sizes(k);
-  k.line("__shared__ float part[ROW_LANES][COL_LANES];  // SMEM: each thread's partial");
-  k.line("const int cl = threadIdx.x % COL_LANES, rl = threadIdx.x / COL_LANES;");
-  std::string total = "int64_t{1}";
-  for (const auto& a : f.cols) total += " * N_" + a;
-  k.line("const int64_t col = int64_t{blockIdx.x} * COL_LANES + cl;");
-  k.line("const bool live = col < " + total + ";");
-  k.line("int64_t rest = live ? col : 0;  // a lane past the columns walks column 0 and stores nothing");
+namespace {
+
+/** One columns kernel being rendered. */
+struct ColsKernel {
+  Context& c;
+  const ColsForm& f;
+  const Statement& st;
+  const Expr& red;  ///< the reduction (the whole expression unless f.post)
+  std::string total, init;
+  Code& k;
+
+  bool is_max() const { return red.op == Op::max; }
+  std::string fold(const std::string& acc, const std::string& v) const { return is_max() ? acc + " = fmaxf(" + acc + ", " + v + ");" : acc + " += " + v + ";"; }
+};
+
+/** The unsigned type of `bytes` (4, 8 or 16) loaded in one access. */
+std::string access_type(int bytes) { return bytes == 16 ? "uint4" : bytes == 8 ? "uint2" : "uint32_t"; }
+
+/** Bytes of `vec` elements of `array` as stored. */
+int vec_bytes(const ColsKernel& ck, const std::string& array) { return ck.f.vec * dtype_bits(ck.c.dtype(array)) / 8; }
+
+/** The vector path: the lane's VEC columns (its first decomposed into the i_ indices) walked
+ *  together, one access per array per row, U rows of loads in flight. */
+void vector_walk(ColsKernel& ck) {
+  Code& k = ck.k;
+  const ColsForm& f = ck.f;
+  const std::string& ax = f.axis;
+  const std::string& inner = f.cols.back();
+  k.line("int64_t rest = col0;");
   decompose(k, "rest", f.cols);
-  const std::string init = is_max ? "-INFINITY" : "0.0f";
-  auto fold = [&](const std::string& acc, const std::string& v) { return is_max ? acc + " = fmaxf(" + acc + ", " + v + ");" : acc + " += " + v + ";"; };
-  k.line("float acc = " + init + ";");
+  k.line("const int64_t first_" + inner + " = i_" + inner + ";");
+  k.open("for (int64_t r0 = rl; r0 < N_" + ax + "; r0 += int64_t{ROW_LANES} * U)");
+  for (const auto& arr : f.arrays) k.line(access_type(vec_bytes(ck, arr)) + " " + arr + "_reg[U] = {};  // registers: VEC elements of " + arr + " per row");
+  k.line("#pragma unroll");
+  k.open("for (int u = 0; u < U; ++u)");
+  k.line("const int64_t i_" + ax + " = r0 + int64_t{u} * ROW_LANES;");
+  k.line("if (i_" + ax + " >= N_" + ax + ") break;");
+  for (const auto& arr : f.arrays)
+    k.line(arr + "_reg[u] = *reinterpret_cast<const " + access_type(vec_bytes(ck, arr)) + "*>(a." + arr + " + " + ck.c.index(arr) + ");");
+  k.close();
+  const NodeOverride over = [&](const Expr& n) -> std::optional<std::string> {
+    if (n.kind == Expr::Kind::ref && std::find(f.arrays.begin(), f.arrays.end(), n.name) != f.arrays.end())
+      return "napkin::to_f(reinterpret_cast<const " + ck.c.ctype_of(n.name) + "*>(&" + n.name + "_reg[u])[j])";
+    return std::nullopt;
+  };
+  k.line("#pragma unroll");
+  k.open("for (int u = 0; u < U; ++u)");
+  k.line("const int64_t i_" + ax + " = r0 + int64_t{u} * ROW_LANES;");
+  k.line("if (i_" + ax + " >= N_" + ax + ") break;");
+  k.line("#pragma unroll");
+  k.open("for (int j = 0; j < VEC; ++j)");
+  k.line("[[maybe_unused]] const int64_t i_" + inner + " = first_" + inner + " + j;");
+  k.line(ck.fold("acc[j]", ck.c.value(*ck.red.args[0], over)));
+  k.close();
+  k.close();
+  k.close();
+}
+
+/** The scalar path: each of the lane's VEC columns in turn, U rows' loads in flight. */
+void scalar_walk(ColsKernel& ck) {
+  Code& k = ck.k;
+  const std::string& ax = ck.f.axis;
+  k.open("for (int j = 0; j < VEC; ++j)");
+  k.line("int64_t rest = col0 + j < " + ck.total + " ? col0 + j : 0;  // a column past the last walks column 0 and stores nothing");
+  decompose(k, "rest", ck.f.cols);
   k.open("for (int64_t r0 = rl; r0 < N_" + ax + "; r0 += int64_t{ROW_LANES} * U)");
   k.line("float v[U];");
   k.line("// all U rows inside: no condition between the loads, so all of them are in flight at once");
@@ -49,31 +84,92 @@ KernelEmit emit_cols(Context& c, const KernelChoice& kc) {
   k.line("#pragma unroll");
   k.open("for (int u = 0; u < U; ++u)");
   k.line("const int64_t i_" + ax + " = r0 + int64_t{u} * ROW_LANES;");
-  k.line("v[u] = " + c.value(*red.args[0]) + ";");
+  k.line("v[u] = " + ck.c.value(*ck.red.args[0]) + ";");
   k.close();
   k.close(" else {");
   ++k.indent;
   k.line("#pragma unroll");
   k.open("for (int u = 0; u < U; ++u)");
   k.line("const int64_t i_" + ax + " = r0 + int64_t{u} * ROW_LANES;");
-  k.line("v[u] = i_" + ax + " < N_" + ax + " ? " + c.value(*red.args[0]) + " : " + init + ";");
+  k.line("v[u] = i_" + ax + " < N_" + ax + " ? " + ck.c.value(*ck.red.args[0]) + " : " + ck.init + ";");
   k.close();
   --k.indent;
   k.line("}");
   k.line("#pragma unroll");
-  k.line("for (int u = 0; u < U; ++u) " + fold("acc", "v[u]"));
+  k.line("for (int u = 0; u < U; ++u) " + ck.fold("acc[j]", "v[u]"));
   k.close();
-  k.line("part[rl][cl] = acc;");
+  k.close();
+}
+
+/** The partials' meeting in SMEM and the first row of threads' stores, column by column. */
+void merge_and_store(ColsKernel& ck) {
+  Code& k = ck.k;
+  k.line("for (int j = 0; j < VEC; ++j) part[rl][cl * VEC + j] = acc[j];");
   k.line("__syncthreads();");
-  k.line("if (rl != 0 || !live) return;");
-  k.line("for (int r = 1; r < ROW_LANES; ++r) " + fold("acc", "part[r][cl]"));
-  std::string value = red.op == Op::mean ? "(acc / static_cast<float>(N_" + ax + "))" : "acc";
-  if (f.post)
-    value = c.value(*st.expr, [&](const Expr& n) -> std::optional<std::string> {
-      if (&n == &red) return value;
+  k.line("if (rl != 0) return;");
+  k.open("for (int j = 0; j < VEC; ++j)");
+  k.line("if (col0 + j >= " + ck.total + ") break;");
+  k.line("float sum = acc[j];");
+  k.line("for (int r = 1; r < ROW_LANES; ++r) " + ck.fold("sum", "part[r][cl * VEC + j]"));
+  k.line("int64_t rest = col0 + j;");
+  decompose(k, "rest", ck.f.cols);
+  std::string value = ck.red.op == Op::mean ? "(sum / static_cast<float>(N_" + ck.f.axis + "))" : "sum";
+  if (ck.f.post)
+    value = ck.c.value(*ck.st.expr, [&](const Expr& n) -> std::optional<std::string> {
+      if (&n == &ck.red) return value;
       return std::nullopt;
     });
-  k.line("a." + st.name + "[" + c.index(st.name) + "] = napkin::from_f<" + c.ctype_of(st.name) + ">(" + value + ");");
+  k.line("a." + ck.st.name + "[" + ck.c.index(ck.st.name) + "] = napkin::from_f<" + ck.c.ctype_of(ck.st.name) + ">(" + value + ");");
+  k.close();
+}
+
+}  // namespace
+
+KernelEmit emit_cols(Context& c, const KernelChoice& kc) {
+  const Diagram& d = c.diagram();
+  const KernelSpec& spec = *kc.cost.spec;
+  NAPKIN_ASSERT(spec.cols.has_value()) << "cols kernel " << kc.plan.name << " has no columns form";
+  const ColsForm& f = *spec.cols;
+  const Statement& st = *d.find_statement(f.statement);
+  const Expr& red = *rows_core(d, st);
+  const std::string ns = kernel_ns(kc.plan.name), ax = f.axis;
+  Code k;
+  std::string total = "int64_t{1}";
+  for (const auto& a : f.cols) total += " * N_" + a;
+  ColsKernel ck{c, f, st, red, "(" + total + ")", red.op == Op::max ? "-INFINITY" : "0.0f", k};
+  k.line(describe_plan(kc.plan));
+  k.line("// strategy cols: " + std::string(op_name(red.op)) + " over " + ax + " down the columns (" + join(f.cols) + "); " + std::to_string(f.col_lanes) +
+         " lanes of " + std::to_string(f.vec) + " columns per block, " + std::to_string(f.row_lanes()) + " threads per column splitting " + ax +
+         ", partials added in SMEM in a fixed order");
+  k.open("namespace " + ns);
+  k.line("constexpr int WARPS = " + std::to_string(f.warps) + ", THREADS = WARPS * 32, COL_LANES = " + std::to_string(f.col_lanes) + ", VEC = " +
+         std::to_string(f.vec) + ", ROW_LANES = THREADS / COL_LANES, U = " + std::to_string(f.unroll) + ";");
+  k.line("// at most " + std::to_string(f.registers) + " registers per thread: " + std::to_string(f.blocks_per_sm) +
+         " blocks per SM resident, as the model prices it (lower/cols_form.hpp)");
+  k.line("");
+  k.line("__global__ void __launch_bounds__(THREADS, " + std::to_string(f.blocks_per_sm) + ") kernel(const Args a) {");
+  ++k.indent;
+  c.declare_sizes(k);
+  k.line("__shared__ float part[ROW_LANES][COL_LANES * VEC];  // SMEM: each thread's partials");
+  k.line("const int cl = threadIdx.x % COL_LANES, rl = threadIdx.x / COL_LANES;");
+  k.line("const int64_t col0 = (int64_t{blockIdx.x} * COL_LANES + cl) * VEC;  // the lane's first column");
+  k.line("float acc[VEC];");
+  k.line("for (int j = 0; j < VEC; ++j) acc[j] = " + ck.init + ";");
+  // Reference mode (the GPU's fp32 check, not priced) stores every array in fp32: the scalar path only.
+  if (f.vec > 1 && !c.options().reference) {
+    std::string cond = "N_" + f.cols.back() + " % VEC == 0 && col0 < " + ck.total;
+    for (const auto& arr : f.arrays) cond += " && reinterpret_cast<uintptr_t>(a." + arr + ") % " + std::to_string(vec_bytes(ck, arr)) + " == 0";
+    k.open("if (" + cond + ")");
+    vector_walk(ck);
+    k.close(" else {");
+    ++k.indent;
+    scalar_walk(ck);
+    --k.indent;
+    k.line("}");
+  } else {
+    scalar_walk(ck);
+  }
+  merge_and_store(ck);
   --k.indent;
   k.line("}");
   k.close("  // namespace " + ns);
@@ -82,7 +178,7 @@ KernelEmit emit_cols(Context& c, const KernelChoice& kc) {
   r.stored.insert(st.name);
   r.device_code = k.text;
   Code l;
-  rows_launch(l, f.cols, f.col_lanes, ns);  // one block per COL_LANES columns
+  rows_launch(l, f.cols, f.cols_per_block(), ns);  // one block per COL_LANES x VEC columns
   r.launch_code = l.text;
   return r;
 }

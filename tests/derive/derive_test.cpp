@@ -267,10 +267,42 @@ TEST_CASE("a reduction down the columns is a cols kernel: lanes across columns, 
   CHECK(f.axis == "t");
   CHECK(f.arrays == std::vector<std::string>{"X", "dY"});
   CHECK(f.row_arrays == std::vector<std::string>{"R"});
-  CHECK(f.col_lanes == 16);  // 4096 / 32 = 128 blocks would leave SMs idle; 16 lanes of bf16 are one 32-byte sector
-  CHECK(f.row_lanes() == 8);
-  CHECK(f.unroll == 16);
-  CHECK(f.rounds() == 2048 / (8 * 16));
+  // The vector path: 8 columns of bf16 per lane (16 bytes); 4096 / (4 x 8) = 128 blocks would leave
+  // SMs idle, so 2 lanes (one 32-byte sector per warp row); 8 rows in flight (64 registers of loads).
+  CHECK(f.vec == 8);
+  CHECK(f.col_lanes == 2);
+  CHECK(f.blocks == 4096 / 16);
+  CHECK(f.row_lanes() == 64);
+  CHECK(f.unroll == 8);
+  CHECK(f.rounds() == 2048 / (64 * 8));
+  CHECK(f.registers == 32 + 2 * 8 + 8 * (4 + 4));
+  CHECK(f.smem_bytes == 128 * 8 * 4);
+  // Columns that are no multiple of 8: one column per lane, 16 lanes of bf16 a 32-byte sector.
+  Loaded odd = load_text(text, {{"m", 4092}});
+  const KernelCost ko = priced_by_schedule(odd, "schedule v for col_sum\nkernel dW\n  fuse dW\n  weave m\n  warps 4\n", h100);
+  const ColsForm& fo = *ko.spec->cols;
+  CHECK(fo.vec == 1);
+  CHECK(fo.col_lanes == 16);
+  CHECK(fo.row_lanes() == 8);
+  CHECK(fo.unroll == 16);
+  CHECK(fo.rounds() == 2048 / (8 * 16));
+  // 4 rounds a thread against 16, each bound by the bytes in flight: HBM-bound both ways here.
+  CHECK(k.t_latency <= ko.t_latency * (1 + 1e-9));
+  // fp32 partials of a split reduction over 4 rows: 4 columns (16 bytes) per lane.
+  Loaded partials = load_text("diagram p\naxis s = 2048\naxis g = 8\naxis r = 4\naxis d = 128\nin P[s,g,r,d] : fp32\n"
+                              "Y[s,g,d] = sum(P; r)\nout Y : bf16\n", {});
+  const KernelCost kp = priced_by_schedule(partials, "schedule v for p\nkernel Y\n  fuse Y\n  weave s\n  weave g\n  group d by 32\n  warps 4\n", h100);
+  REQUIRE(kp.spec->cols);
+  CHECK(kp.spec->cols->vec == 4);
+  CHECK(kp.spec->cols->unroll == 4);
+  // One round of loads a thread either way, but a quarter of the blocks: a quarter of the waves,
+  // each waiting a loaded HBM latency (session 23 measured 25-26 us one column per lane).
+  Loaded partials_odd = load_text("diagram p\naxis s = 2048\naxis g = 8\naxis r = 4\naxis d = 126\nin P[s,g,r,d] : fp32\n"
+                                  "Y[s,g,d] = sum(P; r)\nout Y : bf16\n", {});
+  const KernelCost kpo = priced_by_schedule(partials_odd, "schedule v for p\nkernel Y\n  fuse Y\n  weave s\n  weave g\n  group d by 32\n  warps 4\n", h100);
+  REQUIRE(kpo.spec->cols);
+  CHECK(kpo.spec->cols->vec == 1);
+  CHECK(kp.t_latency < 0.5 * kpo.t_latency);
   CHECK(k.hbm_bytes == Approx(2.0 * 2048 * 4096 * 2 + 2048 * 4 + 4096 * 2));
   CHECK(k.t_total < 50e-6);
   const Derivation dv = derive(*l.program, *l.diagram, l.sizes, h100);
