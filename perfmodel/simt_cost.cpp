@@ -5,6 +5,8 @@
 #include <cmath>
 #include <set>
 
+#include "lower/loop_band.hpp"
+
 namespace napkin {
 
 namespace {
@@ -75,7 +77,11 @@ class Counter {
     args.looped = loop || args.looped;
     if (loop) loop_axes_.pop_back();
     shadowed_ -= shadows;
-    const double n = extent(e.axes);
+    double n = 1;  // the steps the loops take: a band mask among the factors leaves out the rest (lower/loop_band.hpp)
+    for (const auto& a : e.axes) {
+      const auto band = loop_band(e, a);
+      n *= band ? loop_band_steps(*band, sizes_.at(a), sizes_.at(band->outer)) : static_cast<double>(sizes_.at(a));
+    }
     switch (e.op) {
       case Op::contract: case Op::sum: case Op::max: case Op::mean: return (args += Work{static_cast<double>(std::max<std::size_t>(1, e.args.size())), 0, 0}).times(n);
       case Op::softmax: return args.times(2 * n + 1) += Work{3 * n, n + 1, 0};
@@ -92,11 +98,6 @@ class Counter {
   const std::set<std::string>& arrays() const { return arrays_; }
 
  private:
-  double extent(const std::vector<std::string>& axes) const {
-    double n = 1;
-    for (const auto& a : axes) n *= static_cast<double>(sizes_.at(a));
-    return n;
-  }
   const Diagram& d_;
   const SizeMap& sizes_;
   const ModelOptions& opt_;

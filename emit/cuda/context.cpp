@@ -1,5 +1,7 @@
 #include "emit/cuda/context.hpp"
 
+#include "lower/loop_band.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -197,7 +199,16 @@ std::string Context::reduction(const Expr& e, const NodeOverride& over, const st
   for (const auto& a : e.args) term += (term.empty() ? "" : " * ") + value(*a, over, inl);
   if (term.empty()) term = "1.0f";
   std::string s = "([&]() -> float { float acc = " + std::string(e.op == Op::max ? "-INFINITY" : "0.0f") + "; ";
-  for (const auto& x : e.axes) s += "for (int64_t i_" + x + " = 0; i_" + x + " < N_" + x + "; ++i_" + x + ") ";
+  for (const auto& x : e.axes) {
+    // a band mask among the factors: only the steps inside it (lower/loop_band.hpp)
+    const auto band = loop_band(e, x);
+    const std::string o = band ? "i_" + band->outer : std::string();
+    const std::string lo = band && band->lo ? "(" + o + " + int64_t{" + std::to_string(*band->lo) + "})" : "";
+    const std::string hi = band && band->hi ? "(" + o + " + int64_t{" + std::to_string(*band->hi + 1) + "})" : "";
+    const std::string begin = lo.empty() ? "0" : "(" + lo + " > 0 ? " + lo + " : int64_t{0})";
+    const std::string end = hi.empty() ? "N_" + x : "(" + hi + " < N_" + x + " ? " + hi + " : N_" + x + ")";
+    s += "for (int64_t i_" + x + " = " + begin + "; i_" + x + " < " + end + "; ++i_" + x + ") ";
+  }
   s += e.op == Op::max ? "acc = fmaxf(acc, " + term + "); " : "acc += " + term + "; ";
   std::string count = "1.0f";
   for (const auto& x : e.axes) count += " * static_cast<float>(N_" + x + ")";

@@ -4,6 +4,7 @@
 
 #include "derive/derivation.hpp"
 #include "diagrams/verify.hpp"
+#include "lower/loop_band.hpp"
 #include "perfmodel/simt_cost.hpp"
 #include "tests/support/run.hpp"
 
@@ -325,6 +326,48 @@ TEST_CASE("the SIMT price counts the rounds of loads each thread waits for", "[d
   // A loop along the arrays' innermost axis pays a round per 32-byte sector (16 bf16 elements).
   Loaded rowwise = load_text("diagram r\naxis t = 2048\naxis m = 4096\nin X[t,m] : bf16\nY[t] = sum(X; m)\nout Y : fp32\n", {});
   CHECK(price_simt(*rowwise.diagram, {"Y"}, rowwise.sizes, h100, {}).t_latency == Approx(4096 / 16.0 * h100.hbm_latency_s));
+}
+
+TEST_CASE("a SIMT reduction under a band mask walks only the band, and is priced so", "[derive][simt]") {
+  // napkin grad's rename of a call argument's axis: A[x,d] = contract(K, band(s, x; lo=0, hi=0); s)
+  // is K itself, one step per element (session 24 priced its loop over all of s at 5.3 ms).
+  const char* text =
+      "diagram r\naxis s = 8192\naxis x = 8192\naxis d = 128\nin K[s,d] : bf16\n"
+      "A[x,d] = contract(K, band(s, x; lo=0, hi=0); s)\nC[x,d] = sum(K * causal(x, s); s)\nM[x,d] = max(K * causal(x, s); s)\n"
+      "out A : bf16\nout C : fp32\nout M : fp32\n";
+  Loaded l = load_text(text, {});
+  const Expr& a = *l.diagram->find_statement("A")->expr;
+  const auto band = loop_band(a, "s");
+  REQUIRE(band);
+  CHECK(band->outer == "x");
+  CHECK(band->lo == 0);
+  CHECK(band->hi == 0);
+  CHECK(loop_band_steps(*band, 8192, 8192) == Approx(1.0));
+  // causal(x, s) keeps s <= x: a prefix, (N + 1) / 2 steps on average; a max keeps its loop.
+  const auto prefix = loop_band(*l.diagram->find_statement("C")->expr, "s");
+  REQUIRE(prefix);
+  CHECK_FALSE(prefix->lo);
+  CHECK(prefix->hi == 0);
+  CHECK(loop_band_steps(*prefix, 8192, 8192) == Approx(8193.0 / 2));
+  CHECK_FALSE(loop_band(*l.diagram->find_statement("M")->expr, "s"));
+  // A window clipped at the edges, counted exactly: index(axis) - index(outer) in [-3, 5] over 10 x 10.
+  LoopBand w{"a", "b", -3, 5};
+  double pairs = 0;
+  for (int o = 0; o < 10; ++o)
+    for (int i = 0; i < 10; ++i) pairs += (i - o >= -3 && i - o <= 5);
+  CHECK(loop_band_steps(w, 10, 10) == Approx(pairs / 10));
+  CHECK(loop_band_steps(w, 7, 12) == Approx([&] {
+          double n = 0;
+          for (int o = 0; o < 12; ++o)
+            for (int i = 0; i < 7; ++i) n += (i - o >= -3 && i - o <= 5);
+          return n / 12;
+        }()));
+  // The model prices the steps walked: the rename moves K once, one round of loads per element.
+  const Hardware h100 = load_hardware("h100");
+  const SimtCost rename = price_simt(*l.diagram, {"A"}, l.sizes, h100, {});
+  CHECK(rename.t_total < 100e-6);
+  CHECK(rename.l2_bytes <= 8192.0 * 128 * 32);
+  CHECK(price_simt(*l.diagram, {"C"}, l.sizes, h100, {}).flops_fp32 == Approx(8192.0 * 128 * 8193 / 2 * 3));
 }
 
 TEST_CASE("the wgmma GEMM stores through SMEM by TMA only where its ring keeps its stages", "[derive][lower]") {

@@ -73,6 +73,9 @@ add rowmean-96x500 "$gpu/row_mean.napkin"
 # an element-wise map of a reduction (rmsnorm's rstd times a per-row array): the storing lane maps
 add rowrstd-3001x4096 "$gpu/row_rstd.napkin"
 add rowrstd-5x40 "$gpu/row_rstd.napkin" --set t=5 --set m=40
+# reductions under a band mask walk only the band (a rename, a prefix sum, a window)
+add band-loops-300 "$root/tests/language/band_loops.napkin"
+add band-loops-333x77 "$root/tests/language/band_loops.napkin" --set s=333 --set x=333 --set d=77
 # statements sharing one rows kernel (rmsnorm's forward with its rstd, its backward's row mean read
 # by dX): the vector path, the scalar path, teams of lanes over short rows
 add rows-fused-300x1000 "$root/tests/language/rmsnorm_rows_fused.napkin"
