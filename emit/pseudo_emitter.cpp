@@ -98,8 +98,11 @@ class PseudoEmitter {
     } else {
       if (spec && spec->strategy == Strategy::cols) {
         const ColsForm& f = *spec->cols;
-        line("# cols: " + std::to_string(f.col_lanes) + " columns per block, one lane each (coalesced rows); " + std::to_string(f.row_lanes()) +
-             " threads per column split " + f.axis + ", " + std::to_string(f.unroll) + " rows in flight each; partials added in SMEM in a fixed order");
+        std::string reduced;
+        for (const auto& a : f.axes) reduced += (reduced.empty() ? "" : ", ") + a;
+        line("# cols: " + std::to_string(f.cols_per_block()) + " columns per block, " + std::to_string(f.vec) + " per lane (coalesced rows); " +
+             std::to_string(f.row_lanes()) + " threads per column group split " + reduced + ", " + std::to_string(f.unroll) +
+             " rows in flight each; partials added in SMEM in a fixed order");
         line("# no tensor-core strategy: " + spec->declined);
       }
       if (spec && spec->strategy == Strategy::rows) {

@@ -15,13 +15,16 @@ std::optional<ColsForm> analyse_cols(const Diagram& d, const KernelShape& k, con
   const Statement& st = *d.find_statement(k.statements[0]);
   const Expr* core = rows_core(d, st);
   const bool reduction = core && core->kind == Expr::Kind::apply && (core->op == Op::sum || core->op == Op::max || core->op == Op::mean);
-  if (!reduction || core->axes.size() != 1 || st.axes.empty()) return why = "not a one-axis reduction into a statement with axes", std::nullopt;
+  if (!reduction || core->axes.empty() || st.axes.empty()) return why = "not a reduction into a statement with axes", std::nullopt;
   if (!elementwise_tree(*core->args[0])) return why = "the reduction's argument is not element-wise", std::nullopt;
   ColsForm f;
   f.statement = st.name;
-  f.axis = core->axes[0];
+  f.axes = core->axes;
   f.cols = st.axes;
-  f.extent = sizes.at(f.axis);
+  f.extent = 1;
+  for (const auto& a : f.axes) f.extent *= sizes.at(a);
+  std::string along_name;  // "b, s": the reduced axes, for the reasons below
+  for (const auto& a : f.axes) along_name += (along_name.empty() ? "" : ", ") + a;
   f.cols_total = 1;
   for (const auto& a : st.axes) f.cols_total *= sizes.at(a);
   f.post = core != &*st.expr;
@@ -31,9 +34,10 @@ std::optional<ColsForm> analyse_cols(const Diagram& d, const KernelShape& k, con
   walk(*st.expr, [&](const Expr& n) {
     if (n.kind != Expr::Kind::ref || !d.array_axes(n.name)) return;
     const AxisList& ax = *d.array_axes(n.name);
-    (std::find(ax.begin(), ax.end(), f.axis) != ax.end() ? along : per_col).insert(n.name);
+    const bool reduced = std::any_of(ax.begin(), ax.end(), [&](const std::string& x) { return std::find(f.axes.begin(), f.axes.end(), x) != f.axes.end(); });
+    (reduced ? along : per_col).insert(n.name);
   });
-  if (along.empty()) return why = "no array is read along " + f.axis, std::nullopt;
+  if (along.empty()) return why = "no array is read along " + along_name, std::nullopt;
   std::set<std::string> broadcast;  // along the axis but not the columns' innermost axis: one address per warp row
   for (const auto& a : along) {
     const AxisList& ax = *d.array_axes(a);
@@ -42,11 +46,11 @@ std::optional<ColsForm> analyse_cols(const Diagram& d, const KernelShape& k, con
       continue;
     }
     if (ax.back() != inner)
-      return why = "'" + a + "' does not keep " + inner + " (the columns) innermost: its loads along " + f.axis + " would not be coalesced", std::nullopt;
+      return why = "'" + a + "' does not keep " + inner + " (the columns) innermost: its loads along " + along_name + " would not be coalesced", std::nullopt;
     narrowest = std::min(narrowest, dtype_bits(storage_dtype(d, a, opt)) / 8);
   }
   for (const auto& a : broadcast) along.erase(a), f.row_arrays.push_back(a);
-  if (along.empty()) return why = "no array along " + f.axis + " carries the columns' innermost axis " + inner, std::nullopt;
+  if (along.empty()) return why = "no array along " + along_name + " carries the columns' innermost axis " + inner, std::nullopt;
   f.arrays.assign(along.begin(), along.end());
   f.col_arrays.assign(per_col.begin(), per_col.end());
   f.warps = k.plan.warps();

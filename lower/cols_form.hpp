@@ -1,6 +1,7 @@
 /** \file cols_form.hpp
  *  The columns form of a kernel and the launch shape lowering gives it: one statement
- *  `Y = red(arg; a)` (sum, max or mean over one axis `a`), or an element-wise map of one such
+ *  `Y = red(arg; a)` (sum, max or mean over an axis `a`, or over several, walked as one flattened
+ *  row index), or an element-wise map of one such
  *  reduction (lower/rows_form.hpp rows_core), whose arguments' arrays carrying `a` and Y's innermost
  *  axis keep that axis innermost (those without it are read once per warp row, a broadcast): a reduction down the columns (the weight gradient of a norm,
  *  dW[m] = sum(dY * X * rstd; t)). Each index of Y is a column; a thread block takes `col_lanes`
@@ -26,9 +27,12 @@
 namespace napkin {
 
 struct ColsForm {
-  std::string statement, axis;       ///< the statement and its reduced axis
+  std::string statement;             ///< the statement
+  /** The reduced axes (the reduction's order): one, or several walked as one flattened row
+   *  index (a norm's weight gradient over batch and tokens, dW[m] = sum(...; b, s)). */
+  AxisList axes;
   AxisList cols;                     ///< the statement's axes (each index a column), the innermost last
-  std::int64_t extent = 0;           ///< elements along `axis`
+  std::int64_t extent = 0;           ///< rows: the product of the reduced axes' sizes
   std::int64_t cols_total = 0;       ///< product of the column axes' sizes
   bool post = false;                 ///< the stored value is an element-wise map of the reduction
   std::vector<std::string> arrays;   ///< arrays read along `axis` (each keeps the columns' innermost axis innermost)
@@ -66,8 +70,8 @@ struct ColsForm {
   std::int64_t rounds() const { return (extent + std::int64_t{row_lanes()} * unroll - 1) / (std::int64_t{row_lanes()} * unroll); }
 };
 
-/** The columns form of `k` (one statement of `d`: a sum, max or mean over one axis, alone or in
- *  an element-wise map, every array read along the axis with the statement's innermost axis
+/** The columns form of `k` (one statement of `d`: a sum, max or mean over one or more axes, alone
+ *  or in an element-wise map, every array read along them with the statement's innermost axis
  *  innermost) at `sizes` on `hw`, or nullopt with the reason in `why`. Raises nothing. */
 std::optional<ColsForm> analyse_cols(const Diagram& d, const KernelShape& k, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt,
                                      std::string& why);

@@ -129,8 +129,8 @@ bool rows_parts(const Diagram& d, const KernelShape& k, RowsForm& r, std::vector
     const Statement& st = *d.find_statement(p.statement);
     if (axis_set(st.axes) != (p.per_row() ? row_set : element_set))
       return why = p.statement + "'s axes are not the rows" + std::string(p.per_row() ? "" : " and " + r.axis), false;
+    if (!p.per_row() && !p.stored) return why = p.statement + " is read inside the kernel", false;  // by no statement the form can feed
     if (p.kind != RowsPart::Kind::map) continue;
-    if (!p.stored) return why = p.statement + " is read inside the kernel", false;
     for (const auto& a : arrays_read(d, *st.expr)) {
       const RowsPart* src = r.part(a);
       if (src && !src->per_row()) return why = p.statement + " reads " + a + ", a per-element output of the same kernel", false;

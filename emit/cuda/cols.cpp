@@ -1,5 +1,6 @@
 // Strategy cols: one reduction down the columns, Y = red(arg; a) or an element-wise map of one
-// (lower/cols_form.hpp): a sum, max or mean over an axis that is not innermost, every array read
+// (lower/cols_form.hpp): a sum, max or mean over an axis that is not innermost (or over several,
+// walked as one flattened row index decomposed per row), every array read
 // along it keeping Y's innermost axis innermost (a norm's weight gradient, dW[m] = sum(dY * X *
 // rstd; t)). Contract: see strategies.hpp. A block takes COL_LANES x VEC consecutive columns (Y's
 // elements, flattened), VEC per lane, so a warp's loads of a row are coalesced; its ROW_LANES
@@ -21,7 +22,23 @@ struct ColsKernel {
   const Statement& st;
   const Expr& red;  ///< the reduction (the whole expression unless f.post)
   std::string total, init;
+  std::string rows_n;  ///< the rows: N_a, or the product of the reduced axes' sizes
   Code& k;
+
+  /** The row indices of flat row `row` (a variable): i_a = row for one reduced axis, else row
+   *  decomposed over the reduced axes. */
+  void row_indices(const std::string& row) const {
+    // [[maybe_unused]]: a loop over the vector path's registers may read no array by these indices
+    if (f.axes.size() == 1) {
+      k.line("[[maybe_unused]] const int64_t i_" + f.axes[0] + " = " + row + ";");
+      return;
+    }
+    k.line("int64_t rest_" + row + " = " + row + " < " + rows_n + " ? " + row + " : 0;");
+    for (auto it = f.axes.rbegin(); it != f.axes.rend(); ++it) {
+      k.line("[[maybe_unused]] const int64_t i_" + *it + " = rest_" + row + " % N_" + *it + ";");
+      k.line("rest_" + row + " /= N_" + *it + ";");
+    }
+  }
 
   bool is_max() const { return red.op == Op::max; }
   std::string fold(const std::string& acc, const std::string& v) const { return is_max() ? acc + " = fmaxf(" + acc + ", " + v + ");" : acc + " += " + v + ";"; }
@@ -38,17 +55,17 @@ int vec_bytes(const ColsKernel& ck, const std::string& array) { return ck.f.vec 
 void vector_walk(ColsKernel& ck) {
   Code& k = ck.k;
   const ColsForm& f = ck.f;
-  const std::string& ax = f.axis;
   const std::string& inner = f.cols.back();
   k.line("int64_t rest = col0;");
   decompose(k, "rest", f.cols);
   k.line("const int64_t first_" + inner + " = i_" + inner + ";");
-  k.open("for (int64_t r0 = rl; r0 < N_" + ax + "; r0 += int64_t{ROW_LANES} * U)");
+  k.open("for (int64_t r0 = rl; r0 < " + ck.rows_n + "; r0 += int64_t{ROW_LANES} * U)");
   for (const auto& arr : f.arrays) k.line(access_type(vec_bytes(ck, arr)) + " " + arr + "_reg[U] = {};  // registers: VEC elements of " + arr + " per row");
   k.line("#pragma unroll");
   k.open("for (int u = 0; u < U; ++u)");
-  k.line("const int64_t i_" + ax + " = r0 + int64_t{u} * ROW_LANES;");
-  k.line("if (i_" + ax + " >= N_" + ax + ") break;");
+  k.line("const int64_t row = r0 + int64_t{u} * ROW_LANES;");
+  k.line("if (row >= " + ck.rows_n + ") break;");
+  ck.row_indices("row");
   for (const auto& arr : f.arrays)
     k.line(arr + "_reg[u] = *reinterpret_cast<const " + access_type(vec_bytes(ck, arr)) + "*>(a." + arr + " + " + ck.c.index(arr) + ");");
   k.close();
@@ -59,8 +76,9 @@ void vector_walk(ColsKernel& ck) {
   };
   k.line("#pragma unroll");
   k.open("for (int u = 0; u < U; ++u)");
-  k.line("const int64_t i_" + ax + " = r0 + int64_t{u} * ROW_LANES;");
-  k.line("if (i_" + ax + " >= N_" + ax + ") break;");
+  k.line("const int64_t row = r0 + int64_t{u} * ROW_LANES;");
+  k.line("if (row >= " + ck.rows_n + ") break;");
+  ck.row_indices("row");
   k.line("#pragma unroll");
   k.open("for (int j = 0; j < VEC; ++j)");
   k.line("[[maybe_unused]] const int64_t i_" + inner + " = first_" + inner + " + j;");
@@ -73,25 +91,26 @@ void vector_walk(ColsKernel& ck) {
 /** The scalar path: each of the lane's VEC columns in turn, U rows' loads in flight. */
 void scalar_walk(ColsKernel& ck) {
   Code& k = ck.k;
-  const std::string& ax = ck.f.axis;
   k.open("for (int j = 0; j < VEC; ++j)");
   k.line("int64_t rest = col0 + j < " + ck.total + " ? col0 + j : 0;  // a column past the last walks column 0 and stores nothing");
   decompose(k, "rest", ck.f.cols);
-  k.open("for (int64_t r0 = rl; r0 < N_" + ax + "; r0 += int64_t{ROW_LANES} * U)");
+  k.open("for (int64_t r0 = rl; r0 < " + ck.rows_n + "; r0 += int64_t{ROW_LANES} * U)");
   k.line("float v[U];");
   k.line("// all U rows inside: no condition between the loads, so all of them are in flight at once");
-  k.open("if (r0 + int64_t{U - 1} * ROW_LANES < N_" + ax + ")");
+  k.open("if (r0 + int64_t{U - 1} * ROW_LANES < " + ck.rows_n + ")");
   k.line("#pragma unroll");
   k.open("for (int u = 0; u < U; ++u)");
-  k.line("const int64_t i_" + ax + " = r0 + int64_t{u} * ROW_LANES;");
+  k.line("const int64_t row = r0 + int64_t{u} * ROW_LANES;");
+  ck.row_indices("row");
   k.line("v[u] = " + ck.c.value(*ck.red.args[0]) + ";");
   k.close();
   k.close(" else {");
   ++k.indent;
   k.line("#pragma unroll");
   k.open("for (int u = 0; u < U; ++u)");
-  k.line("const int64_t i_" + ax + " = r0 + int64_t{u} * ROW_LANES;");
-  k.line("v[u] = i_" + ax + " < N_" + ax + " ? " + ck.c.value(*ck.red.args[0]) + " : " + ck.init + ";");
+  k.line("const int64_t row = r0 + int64_t{u} * ROW_LANES;");
+  ck.row_indices("row");
+  k.line("v[u] = row < " + ck.rows_n + " ? " + ck.c.value(*ck.red.args[0]) + " : " + ck.init + ";");
   k.close();
   --k.indent;
   k.line("}");
@@ -113,7 +132,7 @@ void merge_and_store(ColsKernel& ck) {
   k.line("for (int r = 1; r < ROW_LANES; ++r) " + ck.fold("sum", "part[r][cl * VEC + j]"));
   k.line("int64_t rest = col0 + j;");
   decompose(k, "rest", ck.f.cols);
-  std::string value = ck.red.op == Op::mean ? "(sum / static_cast<float>(N_" + ck.f.axis + "))" : "sum";
+  std::string value = ck.red.op == Op::mean ? "(sum / static_cast<float>(" + ck.rows_n + "))" : "sum";
   if (ck.f.post)
     value = ck.c.value(*ck.st.expr, [&](const Expr& n) -> std::optional<std::string> {
       if (&n == &ck.red) return value;
@@ -132,11 +151,14 @@ KernelEmit emit_cols(Context& c, const KernelChoice& kc) {
   const ColsForm& f = *spec.cols;
   const Statement& st = *d.find_statement(f.statement);
   const Expr& red = *rows_core(d, st);
-  const std::string ns = kernel_ns(kc.plan.name), ax = f.axis;
+  const std::string ns = kernel_ns(kc.plan.name), ax = join(f.axes);
   Code k;
   std::string total = "int64_t{1}";
   for (const auto& a : f.cols) total += " * N_" + a;
-  ColsKernel ck{c, f, st, red, "(" + total + ")", red.op == Op::max ? "-INFINITY" : "0.0f", k};
+  std::string rows_n = f.axes.size() == 1 ? "N_" + f.axes[0] : "int64_t{1}";
+  if (f.axes.size() > 1)
+    for (const auto& a : f.axes) rows_n += " * N_" + a;
+  ColsKernel ck{c, f, st, red, "(" + total + ")", red.op == Op::max ? "-INFINITY" : "0.0f", f.axes.size() == 1 ? rows_n : "(" + rows_n + ")", k};
   k.line(describe_plan(kc.plan));
   k.line("// strategy cols: " + std::string(op_name(red.op)) + " over " + ax + " down the columns (" + join(f.cols) + "); " + std::to_string(f.col_lanes) +
          " lanes of " + std::to_string(f.vec) + " columns per block, " + std::to_string(f.row_lanes()) + " threads per column splitting " + ax +
@@ -144,12 +166,7 @@ KernelEmit emit_cols(Context& c, const KernelChoice& kc) {
   k.open("namespace " + ns);
   k.line("constexpr int WARPS = " + std::to_string(f.warps) + ", THREADS = WARPS * 32, COL_LANES = " + std::to_string(f.col_lanes) + ", VEC = " +
          std::to_string(f.vec) + ", ROW_LANES = THREADS / COL_LANES, U = " + std::to_string(f.unroll) + ";");
-  k.line("// at most " + std::to_string(f.registers) + " registers per thread: " + std::to_string(f.blocks_per_sm) +
-         " blocks per SM resident, as the model prices it (lower/cols_form.hpp)");
-  k.line("");
-  k.line("__global__ void __launch_bounds__(THREADS, " + std::to_string(f.blocks_per_sm) + ") kernel(const Args a) {");
-  ++k.indent;
-  c.declare_sizes(k);
+  open_bounded_kernel(k, c, f.registers, f.blocks_per_sm, "lower/cols_form.hpp");
   k.line("__shared__ float part[ROW_LANES][COL_LANES * VEC];  // SMEM: each thread's partials");
   k.line("const int cl = threadIdx.x % COL_LANES, rl = threadIdx.x / COL_LANES;");
   k.line("const int64_t col0 = (int64_t{blockIdx.x} * COL_LANES + cl) * VEC;  // the lane's first column");

@@ -15,6 +15,15 @@ std::string describe_plan(const KernelPlan& p) {
   return "// kernel " + p.name + ": " + join(parts, "; ");
 }
 
+void open_bounded_kernel(Code& k, const Context& c, int registers, int blocks_per_sm, const std::string& form) {
+  k.line("// at most " + std::to_string(registers) + " registers per thread: " + std::to_string(blocks_per_sm) +
+         " blocks per SM resident, as the model prices it (" + form + ")");
+  k.line("");
+  k.line("__global__ void __launch_bounds__(THREADS, " + std::to_string(blocks_per_sm) + ") kernel(const Args a) {");
+  ++k.indent;
+  c.declare_sizes(k);
+}
+
 void decompose(Code& code, const std::string& linear, const AxisList& axes) {
   for (auto it = axes.rbegin(); it != axes.rend(); ++it) {
     code.line("const int64_t i_" + *it + " = " + linear + " % N_" + *it + ";");

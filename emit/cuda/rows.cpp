@@ -248,12 +248,7 @@ KernelEmit emit_rows(Context& c, const KernelChoice& kc) {
          ", TEAM_LANES = " + std::to_string(form.team_lanes) + ", TEAM = TEAM_WARPS * TEAM_LANES;");
   k.line("constexpr int TEAMS_PER_WARP = 32 / TEAM_LANES, TEAMS = WARPS / TEAM_WARPS * TEAMS_PER_WARP;  // teams of a block, rows walked at once");
   k.line("[[maybe_unused]] constexpr int U = " + std::to_string(form.unroll) + ";  // 16-byte accesses in flight per lane (the vector path)");
-  k.line("// at most " + std::to_string(form.registers) + " registers per thread: " + std::to_string(form.blocks_per_sm) +
-         " blocks per SM resident, as the model prices it (lower/rows_form.hpp)");
-  k.line("");
-  k.line("__global__ void __launch_bounds__(THREADS, " + std::to_string(form.blocks_per_sm) + ") kernel(const Args a) {");
-  ++k.indent;
-  c.declare_sizes(k);
+  open_bounded_kernel(k, c, form.registers, form.blocks_per_sm, "lower/rows_form.hpp");
   k.line("__shared__ float stats_smem[WARPS][3];  // SMEM: each warp's statistics, merged across a team");
   k.line("const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, t = (warp % TEAM_WARPS) * 32 + lane % TEAM_LANES;");
   std::string total = "int64_t{1}";

@@ -94,6 +94,10 @@ std::string kernel_ns(const std::string& kernel);
 void walk(const Expr& e, const std::function<void(const Expr&)>& f);
 /** `// kernel NAME: fuse ...; group ...` */
 std::string describe_plan(const KernelPlan& p);
+/** Opens a form's kernel `kernel(const Args a)` bounded to `registers` per thread by
+ *  __launch_bounds__(THREADS, blocks_per_sm) (the resident blocks the model prices; `form` names
+ *  the lowering header that chose them), with the axis sizes declared. The caller closes it. */
+void open_bounded_kernel(Code& k, const Context& c, int registers, int blocks_per_sm, const std::string& form);
 /** Code decomposing `linear` (an int64_t variable, consumed) into `i_<axis>` over `axes`, last fastest. */
 void decompose(Code& code, const std::string& linear, const AxisList& axes);
 /** Element offset of `array` with axis `a` at index expression `at(a)` (Horner over N_). */

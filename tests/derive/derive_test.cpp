@@ -15,8 +15,8 @@ namespace {
 using Loaded = LoadedDiagram;
 Loaded load(const std::string& file) { return load_library(file); }
 bool has(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
-/** The first kernel's cost under `schedule` (text) of `l` on `hw`, the schedule required to check. */
-KernelCost priced_by_schedule(const Loaded& l, const std::string& schedule, const Hardware& hw) {
+/** Every kernel's cost under `schedule` (text) of `l` on `hw`, the schedule required to check. */
+std::vector<KernelCost> kernels_by_schedule(const Loaded& l, const std::string& schedule, const Hardware& hw) {
   SourceManager sm;
   DiagnosticEngine diags;
   auto s = parse_schedule(*sm.add("v.schedule", schedule), diags);
@@ -24,8 +24,10 @@ KernelCost priced_by_schedule(const Loaded& l, const std::string& schedule, cons
   auto checked = check_schedule(*l.program, *l.diagram, *s, l.sizes, hw, {}, diags);
   INFO(diags.render());
   REQUIRE(checked);
-  return checked->cost.kernels.at(0);
+  return checked->cost.kernels;
 }
+/** The first kernel's cost under `schedule` (text) of `l` on `hw`, the schedule required to check. */
+KernelCost priced_by_schedule(const Loaded& l, const std::string& schedule, const Hardware& hw) { return kernels_by_schedule(l, schedule, hw).at(0); }
 }  // namespace
 
 TEST_CASE("derive finds FlashAttention on attention.napkin by itself", "[derive]") {
@@ -195,15 +197,9 @@ TEST_CASE("statements over the same rows share one rows kernel: reductions, norm
   auto priced = [&](const std::vector<std::string>& kernels, const std::string& of) {
     std::string sched = "schedule v for rms\n";
     for (std::size_t i = 0; i < kernels.size(); ++i) sched += "kernel K" + std::to_string(i) + "\n  fuse " + kernels[i] + "\n  weave t\n  warps 4\n";
-    SourceManager sm;
-    DiagnosticEngine diags;
-    auto sch = parse_schedule(*sm.add("v.schedule", sched), diags);
-    REQUIRE(sch);
-    auto checked = check_schedule(*l.program, *l.diagram, *sch, l.sizes, h100, {}, diags);
-    INFO(diags.render());
-    REQUIRE(checked);
+    const std::vector<KernelCost> costs = kernels_by_schedule(l, sched, h100);
     for (std::size_t i = 0; i < kernels.size(); ++i)
-      if ((", " + kernels[i] + ",").find(" " + of + ",") != std::string::npos) return checked->cost.kernels.at(i);
+      if ((", " + kernels[i] + ",").find(" " + of + ",") != std::string::npos) return costs.at(i);
     FAIL("no kernel computes " << of);
     return KernelCost{};
   };
@@ -265,7 +261,7 @@ TEST_CASE("a reduction down the columns is a cols kernel: lanes across columns, 
   const KernelCost k = priced_by_schedule(l, "schedule v for col_sum\nkernel dW\n  fuse dW\n  weave m\n  warps 4\n", h100);
   REQUIRE(k.spec->strategy == Strategy::cols);
   const ColsForm& f = *k.spec->cols;
-  CHECK(f.axis == "t");
+  CHECK(f.axes == AxisList{"t"});
   CHECK(f.arrays == std::vector<std::string>{"X", "dY"});
   CHECK(f.row_arrays == std::vector<std::string>{"R"});
   // The vector path: 8 columns of bf16 per lane (16 bytes); 4096 / (4 x 8) = 128 blocks would leave
@@ -309,6 +305,16 @@ TEST_CASE("a reduction down the columns is a cols kernel: lanes across columns, 
   const Derivation dv = derive(*l.program, *l.diagram, l.sizes, h100);
   REQUIRE(dv.chosen.kernels.size() == 1);
   CHECK(dv.chosen.kernels[0].cost.spec->strategy == Strategy::cols);
+  // Over two axes (transformer_block's norm weights, summed over batch and tokens): one flattened
+  // row index of b x s rows; R, without m, a broadcast per row.
+  Loaded two = load_text("diagram c2\naxis b = 2\naxis s = 1024\naxis m = 4096\nin dH[b,s,m] : bf16\nin X[b,s,m] : bf16\nin R[b,s] : fp32\n"
+                         "dW[m] = sum(dH * X * R; b, s)\nout dW : bf16\n", {});
+  const KernelCost k2 = priced_by_schedule(two, "schedule v for c2\nkernel dW\n  fuse dW\n  weave m\n  warps 4\n", h100);
+  REQUIRE(k2.spec->cols);
+  CHECK(k2.spec->cols->axes == AxisList{"b", "s"});
+  CHECK(k2.spec->cols->extent == 2048);
+  CHECK(k2.spec->cols->row_arrays == std::vector<std::string>{"R"});
+  CHECK(k2.t_total == Approx(k.t_total).epsilon(0.02));  // the same rows as dW over t = 2048
   // An array along t that keeps t innermost would be strided across the lanes: not the cols form.
   Loaded strided = load_text("diagram s\naxis t = 64\naxis m = 64\nin X[m,t] : bf16\nY[m] = sum(X; t)\nout Y : fp32\n", {});
   const KernelCost ks = priced_by_schedule(strided, "schedule v for s\nkernel Y\n  fuse Y\n  warps 4\n", h100);

@@ -76,6 +76,10 @@ add rowrstd-5x40 "$gpu/row_rstd.napkin" --set t=5 --set m=40
 # reductions under a band mask walk only the band (a rename, a prefix sum, a window)
 add band-loops-300 "$root/tests/language/band_loops.napkin"
 add band-loops-333x77 "$root/tests/language/band_loops.napkin" --set s=333 --set x=333 --set d=77
+# a reduction over two axes down the columns (a norm's weight gradient over batch and tokens)
+add colsum2-3x111x264 "$root/tests/language/col_sum_two_axes.napkin"
+add colsum2-2x1024x4096 "$root/tests/language/col_sum_two_axes.napkin" --set b=2 --set s=1024 --set m=4096
+add colsum2-2x77x130 "$root/tests/language/col_sum_two_axes.napkin" --set b=2 --set s=77 --set m=130
 # statements sharing one rows kernel (rmsnorm's forward with its rstd, its backward's row mean read
 # by dX): the vector path, the scalar path, teams of lanes over short rows
 add rows-fused-300x1000 "$root/tests/language/rmsnorm_rows_fused.napkin"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs napkin bench on a lent GPU machine (see docs/benchmarks.md). The machine lacks napkin's
 # Debian libraries, so the call carries build/cli/napkin and .devlibs/ (tools/device/pack.sh).
-# Usage: tools/device/bench.sh quick|bundled|gemm|fp8|fp8attn|int8|compare|variants|attention|perf|torch|issue12|torch-eval|regress|sweep|tiles|initcheck-probe|ncu|stalls|calibrate [MODE...]   (outputs under $OUT when set)
+# Usage: tools/device/bench.sh quick|bundled|grads|gemm|fp8|fp8attn|int8|compare|variants|attention|perf|torch|issue12|torch-eval|regress|sweep|tiles|initcheck-probe|ncu|stalls|calibrate [MODE...]   (outputs under $OUT when set)
 set -u
 modes=${*:-quick}
 out=/tmp/napkin-bench-out  # everything lands here; $OUT gets one results.tgz of it
@@ -276,6 +276,26 @@ PY
     ;;
   calibrate)  # the model's ceilings: kernels/calibrate/microbench.cu (mma.sync, wgmma, bandwidths, exp, FP32)
     OUT=$out kernels/calibrate/run_on_device.sh || fails=$((fails + 1))
+    ;;
+  grads)  # issue 16: napkin grad's backwards at the training block's shapes (Llama-3-8B, s 2048), each
+    # forward and backward checked and timed: rmsnorm (its rstd and its backward's row terms in one
+    # rows kernel each), GQA attention (the split's partial sums on the cols vector path), the block
+    # (its argument renames walking one step of their band, its norm weights summed over b and s)
+    mkdir -p "$out/g"
+    gb() {  # gb TAG FILE DIAGRAM [--set ...]
+      local tag=$1 file=$2 dia=$3
+      shift 3
+      echo "=== $tag: napkin bench $file --diagram $dia $*"
+      if ! $N bench "$file" --diagram "$dia" --workdir "/tmp/nb-$tag" --hw "${HW:-h200}" --runs 20 "$@" 2>&1 | tee "$out/$tag.txt"; then fails=$((fails + 1)); fi
+    }
+    for d in rmsnorm gqa_attention_bshd transformer_block; do
+      $N grad "diagrams/library/$d.napkin" --memory-budget 8e9 --hw "${HW:-h200}" -o "$out/g/$d.napkin" > /dev/null || fails=$((fails + 1))
+    done
+    gb rms-fwd "$out/g/rmsnorm.napkin" rmsnorm_layer_fwd --set t=2048
+    gb rms-bwd "$out/g/rmsnorm.napkin" rmsnorm_layer_bwd --set t=2048
+    gb gqa-bwd "$out/g/gqa_attention_bshd.napkin" gqa_attention_bshd_bwd --set q=2048 --set x=2048
+    gb block-fwd "$out/g/transformer_block.napkin" transformer_block_fwd --set s=2048
+    gb block-bwd "$out/g/transformer_block.napkin" transformer_block_bwd --set s=2048
     ;;
   sweep)
     # checks, then compute-sanitizer's four tools on every case: 294 s on the H100 with 14 jobs (2026-11-22)
