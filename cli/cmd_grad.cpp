@@ -47,8 +47,9 @@ void print_plan(const CheckpointPlan& plan, const std::string& hw) {
   for (const auto& c : plan.candidates)
     std::cerr << fmt::format("  {:<24} {:>12} {:>16}  {}\n", c.array, gb(c.bytes), c.fits ? us(c.seconds) : "over budget",
                              c.chosen ? "save" : "recompute");
-  std::cerr << fmt::format("  recompute everything: {}; chosen: {}, {} saved\n", us(plan.seconds_recompute), us(plan.seconds),
-                           gb(plan.saved_bytes));
+  std::cerr << fmt::format("  recompute everything: {}; chosen: {}, {} saved{}\n", us(plan.seconds_recompute), us(plan.seconds),
+                           gb(plan.saved_bytes),
+                           plan.refined ? fmt::format(" ({} change(s) kept by the local search after the greedy choice)", plan.refined) : "");
 }
 
 }  // namespace

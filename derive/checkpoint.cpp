@@ -40,6 +40,26 @@ Priced price(const Program& p, const Diagram& d, const std::vector<std::string>&
   return out;
 }
 
+/** One pass of local search over `plan` (checkpoint.hpp): each fitting candidate added to the
+ *  set or taken out of it, kept where the predicted time falls. The set stays in candidate order. */
+void refine(const Program& p, const Diagram& d, const std::vector<std::string>& wrt, const SizeMap& sizes, const Hardware& hw,
+            CheckpointPlan& plan) {
+  for (const auto& c : plan.candidates) {
+    if (!c.fits) continue;
+    const bool in = std::find(plan.save.begin(), plan.save.end(), c.array) != plan.save.end();
+    if (!in && plan.saved_bytes + c.bytes > plan.budget_bytes) continue;
+    std::vector<std::string> trial;
+    for (const auto& o : plan.candidates)
+      if (o.array == c.array ? !in : std::find(plan.save.begin(), plan.save.end(), o.array) != plan.save.end()) trial.push_back(o.array);
+    const double t = trial.empty() ? plan.seconds_recompute : price(p, d, wrt, trial, sizes, hw).seconds;
+    if (t >= plan.seconds) continue;
+    plan.save = trial;
+    plan.saved_bytes += in ? -c.bytes : c.bytes;
+    plan.seconds = t;
+    ++plan.refined;
+  }
+}
+
 }  // namespace
 
 CheckpointPlan plan_checkpointing(const Program& p, const Diagram& d, const std::vector<std::string>& wrt,
@@ -70,13 +90,12 @@ CheckpointPlan plan_checkpointing(const Program& p, const Diagram& d, const std:
   double bytes = 0;
   for (const auto* c : order)
     if (bytes + c->bytes <= budget_bytes) save.push_back(c->array), bytes += c->bytes;
-  if (save.empty()) return plan;
-  const double together = price(p, d, wrt, save, sizes, hw).seconds;
-  if (together >= base.seconds) return plan;
-  plan.save = save;
-  plan.saved_bytes = bytes;
-  plan.seconds = together;
-  for (auto& c : plan.candidates) c.chosen = std::find(save.begin(), save.end(), c.array) != save.end();
+  if (!save.empty()) {
+    const double together = price(p, d, wrt, save, sizes, hw).seconds;
+    if (together < base.seconds) plan.save = save, plan.saved_bytes = bytes, plan.seconds = together;
+  }
+  refine(p, d, wrt, sizes, hw, plan);
+  for (auto& c : plan.candidates) c.chosen = std::find(plan.save.begin(), plan.save.end(), c.array) != plan.save.end();
   return plan;
 }
 

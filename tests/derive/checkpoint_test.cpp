@@ -41,3 +41,28 @@ TEST_CASE("recompute or save: attention's S and P, 2^31 bytes each in bf16, unde
   for (const auto& c : roomy.candidates) chosen += c.chosen;
   CHECK(chosen == roomy.save.size());
 }
+
+TEST_CASE("recompute or save: the local search keeps an array that pays only beside the others (SwiGLU's G)", "[derive][grad]") {
+  // Alone, saving G = silu(G_v) saves nothing (the backward still recomputes G_v); beside G_v, U
+  // and H the dual GEMM's epilogue stores it and the backward stops recomputing it.
+  DiagnosticEngine diags;
+  auto p = load_program(std::string(NAPKIN_SOURCE_DIR) + "/diagrams/library/mlp_swiglu.napkin", diags, /*expand=*/false);
+  const Diagram& d = p->select("");
+  const SizeMap sizes = *resolve_sizes(d, {{"t", 2048}}, diags);
+  REQUIRE(verify_program(*p, diags, &d));
+  const Hardware h200 = load_hardware("h200");
+  const CheckpointPlan plan = plan_checkpointing(*p, d, {}, sizes, h200, 4e9);
+  const CheckpointCandidate* g = nullptr;
+  for (const auto& c : plan.candidates)
+    if (c.array == "G") g = &c;
+  REQUIRE(g);
+  CHECK(g->seconds >= plan.seconds_recompute);  // alone it does not pay
+  CHECK(g->chosen);                              // beside the others it does
+  CHECK(plan.refined >= 1);
+  CHECK(plan.seconds < plan.seconds_recompute);
+  CHECK(plan.saved_bytes <= 4e9);
+  double bytes = 0;
+  for (const auto& c : plan.candidates)
+    if (c.chosen) bytes += c.bytes;
+  CHECK(bytes == Approx(plan.saved_bytes));
+}
