@@ -108,6 +108,15 @@ TEST_CASE("output sets are complete or absent: eval's folder, compare's CSV and 
   CHECK(b.status == 1);
   CHECK(has(b, "nvcc failed"));
   CHECK_FALSE(fs::exists(dir + "/work"));
+  // --candidates: the first candidate's failure leaves no folder either (each candidate's is its own)
+  auto bc = run_napkin("bench " + lib("matmul.napkin") + " --set a=64 --set b=64 --set c=64 --nvcc false --candidates 3 --workdir " + dir +
+                       "/cands");
+  INFO(bc.output);
+  CHECK(bc.status == 1);
+  CHECK(has(bc, "nvcc failed"));
+  CHECK_FALSE(fs::exists(dir + "/cands"));
+  CHECK(run_napkin("bench " + lib("matmul.napkin") + " --candidates 1").status == 1);
+  CHECK(run_napkin("bench " + lib("matmul.napkin") + " --candidates 4 --schedule x.schedule").status == 1);
   for (const auto& x : fs::recursive_directory_iterator(dir)) CHECK(x.path().string().find(".tmp-napkin") == std::string::npos);
 }
 

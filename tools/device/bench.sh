@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs napkin bench on a lent GPU machine (see docs/benchmarks.md). The machine lacks napkin's
 # Debian libraries, so the call carries build/cli/napkin and .devlibs/ (tools/device/pack.sh).
-# Usage: tools/device/bench.sh quick|bundled|grads|gemm|fp8|fp8attn|int8|compare|variants|attention|perf|torch|issue12|torch-eval|regress|sweep|tiles|initcheck-probe|ncu|stalls|calibrate [MODE...]   (outputs under $OUT when set)
+# Usage: tools/device/bench.sh quick|bundled|grads|candidates|gemm|fp8|fp8attn|int8|compare|variants|attention|perf|torch|issue12|torch-eval|regress|sweep|tiles|initcheck-probe|ncu|stalls|calibrate [MODE...]   (outputs under $OUT when set)
 set -u
 modes=${*:-quick}
 out=/tmp/napkin-bench-out  # everything lands here; $OUT gets one results.tgz of it
@@ -276,6 +276,16 @@ PY
     ;;
   calibrate)  # the model's ceilings: kernels/calibrate/microbench.cu (mma.sync, wgmma, bandwidths, exp, FP32)
     OUT=$out kernels/calibrate/run_on_device.sh || fails=$((fails + 1))
+    ;;
+  candidates)  # issue 14: the model's first choice against the schedules it ranks next (napkin bench --candidates),
+    # one diagram per call (10 builds each): CAND=attention|causal|matmul|mlp|rmsnorm, CAND_N (default 10)
+    case ${CAND:-matmul} in
+      attention) bench cand-attention attention --set b=4 --set h=16 --set q=4096 --set x=4096 --hw "${HW:-h100}" --candidates "${CAND_N:-10}" --runs 20 ;;
+      causal) bench cand-causal causal_attention --set b=4 --set h=16 --set q=4096 --set x=4096 --hw "${HW:-h100}" --candidates "${CAND_N:-10}" --runs 20 ;;
+      matmul) bench cand-matmul matmul --set a=4096 --set b=4096 --set c=4096 --hw "${HW:-h100}" --candidates "${CAND_N:-10}" --runs 20 ;;
+      mlp) bench cand-mlp mlp_swiglu --set t=2048 --hw "${HW:-h100}" --candidates "${CAND_N:-10}" --runs 20 ;;
+      rmsnorm) bench cand-rmsnorm rmsnorm --hw "${HW:-h100}" --candidates "${CAND_N:-10}" --runs 20 ;;
+    esac
     ;;
   grads)  # issue 16: napkin grad's backwards at the training block's shapes (Llama-3-8B, s 2048), each
     # forward and backward checked and timed: rmsnorm (its rstd and its backward's row terms in one
