@@ -19,10 +19,20 @@ std::map<std::string, Divisibility> divisibility(const Program& p, const Diagram
     dv.lcm = std::lcm(dv.lcm, k);
     dv.reasons.push_back(std::move(why));
   };
-  // Coalescing of the arrays that cross HBM.
+  // Coalescing of the arrays that cross HBM. An array whose axes another of them carries with
+  // more, that other's innermost axis not its own (a row's statistic mean[t] beside X[t,m]; the
+  // logsumexp lse[b,h,q] beside O[b,h,q,d]), moves the larger array's bytes divided by the extents
+  // it lacks: even uncoalesced (a 32-byte sector per element) it cannot bound the kernel, so it
+  // does not constrain the tiles (a rows kernel fusing Y[t,m] with mean[t] keeps its 4-row groups).
+  auto carries = [&](const std::string& big, const AxisList& small) {
+    const auto* b = d.array_axes(big);
+    if (!b || b->size() <= small.size() || b->back() == small.back()) return false;
+    return std::all_of(small.begin(), small.end(), [&](const std::string& x) { return std::find(b->begin(), b->end(), x) != b->end(); });
+  };
   for (const auto& a : hbm_arrays) {
     const auto* axes = d.array_axes(a);
     if (!axes || axes->empty()) continue;
+    if (std::any_of(hbm_arrays.begin(), hbm_arrays.end(), [&](const std::string& o) { return o != a && carries(o, *axes); })) continue;
     double bytes = dtype_bits(storage_dtype(d, a, opt)) / 8.0;
     auto k = static_cast<std::int64_t>(128 / bytes);
     need(axes->back(), k, "128-byte coalesced segments of " + a + " (" + std::to_string(k) + " elements)");

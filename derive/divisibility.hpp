@@ -3,7 +3,9 @@
  *  axis by least common multiple, each with its reason (paper §5.2: coalescing and tensor-core
  *  shapes as superscripts on axis sizes).
  *  - Coalescing: a partitioned innermost axis of an HBM array moves in 128-byte segments: a
- *    multiple of 128 / (bytes per element) elements.
+ *    multiple of 128 / (bytes per element) elements; not for an array whose axes another HBM
+ *    array of the kernel carries with more and a different innermost axis (a row statistic beside
+ *    its rows: a fraction of their bytes, which cannot bound the kernel even uncoalesced).
  *  - MMA (PTX ISA 9.7.14, mma.sync m16n8k16 for bf16/fp16): in a tensor-core contraction, the
  *    rows of the first operand are a multiple of m per warp (times the warps that split them), the
  *    columns of the second a multiple of n, the contracted axis a multiple of k.

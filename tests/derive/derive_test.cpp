@@ -243,6 +243,19 @@ TEST_CASE("statements over the same rows share one rows kernel: reductions, norm
   REQUIRE(dv.chosen.kernels.size() == 1);
   CHECK(dv.chosen.kernels[0].cost.spec->strategy == Strategy::rows);
   CHECK(dv.chosen.kernels[0].plan.fused().size() == 4);
+  // LayerNorm's forward with its saved mean and rstd: a per-row statistic does not force the rows
+  // into groups of 32 (coalescing of mean[t]: 1/4096 of X's bytes), so its rows kernels keep small
+  // groups and derive fuses the normaliser with the statistic that does not read the other.
+  Loaded ln = load_text(
+      "diagram ln\naxis t = 4096\naxis m = 1024\nin X[t,m] : bf16\nin W[m] : bf16\nin B[m] : bf16\n"
+      "Y[t,m] = layernorm(X, W, B; m, eps=1e-5)\nY_mean[t] = mean(X; m)\nY_rstd[t] = rsqrt(mean((X - Y_mean) * (X - Y_mean); m) + 1e-5)\n"
+      "out Y : bf16\nout Y_mean : fp32\nout Y_rstd : fp32\n", {});
+  const Derivation dln = derive(*ln.program, *ln.diagram, ln.sizes, h100);
+  CHECK(dln.chosen.kernels.size() == 2);
+  for (const auto& kc : dln.chosen.kernels) {
+    CHECK(kc.cost.spec->strategy == Strategy::rows);
+    CHECK(kc.plan.group("t").value_or(1) < 32);
+  }
   // Not rows: a map reading a per-element output of the same kernel, statements walking different axes.
   Loaded chain = load_text(
       "diagram chain\naxis t = 64\naxis m = 64\nin X[t,m] : bf16\nin W[m] : bf16\nY[t,m] = rmsnorm(X, W; m, eps=1e-5)\n"
