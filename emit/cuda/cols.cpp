@@ -34,10 +34,7 @@ struct ColsKernel {
       return;
     }
     k.line("int64_t rest_" + row + " = " + row + " < " + rows_n + " ? " + row + " : 0;");
-    for (auto it = f.axes.rbegin(); it != f.axes.rend(); ++it) {
-      k.line("[[maybe_unused]] const int64_t i_" + *it + " = rest_" + row + " % N_" + *it + ";");
-      k.line("rest_" + row + " /= N_" + *it + ";");
-    }
+    decompose(k, "rest_" + row, f.axes, /*maybe_unused=*/true);
   }
 
   bool is_max() const { return red.op == Op::max; }

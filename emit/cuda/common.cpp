@@ -24,9 +24,9 @@ void open_bounded_kernel(Code& k, const Context& c, int registers, int blocks_pe
   c.declare_sizes(k);
 }
 
-void decompose(Code& code, const std::string& linear, const AxisList& axes) {
+void decompose(Code& code, const std::string& linear, const AxisList& axes, bool maybe_unused) {
   for (auto it = axes.rbegin(); it != axes.rend(); ++it) {
-    code.line("const int64_t i_" + *it + " = " + linear + " % N_" + *it + ";");
+    code.line(std::string(maybe_unused ? "[[maybe_unused]] " : "") + "const int64_t i_" + *it + " = " + linear + " % N_" + *it + ";");
     code.line(linear + " /= N_" + *it + ";");
   }
 }

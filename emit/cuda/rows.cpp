@@ -142,12 +142,17 @@ std::string reduction_value(Context& c, const RowsItem& it) {
 }
 
 /** The body of a row: every lemma's statistics over a first walk, merged and finalised; each
- *  reduction's value stored by the team's first lane (with several parts, also kept per row as
- *  `<name>_row` for the maps, rounded to its dtype where it is stored, as a later kernel reads it); then a second
+ *  reduction's value stored by the team's first lane (where the kernel's maps read it, also kept per
+ *  row as `<name>_row`, rounded to its dtype where it is stored, as a later kernel reads it); then a second
  *  walk applying the normalisers' and the maps' expressions and storing their outputs (rows past
  *  the last are dropped only after the merge, which every thread of the team joins). */
 void row_body(RowsKernel& r, std::vector<RowsItem>& items) {
-  const bool single = items.size() == 1;
+  std::set<std::string> row_values;  // reductions the kernel's maps read, kept in registers per row
+  for (const auto& it : items)
+    if (it.part.kind == RowsPart::Kind::map)
+      walk(*it.st.expr, [&](const Expr& n) {
+        if (n.kind == Expr::Kind::ref && r.form.part(n.name) && r.form.part(n.name)->per_row()) row_values.insert(n.name);
+      });
   std::vector<const Expr*> stat_roots;
   for (const auto& it : items) {
     if (!it.lemma) continue;
@@ -163,20 +168,19 @@ void row_body(RowsKernel& r, std::vector<RowsItem>& items) {
   }, {});
   for (const auto& it : items)
     if (it.lemma) it.lemma->merge(r.k);
-  std::set<std::string> row_values;  // reductions the maps read from registers
   for (const auto& it : items) {
     if (!it.part.per_row()) continue;
     const std::string& name = it.st.name;
     const std::string T = r.c.ctype_of(name);
-    if (single) {
-      r.k.line("if (live && t == 0) a." + name + "[" + r.c.index(name) + "] = napkin::from_f<" + T + ">(" + reduction_value(r.c, it) + ");");
+    const std::string store = "if (live && t == 0) a." + name + "[" + r.c.index(name) + "] = napkin::from_f<" + T + ">(";
+    if (!row_values.count(name)) {  // stored only (a reduction no map of this kernel reads is stored: an output)
+      r.k.line(store + reduction_value(r.c, it) + ");");
       continue;
     }
     // a stored value as the kernels after this one read it (rounded to its dtype); else as computed
     const std::string value = it.part.stored ? "napkin::round_to<" + T + ">(" + reduction_value(r.c, it) + ")" : reduction_value(r.c, it);
     r.k.line("const float " + name + "_row = " + value + ";  // registers: " + name + " of this row");
-    row_values.insert(name);
-    if (it.part.stored) r.k.line("if (live && t == 0) a." + name + "[" + r.c.index(name) + "] = napkin::from_f<" + T + ">(" + name + "_row);");
+    if (it.part.stored) r.k.line(store + name + "_row);");
   }
   if (r.form.reduction) return;
   for (const auto& it : items)
