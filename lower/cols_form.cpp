@@ -89,7 +89,7 @@ std::optional<ColsForm> analyse_cols(const Diagram& d, const KernelShape& k, con
   while (f.unroll > 1 && std::int64_t{f.row_lanes()} * (f.unroll / 2) >= f.extent) f.unroll /= 2;
   f.blocks = blocks_at(f.col_lanes);
   f.registers = f.vec == 1 ? 32 + 4 * f.unroll * arrays : 32 + 2 * f.vec + f.unroll * words;
-  f.smem_bytes = std::int64_t{f.threads()} * f.vec * 4;
+  f.smem_bytes = f.row_lanes() > 1 ? std::int64_t{f.threads()} * f.vec * 4 : 0;  // one thread per column: no meeting
   f.blocks_per_sm = resident_blocks_per_sm(hw, f.warps, f.registers, f.smem_bytes);
   return f;
 }

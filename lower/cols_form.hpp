@@ -8,7 +8,8 @@
  *  consecutive columns, its threads split `a` (`row_lanes` threads per column, each summing every
  *  row_lanes-th row with `unroll` loads in flight), so a warp's loads of one row are coalesced
  *  and every thread walks `a` / row_lanes rows instead of all of them; the block's partials meet
- *  in SMEM and the first row of threads stores, in a fixed order (deterministic).
+ *  in SMEM, halving in a tree every thread adds to, and the first row of threads stores, in a fixed
+ *  order (deterministic).
  *  A column's whole reduction is in one block: no workspace, no atomics; with few columns the
  *  blocks are few, which the model prices (perfmodel/cost.cpp cols(): rounds of loads per thread).
  *  Read by the model and rendered by emit/cuda/cols.cpp: what one prices, the other writes.
@@ -61,7 +62,7 @@ struct ColsForm {
   int blocks_per_sm = 1;             ///< resident blocks per SM: the launch bounds' minimum
   /** Per thread: 32 for indices, 2 x vec for the partials, and the loads in flight (4 bytes a register). */
   int registers = 40;
-  std::int64_t smem_bytes = 0;       ///< the partials: threads x vec x 4 bytes
+  std::int64_t smem_bytes = 0;       ///< the partials: threads x vec x 4 bytes, none where row_lanes() is 1
 
   int threads() const { return warps * 32; }
   int cols_per_block() const { return col_lanes * vec; }

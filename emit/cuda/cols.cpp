@@ -5,7 +5,8 @@
 // rstd; t)). Contract: see strategies.hpp. A block takes COL_LANES x VEC consecutive columns (Y's
 // elements, flattened), VEC per lane, so a warp's loads of a row are coalesced; its ROW_LANES
 // threads per column group split the rows, each with U rows' loads in flight; the partials meet in
-// SMEM and the block's first row of threads adds them in a fixed order (deterministic) and stores.
+// SMEM, halving in a tree every thread adds to (a fixed order: deterministic), and the block's
+// first row of threads stores.
 // On the vector path (VEC > 1, the innermost extent a multiple of VEC and the arrays' pointers
 // aligned: checked at run time) a lane loads its VEC columns of a row in one 8- or 16-byte
 // access per array; otherwise it walks its columns one at a time.
@@ -117,26 +118,58 @@ void scalar_walk(ColsKernel& ck) {
   k.close();
 }
 
-/** The partials' meeting in SMEM and the first row of threads' stores, column by column. */
+/** The partials' meeting: where several threads share a column (ROW_LANES > 1) their partials
+ *  meet in SMEM and halve in a tree, every thread adding, a fixed order (deterministic) and
+ *  ceil(log2 ROW_LANES) barriers; then the first row of threads stores its VEC columns. The
+ *  columns' indices are decomposed once where the lane's VEC columns lie in one row of the
+ *  innermost axis (N_inner % VEC == 0), else per column. */
 void merge_and_store(ColsKernel& ck) {
   Code& k = ck.k;
-  k.line("for (int j = 0; j < VEC; ++j) part[rl][cl * VEC + j] = acc[j];");
-  k.line("__syncthreads();");
-  k.line("if (rl != 0) return;");
-  k.open("for (int j = 0; j < VEC; ++j)");
-  k.line("if (col0 + j >= " + ck.total + ") break;");
-  k.line("float sum = acc[j];");
-  k.line("for (int r = 1; r < ROW_LANES; ++r) " + ck.fold("sum", "part[r][cl * VEC + j]"));
-  k.line("int64_t rest = col0 + j;");
-  decompose(k, "rest", ck.f.cols);
+  const std::string& inner = ck.f.cols.back();
+  const bool shared = ck.f.row_lanes() > 1;
+  if (shared) {
+    k.line("for (int j = 0; j < VEC; ++j) part[rl][cl * VEC + j] = acc[j];");
+    k.line("__syncthreads();");
+    k.line("// a tree: the partials' rows still to add (live) halved each step, the upper half onto the lower");
+    k.open("for (int live = ROW_LANES; live > 1;)");
+    k.line("const int half = (live + 1) / 2;");
+    k.line("for (int e = threadIdx.x; e < (live - half) * COL_LANES * VEC; e += THREADS) " +
+           ck.fold("part[e / (COL_LANES * VEC)][e % (COL_LANES * VEC)]", "part[half + e / (COL_LANES * VEC)][e % (COL_LANES * VEC)]"));
+    k.line("live = half;");
+    k.line("__syncthreads();");
+    k.close();
+    k.line("if (rl != 0) return;");
+  }
+  k.line("if (col0 >= " + ck.total + ") return;");
   std::string value = ck.red.op == Op::mean ? "(sum / static_cast<float>(" + ck.rows_n + "))" : "sum";
   if (ck.f.post)
     value = ck.c.value(*ck.st.expr, [&](const Expr& n) -> std::optional<std::string> {
       if (&n == &ck.red) return value;
       return std::nullopt;
     });
-  k.line("a." + ck.st.name + "[" + ck.c.index(ck.st.name) + "] = napkin::from_f<" + ck.c.ctype_of(ck.st.name) + ">(" + value + ");");
+  auto store = [&] {
+    k.line("if (col0 + j >= " + ck.total + ") break;");
+    k.line("const float sum = " + std::string(shared ? "part[0][cl * VEC + j]" : "acc[j]") + ";");
+    k.line("a." + ck.st.name + "[" + ck.c.index(ck.st.name) + "] = napkin::from_f<" + ck.c.ctype_of(ck.st.name) + ">(" + value + ");");
+  };
+  k.line("// the lane's VEC columns in one row of " + inner + ": one decomposition, else one per column");
+  k.open("if (N_" + inner + " % VEC == 0)");
+  k.line("int64_t rest = col0;");
+  decompose(k, "rest", ck.f.cols, /*maybe_unused=*/true);
+  k.line("const int64_t first_" + inner + " = i_" + inner + ";");
+  k.open("for (int j = 0; j < VEC; ++j)");
+  k.line("[[maybe_unused]] const int64_t i_" + inner + " = first_" + inner + " + j;");
+  store();
   k.close();
+  k.close(" else {");
+  ++k.indent;
+  k.open("for (int j = 0; j < VEC; ++j)");
+  k.line("int64_t rest = col0 + j;");
+  decompose(k, "rest", ck.f.cols, /*maybe_unused=*/true);
+  store();
+  k.close();
+  --k.indent;
+  k.line("}");
 }
 
 }  // namespace
@@ -164,7 +197,7 @@ KernelEmit emit_cols(Context& c, const KernelChoice& kc) {
   k.line("constexpr int WARPS = " + std::to_string(f.warps) + ", THREADS = WARPS * 32, COL_LANES = " + std::to_string(f.col_lanes) + ", VEC = " +
          std::to_string(f.vec) + ", ROW_LANES = THREADS / COL_LANES, U = " + std::to_string(f.unroll) + ";");
   open_bounded_kernel(k, c, f.registers, f.blocks_per_sm, "lower/cols_form.hpp");
-  k.line("__shared__ float part[ROW_LANES][COL_LANES * VEC];  // SMEM: each thread's partials");
+  if (f.row_lanes() > 1) k.line("__shared__ float part[ROW_LANES][COL_LANES * VEC];  // SMEM: each thread's partials");
   k.line("const int cl = threadIdx.x % COL_LANES, rl = threadIdx.x / COL_LANES;");
   k.line("const int64_t col0 = (int64_t{blockIdx.x} * COL_LANES + cl) * VEC;  // the lane's first column");
   k.line("float acc[VEC];");

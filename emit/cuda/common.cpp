@@ -26,8 +26,7 @@ void open_bounded_kernel(Code& k, const Context& c, int registers, int blocks_pe
 
 void decompose(Code& code, const std::string& linear, const AxisList& axes, bool maybe_unused) {
   for (auto it = axes.rbegin(); it != axes.rend(); ++it) {
-    code.line(std::string(maybe_unused ? "[[maybe_unused]] " : "") + "const int64_t i_" + *it + " = " + linear + " % N_" + *it + ";");
-    code.line(linear + " /= N_" + *it + ";");
+    code.line(std::string(maybe_unused ? "[[maybe_unused]] " : "") + "const int64_t i_" + *it + " = napkin::split_index(" + linear + ", N_" + *it + ");");
   }
 }
 

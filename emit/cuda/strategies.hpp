@@ -98,8 +98,9 @@ std::string describe_plan(const KernelPlan& p);
  *  __launch_bounds__(THREADS, blocks_per_sm) (the resident blocks the model prices; `form` names
  *  the lowering header that chose them), with the axis sizes declared. The caller closes it. */
 void open_bounded_kernel(Code& k, const Context& c, int registers, int blocks_per_sm, const std::string& form);
-/** Code decomposing `linear` (an int64_t variable, consumed) into `i_<axis>` over `axes`, last
- *  fastest; with `maybe_unused`, declared [[maybe_unused]] (indices the code after may not read). */
+/** Code decomposing `linear` (a non-negative int64_t variable, consumed) into `i_<axis>` over
+ *  `axes`, last fastest, through napkin::split_index (one 32-bit division per axis where the
+ *  values fit, emit/cuda/device/numeric.cuh); with `maybe_unused`, declared [[maybe_unused]] (indices the code after may not read). */
 void decompose(Code& code, const std::string& linear, const AxisList& axes, bool maybe_unused = false);
 /** Element offset of `array` with axis `a` at index expression `at(a)` (Horner over N_). */
 std::string offset(const Context& c, const std::string& array, const std::function<std::string(const std::string&)>& at);

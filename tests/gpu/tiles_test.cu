@@ -266,6 +266,39 @@ template <class T> void check_store_pair(const char* type) {
   report(d.empty(), name, d);
 }
 
+// ---- index arithmetic --------------------------------------------------------------------------
+
+__global__ void split_index_kernel(const int64_t* rest, const int64_t* n, int64_t* out, int count) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= count) return;
+  int64_t r = rest[i];
+  out[2 * i] = napkin::split_index(r, n[i]);
+  out[2 * i + 1] = r;
+}
+
+/** split_index against % and / on the host: values on both sides of 2^32, in either argument. */
+void check_split_index() {
+  std::vector<int64_t> rest, n;
+  const int64_t edges[] = {0, 1, 2, 4095, 4096, (int64_t{1} << 31) - 1, int64_t{1} << 31, (int64_t{1} << 32) - 1, int64_t{1} << 32, (int64_t{1} << 40) + 7};
+  for (int64_t r : edges)
+    for (int64_t m : {int64_t{1}, int64_t{3}, int64_t{128}, int64_t{14336}, (int64_t{1} << 32) - 1, int64_t{1} << 32, (int64_t{1} << 33) + 5}) rest.push_back(r), n.push_back(m);
+  std::uniform_int_distribution<int64_t> any(0, int64_t{1} << 45), small(1, 1 << 20);
+  for (int k = 0; k < 4000; ++k) rest.push_back(k % 2 ? any(g_rng) : any(g_rng) >> 14), n.push_back(k % 3 ? small(g_rng) : any(g_rng) + 1);
+  const int count = static_cast<int>(rest.size());
+  int64_t* d_rest = to_device(rest);
+  int64_t* d_n = to_device(n);
+  int64_t* d_out = to_device(std::vector<int64_t>(2 * count));
+  split_index_kernel<<<(count + 127) / 128, 128>>>(d_rest, d_n, d_out, count);
+  const std::string name = "split_index (remainder and quotient, 32- and 64-bit operands)";
+  finish(name);
+  const auto got = from_device(d_out, 2 * count);
+  std::string diff;
+  for (int i = 0; i < count && diff.empty(); ++i)
+    if (got[2 * i] != rest[i] % n[i] || got[2 * i + 1] != rest[i] / n[i])
+      diff = std::to_string(rest[i]) + " by " + std::to_string(n[i]) + ": got " + std::to_string(got[2 * i]) + ", " + std::to_string(got[2 * i + 1]);
+  report(diff.empty(), name, diff);
+}
+
 // ---- warp reductions ---------------------------------------------------------------------------
 
 __global__ void reduce_kernel(const float* v, float* out) {
@@ -1030,6 +1063,7 @@ int main(int argc, char** argv) {
   check_store_pair<bf16>("bf16");
   check_store_pair<__half>("fp16");
   check_reductions();
+  check_split_index();
   check_quad_transpose();
   check_mma_sync<bf16, false, false>("bf16");
   check_mma_sync<bf16, true, true>("bf16");

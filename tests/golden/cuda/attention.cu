@@ -74,6 +74,22 @@ template <class T> __device__ __forceinline__ void store_pair(T* p, const int64_
   if (second) p[x[1]] = from_f<T>(v[1]);
 }
 
+/** Index arithmetic of a flattened index: returns rest % n and leaves rest / n in `rest` (rest >= 0,
+ *  n >= 1). One 32-bit unsigned division where both fit in 32 bits (the usual case: about 20
+ *  integer instructions), else the 64-bit one, a software routine several times as long, which
+ *  `%` and `/` written apart would run twice (CUDA C++ Programming Guide, arithmetic instructions:
+ *  no hardware integer division). The SIMT and columns kernels run it per element. */
+__device__ __forceinline__ int64_t split_index(int64_t& rest, int64_t n) {
+  if (((static_cast<uint64_t>(rest) | static_cast<uint64_t>(n)) >> 32) == 0) {
+    const uint32_t r = static_cast<uint32_t>(rest), m = static_cast<uint32_t>(n), q = r / m;
+    rest = q;
+    return r - q * m;
+  }
+  const int64_t q = rest / n, i = rest - q * n;
+  rest = q;
+  return i;
+}
+
 __device__ __forceinline__ float relu(float x) { return fmaxf(x, 0.0f); }
 // step: 1 where x > 0, 0 where x <= 0, NaN where x is NaN (the evaluator's, diagrams/eval.cpp).
 __device__ __forceinline__ float step(float x) { return x > 0.0f ? 1.0f : x == x ? 0.0f : x; }
@@ -707,10 +723,8 @@ namespace k_S_to_O {
     const int64_t tiles_q = (N_q + T_Q - 1) / T_Q;
     const int64_t o_q = bid % tiles_q * T_Q;
     bid /= tiles_q;
-    const int64_t i_h = bid % N_h;
-    bid /= N_h;
-    const int64_t i_b = bid % N_b;
-    bid /= N_b;
+    const int64_t i_h = napkin::split_index(bid, N_h);
+    const int64_t i_b = napkin::split_index(bid, N_b);
     const int n_q = static_cast<int>(min(int64_t{T_Q}, N_q - o_q));
     const T* Q_gmem = a.Q + (((i_b) * N_h + i_h) * N_q + o_q) * N_d + 0;  // Q tile [q][d]
     const T* K_gmem = a.K + (((i_b) * N_h + i_h) * N_x + 0) * N_d + 0;  // K [x][d]
@@ -873,10 +887,8 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
     const int64_t tiles_q = (N_q + T_Q - 1) / T_Q;
     const int64_t o_q = bid % tiles_q * T_Q;
     bid /= tiles_q;
-    const int64_t i_h = bid % N_h;
-    bid /= N_h;
-    const int64_t i_b = bid % N_b;
-    bid /= N_b;
+    const int64_t i_h = napkin::split_index(bid, N_h);
+    const int64_t i_b = napkin::split_index(bid, N_b);
     const int n_q = static_cast<int>(min(int64_t{T_Q}, N_q - o_q));
     const int64_t chunks = (N_x + T_X - 1) / T_X;
     if (threadIdx.x == 0) {

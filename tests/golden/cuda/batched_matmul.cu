@@ -74,6 +74,22 @@ template <class T> __device__ __forceinline__ void store_pair(T* p, const int64_
   if (second) p[x[1]] = from_f<T>(v[1]);
 }
 
+/** Index arithmetic of a flattened index: returns rest % n and leaves rest / n in `rest` (rest >= 0,
+ *  n >= 1). One 32-bit unsigned division where both fit in 32 bits (the usual case: about 20
+ *  integer instructions), else the 64-bit one, a software routine several times as long, which
+ *  `%` and `/` written apart would run twice (CUDA C++ Programming Guide, arithmetic instructions:
+ *  no hardware integer division). The SIMT and columns kernels run it per element. */
+__device__ __forceinline__ int64_t split_index(int64_t& rest, int64_t n) {
+  if (((static_cast<uint64_t>(rest) | static_cast<uint64_t>(n)) >> 32) == 0) {
+    const uint32_t r = static_cast<uint32_t>(rest), m = static_cast<uint32_t>(n), q = r / m;
+    rest = q;
+    return r - q * m;
+  }
+  const int64_t q = rest / n, i = rest - q * n;
+  rest = q;
+  return i;
+}
+
 __device__ __forceinline__ float relu(float x) { return fmaxf(x, 0.0f); }
 // step: 1 where x > 0, 0 where x <= 0, NaN where x is NaN (the evaluator's, diagrams/eval.cpp).
 __device__ __forceinline__ float step(float x) { return x > 0.0f ? 1.0f : x == x ? 0.0f : x; }
@@ -711,8 +727,7 @@ namespace k_C {
     const int64_t first_m = tile / (8 * tiles_n) * 8, group_m = min(int64_t{8}, tiles_m - first_m);
     const int64_t o_a = (first_m + tile % (8 * tiles_n) % group_m) * T_M;
     const int64_t o_c = (tile % (8 * tiles_n) / group_m) * T_N;
-    const int64_t i_n = bid % N_n;
-    bid /= N_n;
+    const int64_t i_n = napkin::split_index(bid, N_n);
     const int n_M = static_cast<int>(min(int64_t{T_M}, N_a - o_a)), n_N = static_cast<int>(min(int64_t{T_N}, N_c - o_c));
     const T* g_A = a.A + ((i_n) * N_a + o_a) * N_b + 0;  // tile origin
     const int64_t rs_A = int64_t{1} * N_b;  // elements between rows of the tile (a)
@@ -859,8 +874,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
           const int64_t first_m = tile / (4 * tiles_n) * 4, group_m = min(int64_t{4}, rows - first_m);
           const int64_t o_a = ((first_m + tile % (4 * tiles_n) % group_m) * CLUSTER + vb % CLUSTER) * T_M;
           const int64_t o_c = (tile % (4 * tiles_n) / group_m) * T_N;
-          const int64_t i_n = bid % N_n;
-          bid /= N_n;
+          const int64_t i_n = napkin::split_index(bid, N_n);
           const int n_M = static_cast<int>(min(int64_t{T_M}, N_a - o_a)), n_N = static_cast<int>(min(int64_t{T_N}, N_c - o_c));
           for (int64_t kc = 0; kc < chunks; ++kc, ++it) {
             const int s = static_cast<int>(it % STAGES);
@@ -896,8 +910,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
         const int64_t first_m = tile / (4 * tiles_n) * 4, group_m = min(int64_t{4}, rows - first_m);
         const int64_t o_a = ((first_m + tile % (4 * tiles_n) % group_m) * CLUSTER + vb % CLUSTER) * T_M;
         const int64_t o_c = (tile % (4 * tiles_n) / group_m) * T_N;
-        const int64_t i_n = bid % N_n;
-        bid /= N_n;
+        const int64_t i_n = napkin::split_index(bid, N_n);
         const int n_M = static_cast<int>(min(int64_t{T_M}, N_a - o_a)), n_N = static_cast<int>(min(int64_t{T_N}, N_c - o_c));
         float acc0[MS][T_N / 2] = {};  // registers: contract(A, B; b)
         for (int64_t kc = 0; kc < chunks; ++kc, ++it) {

@@ -74,6 +74,22 @@ template <class T> __device__ __forceinline__ void store_pair(T* p, const int64_
   if (second) p[x[1]] = from_f<T>(v[1]);
 }
 
+/** Index arithmetic of a flattened index: returns rest % n and leaves rest / n in `rest` (rest >= 0,
+ *  n >= 1). One 32-bit unsigned division where both fit in 32 bits (the usual case: about 20
+ *  integer instructions), else the 64-bit one, a software routine several times as long, which
+ *  `%` and `/` written apart would run twice (CUDA C++ Programming Guide, arithmetic instructions:
+ *  no hardware integer division). The SIMT and columns kernels run it per element. */
+__device__ __forceinline__ int64_t split_index(int64_t& rest, int64_t n) {
+  if (((static_cast<uint64_t>(rest) | static_cast<uint64_t>(n)) >> 32) == 0) {
+    const uint32_t r = static_cast<uint32_t>(rest), m = static_cast<uint32_t>(n), q = r / m;
+    rest = q;
+    return r - q * m;
+  }
+  const int64_t q = rest / n, i = rest - q * n;
+  rest = q;
+  return i;
+}
+
 __device__ __forceinline__ float relu(float x) { return fmaxf(x, 0.0f); }
 // step: 1 where x > 0, 0 where x <= 0, NaN where x is NaN (the evaluator's, diagrams/eval.cpp).
 __device__ __forceinline__ float step(float x) { return x > 0.0f ? 1.0f : x == x ? 0.0f : x; }

@@ -74,6 +74,22 @@ template <class T> __device__ __forceinline__ void store_pair(T* p, const int64_
   if (second) p[x[1]] = from_f<T>(v[1]);
 }
 
+/** Index arithmetic of a flattened index: returns rest % n and leaves rest / n in `rest` (rest >= 0,
+ *  n >= 1). One 32-bit unsigned division where both fit in 32 bits (the usual case: about 20
+ *  integer instructions), else the 64-bit one, a software routine several times as long, which
+ *  `%` and `/` written apart would run twice (CUDA C++ Programming Guide, arithmetic instructions:
+ *  no hardware integer division). The SIMT and columns kernels run it per element. */
+__device__ __forceinline__ int64_t split_index(int64_t& rest, int64_t n) {
+  if (((static_cast<uint64_t>(rest) | static_cast<uint64_t>(n)) >> 32) == 0) {
+    const uint32_t r = static_cast<uint32_t>(rest), m = static_cast<uint32_t>(n), q = r / m;
+    rest = q;
+    return r - q * m;
+  }
+  const int64_t q = rest / n, i = rest - q * n;
+  rest = q;
+  return i;
+}
+
 __device__ __forceinline__ float relu(float x) { return fmaxf(x, 0.0f); }
 // step: 1 where x > 0, 0 where x <= 0, NaN where x is NaN (the evaluator's, diagrams/eval.cpp).
 __device__ __forceinline__ float step(float x) { return x > 0.0f ? 1.0f : x == x ? 0.0f : x; }
@@ -708,12 +724,9 @@ namespace k_S_to_O {
     // grid: tiles of q (fastest, the longest first: consecutive blocks share K and V in L2) x b, g, r
     const int64_t o_q = (tiles_q - 1 - bid % tiles_q) * T_Q;
     bid /= tiles_q;
-    const int64_t i_r = bid % N_r;
-    bid /= N_r;
-    const int64_t i_g = bid % N_g;
-    bid /= N_g;
-    const int64_t i_b = bid % N_b;
-    bid /= N_b;
+    const int64_t i_r = napkin::split_index(bid, N_r);
+    const int64_t i_g = napkin::split_index(bid, N_g);
+    const int64_t i_b = napkin::split_index(bid, N_b);
     const int n_q = static_cast<int>(min(int64_t{T_Q}, N_q - o_q));
     const T* Q_gmem = a.Q + ((((i_b) * N_q + o_q) * N_g + i_g) * N_r + i_r) * N_d + 0;  // Q tile [q][d]
     const T* K_gmem = a.K + (((i_b) * N_x + 0) * N_g + i_g) * N_d + 0;  // K [x][d]
@@ -877,12 +890,9 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
     // grid: tiles of q (fastest, the longest first: consecutive blocks share K and V in L2) x b, g, r
     const int64_t o_q = (tiles_q - 1 - bid % tiles_q) * T_Q;
     bid /= tiles_q;
-    const int64_t i_r = bid % N_r;
-    bid /= N_r;
-    const int64_t i_g = bid % N_g;
-    bid /= N_g;
-    const int64_t i_b = bid % N_b;
-    bid /= N_b;
+    const int64_t i_r = napkin::split_index(bid, N_r);
+    const int64_t i_g = napkin::split_index(bid, N_g);
+    const int64_t i_b = napkin::split_index(bid, N_b);
     const int n_q = static_cast<int>(min(int64_t{T_Q}, N_q - o_q));
     const int64_t chunks = min((N_x + T_X - 1) / T_X, (o_q + n_q - 1) / T_X + 1);  // causal: later chunks are fully masked
     if (threadIdx.x == 0) {

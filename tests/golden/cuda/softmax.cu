@@ -74,6 +74,22 @@ template <class T> __device__ __forceinline__ void store_pair(T* p, const int64_
   if (second) p[x[1]] = from_f<T>(v[1]);
 }
 
+/** Index arithmetic of a flattened index: returns rest % n and leaves rest / n in `rest` (rest >= 0,
+ *  n >= 1). One 32-bit unsigned division where both fit in 32 bits (the usual case: about 20
+ *  integer instructions), else the 64-bit one, a software routine several times as long, which
+ *  `%` and `/` written apart would run twice (CUDA C++ Programming Guide, arithmetic instructions:
+ *  no hardware integer division). The SIMT and columns kernels run it per element. */
+__device__ __forceinline__ int64_t split_index(int64_t& rest, int64_t n) {
+  if (((static_cast<uint64_t>(rest) | static_cast<uint64_t>(n)) >> 32) == 0) {
+    const uint32_t r = static_cast<uint32_t>(rest), m = static_cast<uint32_t>(n), q = r / m;
+    rest = q;
+    return r - q * m;
+  }
+  const int64_t q = rest / n, i = rest - q * n;
+  rest = q;
+  return i;
+}
+
 __device__ __forceinline__ float relu(float x) { return fmaxf(x, 0.0f); }
 // step: 1 where x > 0, 0 where x <= 0, NaN where x is NaN (the evaluator's, diagrams/eval.cpp).
 __device__ __forceinline__ float step(float x) { return x > 0.0f ? 1.0f : x == x ? 0.0f : x; }
@@ -415,8 +431,7 @@ namespace k_P {
       const bool live = rr < ROWS && row < total_rows;
       if (TEAM_WARPS == 1 && !__any_sync(0xffffffffu, live)) break;
       if (!live) row = 0;
-      const int64_t i_t = row % N_t;
-      row /= N_t;
+      const int64_t i_t = napkin::split_index(row, N_t);
       const bool vec = N_v % 8 == 0 && reinterpret_cast<uintptr_t>(a.L) % 16 == 0 && reinterpret_cast<uintptr_t>(a.P) % 16 == 0;  // the 16-byte path
       float m = -INFINITY, l = 0.0f;  // online max and sum (paper §4, one pass)
       if (vec) {

@@ -80,6 +80,22 @@ template <class T> __device__ __forceinline__ void store_pair(T* p, const int64_
   if (second) p[x[1]] = from_f<T>(v[1]);
 }
 
+/** Index arithmetic of a flattened index: returns rest % n and leaves rest / n in `rest` (rest >= 0,
+ *  n >= 1). One 32-bit unsigned division where both fit in 32 bits (the usual case: about 20
+ *  integer instructions), else the 64-bit one, a software routine several times as long, which
+ *  `%` and `/` written apart would run twice (CUDA C++ Programming Guide, arithmetic instructions:
+ *  no hardware integer division). The SIMT and columns kernels run it per element. */
+__device__ __forceinline__ int64_t split_index(int64_t& rest, int64_t n) {
+  if (((static_cast<uint64_t>(rest) | static_cast<uint64_t>(n)) >> 32) == 0) {
+    const uint32_t r = static_cast<uint32_t>(rest), m = static_cast<uint32_t>(n), q = r / m;
+    rest = q;
+    return r - q * m;
+  }
+  const int64_t q = rest / n, i = rest - q * n;
+  rest = q;
+  return i;
+}
+
 __device__ __forceinline__ float relu(float x) { return fmaxf(x, 0.0f); }
 // step: 1 where x > 0, 0 where x <= 0, NaN where x is NaN (the evaluator's, diagrams/eval.cpp).
 __device__ __forceinline__ float step(float x) { return x > 0.0f ? 1.0f : x == x ? 0.0f : x; }
@@ -746,10 +762,8 @@ namespace k_Y {
       const bool live = rr < ROWS && row < total_rows;
       if (TEAM_WARPS == 1 && !__any_sync(0xffffffffu, live)) break;
       if (!live) row = 0;
-      const int64_t i_t = row % N_t;
-      row /= N_t;
-      const int64_t i_b = row % N_b;
-      row /= N_b;
+      const int64_t i_t = napkin::split_index(row, N_t);
+      const int64_t i_b = napkin::split_index(row, N_b);
       const bool vec = N_m % 8 == 0 && reinterpret_cast<uintptr_t>(a.W) % 16 == 0 && reinterpret_cast<uintptr_t>(a.X) % 16 == 0 && reinterpret_cast<uintptr_t>(a.Y) % 16 == 0;  // the 16-byte path
       float n = 0.0f, s1 = 0.0f, s2 = 0.0f;  // count, sum and sum of squares of v - shift
       if (vec) {
@@ -913,12 +927,9 @@ namespace k_Q {
     const int64_t first_m = tile / (8 * tiles_n) * 8, group_m = min(int64_t{8}, tiles_m - first_m);
     const int64_t o_s = (first_m + tile % (8 * tiles_n) % group_m) * T_M;
     const int64_t o_d = (tile % (8 * tiles_n) / group_m) * T_N;
-    const int64_t i_r = bid % N_r;
-    bid /= N_r;
-    const int64_t i_g = bid % N_g;
-    bid /= N_g;
-    const int64_t i_b = bid % N_b;
-    bid /= N_b;
+    const int64_t i_r = napkin::split_index(bid, N_r);
+    const int64_t i_g = napkin::split_index(bid, N_g);
+    const int64_t i_b = napkin::split_index(bid, N_b);
     const int n_M = static_cast<int>(min(int64_t{T_M}, N_s - o_s)), n_N = static_cast<int>(min(int64_t{T_N}, N_d - o_d));
     const T* g_H1 = a.H1 + ((i_b) * N_s + o_s) * N_m + 0;  // tile origin
     const int64_t rs_H1 = int64_t{1} * N_m;  // elements between rows of the tile (s)
@@ -1063,12 +1074,9 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16(float (&d)[64], uint64_t d
           const int64_t first_m = tile / (4 * tiles_n) * 4, group_m = min(int64_t{4}, rows - first_m);
           const int64_t o_s = ((first_m + tile % (4 * tiles_n) % group_m) * CLUSTER + vb % CLUSTER) * T_M;
           const int64_t o_d = (tile % (4 * tiles_n) / group_m) * T_N;
-          const int64_t i_r = bid % N_r;
-          bid /= N_r;
-          const int64_t i_g = bid % N_g;
-          bid /= N_g;
-          const int64_t i_b = bid % N_b;
-          bid /= N_b;
+          const int64_t i_r = napkin::split_index(bid, N_r);
+          const int64_t i_g = napkin::split_index(bid, N_g);
+          const int64_t i_b = napkin::split_index(bid, N_b);
           const int n_M = static_cast<int>(min(int64_t{T_M}, N_s - o_s)), n_N = static_cast<int>(min(int64_t{T_N}, N_d - o_d));
           for (int64_t kc = 0; kc < chunks; ++kc, ++it) {
             const int s = static_cast<int>(it % STAGES);
@@ -1099,12 +1107,9 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16(float (&d)[64], uint64_t d
         const int64_t first_m = tile / (4 * tiles_n) * 4, group_m = min(int64_t{4}, rows - first_m);
         const int64_t o_s = ((first_m + tile % (4 * tiles_n) % group_m) * CLUSTER + vb % CLUSTER) * T_M;
         const int64_t o_d = (tile % (4 * tiles_n) / group_m) * T_N;
-        const int64_t i_r = bid % N_r;
-        bid /= N_r;
-        const int64_t i_g = bid % N_g;
-        bid /= N_g;
-        const int64_t i_b = bid % N_b;
-        bid /= N_b;
+        const int64_t i_r = napkin::split_index(bid, N_r);
+        const int64_t i_g = napkin::split_index(bid, N_g);
+        const int64_t i_b = napkin::split_index(bid, N_b);
         const int n_M = static_cast<int>(min(int64_t{T_M}, N_s - o_s)), n_N = static_cast<int>(min(int64_t{T_N}, N_d - o_d));
         float acc0[MS][T_N / 2] = {};  // registers: contract(H1, Wq; m)
         for (int64_t kc = 0; kc < chunks; ++kc, ++it) {
@@ -1255,10 +1260,8 @@ namespace k_K_to_V {
     const int64_t first_m = tile / (8 * tiles_n) * 8, group_m = min(int64_t{8}, tiles_m - first_m);
     const int64_t o_s = (first_m + tile % (8 * tiles_n) % group_m) * T_M;
     const int64_t o_d = (tile % (8 * tiles_n) / group_m) * T_N;
-    const int64_t i_g = bid % N_g;
-    bid /= N_g;
-    const int64_t i_b = bid % N_b;
-    bid /= N_b;
+    const int64_t i_g = napkin::split_index(bid, N_g);
+    const int64_t i_b = napkin::split_index(bid, N_b);
     const int n_M = static_cast<int>(min(int64_t{T_M}, N_s - o_s)), n_N = static_cast<int>(min(int64_t{T_N}, N_d - o_d));
     const T* g_H1 = a.H1 + ((i_b) * N_s + o_s) * N_m + 0;  // tile origin
     const int64_t rs_H1 = int64_t{1} * N_m;  // elements between rows of the tile (s)
@@ -1422,10 +1425,8 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
           const int64_t first_m = tile / (4 * tiles_n) * 4, group_m = min(int64_t{4}, rows - first_m);
           const int64_t o_s = ((first_m + tile % (4 * tiles_n) % group_m) * CLUSTER + vb % CLUSTER) * T_M;
           const int64_t o_d = (tile % (4 * tiles_n) / group_m) * T_N;
-          const int64_t i_g = bid % N_g;
-          bid /= N_g;
-          const int64_t i_b = bid % N_b;
-          bid /= N_b;
+          const int64_t i_g = napkin::split_index(bid, N_g);
+          const int64_t i_b = napkin::split_index(bid, N_b);
           const int n_M = static_cast<int>(min(int64_t{T_M}, N_s - o_s)), n_N = static_cast<int>(min(int64_t{T_N}, N_d - o_d));
           for (int64_t kc = 0; kc < chunks; ++kc, ++it) {
             const int s = static_cast<int>(it % STAGES);
@@ -1461,10 +1462,8 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
         const int64_t first_m = tile / (4 * tiles_n) * 4, group_m = min(int64_t{4}, rows - first_m);
         const int64_t o_s = ((first_m + tile % (4 * tiles_n) % group_m) * CLUSTER + vb % CLUSTER) * T_M;
         const int64_t o_d = (tile % (4 * tiles_n) / group_m) * T_N;
-        const int64_t i_g = bid % N_g;
-        bid /= N_g;
-        const int64_t i_b = bid % N_b;
-        bid /= N_b;
+        const int64_t i_g = napkin::split_index(bid, N_g);
+        const int64_t i_b = napkin::split_index(bid, N_b);
         const int n_M = static_cast<int>(min(int64_t{T_M}, N_s - o_s)), n_N = static_cast<int>(min(int64_t{T_N}, N_d - o_d));
         float acc0[MS][T_N] = {};  // registers: contract(H1, Wv; m) in columns [0, T_N), contract(H1, Wk; m) in [T_N, 2 T_N)
         for (int64_t kc = 0; kc < chunks; ++kc, ++it) {
@@ -1685,12 +1684,9 @@ namespace k_S_to_O {
     // grid: tiles of q (fastest, the longest first: consecutive blocks share K and V in L2) x b, g, r
     const int64_t o_q = (tiles_q - 1 - bid % tiles_q) * T_Q;
     bid /= tiles_q;
-    const int64_t i_r = bid % N_r;
-    bid /= N_r;
-    const int64_t i_g = bid % N_g;
-    bid /= N_g;
-    const int64_t i_b = bid % N_b;
-    bid /= N_b;
+    const int64_t i_r = napkin::split_index(bid, N_r);
+    const int64_t i_g = napkin::split_index(bid, N_g);
+    const int64_t i_b = napkin::split_index(bid, N_b);
     const int n_q = static_cast<int>(min(int64_t{T_Q}, N_q - o_q));
     const T* Q_gmem = a.Q + ((((i_b) * N_g + i_g) * N_r + i_r) * N_q + o_q) * N_d + 0;  // Q tile [q][d]
     const T* K_gmem = a.K + (((i_b) * N_g + i_g) * N_x + 0) * N_d + 0;  // K [x][d]
@@ -1854,12 +1850,9 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
     // grid: tiles of q (fastest, the longest first: consecutive blocks share K and V in L2) x b, g, r
     const int64_t o_q = (tiles_q - 1 - bid % tiles_q) * T_Q;
     bid /= tiles_q;
-    const int64_t i_r = bid % N_r;
-    bid /= N_r;
-    const int64_t i_g = bid % N_g;
-    bid /= N_g;
-    const int64_t i_b = bid % N_b;
-    bid /= N_b;
+    const int64_t i_r = napkin::split_index(bid, N_r);
+    const int64_t i_g = napkin::split_index(bid, N_g);
+    const int64_t i_b = napkin::split_index(bid, N_b);
     const int n_q = static_cast<int>(min(int64_t{T_Q}, N_q - o_q));
     const int64_t chunks = min((N_x + T_X - 1) / T_X, (o_q + n_q - 1) / T_X + 1);  // causal: later chunks are fully masked
     if (threadIdx.x == 0) {
@@ -2211,8 +2204,7 @@ namespace k_X2 {
     const int64_t first_m = tile / (8 * tiles_n) * 8, group_m = min(int64_t{8}, tiles_m - first_m);
     const int64_t o_s = (first_m + tile % (8 * tiles_n) % group_m) * T_M;
     const int64_t o_m = (tile % (8 * tiles_n) / group_m) * T_N;
-    const int64_t i_b = bid % N_b;
-    bid /= N_b;
+    const int64_t i_b = napkin::split_index(bid, N_b);
     const int n_M = static_cast<int>(min(int64_t{T_M}, N_s - o_s)), n_N = static_cast<int>(min(int64_t{T_N}, N_m - o_m));
     const T* g_A = a.A + ((((i_b) * N_g + 0) * N_r + 0) * N_s + o_s) * N_d + 0;  // tile origin
     const int64_t rs_A = int64_t{1} * N_d;  // elements between rows of the tile (s)
@@ -2225,10 +2217,8 @@ namespace k_X2 {
       T* s = smem + stage * STAGE_ELEMS;
       int64_t ko = kc / k_chunks;
       const int64_t o_k = kc % k_chunks * T_K;
-      const int64_t i_r = ko % N_r;
-      ko /= N_r;
-      const int64_t i_g = ko % N_g;
-      ko /= N_g;
+      const int64_t i_r = napkin::split_index(ko, N_r);
+      const int64_t i_g = napkin::split_index(ko, N_g);
       const int n_K = static_cast<int>(min(int64_t{T_K}, N_d - o_k));
       napkin::load_tile<T_M, T_K, P_A, THREADS>(s + OFF_A, g_A + o_k + i_g * int64_t{1} * N_r * N_s * N_d + i_r * int64_t{1} * N_s * N_d, rs_A, n_M, n_K, vec_A);
       napkin::load_tile<T_K, T_N, P_Wo, THREADS>(s + OFF_Wo, g_Wo + o_k * rs_Wo + i_g * int64_t{1} * N_r * N_d * N_m + i_r * int64_t{1} * N_d * N_m, rs_Wo, n_K, n_N, vec_Wo);
@@ -2366,8 +2356,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
           const int64_t first_m = tile / (4 * tiles_n) * 4, group_m = min(int64_t{4}, rows - first_m);
           const int64_t o_s = ((first_m + tile % (4 * tiles_n) % group_m) * CLUSTER + vb % CLUSTER) * T_M;
           const int64_t o_m = (tile % (4 * tiles_n) / group_m) * T_N;
-          const int64_t i_b = bid % N_b;
-          bid /= N_b;
+          const int64_t i_b = napkin::split_index(bid, N_b);
           const int n_M = static_cast<int>(min(int64_t{T_M}, N_s - o_s)), n_N = static_cast<int>(min(int64_t{T_N}, N_m - o_m));
           for (int64_t kc = 0; kc < chunks; ++kc, ++it) {
             const int s = static_cast<int>(it % STAGES);
@@ -2376,10 +2365,8 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
             unsigned char* st = smem + s * STAGE_BYTES;
             int64_t ko = kc / k_chunks;
             const int64_t o_k = kc % k_chunks * T_K;
-            const int64_t i_r = ko % N_r;
-            ko /= N_r;
-            const int64_t i_g = ko % N_g;
-            ko /= N_g;
+            const int64_t i_r = napkin::split_index(ko, N_r);
+            const int64_t i_g = napkin::split_index(ko, N_g);
             napkin::tma_load(st + OFF_A + 0, &tm_A, &full[s], static_cast<int>(o_k) + 0, static_cast<int>(o_s) + 0, static_cast<int>(i_r), static_cast<int>(i_g), static_cast<int>(i_b));
             if (rank == 0) napkin::tma_load_multicast(st + OFF_Wo + 0, &tm_Wo, &full[s], (1u << CLUSTER) - 1, static_cast<int>(o_m) + 0, static_cast<int>(o_k) + 0, static_cast<int>(i_r), static_cast<int>(i_g));
             if (rank == 1) napkin::tma_load_multicast(st + OFF_Wo + 4096, &tm_Wo, &full[s], (1u << CLUSTER) - 1, static_cast<int>(o_m) + 0, static_cast<int>(o_k) + 32, static_cast<int>(i_r), static_cast<int>(i_g));
@@ -2408,8 +2395,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
         const int64_t first_m = tile / (4 * tiles_n) * 4, group_m = min(int64_t{4}, rows - first_m);
         const int64_t o_s = ((first_m + tile % (4 * tiles_n) % group_m) * CLUSTER + vb % CLUSTER) * T_M;
         const int64_t o_m = (tile % (4 * tiles_n) / group_m) * T_N;
-        const int64_t i_b = bid % N_b;
-        bid /= N_b;
+        const int64_t i_b = napkin::split_index(bid, N_b);
         const int n_M = static_cast<int>(min(int64_t{T_M}, N_s - o_s)), n_N = static_cast<int>(min(int64_t{T_N}, N_m - o_m));
         float acc0[MS][T_N / 2] = {};  // registers: contract(A, Wo; g, r, d)
         for (int64_t kc = 0; kc < chunks; ++kc, ++it) {
@@ -2581,10 +2567,8 @@ namespace k_Y {
       const bool live = rr < ROWS && row < total_rows;
       if (TEAM_WARPS == 1 && !__any_sync(0xffffffffu, live)) break;
       if (!live) row = 0;
-      const int64_t i_t = row % N_t;
-      row /= N_t;
-      const int64_t i_b = row % N_b;
-      row /= N_b;
+      const int64_t i_t = napkin::split_index(row, N_t);
+      const int64_t i_b = napkin::split_index(row, N_b);
       const bool vec = N_m % 8 == 0 && reinterpret_cast<uintptr_t>(a.W) % 16 == 0 && reinterpret_cast<uintptr_t>(a.X) % 16 == 0 && reinterpret_cast<uintptr_t>(a.Y) % 16 == 0;  // the 16-byte path
       float n = 0.0f, s1 = 0.0f, s2 = 0.0f;  // count, sum and sum of squares of v - shift
       if (vec) {
@@ -2769,8 +2753,7 @@ namespace k_G_to_H {
     const int64_t first_m = tile / (8 * tiles_n) * 8, group_m = min(int64_t{8}, tiles_m - first_m);
     const int64_t o_t = (first_m + tile % (8 * tiles_n) % group_m) * T_M;
     const int64_t o_f = (tile % (8 * tiles_n) / group_m) * T_N;
-    const int64_t i_b = bid % N_b;
-    bid /= N_b;
+    const int64_t i_b = napkin::split_index(bid, N_b);
     const int n_M = static_cast<int>(min(int64_t{T_M}, N_t - o_t)), n_N = static_cast<int>(min(int64_t{T_N}, N_f - o_f));
     const T* g_X = a.X + ((i_b) * N_t + o_t) * N_m + 0;  // tile origin
     const int64_t rs_X = int64_t{1} * N_m;  // elements between rows of the tile (t)
@@ -2927,8 +2910,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
           const int64_t first_m = tile / (4 * tiles_n) * 4, group_m = min(int64_t{4}, rows - first_m);
           const int64_t o_t = ((first_m + tile % (4 * tiles_n) % group_m) * CLUSTER + vb % CLUSTER) * T_M;
           const int64_t o_f = (tile % (4 * tiles_n) / group_m) * T_N;
-          const int64_t i_b = bid % N_b;
-          bid /= N_b;
+          const int64_t i_b = napkin::split_index(bid, N_b);
           const int n_M = static_cast<int>(min(int64_t{T_M}, N_t - o_t)), n_N = static_cast<int>(min(int64_t{T_N}, N_f - o_f));
           for (int64_t kc = 0; kc < chunks; ++kc, ++it) {
             const int s = static_cast<int>(it % STAGES);
@@ -2964,8 +2946,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
         const int64_t first_m = tile / (4 * tiles_n) * 4, group_m = min(int64_t{4}, rows - first_m);
         const int64_t o_t = ((first_m + tile % (4 * tiles_n) % group_m) * CLUSTER + vb % CLUSTER) * T_M;
         const int64_t o_f = (tile % (4 * tiles_n) / group_m) * T_N;
-        const int64_t i_b = bid % N_b;
-        bid /= N_b;
+        const int64_t i_b = napkin::split_index(bid, N_b);
         const int n_M = static_cast<int>(min(int64_t{T_M}, N_t - o_t)), n_N = static_cast<int>(min(int64_t{T_N}, N_f - o_f));
         float acc0[MS][T_N] = {};  // registers: contract(X, W3; m) in columns [0, T_N), contract(X, W1; m) in [T_N, 2 T_N)
         for (int64_t kc = 0; kc < chunks; ++kc, ++it) {
@@ -3130,8 +3111,7 @@ namespace k_Y {
     const int64_t first_m = tile / (8 * tiles_n) * 8, group_m = min(int64_t{8}, tiles_m - first_m);
     const int64_t o_t = (first_m + tile % (8 * tiles_n) % group_m) * T_M;
     const int64_t o_m = (tile % (8 * tiles_n) / group_m) * T_N;
-    const int64_t i_b = bid % N_b;
-    bid /= N_b;
+    const int64_t i_b = napkin::split_index(bid, N_b);
     const int n_M = static_cast<int>(min(int64_t{T_M}, N_t - o_t)), n_N = static_cast<int>(min(int64_t{T_N}, N_m - o_m));
     const T* g_H = a.H + ((i_b) * N_t + o_t) * N_f + 0;  // tile origin
     const int64_t rs_H = int64_t{1} * N_f;  // elements between rows of the tile (t)
@@ -3278,8 +3258,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
           const int64_t first_m = tile / (4 * tiles_n) * 4, group_m = min(int64_t{4}, rows - first_m);
           const int64_t o_t = ((first_m + tile % (4 * tiles_n) % group_m) * CLUSTER + vb % CLUSTER) * T_M;
           const int64_t o_m = (tile % (4 * tiles_n) / group_m) * T_N;
-          const int64_t i_b = bid % N_b;
-          bid /= N_b;
+          const int64_t i_b = napkin::split_index(bid, N_b);
           const int n_M = static_cast<int>(min(int64_t{T_M}, N_t - o_t)), n_N = static_cast<int>(min(int64_t{T_N}, N_m - o_m));
           for (int64_t kc = 0; kc < chunks; ++kc, ++it) {
             const int s = static_cast<int>(it % STAGES);
@@ -3315,8 +3294,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
         const int64_t first_m = tile / (4 * tiles_n) * 4, group_m = min(int64_t{4}, rows - first_m);
         const int64_t o_t = ((first_m + tile % (4 * tiles_n) % group_m) * CLUSTER + vb % CLUSTER) * T_M;
         const int64_t o_m = (tile % (4 * tiles_n) / group_m) * T_N;
-        const int64_t i_b = bid % N_b;
-        bid /= N_b;
+        const int64_t i_b = napkin::split_index(bid, N_b);
         const int n_M = static_cast<int>(min(int64_t{T_M}, N_t - o_t)), n_N = static_cast<int>(min(int64_t{T_N}, N_m - o_m));
         float acc0[MS][T_N / 2] = {};  // registers: contract(H, W2; f)
         for (int64_t kc = 0; kc < chunks; ++kc, ++it) {
@@ -3593,10 +3571,8 @@ namespace k_Y {
         int64_t rest = run;
         const int64_t i0_m = rest % (N_m / V) * V;
         rest /= N_m / V;
-        const int64_t i_s = rest % N_s;
-        rest /= N_s;
-        const int64_t i_b = rest % N_b;
-        rest /= N_b;
+        const int64_t i_s = napkin::split_index(rest, N_s);
+        const int64_t i_b = napkin::split_index(rest, N_b);
         #pragma unroll
         for (int j = 0; j < V; ++j) {
           const int64_t i_m = i0_m + j, idx = run * V + j;
@@ -3608,12 +3584,9 @@ namespace k_Y {
     }
     for (int64_t idx = int64_t{blockIdx.x} * THREADS + threadIdx.x; idx < int64_t{1} * N_b * N_s * N_m; idx += int64_t{gridDim.x} * THREADS) {
       int64_t rest = idx;
-      const int64_t i_m = rest % N_m;
-      rest /= N_m;
-      const int64_t i_s = rest % N_s;
-      rest /= N_s;
-      const int64_t i_b = rest % N_b;
-      rest /= N_b;
+      const int64_t i_m = napkin::split_index(rest, N_m);
+      const int64_t i_s = napkin::split_index(rest, N_s);
+      const int64_t i_b = napkin::split_index(rest, N_b);
       a.Y[idx] = napkin::from_f<__nv_bfloat16>((napkin::to_f(a.X2[((i_b) * N_s + i_s) * N_m + i_m]) + napkin::to_f(a.Y__call[((i_b) * N_s + i_s) * N_m + i_m])));
     }
   }
