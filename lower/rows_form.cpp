@@ -179,10 +179,9 @@ std::optional<RowsForm> analyse_rows(const Diagram& d, const KernelShape& k, con
   }
   const std::size_t walked = std::max(r.statistics.vector_arrays.size(), r.map.vector_arrays.size());
   r.vector = r.extent % 8 == 0 && (walked > 0 || r.any_vector_output());
-  if (r.team_warps == 1) {  // the fewest lanes (a power of two) whose accesses, `unroll` in flight each on the vector path, cover the row
+  if (r.team_warps == 1) {  // the fewest lanes (a power of two) whose accesses cover the row
     const std::int64_t accesses = (r.extent + (r.vector ? 7 : 0)) / (r.vector ? 8 : 1);
-    const int in_flight = r.vector ? r.unroll : 1;
-    while (r.team_lanes > 1 && std::int64_t{r.team_lanes / 2} * in_flight >= accesses) r.team_lanes /= 2;
+    while (r.team_lanes > 1 && r.team_lanes / 2 >= accesses) r.team_lanes /= 2;
   }
   // ptxas (sm_90a): one or two 16-bit arrays walked fit 48 (rmsnorm, attention's D); three
   // spilled 128 bytes at 48 and 4 at 64 (rmsnorm's backward mean(dY * W * X)), none at 80.

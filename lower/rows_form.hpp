@@ -17,10 +17,8 @@
  *  instead of once per kernel (the Fusion Theorem, paper Appendix A.1; both statements are woven over
  *  the rows, and the map reads the reduction after the row's walk has completed it).
  *  A team is `team_warps` warps, or, where one warp is more than a row needs (the row's accesses
- *  fit fewer lanes, `unroll` accesses in flight per lane on the vector path), `team_lanes` lanes of
- *  one warp: a warp then walks 32 / team_lanes rows at once, so short rows (attention's D =
- *  rowsum(dO * O) over d = 128: 4 lanes of 4 accesses) keep every lane loading, and a row's index
- *  arithmetic and shuffles are paid by few lanes. On
+ *  fit fewer lanes), `team_lanes` lanes of one warp: a warp then walks 32 / team_lanes rows at
+ *  once, so short rows (attention's D = rowsum(dO * O) over d = 128) keep every lane loading. On
  *  the vector path (the axis innermost in a 16-bit array, its extent a multiple of 8) each lane
  *  moves 8 elements per 16-byte access with `unroll` accesses in flight; otherwise one element per
  *  step. Read by the model (perfmodel/rows_cost.hpp) and rendered by emit/cuda/rows.cpp: what one

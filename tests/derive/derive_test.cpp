@@ -141,16 +141,16 @@ TEST_CASE("a one-axis reduction is a rows kernel: one walk, short rows walked by
   CHECK(f.reduction);
   CHECK(f.vector);
   CHECK(f.team_warps == 1);
-  CHECK(f.team_lanes == 4);            // 128 / 8 = 16 accesses, U = 4 in flight per lane
-  CHECK(f.teams_per_block() == 32);    // 8 rows per warp at once
+  CHECK(f.team_lanes == 16);           // 128 / 8 accesses
+  CHECK(f.teams_per_block() == 8);     // 2 rows per warp at once
   CHECK(f.walks() == 1);
   CHECK(f.map.vector_arrays.empty());  // no second walk
-  // One round per row (4 lanes x 8 elements x U = 4 covers it), spread over the resident teams.
-  const double teams = static_cast<double>(h100.sm_count) * f.blocks_per_sm * f.teams_per_block();
-  CHECK(k128.t_latency == Approx(4.0 * 4096 / std::min(teams, h100.sm_count * (static_cast<double>(f.blocks) / h100.sm_count) * f.teams_per_block()) *
+  // One round per row (16 lanes x 8 elements x U = 4 covers it), spread over the resident teams.
+  const double teams = static_cast<double>(h100.sm_count) * f.blocks_per_sm * 8;
+  CHECK(k128.t_latency == Approx(4.0 * 4096 / std::min(teams, h100.sm_count * (static_cast<double>(f.blocks) / h100.sm_count) * 8) *
                                  h100.hbm_loaded_latency_s).epsilon(1e-9));
-  // Rows of 24 elements (3 accesses, in flight at once): one lane each; of 12 (no 16-byte path): 16 lanes.
-  CHECK(priced(24, 32, 4).spec->rows->team_lanes == 1);
+  // Rows of 24 elements (3 accesses): teams of 4 lanes; of 12 (no 16-byte path): 16 lanes.
+  CHECK(priced(24, 32, 4).spec->rows->team_lanes == 4);
   CHECK_FALSE(priced(12, 32, 4).spec->rows->vector);
   CHECK(priced(12, 32, 4).spec->rows->team_lanes == 16);
   // One row per block of 4 warps keeps the team of warps (the schedule's choice, priced as such).
