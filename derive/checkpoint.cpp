@@ -2,6 +2,9 @@
 #include "derive/checkpoint.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
+#include <thread>
 
 #include "diagrams/grad.hpp"
 #include "diagrams/printer.hpp"
@@ -40,23 +43,76 @@ Priced price(const Program& p, const Diagram& d, const std::vector<std::string>&
   return out;
 }
 
-/** One pass of local search over `plan` (checkpoint.hpp): each fitting candidate added to the
- *  set or taken out of it, kept where the predicted time falls. The set stays in candidate order. */
+/** Threads the machine runs at once (at least 1). */
+std::size_t hardware_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
+
+/** price(...).seconds of each save set of `sets`, the sets priced on up to the machine's hardware
+ *  threads at once (each a derive of the forward and the backward, independent of the others:
+ *  derive keeps no shared mutable state). An empty set is `recompute` seconds, not priced again.
+ *  The first exception in set order is rethrown after every thread has ended. */
+std::vector<double> price_sets(const Program& p, const Diagram& d, const std::vector<std::string>& wrt, const std::vector<std::vector<std::string>>& sets,
+                               const SizeMap& sizes, const Hardware& hw, double recompute) {
+  std::vector<double> seconds(sets.size(), recompute);
+  std::vector<std::exception_ptr> errors(sets.size());
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    for (std::size_t i = next++; i < sets.size(); i = next++) {
+      if (sets[i].empty()) continue;
+      try {
+        seconds[i] = price(p, d, wrt, sets[i], sizes, hw).seconds;
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    }
+  };
+  const std::size_t threads = std::min(sets.size(), hardware_threads());
+  std::vector<std::thread> pool;
+  for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  return seconds;
+}
+
+/** One pass of local search over `plan` (checkpoint.hpp): each fitting candidate in turn added to
+ *  the set or taken out of it, the first change that lowers the predicted time kept, and the pass
+ *  going on after it from the current set. The set stays in candidate order. The next trials, one
+ *  per hardware thread, are priced together (price_sets); after a kept change those behind it are
+ *  priced again against the new set, so the result is the sequential pass's (and one thread prices
+ *  exactly what the sequential pass did). */
 void refine(const Program& p, const Diagram& d, const std::vector<std::string>& wrt, const SizeMap& sizes, const Hardware& hw,
             CheckpointPlan& plan) {
-  for (const auto& c : plan.candidates) {
-    if (!c.fits) continue;
+  std::size_t from = 0;
+  while (from < plan.candidates.size()) {
+    std::vector<std::size_t> index;  // the next candidates from `from` with a trial, one per hardware thread
+    std::vector<std::vector<std::string>> trials;
+    for (std::size_t i = from; i < plan.candidates.size() && trials.size() < hardware_threads(); ++i) {
+      const auto& c = plan.candidates[i];
+      if (!c.fits) continue;
+      const bool in = std::find(plan.save.begin(), plan.save.end(), c.array) != plan.save.end();
+      if (!in && plan.saved_bytes + c.bytes > plan.budget_bytes) continue;
+      std::vector<std::string> trial;
+      for (const auto& o : plan.candidates)
+        if (o.array == c.array ? !in : std::find(plan.save.begin(), plan.save.end(), o.array) != plan.save.end()) trial.push_back(o.array);
+      index.push_back(i);
+      trials.push_back(std::move(trial));
+    }
+    const std::vector<double> t = price_sets(p, d, wrt, trials, sizes, hw, plan.seconds_recompute);
+    if (t.empty()) return;
+    std::size_t k = 0;
+    while (k < t.size() && t[k] >= plan.seconds) ++k;
+    if (k == t.size()) {
+      from = index.back() + 1;
+      continue;
+    }
+    const auto& c = plan.candidates[index[k]];
     const bool in = std::find(plan.save.begin(), plan.save.end(), c.array) != plan.save.end();
-    if (!in && plan.saved_bytes + c.bytes > plan.budget_bytes) continue;
-    std::vector<std::string> trial;
-    for (const auto& o : plan.candidates)
-      if (o.array == c.array ? !in : std::find(plan.save.begin(), plan.save.end(), o.array) != plan.save.end()) trial.push_back(o.array);
-    const double t = trial.empty() ? plan.seconds_recompute : price(p, d, wrt, trial, sizes, hw).seconds;
-    if (t >= plan.seconds) continue;
-    plan.save = trial;
+    plan.save = trials[k];
     plan.saved_bytes += in ? -c.bytes : c.bytes;
-    plan.seconds = t;
+    plan.seconds = t[k];
     ++plan.refined;
+    from = index[k] + 1;
   }
 }
 
@@ -71,15 +127,18 @@ CheckpointPlan plan_checkpointing(const Program& p, const Diagram& d, const std:
   plan.seconds_recompute = plan.seconds = base.seconds;
   const Diagram& fwd = base.grad.file.diagrams.front();
   const DType activation = fwd.outputs().empty() ? DType::fp32 : fwd.outputs().front()->dtype;
+  std::vector<std::vector<std::string>> alone;  // each fitting candidate saved alone (an empty set: not priced)
   for (const auto& a : base.grad.recomputed) {
     const Statement* s = fwd.find_statement(a);
     CheckpointCandidate c;
     c.array = a;
     c.bytes = static_cast<double>(product(base.sizes, s->axes)) * dtype_bits(s->dtype.value_or(activation)) / 8;
     c.fits = c.bytes <= budget_bytes;
-    c.seconds = c.fits ? price(p, d, wrt, {a}, sizes, hw).seconds : base.seconds;
+    alone.push_back(c.fits ? std::vector<std::string>{a} : std::vector<std::string>{});
     plan.candidates.push_back(c);
   }
+  const std::vector<double> alone_seconds = price_sets(p, d, wrt, alone, sizes, hw, base.seconds);
+  for (std::size_t i = 0; i < plan.candidates.size(); ++i) plan.candidates[i].seconds = alone_seconds[i];
   std::vector<const CheckpointCandidate*> order;
   for (const auto& c : plan.candidates)
     if (c.fits && c.seconds < base.seconds) order.push_back(&c);

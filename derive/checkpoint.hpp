@@ -19,7 +19,10 @@
  *  nothing may pay beside the others: SwiGLU's G = silu(G_v), recomputed from a saved G_v, is
  *  stored for 0 us more by the dual GEMM's epilogue that already writes G_v, U and H, and the
  *  backward no longer recomputes it (t = 2048 on the H200: 3065.9 -> 3027.5 us predicted).
- *  Prices: 1 + candidates alone + 1 + candidates again, each a derive of the forward and backward.
+ *  Prices: 1 + candidates alone + 1 + candidates again (more where the local search keeps a
+ *  change), each a derive of the forward and backward; the candidates alone, and the local search's
+ *  trials, are priced on up to the machine's hardware threads at once (the choice is the same as
+ *  one thread's).
  */
 #pragma once
 #include <string>
