@@ -55,7 +55,13 @@ std::optional<AxisList> Typer::axes_of(const Expr& e) {
       error(e.loc, "undefined name '" + e.name + "': not an array or an axis of diagram '" + d_.name + "'");
       return std::nullopt;
     }
-    case Expr::Kind::apply: return apply(e);
+    case Expr::Kind::apply: {
+      if (diags_) return apply(e);
+      if (auto it = memo_.find(&e); it != memo_.end()) return it->second;
+      auto axes = apply(e);
+      memo_.emplace(&e, axes);
+      return axes;
+    }
   }
   return std::nullopt;
 }

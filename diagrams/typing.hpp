@@ -27,6 +27,8 @@
 #include <string>
 #include <vector>
 
+#include <unordered_map>
+
 #include "diagrams/diagnostics.hpp"
 #include "diagrams/ir.hpp"
 
@@ -51,7 +53,9 @@ class Typer {
         const std::set<std::string>* broken = nullptr)
       : d_(d), table_(table), diags_(diags), broken_(broken) {}
 
-  /** Axes of `e`'s result, or nullopt after reporting an error. */
+  /** Axes of `e`'s result, or nullopt after reporting an error. Without `diags` (a verified
+   *  diagram) each node's axes are kept by address for the Typer's lifetime, so typing every node
+   *  of an expression (the model's FLOP count) is linear in its size, not in size x depth. */
   std::optional<AxisList> axes_of(const Expr& e);
   /** The shape of a call whose argument axes are `arg_axes`; nullopt after an error. */
   std::optional<CallShape> call_shape(const Expr& call, const std::vector<AxisList>& arg_axes);
@@ -76,6 +80,7 @@ class Typer {
   const DiagramTable& table_;
   DiagnosticEngine* diags_;
   const std::set<std::string>* broken_;
+  std::unordered_map<const Expr*, std::optional<AxisList>> memo_;  ///< apply() nodes, when diags_ is null
 };
 
 /** Union of axis lists, in order of first appearance. */
