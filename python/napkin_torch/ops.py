@@ -208,21 +208,22 @@ class Operator:
         self._lock = threading.Lock()
         fwd, bwd = self.pair.fwd, self.pair.bwd
         self._in_dtypes = tuple(torch_dtype(fwd.dtypes[n]) for n in fwd.inputs)
-        # Per backward input: ("saved", None) or ("cotangent", index of the forward output, dtype).
-        self._bwd_args = tuple(("saved", None, None) if n in self.pair.from_forward else
-                               ("cotangent", fwd.outputs.index(self.pair.cotangent[n]), torch_dtype(bwd.dtypes[n])) for n in bwd.inputs)
-        self._saved_names = tuple(self.pair.from_forward[n] for n in bwd.inputs if n in self.pair.from_forward)
-        self._grad_slots = tuple(fwd.inputs.index(self.pair.grads[n]) for n in bwd.outputs)
-        # The same wiring for the fast path: per backward input (kind, forward position, cotangent dtype).
-        self._fast_wiring = []
+        # Per backward input, once for both roads: ("cotangent", index of the forward output, its
+        # dtype name), or ("output" | "input", forward position, None) for a value the forward saves
+        # (an output shadows an input of its name, as _setup_context's by_name does).
+        wiring = []
         for n in bwd.inputs:
             src = self.pair.from_forward.get(n)
             if src is None:
-                self._fast_wiring.append(("cotangent", fwd.outputs.index(self.pair.cotangent[n]), STORAGE[bwd.dtypes[n]]))
-            elif src in fwd.outputs:  # _setup_context's by_name: an output shadows an input of its name
-                self._fast_wiring.append(("output", fwd.outputs.index(src), ""))
+                wiring.append(("cotangent", fwd.outputs.index(self.pair.cotangent[n]), bwd.dtypes[n]))
             else:
-                self._fast_wiring.append(("input", fwd.inputs.index(src), ""))
+                wiring.append(("output", fwd.outputs.index(src), None) if src in fwd.outputs else ("input", fwd.inputs.index(src), None))
+        # The Python road: ("saved", None, None) or ("cotangent", index, torch dtype); ctx saves _saved_names.
+        self._bwd_args = tuple((kind, k, torch_dtype(dt)) if kind == "cotangent" else ("saved", None, None) for kind, k, dt in wiring)
+        self._saved_names = tuple(self.pair.from_forward[n] for n in bwd.inputs if n in self.pair.from_forward)
+        self._grad_slots = tuple(fwd.inputs.index(self.pair.grads[n]) for n in bwd.outputs)
+        # The C++ road (fastpath.cpp): (kind, forward position, the cotangent's storage type or "").
+        self._fast_wiring = [(kind, k, STORAGE[dt] if kind == "cotangent" else "") for kind, k, dt in wiring]
         tag = f"{build.key[:10]}"
         self.fwd_op = self._define(f"{self.pair.fwd.name}_{tag}", "fwd")
         self.bwd_op = self._define(f"{self.pair.bwd.name}_{tag}", "bwd")
