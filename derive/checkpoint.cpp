@@ -86,6 +86,7 @@ void refine(const Program& p, const Diagram& d, const std::vector<std::string>& 
   std::size_t from = 0;
   while (from < plan.candidates.size()) {
     std::vector<std::size_t> index;  // the next candidates from `from` with a trial, one per hardware thread
+    std::vector<bool> was_in;        // each of them in the set before its trial (the trial takes it out)
     std::vector<std::vector<std::string>> trials;
     for (std::size_t i = from; i < plan.candidates.size() && trials.size() < hardware_threads(); ++i) {
       const auto& c = plan.candidates[i];
@@ -96,6 +97,7 @@ void refine(const Program& p, const Diagram& d, const std::vector<std::string>& 
       for (const auto& o : plan.candidates)
         if (o.array == c.array ? !in : std::find(plan.save.begin(), plan.save.end(), o.array) != plan.save.end()) trial.push_back(o.array);
       index.push_back(i);
+      was_in.push_back(in);
       trials.push_back(std::move(trial));
     }
     const std::vector<double> t = price_sets(p, d, wrt, trials, sizes, hw, plan.seconds_recompute);
@@ -107,9 +109,8 @@ void refine(const Program& p, const Diagram& d, const std::vector<std::string>& 
       continue;
     }
     const auto& c = plan.candidates[index[k]];
-    const bool in = std::find(plan.save.begin(), plan.save.end(), c.array) != plan.save.end();
     plan.save = trials[k];
-    plan.saved_bytes += in ? -c.bytes : c.bytes;
+    plan.saved_bytes += was_in[k] ? -c.bytes : c.bytes;
     plan.seconds = t[k];
     ++plan.refined;
     from = index[k] + 1;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <fmt/ranges.h>
+
 #include "diagrams/printer.hpp"
 #include "lower/lower.hpp"
 
@@ -98,10 +100,8 @@ class PseudoEmitter {
     } else {
       if (spec && spec->strategy == Strategy::cols) {
         const ColsForm& f = *spec->cols;
-        std::string reduced;
-        for (const auto& a : f.axes) reduced += (reduced.empty() ? "" : ", ") + a;
         line("# cols: " + std::to_string(f.cols_per_block()) + " columns per block, " + std::to_string(f.vec) + " per lane (coalesced rows); " +
-             std::to_string(f.row_lanes()) + " threads per column group split " + reduced + ", " + std::to_string(f.unroll) +
+             std::to_string(f.row_lanes()) + " threads per column group split " + fmt::format("{}", fmt::join(f.axes, ", ")) + ", " + std::to_string(f.unroll) +
              " rows in flight each; partials added in SMEM in a fixed order");
         line("# no tensor-core strategy: " + spec->declined);
       }

@@ -48,15 +48,12 @@ std::string access_type(int bytes) { return bytes == 16 ? "uint4" : bytes == 8 ?
 /** Bytes of `vec` elements of `array` as stored. */
 int vec_bytes(const ColsKernel& ck, const std::string& array) { return ck.f.vec * dtype_bits(ck.c.dtype(array)) / 8; }
 
-/** The vector path: the lane's VEC columns (its first decomposed into the i_ indices) walked
- *  together, one access per array per row, U rows of loads in flight. */
+/** The vector path: the lane's VEC columns (the i_ indices of its first, decomposed once at the
+ *  kernel's top) walked together, one access per array per row, U rows of loads in flight. */
 void vector_walk(ColsKernel& ck) {
   Code& k = ck.k;
   const ColsForm& f = ck.f;
   const std::string& inner = f.cols.back();
-  k.line("int64_t rest = col0;");
-  decompose(k, "rest", f.cols);
-  k.line("const int64_t first_" + inner + " = i_" + inner + ";");
   k.open("for (int64_t r0 = rl; r0 < " + ck.rows_n + "; r0 += int64_t{ROW_LANES} * U)");
   for (const auto& arr : f.arrays) k.line(access_type(vec_bytes(ck, arr)) + " " + arr + "_reg[U] = {};  // registers: VEC elements of " + arr + " per row");
   k.line("#pragma unroll");
@@ -120,9 +117,9 @@ void scalar_walk(ColsKernel& ck) {
 
 /** The partials' meeting: where several threads share a column (ROW_LANES > 1) their partials
  *  meet in SMEM and halve in a tree, every thread adding, a fixed order (deterministic) and
- *  ceil(log2 ROW_LANES) barriers; then the first row of threads stores its VEC columns. The
- *  columns' indices are decomposed once where the lane's VEC columns lie in one row of the
- *  innermost axis (N_inner % VEC == 0), else per column. */
+ *  ceil(log2 ROW_LANES) barriers; then the first row of threads stores its VEC columns, from the
+ *  first column's indices where they lie in one row of the innermost axis (N_inner % VEC == 0:
+ *  always where VEC is 1), else each column decomposed. */
 void merge_and_store(ColsKernel& ck) {
   Code& k = ck.k;
   const std::string& inner = ck.f.cols.back();
@@ -152,15 +149,12 @@ void merge_and_store(ColsKernel& ck) {
     k.line("const float sum = " + std::string(shared ? "part[0][cl * VEC + j]" : "acc[j]") + ";");
     k.line("a." + ck.st.name + "[" + ck.c.index(ck.st.name) + "] = napkin::from_f<" + ck.c.ctype_of(ck.st.name) + ">(" + value + ");");
   };
-  k.line("// the lane's VEC columns in one row of " + inner + ": one decomposition, else one per column");
-  k.open("if (N_" + inner + " % VEC == 0)");
-  k.line("int64_t rest = col0;");
-  decompose(k, "rest", ck.f.cols, /*maybe_unused=*/true);
-  k.line("const int64_t first_" + inner + " = i_" + inner + ";");
+  if (ck.f.vec > 1) k.open("if (one_row)");
   k.open("for (int j = 0; j < VEC; ++j)");
   k.line("[[maybe_unused]] const int64_t i_" + inner + " = first_" + inner + " + j;");
   store();
   k.close();
+  if (ck.f.vec == 1) return;
   k.close(" else {");
   ++k.indent;
   k.open("for (int j = 0; j < VEC; ++j)");
@@ -202,9 +196,15 @@ KernelEmit emit_cols(Context& c, const KernelChoice& kc) {
   k.line("const int64_t col0 = (int64_t{blockIdx.x} * COL_LANES + cl) * VEC;  // the lane's first column");
   k.line("float acc[VEC];");
   k.line("for (int j = 0; j < VEC; ++j) acc[j] = " + ck.init + ";");
+  // The lane's first column decomposed once, for the vector walk and the stores.
+  const std::string& inner = f.cols.back();
+  k.line("int64_t first = col0 < " + ck.total + " ? col0 : 0;  // a lane past the columns takes column 0 and stores nothing");
+  decompose(k, "first", f.cols, /*maybe_unused=*/true);
+  k.line("const int64_t first_" + inner + " = i_" + inner + ";");
+  if (f.vec > 1) k.line("const bool one_row = N_" + inner + " % VEC == 0;  // the lane's VEC columns in one row of " + inner);
   // Reference mode (the GPU's fp32 check, not priced) stores every array in fp32: the scalar path only.
   if (f.vec > 1 && !c.options().reference) {
-    std::string cond = "N_" + f.cols.back() + " % VEC == 0 && col0 < " + ck.total;
+    std::string cond = "one_row && col0 < " + ck.total;
     for (const auto& arr : f.arrays) cond += " && reinterpret_cast<uintptr_t>(a." + arr + ") % " + std::to_string(vec_bytes(ck, arr)) + " == 0";
     k.open("if (" + cond + ")");
     vector_walk(ck);
