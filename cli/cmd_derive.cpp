@@ -58,6 +58,11 @@ void print_cost_table(const SearchResult& r, const Hardware& hw) {
           "stored tiles over the causal skip's chunks, written before the stream loop, not overlapped" +
               (only.empty() ? std::string() : "; only where the banded gemms after it read them: " + only));
     }
+    if (c.atomic_bytes > 0) {
+      row("L2 atomic adds", human_bytes(c.atomic_bytes), c.t_atomic, "fp32 partial sums every block adds into global memory (lemma atomic-sum), overlapped");
+      row("zeroing", human_bytes((c.t_zero - hw.launch_overhead_s) * hw.hbm.bandwidth_bytes_per_s), c.t_zero,
+          "the atomic outputs zeroed before the launch (a memset), not overlapped");
+    }
     if (c.t_smem_exposed > 0)
       row("SMEM exposed", fmt::format("{:.2f} x SMEM", hw.flash_bwd_smem_exposed), c.t_smem_exposed,
           "SMEM reads the two consumer warpgroups' MMAs do not hide (hardware flash_bwd_smem_exposed, a fit), not overlapped");
@@ -108,7 +113,7 @@ nlohmann::json kernel_json(const KernelChoice& k) {
                    {"flops", {{"tensor", c.flops_tensor}, {"fp32", c.flops_fp32}, {"sfu", c.sfu_ops}}},
                    {"seconds",
                     {{"hbm", c.t_hbm}, {"l2", c.t_l2}, {"smem", c.t_smem}, {"tensor", c.t_tensor}, {"fp32", c.t_fp32},
-                     {"sfu", c.t_sfu}, {"epilogue", c.t_epilogue}, {"skipped_zeros", c.t_skipped_zeros}, {"smem_exposed", c.t_smem_exposed}, {"launch", c.t_launch}, {"total", c.t_total}}},
+                     {"sfu", c.t_sfu}, {"epilogue", c.t_epilogue}, {"skipped_zeros", c.t_skipped_zeros}, {"smem_exposed", c.t_smem_exposed}, {"atomic", c.t_atomic}, {"zero", c.t_zero}, {"launch", c.t_launch}, {"total", c.t_total}}},
                    {"bound", c.bound},
                    {"causal_active_fraction", c.causal_active_fraction}};
   if (c.spec) j["lowered"] = kernel_spec_json(*c.spec);

@@ -1,5 +1,7 @@
 #include "derive/check_schedule.hpp"
 
+#include "lower/options.hpp"
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -8,16 +10,40 @@ namespace napkin {
 
 namespace {
 
-std::string partition_problem(const std::vector<const StatementWeave*>& stmts, const std::string& axis,
-                              const char* verb) {
+/** Why statement `w` of the kernel `stmts` may not add its partial sums over `axis` into global
+ *  memory by atomic adds (lemma atomic-sum), or empty: the lemma's conditions (atomic_problem),
+ *  its output leaves the kernel and no fused statement reads it (it is complete only after every
+ *  block), and another fused statement is woven over `axis` (a kernel of the contraction alone
+ *  streams the axis instead: split-K on its own is derive-split-reduction's). */
+std::string atomic_illegal(const Diagram& d, const ModelOptions& opt, const std::vector<const StatementWeave*>& stmts, const StatementWeave& w,
+                           const std::string& axis, const std::set<std::string>& escaping) {
+  // its storage dtype, as a kernel's own diagram (search.cpp kernel_view) declares it
+  if (auto why = atomic_problem(w, axis, storage_dtype(d, w.statement->name, opt)); !why.empty()) return why;
+  const std::string& name = w.statement->name;
+  if (!escaping.count(name)) return "'" + name + "' does not leave the kernel";
+  bool woven = false;
+  for (const auto* o : stmts) {
+    if (std::find(o->reads.begin(), o->reads.end(), name) != o->reads.end()) return "'" + o->statement->name + "' reads '" + name + "' in the same kernel";
+    woven |= o->touches(axis) && o->role(axis) == AxisRole::woven;
+  }
+  if (!woven) return "no other fused statement is woven over " + axis;
+  return {};
+}
+
+std::string partition_problem(const Diagram& d, const ModelOptions& opt, const std::vector<const StatementWeave*>& stmts, const std::string& axis,
+                              const char* verb, const std::set<std::string>& escaping) {
   bool touched = false;
   for (const auto* w : stmts) {
     if (!w->touches(axis)) continue;
     touched = true;
     const RoleSource& r = w->roles.at(axis);
-    if (r.role == AxisRole::reduced)
+    if (r.role == AxisRole::reduced) {
+      const std::string atomic = std::string(verb) == "group" ? atomic_illegal(d, opt, stmts, *w, axis, escaping) : "weave";
+      if (atomic.empty()) continue;  // its blocks' partial sums meet in global memory (lemma atomic-sum)
       return std::string("cannot ") + verb + " '" + axis + "': it is reduced by " + std::string(op_name(r.op)) + " in '" +
-             w->statement->name + "'; a group partition needs an axis every fused operation is woven over (stream it instead)";
+             w->statement->name + "'; a group partition needs an axis every fused operation is woven over (stream it instead)" +
+             (std::string(verb) == "group" ? ", or a reduction the blocks may add up by atomic adds (lemma atomic-sum: " + atomic + ")" : "");
+    }
     if (r.role == AxisRole::normalised)
       return std::string("cannot ") + verb + " '" + axis + "': " + std::string(op_name(r.op)) + " in '" +
              w->statement->name + "' couples the elements along it; a group partition needs an axis every fused operation is woven over";
@@ -27,6 +53,11 @@ std::string partition_problem(const std::vector<const StatementWeave*>& stmts, c
 }
 
 }  // namespace
+
+bool groupable_axis(const Diagram& d, const ModelOptions& opt, const std::vector<const StatementWeave*>& stmts, const std::string& axis,
+                    const std::set<std::string>& escaping) {
+  return partition_problem(d, opt, stmts, axis, "group", escaping).empty();
+}
 
 std::set<std::string> escaping_arrays(const Diagram& d, const std::vector<const StatementWeave*>& mine,
                                       const std::vector<StatementWeave>& all) {
@@ -41,12 +72,12 @@ std::set<std::string> escaping_arrays(const Diagram& d, const std::vector<const 
   return out;
 }
 
-std::string kernel_illegal(const std::vector<const StatementWeave*>& stmts, const KernelPlan& k,
+std::string kernel_illegal(const Diagram& d, const ModelOptions& opt, const std::vector<const StatementWeave*>& stmts, const KernelPlan& k,
                            const std::set<std::string>& escaping, std::vector<LemmaUse>* lemmas) {
   for (const auto& dir : k.directives) {
     if (dir.kind == Directive::Kind::group || dir.kind == Directive::Kind::weave)
       for (const auto& a : dir.names)
-        if (auto why = partition_problem(stmts, a, dir.kind == Directive::Kind::group ? "group" : "weave"); !why.empty())
+        if (auto why = partition_problem(d, opt, stmts, a, dir.kind == Directive::Kind::group ? "group" : "weave", escaping); !why.empty())
           return why;
   }
   auto streams = k.streams();
@@ -176,12 +207,12 @@ std::optional<CheckedSchedule> check_schedule(const Program& p, const Diagram& d
       KernelPlan one;
       one.directives = {dir};
       std::vector<LemmaUse> uses;
-      if (auto why = kernel_illegal(mine, one, escaping, &uses); !why.empty()) diags.error(dir.loc, why);
+      if (auto why = kernel_illegal(d, opt, mine, one, escaping, &uses); !why.empty()) diags.error(dir.loc, why);
       if (dir.kind == Directive::Kind::warps)
         if (auto why = warps_illegal(dir); !why.empty()) diags.error(dir.loc, why);
     }
     std::vector<LemmaUse> uses;
-    std::string why = kernel_illegal(mine, plan, escaping, &uses);
+    std::string why = kernel_illegal(d, opt, mine, plan, escaping, &uses);
     if (!why.empty()) {
       if (diags.error_count() == kernel_errors) {  // a rule about directives together (stream and group of one axis)
         const Directive* st = plan.find(Directive::Kind::stream);

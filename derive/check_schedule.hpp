@@ -35,8 +35,15 @@ std::set<std::string> escaping_arrays(const Diagram& d, const std::vector<const 
                                       const std::vector<StatementWeave>& all);
 
 /** The legality rules without the fit check, for the search: empty when legal, else the reason. */
-std::string kernel_illegal(const std::vector<const StatementWeave*>& stmts, const KernelPlan& k,
+std::string kernel_illegal(const Diagram& d, const ModelOptions& opt, const std::vector<const StatementWeave*>& stmts, const KernelPlan& k,
                            const std::set<std::string>& escaping, std::vector<LemmaUse>* lemmas = nullptr);
+
+/** Whether a kernel of `stmts` (its outputs leaving it: `escaping`) may group `axis` (paper §2.3):
+ *  every statement touching it is woven over it, or reduces it by a contraction the atomic-sum
+ *  lemma lets the blocks add up in global memory (derive/lemmas.hpp atomic_problem; its dtype the
+ *  storage dtype under `opt`), with another fused statement woven over it. */
+bool groupable_axis(const Diagram& d, const ModelOptions& opt, const std::vector<const StatementWeave*>& stmts, const std::string& axis,
+                    const std::set<std::string>& escaping);
 
 /** The rule of a call (derive-fusion): a kernel holding a call of another diagram (`stmts`, the
  *  statements of plan `k`) holds nothing else and has no directive but `fuse`. Empty when legal,

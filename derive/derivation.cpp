@@ -7,6 +7,7 @@
 
 #include "derive/passes/contraction_order.hpp"
 #include "derive/passes/operand_relayout.hpp"
+#include "derive/passes/atomic_accumulation.hpp"
 #include "derive/passes/split_reduction.hpp"
 #include "diagrams/call_statements.hpp"
 #include "lower/call_arguments.hpp"
@@ -212,14 +213,18 @@ Derivation derive(const Program& p, const Diagram& d, const SizeMap& sizes, cons
   // that diagram, which out.rewritten or the caller keeps).
   SplitReductionResult splits = split_reductions(p, out.diagram(d), sizes, hw, opt, so);
   if (splits.changed()) out.rewritten = splits.rewritten;
+  AtomicAccumulationResult atomics = atomic_accumulations(p, out.diagram(d), sizes, hw, opt, so);
+  if (atomics.changed()) out.rewritten = atomics.rewritten;
   OperandRelayoutResult relaid = relayout_operands(p, out.diagram(d), sizes, hw, opt, so);
   if (relaid.changed()) out.rewritten = std::move(relaid.rewritten);
   const Diagram& searched = out.diagram(d);  // owned by `out.rewritten` or the caller: stable across the move below
   if (relaid.searched) std::tie(out.chosen, out.unfused) = std::move(*relaid.searched);
-  else if (splits.searched && !relaid.changed()) std::tie(out.chosen, out.unfused) = std::move(*splits.searched);
+  else if (atomics.searched && !relaid.changed()) std::tie(out.chosen, out.unfused) = std::move(*atomics.searched);
+  else if (splits.searched && !relaid.changed() && !atomics.searched) std::tie(out.chosen, out.unfused) = std::move(*splits.searched);
   else std::tie(out.chosen, out.unfused) = search_with_unfused(p, searched, sizes, hw, opt, so);
   out.steps = std::move(ordered.steps);
   out.steps.insert(out.steps.end(), splits.steps.begin(), splits.steps.end());
+  out.steps.insert(out.steps.end(), atomics.steps.begin(), atomics.steps.end());
   out.steps.insert(out.steps.end(), relaid.steps.begin(), relaid.steps.end());
   return complete(p, searched, sizes, hw, opt, so, std::move(out));
 }

@@ -38,6 +38,11 @@ const std::vector<Lemma>& lemma_library() {
        "a sum or mean over the axis of (E - mu) * (E - mu), mu = mean(E) over the same axes, folds chunk by chunk",
        "Chan's (n, mean, M2): per chunk (n_b, mean_b, M2_b) combined with delta = mean_b - mean",
        "Chan, Golub & LeVeque 1979 (pairwise variance); Welford 1962"},
+      {"atomic-sum",
+       "a contraction over an axis grouped across thread blocks is the sum of the blocks' partial contractions, each added into a zeroed fp32 "
+       "array in global memory by atomic adds (+ is associative and commutative: any order of the adds gives the sum, to rounding)",
+       "fp32 partial sums in global memory, zeroed before the launch; the order of the adds, and so the rounding, varies from run to run",
+       "paper §3.1 (associativity of the sum); PTX ISA 9.7.13.6 (red: atomic reduction in global memory)"},
   };
   return table;
 }
@@ -180,6 +185,27 @@ ReductionForm reduction_form(const Expr& node, const std::string& axis,
     }
   }
   return f;
+}
+
+std::string atomic_problem(const StatementWeave& w, const std::string& axis, std::optional<DType> declared) {
+  const Statement& s = *w.statement;
+  if (!w.touches(axis) || w.role(axis) != AxisRole::reduced) return "'" + s.name + "' does not reduce " + axis;
+  if (declared != DType::fp32) return "'" + s.name + "' is not declared fp32 (the precision of the atomic adds' partial sums)";
+  const auto reducers = reducers_over(*s.expr, axis);
+  if (reducers.size() != 1 || reducers[0]->op != Op::contract) return "'" + s.name + "' is not one contraction over " + axis;
+  // The contraction under products, quotients (in the numerator) and negation only: a factor
+  // outside it is free of the reduced axis (it is not among the statement's axes), so the sum of
+  // the blocks' partials times the factor is the whole sum times it.
+  std::function<bool(const Expr&)> linear = [&](const Expr& e) {
+    if (&e == reducers[0]) return true;
+    if (e.kind != Expr::Kind::apply) return false;
+    if (e.op == Op::neg) return linear(*e.args[0]);
+    if (e.op == Op::div) return linear(*e.args[0]) && reducers_over(*e.args[1], axis).empty();
+    if (e.op == Op::mul) return linear(*e.args[0]) || linear(*e.args[1]);
+    return false;
+  };
+  if (!linear(*s.expr)) return "'" + s.name + "' is not linear in its contraction over " + axis + " (only products, quotients and negation wrap it)";
+  return {};
 }
 
 std::vector<const Expr*> reducers_over(const Expr& e, const std::string& axis) {

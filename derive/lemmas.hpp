@@ -21,6 +21,8 @@
  *  |                        | free of loop results), M a max over the axis      | by exp(m_old - m_new)    |
  *  | chan-centred-moment    | a sum or mean over the axis of (E - mu) * (E - mu),| Chan's (n, mean, M2)     |
  *  |                        | mu = mean(E) over the same axes                   |                          |
+ *  | atomic-sum             | a contraction over an axis grouped across blocks, | fp32 partials added into |
+ *  |                        | the statement fp32 and linear in it (atomic_problem)| a zeroed global array    |
  *
  *  A reduction over the streamed axis that reads, inside it, another reduction over that axis
  *  (complete only after the loop) is streamable only through the last two lemmas, recognised
@@ -94,6 +96,16 @@ struct ReductionForm {
 ReductionForm reduction_form(const Expr& node, const std::string& axis,
                              const std::map<std::string, const StatementWeave*>& kernel,
                              const std::set<std::string>& after_loop);
+
+/** Why statement `w` may not be accumulated across the thread blocks of a group partition of
+ *  `axis` by atomic adds (lemma atomic-sum), or empty where it may: it reduces `axis` by exactly
+ *  one contraction, its expression is linear in that contraction (products, quotients with it in
+ *  the numerator, negation: a factor outside it is free of `axis`, so the blocks' partials times
+ *  the factor sum to the whole), and it is declared fp32 (`declared`: the statement's dtype, else
+ *  its output declaration's; the partial sums' precision). The
+ *  kernel's rules (check_schedule.cpp) add that its output leaves the kernel and nothing in the
+ *  kernel reads it (it is complete only after every block). */
+std::string atomic_problem(const StatementWeave& w, const std::string& axis, std::optional<DType> declared);
 
 /** The outermost contract, sum, max or mean nodes of `e` that reduce `axis` (each folds into one
  *  accumulator when `axis` is streamed). */

@@ -1,5 +1,6 @@
 #include "derive/registry.hpp"
 
+#include "derive/passes/atomic_accumulation.hpp"
 #include "derive/passes/contraction_order.hpp"
 #include "derive/passes/operand_relayout.hpp"
 #include "derive/passes/split_reduction.hpp"
@@ -11,6 +12,8 @@ const std::vector<PassInfo>& pass_registry() {
       {"derive-contraction-order", "split contractions of 3+ operands into pairwise ones, in the order the model prices cheapest (before the search)", "einsum associativity: a sum over an axis moves inside the product of the operands that carry it", contraction_order_pass, false},
       {"derive-split-reduction", "split one reduced axis of a contraction off into fp32 partials and a sum over them, where the extra blocks pay (before the search)",
        "lemma associative-sum: a sum over two axes is a sum over one of sums over the other; a factor constant along the axis leaves the sum", split_reduction_pass, false},
+      {"derive-atomic-accumulation", "give a contraction an fp32 accumulator that blocks grouping its reduced axis add into by atomic adds, where fusing it pays (before the search)",
+       "lemma atomic-sum: the blocks' partial sums, added in any order, are the sum (paper §3.1; PTX ISA 9.7.13.6)", atomic_accumulation_pass, false},
       {"derive-operand-relayout", "give an 8-bit operand stored MN-major a K-major copy where the tensor-core atom reads K-major only and the copy pays (before the search)",
        "a relayout is exact; the [[mma]] table's mn_major (PTX ISA 9.7.15.5.1, 9.7.14.5.15)", operand_relayout_pass, false},
       {"derive-weave-analysis", "which axes each operation is woven over, reduces or normalises",

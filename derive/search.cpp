@@ -256,6 +256,7 @@ class Searcher {
                             const std::vector<const StatementWeave*>& stmts, const std::set<std::string>& escaping) {
 
     std::vector<std::string> axes, groupable, streamable_axes, two_pass_axes;
+    std::vector<std::string> atomic_axes;  // groupable only by the atomic-sum lemma: offered where not streamed
     for (const auto* a : d.axes()) {
       bool touched = false, woven = true;
       for (const auto* w : stmts)
@@ -263,6 +264,7 @@ class Searcher {
       if (!touched) continue;
       axes.push_back(a->name);
       if (woven) groupable.push_back(a->name);
+      else if (groupable_axis(d, opt_, stmts, a->name, escaping)) atomic_axes.push_back(a->name);
       if (!woven && streamable(stmts, a->name, escaping).ok) streamable_axes.push_back(a->name);
       else if (!woven && streamable(stmts, a->name, escaping, 2).ok) two_pass_axes.push_back(a->name);
     }
@@ -273,7 +275,7 @@ class Searcher {
     best_traffic_ = kInf;
     bool call = stmts.size() == 1 && stmts[0]->has_call;
     for (const auto& a : axes)  // a group label on an axis this kernel reduces: no plan keeps it
-      if (honour_labels_ && labels_.group.count(a) && !std::count(groupable.begin(), groupable.end(), a)) {
+      if (honour_labels_ && labels_.group.count(a) && !std::count(groupable.begin(), groupable.end(), a) && !std::count(atomic_axes.begin(), atomic_axes.end(), a)) {
         last_problem_ = ": no kernel keeps 'group " + std::to_string(labels_.group.at(a).value) + "' on " + a;
         return best;
       }
@@ -301,8 +303,12 @@ class Searcher {
       }
     std::vector<int> warp_options = call ? std::vector<int>{4} : std::vector<int>{4, 8};
     if (honour_labels_ && labels_.warps && !call) warp_options = {static_cast<int>(labels_.warps->value)};
-    for (const auto& [st, passes] : streams)
-      for (int warps : warp_options) search_tiles(d, weave, stmts, groupable, st, passes, warps, escaping, best, call);
+    for (const auto& [st, passes] : streams) {
+      std::vector<std::string> grouped = groupable;
+      for (const auto& a : atomic_axes)
+        if (std::find(st.begin(), st.end(), a) == st.end()) grouped.push_back(a);
+      for (int warps : warp_options) search_tiles(d, weave, stmts, grouped, st, passes, warps, escaping, best, call);
+    }
     return best;
   }
 
@@ -417,9 +423,9 @@ class Searcher {
   void search_tiles(const Diagram& d, const std::vector<StatementWeave>& view_weave, const std::vector<const StatementWeave*>& stmts, const std::vector<std::string>& groupable,
                     const std::vector<std::string>& streams, int passes, int warps, const std::set<std::string>& escaping,
                     KernelChoice& best, bool call) {
-    std::string warp_axis;
+    std::string warp_axis;  // a woven axis: one that a statement reduces (lemma atomic-sum) splits no warps
     for (const auto& a : groupable)
-      if (sizes_.at(a) >= 16) {
+      if (sizes_.at(a) >= 16 && std::all_of(stmts.begin(), stmts.end(), [&](const StatementWeave* w) { return !w->touches(a) || w->role(a) == AxisRole::woven; })) {
         warp_axis = a;
         break;
       }

@@ -258,9 +258,11 @@ class FunctionEmitter {
 
   void save(const std::string& array) {
     const AxisList& ax = *d_.array_axes(array);
-    line("// save " + array + ": registers -> HBM");
+    const bool atomic = std::find(atomic_.begin(), atomic_.end(), array) != atomic_.end();
+    line(atomic ? "// add " + array + "'s partial sums over this block: registers -> HBM (atomic adds on the GPU: lemma atomic-sum)"
+                : "// save " + array + ": registers -> HBM");
     loops(ax);
-    line("g_" + array + "[" + global_index(ax) + "] = " + at(Buf{buffer_[array], ax}) + ";");
+    line("g_" + array + "[" + global_index(ax) + "] " + (atomic ? "+=" : "=") + " " + at(Buf{buffer_[array], ax}) + ";");
     end_loops(ax);
   }
   void load(const std::string& array) {
@@ -389,6 +391,9 @@ class FunctionEmitter {
     std::vector<std::string> grid;
     for (const auto* a : d_.axes())
       if (cost.axes.count(a->name) && cost.axes.at(a->name).kind == AxisPlan::Kind::group) grid.push_back(a->name);
+    atomic_ = cost.spec ? cost.spec->shape.atomic : std::vector<std::string>{};
+    for (const auto& a : atomic_)  // every block adds into it: zeroed first, as the launcher does
+      line("std::fill(g_" + a + ", g_" + a + " + " + global_size(*d_.array_axes(a)) + ", 0.0);  // zeroed: the blocks add into it");
     for (const auto& a : grid) {
       std::int64_t g = cost.axes.at(a).tile;
       open("for (int64_t o_" + a + " = 0; o_" + a + " < N_" + a + "; o_" + a + " += " + std::to_string(g) + ")");
@@ -836,6 +841,7 @@ class FunctionEmitter {
   int temps_ = 0;
   std::map<const Expr*, Buf> subst_;
   std::map<std::string, std::string> buffer_;
+  std::vector<std::string> atomic_;  ///< the kernel's outputs added up across its blocks (KernelShape::atomic)
   std::map<std::string, AxisList> state_rows_;
   std::set<std::string> rescaled_;                 ///< maxima read by an online-rescaled-sum, running in the loop
   const Expr* shifted_exp_ = nullptr;              ///< the exp(E - M) factor value() renders guarded (fold)

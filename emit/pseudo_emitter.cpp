@@ -170,7 +170,7 @@ class PseudoEmitter {
           }
           if (carries(s) && std::find(kc.cost.outputs.begin(), kc.cost.outputs.end(), s) != kc.cost.outputs.end() &&
               pass == passes)
-            line("save " + s + "_reg -> " + slice(s));
+            save_line(kc, s);
         }
         --indent_;
       }
@@ -182,9 +182,14 @@ class PseudoEmitter {
       }
     }
     for (const auto& o : kc.cost.outputs)
-      if (!carries(o)) line("save " + o + "_reg -> " + slice(o));
+      if (!carries(o)) save_line(kc, o);
     footer(kc);
     indent_ -= loops;
+  }
+  /** `save A_reg -> A[...]`, or `add` for an output the blocks add up (KernelShape::atomic). */
+  void save_line(const KernelChoice& kc, const std::string& a) {
+    const bool atomic = kc.cost.spec && std::count(kc.cost.spec->shape.atomic.begin(), kc.cost.spec->shape.atomic.end(), a);
+    line((atomic ? "add " : "save ") + a + "_reg -> " + slice(a) + (atomic ? "  # atomic adds into global memory (lemma atomic-sum)" : ""));
   }
   void footer(const KernelChoice& kc) {
     line("# per thread block: " + human_bytes(kc.cost.smem_resident_bytes) + " SMEM, " +
@@ -278,8 +283,11 @@ class PseudoEmitter {
     std::string outer;
     for (const auto& a : f.outer) outer += (outer.empty() ? " inside the outer stream of " : ", ") + a;
     if (!outer.empty()) outer += " (one index per step)";
+    std::string atomics;
+    for (const auto& o : f.atomics) atomics += (atomics.empty() ? "" : ", ") + o.out->name + " += " + o.tile + " " + o.operand;
+    if (!atomics.empty()) atomics = "; added up across the blocks by atomic adds, zeroed before the launch: " + atomics;
     line("# flash_bwd: block axis " + f.X + " (tile " + n(f.TX) + ", " + std::to_string(f.warps) + " warps), " + f.Q + " streamed in chunks of " + n(f.TQ) + outer +
-         "; per chunk the tiles " + tiles + " in registers (" + f.X + " rows, " + f.Q + " columns); accumulated in registers: " + outs);
+         "; per chunk the tiles " + tiles + " in registers (" + f.X + " rows, " + f.Q + " columns); accumulated in registers: " + outs + atomics);
     if (!f.skip.empty())
       for (const auto& t : f.tiles)
         if (t.stored)

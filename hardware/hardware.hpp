@@ -66,6 +66,11 @@ struct Hardware {
   /** L2 -> SMEM bandwidth of the bulk-copy engine that TMA loads use (bytes/s, whole device),
    *  measured by `napkin calibrate`; 0 when not known: l2.bandwidth_bytes_per_s applies. */
   double l2_bulk_bandwidth_bytes_per_s = 0;
+  /** fp32 payload bytes/s that red.global.add.f32 (PTX ISA 9.7.13.6 'red') sustains into an
+   *  L2-resident buffer, coalesced, distinct addresses, every SM busy, measured by `napkin
+   *  calibrate`; 0 when not known: outputs accumulated by atomic adds are not priced (and so never
+   *  chosen). */
+  double l2_atomic_bandwidth_bytes_per_s = 0;
   /** Latency of one dependent HBM load (seconds; pointer chase, `napkin calibrate`); 0: unknown. */
   double hbm_latency_s = 0;
   /** Time of one round of dependent loads while every SM keeps its loads in flight (seconds;

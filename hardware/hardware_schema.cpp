@@ -40,6 +40,8 @@ constexpr Field<H> kL2[] = {
     {"bandwidth_bytes_per_s", Type::real, true, kMinRate, kRate, false, "bytes/s", [](H& h, const V& v) { h.l2.bandwidth_bytes_per_s = v.number; }},
     {"bulk_bandwidth_bytes_per_s", Type::real, false, kMinRate, kRate, false, "bytes/s",
      [](H& h, const V& v) { h.l2_bulk_bandwidth_bytes_per_s = v.number; }},
+    {"atomic_bandwidth_bytes_per_s", Type::real, false, kMinRate, kRate, false, "bytes/s",
+     [](H& h, const V& v) { h.l2_atomic_bandwidth_bytes_per_s = v.number; }},
 };
 constexpr Field<H> kSmem[] = {
     {"capacity_per_sm_bytes", Type::integer, true, 1, kSmBytes, false, "bytes", [](H& h, const V& v) { h.smem.capacity_bytes = v.number; }},

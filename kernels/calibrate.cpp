@@ -58,6 +58,7 @@ Hardware apply_measurements(const Hardware& base, const std::map<std::string, st
   // Measured only where the GPU has them (wgmma, the bulk-copy engine) or by newer microbenchmarks.
   if (peak > 0 && m.count("wgmma_bf16_flops_per_s")) h.wgmma_fraction = std::min(1.0, get("wgmma_bf16_flops_per_s") / peak);
   if (m.count("l2_bulk_bandwidth_bytes_per_s")) h.l2_bulk_bandwidth_bytes_per_s = get("l2_bulk_bandwidth_bytes_per_s");
+  if (m.count("l2_atomic_bandwidth_bytes_per_s")) h.l2_atomic_bandwidth_bytes_per_s = get("l2_atomic_bandwidth_bytes_per_s");
   if (m.count("hbm_latency_s")) h.hbm_latency_s = get("hbm_latency_s");
   if (peak > 0 && m.count("sustained_bf16_gemm_flops_per_s"))
     h.sustained_tensor_fraction = std::min(1.0, get("sustained_bf16_gemm_flops_per_s") / peak);

@@ -38,7 +38,7 @@ AxisList stream_axes(const FlashBwdForm& f) {
 /** Reads the accumulated outputs (statements without Q) and sets f.X; false with `why`. */
 bool read_outputs(const Diagram& d, const KernelShape& k, FlashBwdForm& f, const std::set<std::string>& tiles, std::string& why) {
   for (const auto& name : k.statements) {
-    if (tiles.count(name)) continue;
+    if (tiles.count(name) || contains(k.atomic, name)) continue;
     const Statement* s = d.find_statement(name);
     if (!contains(k.outputs, name)) return why = "'" + name + "' is neither over the stream's axis nor stored", false;
     std::vector<const Expr*> cons;
@@ -75,6 +75,44 @@ bool read_outputs(const Diagram& d, const KernelShape& k, FlashBwdForm& f, const
     f.outputs.push_back(o);
   }
   if (f.outputs.empty()) return why = "no statement accumulates over " + f.Q, false;
+  return true;
+}
+
+/** Whether `e` reads no array of `d`: numbers, axis sizes and the node `keep` only. */
+bool constant_but(const Diagram& d, const Expr& e, const Expr* keep) {
+  if (&e == keep || e.kind == Expr::Kind::number) return true;
+  if (e.kind == Expr::Kind::ref) return !d.array_axes(e.name);
+  if (e.kind != Expr::Kind::apply) return false;
+  return std::all_of(e.args.begin(), e.args.end(), [&](const ExprPtr& a) { return constant_but(d, *a, keep); });
+}
+
+/** Reads the outputs accumulated by atomic adds (FlashBwdForm::atomics) into f.atomics, after
+ *  read_outputs set f.X; marks the tiles they read atomic_staged. False with `why`. */
+bool read_atomics(const Diagram& d, const KernelShape& k, FlashBwdForm& f, const std::set<std::string>& tiles, std::string& why) {
+  for (const auto& name : k.atomic) {
+    const Statement* s = d.find_statement(name);
+    std::vector<const Expr*> cons;
+    const Expr *t = nullptr, *r = nullptr;
+    if (!elementwise_but_contractions(*s->expr, cons) || cons.size() != 1 || !binary_refs(*cons[0], t, r) || cons[0]->axes[0] != f.X)
+      return why = "'" + name + "' (added up by atomic adds) is not one contraction over " + f.X, false;
+    if (!tiles.count(t->name)) std::swap(t, r);
+    if (!tiles.count(t->name) || contains(k.statements, r->name))
+      return why = "'" + name + "' (added up by atomic adds) does not contract a tile statement with an array", false;
+    const AxisList& ra = *d.array_axes(r->name);
+    if (!contains(ra, f.X) || contains(ra, f.Q) || ra.back() == f.X || ra.back() != s->axes.back())
+      return why = "'" + name + "': " + r->name + " is not over " + f.X + " with the output's innermost axis innermost", false;
+    for (const auto& a : f.outer)
+      if (contains(ra, a)) return why = r->name + " varies along the outer stream " + a, false;
+    AxisList expect;
+    for (const auto& a : d.find_statement(t->name)->axes)
+      if (a != f.X) expect.push_back(a);
+    expect.push_back(ra.back());
+    if (!same_set(s->axes, expect)) return why = "'" + name + "' is not over the tile's axes but " + f.X + ", and " + ra.back(), false;
+    if (!constant_but(d, *s->expr, cons[0])) return why = "'" + name + "' reads arrays beside its contraction", false;
+    f.atomics.push_back({s, cons[0], t->name, r->name, ra.back(), 0});
+    for (auto& tile : f.tiles)
+      if (tile.s->name == t->name) tile.atomic_staged = true;
+  }
   return true;
 }
 
@@ -187,6 +225,8 @@ void flash_bwd_causal_skip(FlashBwdForm& f, const KernelShape& k) {
   if (side.empty()) return;
   for (const auto& o : f.outputs)
     if (!zero.count(o.tile)) return;
+  for (const auto& o : f.atomics)  // a zero tile adds nothing: a skipped chunk adds nothing
+    if (!zero.count(o.tile)) return;
   for (const auto& t : f.tiles)
     if (t.stored && !zero.count(t.s->name)) return;
   const AxisPlan &x = k.axes.at(f.X), &q = k.axes.at(f.Q);
@@ -297,7 +337,7 @@ std::optional<FlashBwdForm> analyse_flash_bwd(const Diagram& d, const KernelShap
   for (const auto& name : k.statements) {
     const Statement* s = d.find_statement(name);
     if (!picked_axis(*s->expr).empty()) return why = "a gather (one-hot select) in '" + name + "'", std::nullopt;
-    if (!contains(s->axes, f.Q)) continue;
+    if (!contains(s->axes, f.Q) || contains(k.atomic, name)) continue;
     BwdTile t;
     t.s = s;
     t.reads = referenced_arrays(*s->expr, d);
@@ -305,7 +345,7 @@ std::optional<FlashBwdForm> analyse_flash_bwd(const Diagram& d, const KernelShap
     f.tiles.push_back(t);
   }
   if (f.tiles.empty()) return why = "no statement over the streamed axis " + f.Q, std::nullopt;
-  if (!read_outputs(d, k, f, tiles, why) || !read_tiles(d, k, f, why)) return std::nullopt;
+  if (!read_outputs(d, k, f, tiles, why) || !read_tiles(d, k, f, why) || !read_atomics(d, k, f, tiles, why)) return std::nullopt;
   if (!k.axes.count(f.X) || k.axes.at(f.X).kind != AxisPlan::Kind::group) return why = "the block axis " + f.X + " is not grouped", std::nullopt;
   for (const auto& t : f.tiles)
     if (t.node && !add_operand(d, k, f, t.resident, false, why)) return std::nullopt;
@@ -313,6 +353,10 @@ std::optional<FlashBwdForm> analyse_flash_bwd(const Diagram& d, const KernelShap
     if (t.node && !add_operand(d, k, f, t.streamed, true, why)) return std::nullopt;
   for (auto& o : f.outputs) {
     if (!add_operand(d, k, f, o.operand, true, why)) return std::nullopt;
+    o.E = k.axes.at(o.e).extent;
+  }
+  for (auto& o : f.atomics) {
+    if (!add_operand(d, k, f, o.operand, false, why)) return std::nullopt;
     o.E = k.axes.at(o.e).extent;
   }
   for (const auto& a : f.outer)
@@ -337,6 +381,8 @@ std::optional<FlashBwdForm> analyse_flash_bwd(const Diagram& d, const KernelShap
   if (f.TX % (16 * f.warps) != 0 || f.TQ % 16 != 0) return why = "T_X not a multiple of 16 x warps, or T_Q of 16", std::nullopt;
   for (const auto& o : f.operands)
     if (o.width % 16 != 0) return why = "the width of " + o.array + " is not a multiple of 16", std::nullopt;
+  for (const auto& o : f.atomics)
+    if (o.E % 16 != 0) return why = "the width of " + o.out->name + " is not a multiple of 16", std::nullopt;
   find_last_readers(f);
   f.live_tiles = live_tiles(f);
   flash_bwd_causal_skip(f, k);
@@ -349,8 +395,10 @@ std::optional<FlashBwdForm> analyse_flash_bwd(const Diagram& d, const KernelShap
 std::int64_t flash_bwd_smem_bytes(const FlashBwdForm& f) {
   std::int64_t elems = 0;
   for (const auto& o : f.operands) elems += (o.streamed ? 2 * f.TQ : f.TX) * (o.width + 8);
-  for (const auto& t : f.tiles)
+  for (const auto& t : f.tiles) {
     if (t.staged) elems += t.x_inner ? f.TQ * (f.TX + 8) : f.TX * (f.TQ + 8);
+    if (t.atomic_staged) elems += f.TX * (f.TQ + 8);
+  }
   return elems * 2;
 }
 
@@ -366,6 +414,7 @@ std::int64_t flash_bwd_wgmma_smem_bytes(const FlashBwdForm& f) {
 bool flash_bwd_wgmma_fits(const FlashBwdForm& f, const Diagram& d, const Hardware& hw, std::string& why) {
   if (!hw.wgmma || !hw.tma) return why = hw.name + " has no wgmma and TMA", false;
   if (!hw.warpgroup_mma(f.dtype)) return why = "no warpgroup MMA for " + std::string(dtype_name(f.dtype)), false;
+  if (!f.atomics.empty()) return why = "'" + f.atomics.front().out->name + "' is added up by atomic adds, which only the mma.sync path renders", false;
   if ((f.warps != 4 && f.warps != 8) || f.TX != 16 * f.warps) return why = "T_X not 64 rows per consumer warpgroup (4 or 8 warps)", false;
   if (f.TQ % 16 != 0 || f.TQ > 256) return why = "T_Q not a multiple of 16 up to 256", false;
   for (const auto& o : f.operands)
@@ -382,7 +431,10 @@ bool flash_bwd_wgmma_fits(const FlashBwdForm& f, const Diagram& d, const Hardwar
 
 int flash_bwd_registers(const FlashBwdForm& f) {
   const std::int64_t mt = f.TX / (16 * f.warps);
-  std::int64_t regs = 40 + mt * 4 + f.live_tiles * mt * (f.TQ / 8) * 4;
+  const std::int64_t tile = mt * (f.TQ / 8) * 4;
+  std::int64_t item = 0;  // an atomic output's item is computed once its tile has retired (emit/cuda/flash_bwd.cpp)
+  for (const auto& o : f.atomics) item = std::max(item, FlashBwdForm::atomic_cols(o.E) / 2);
+  std::int64_t regs = 40 + mt * 4 + std::max(f.live_tiles * tile, (f.live_tiles - 1) * tile + item);
   for (const auto& o : f.outputs) regs += mt * (o.E / 8) * 4;
   return static_cast<int>(regs);
 }

@@ -60,6 +60,10 @@ struct BwdTile {
    *  (`x_inner`: staging T_Q x (T_X + 8), the registers' tile transposed) or Q (T_X x (T_Q + 8))
    *  and its dtype is the operands'; else element by element from the registers. */
   bool staged = false, x_inner = false;
+  /** An output accumulated by atomic adds reads it (FlashBwdForm::atomics): per chunk it is also
+   *  written, in the operand dtype, into an SMEM tile [T_X][T_Q + 8] (the registers' layout: X
+   *  rows, Q contiguous), read transposed (ldmatrix.trans) as the A operand of those outputs' MMAs. */
+  bool atomic_staged = false;
   /** The wgmma path's staging (staged, and X innermost or T_Q a multiple of 64): 128-byte-swizzled
    *  boxes of 64 elements of the inner axis, one set per consumer warpgroup for its 64 rows of X
    *  (T_Q x 64 where X is innermost, T_Q / 64 boxes of 64 x 64 where Q is), the layout of a TMA
@@ -101,6 +105,15 @@ struct FlashBwdForm {
   AxisList batch;                   ///< the tile's other axes (grid slices, one index per block)
   std::vector<BwdTile> tiles;       ///< tile statements, dataflow order
   std::vector<BwdOutput> outputs;   ///< accumulated outputs, dataflow order
+  /** Outputs over Q accumulated across the blocks by atomic adds (KernelShape::atomic, lemma
+   *  atomic-sum): `out`[.., Q, e] (fp32) += s * contract(tile, operand; X), `operand` a resident
+   *  array [.., X, e] (e innermost and whole), s a constant factor (numbers and sizes only). Per
+   *  chunk, after the tile's values are final, the block multiplies its staged tile (transposed,
+   *  BwdTile::atomic_staged) by the resident operand on mma.sync, each warp items of 16 rows of
+   *  Q x atomic_cols() columns of e over all T_X rows, and adds the products into global memory
+   *  by red.global.add (PTX ISA 9.7.13.6; two fp32 at once on sm_90). The launcher zeroes `out`
+   *  first. BwdOutput::e and E as for the accumulated outputs. */
+  std::vector<BwdOutput> atomics;
   std::vector<BwdOperand> operands; ///< staged arrays: resident ones first, then streamed ones
   /** Arrays the tile maps read along one side of the tile only, beside the batch axes (the row
    *  statistics lse and D): `row_vectors` over X (no outer axis), read once per block into
@@ -132,6 +145,9 @@ struct FlashBwdForm {
    *  scheduling, so that no long block starts last. Without a skip: empty, and the grid runs the
    *  tiles of X fastest (blocks of one head, which share its streamed chunks in L2, side by side). */
   std::vector<std::int64_t> tile_chunks;
+  /** Columns of e per warp item of an atomic output of width `E`: 64 where E allows (its A
+   *  fragments reused over four n16 pairs), else 16. */
+  static std::int64_t atomic_cols(std::int64_t E) { return E % 64 == 0 ? 64 : 16; }
   /** Names of the tile statements (what the element-wise maps read in registers). */
   std::vector<std::string> tile_names() const;
   /** Index of `array` in operands, or -1. */
@@ -142,7 +158,8 @@ struct FlashBwdForm {
  *  axis Q the tile statements weave and every output reduces, nested in streams of other axes in
  *  chunks of 1 (FlashBwdForm::outer) that every output reduces too and no resident operand has; X the grouped axis all outputs keep; at
  *  least one accumulated output, whose epilogue reads no other statement of the kernel (they are
- *  not in global memory yet); operands bf16 or fp16 (all the same), stored with their
+ *  not in global memory yet); outputs accumulated by atomic adds (FlashBwdForm::atomics) of the
+ *  form given there, their widths multiples of 16; operands bf16 or fp16 (all the same), stored with their
  *  contracted axis innermost and whole; T_X a multiple of 16 x warps, T_Q of 16, widths of 16; an
  *  m16n8k16 mma.sync; the SMEM (flash_bwd_smem_bytes) and the registers (flash_bwd_registers)
  *  within the hardware's limits. nullopt with `why` set otherwise. */
@@ -169,8 +186,9 @@ std::pair<std::int64_t, std::int64_t> flash_bwd_zero_rows(const std::vector<Zero
 void flash_bwd_zero_shares(FlashBwdForm& f, const KernelShape& k);
 
 /** SMEM bytes per block: the resident operands' tiles (T_X rows), two stages of the streamed
- *  operands' chunks (T_Q rows), rows padded by 8 elements (16 bytes), and one staging tile per
- *  staged tile statement (BwdTile::staged: its coalesced store), all of the operand dtype. */
+ *  operands' chunks (T_Q rows), rows padded by 8 elements (16 bytes), one staging tile per
+ *  staged tile statement (BwdTile::staged: its coalesced store) and one per tile an atomic output
+ *  reads (BwdTile::atomic_staged, T_X x (T_Q + 8)), all of the operand dtype. */
 std::int64_t flash_bwd_smem_bytes(const FlashBwdForm& f);
 
 /** SMEM bytes per block of the wgmma path (emit/cuda/flash_bwd_wgmma.cpp): the resident tiles
@@ -191,7 +209,8 @@ bool flash_bwd_wgmma_fits(const FlashBwdForm& f, const Diagram& d, const Hardwar
 /** Registers per thread the emitted kernel needs, estimated: the outputs' fp32 accumulators
  *  (T_X / warps rows x E each, 32 threads a warp), live_tiles fp32 tiles of T_X / warps x T_Q,
  *  one 16-bit A fragment tile row, plus 40 for indices and addresses (an estimate to calibrate
- *  against ptxas -v). */
+ *  against ptxas -v). The widest atomic output's item (16 x atomic_cols fp32 a warp, while its
+ *  products are added out) takes the place of its tile, which has retired by then. */
 int flash_bwd_registers(const FlashBwdForm& f);
 
 }  // namespace napkin

@@ -35,6 +35,7 @@ class Shaper {
   KernelShape run() {
     classify_arrays();
     plan_axes();
+    atomic_outputs();
     causal_skip();
     return std::move(s_);
   }
@@ -66,6 +67,16 @@ class Shaper {
       (outs.count(n) || read_outside.count(n) ? s_.outputs : s_.internal).push_back(n);
     }
   }
+
+  /** The statements reducing a grouped axis (legal by the atomic-sum lemma alone:
+   *  check_schedule.cpp). */
+  void atomic_outputs() {
+    for (const auto* w : stmts_)
+      for (const auto& [a, r] : w->roles)
+        if (r.role == AxisRole::reduced && s_.grouped(a) && !contains(s_.atomic, w->statement->name)) s_.atomic.push_back(w->statement->name);
+  }
+
+  static bool contains(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
   void plan_axes() {
     std::set<std::string> touched;

@@ -32,6 +32,10 @@ struct KernelShape {
   std::vector<std::string> inputs;              ///< arrays read from global memory, first use order
   std::vector<std::string> outputs;             ///< statements stored (diagram outputs, or read by other kernels)
   std::vector<std::string> internal;            ///< statements that never leave the kernel
+  /** Outputs that reduce a grouped axis (lemma atomic-sum, derive/lemmas.hpp): fp32 arrays each
+   *  block adds its partial sums into by atomic adds, zeroed before the launch. Only the
+   *  flash_bwd form renders them (lower/flash_bwd_form.hpp); the model refuses any other. */
+  std::vector<std::string> atomic;
   std::map<std::string, AxisPlan> axes;         ///< every axis a statement touches
   std::vector<std::string> axis_order;          ///< those axes in declaration order
   std::int64_t blocks = 1;                      ///< thread blocks: product of the group counts

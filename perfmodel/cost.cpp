@@ -218,7 +218,8 @@ class KernelModel {
       t.symbolic = sym.empty() ? "1" : join(sym, "·");
       ++terms[t.symbolic];
       c_.transfers.push_back(t);
-      c_.l2_to_smem_bytes += t.bytes;
+      const bool atomic = !load && std::find(spec_.shape.atomic.begin(), spec_.shape.atomic.end(), array) != spec_.shape.atomic.end();
+      if (!atomic) c_.l2_to_smem_bytes += t.bytes;  // an atomic output's partial sums: atomic_terms
       c_.hbm_bytes += elements(ax) * bytes_of(dt) * (load ? hbm_skip_factor(ax) : 1);
     };
     for (const auto& a : c_.inputs) add(a, true);
@@ -230,6 +231,14 @@ class KernelModel {
 
   // ------------------------------------------------------------------ residency and occupancy
   void residency() {
+    if (!spec_.shape.atomic.empty() && !opt_.two_level) {
+      const std::string& a = spec_.shape.atomic.front();
+      if (spec_.strategy != Strategy::flash_bwd)
+        c_.problems.push_back("'" + a + "' reduces a grouped axis, added up by atomic adds, which only the flash_bwd form renders (this kernel lowers to " +
+                              describe_spec(spec_) + ")");
+      else if (hw_.l2_atomic_bandwidth_bytes_per_s <= 0)
+        c_.problems.push_back("'" + a + "' is added up by atomic adds, and " + hw_.name + "'s table has no L2 atomic bandwidth to price them (l2.atomic_bandwidth_bytes_per_s)");
+    }
     if (spec_.flash_bwd && !opt_.two_level) return flash_bwd_residency();
     auto stream = plan_.stream();
     int stages = opt_.two_level ? 1 : std::max(1, opt_.pipeline_stages);
@@ -337,6 +346,29 @@ class KernelModel {
     if (c_.blocks_per_sm == 0) c_.problems.push_back("no thread block fits on an SM");
   }
 
+  /** Outputs accumulated by atomic adds (KernelShape::atomic): each block adds its partial
+   *  sums of every element once per chunk that runs, so the payload is the output's elements
+   *  times the blocks along the grouped axis it reduces, times the share of chunks computed; at
+   *  the L2's atomic bandwidth, overlapped with the other memory terms (KernelCost::t_atomic).
+   *  The launcher zeroes each output first (a memset: its bytes written, then read back by the
+   *  first adds), a launch of its own before the kernel's (t_zero). */
+  void atomic_terms(double mem_util) {
+    double zeroed = 0;
+    for (const auto& name : spec_.shape.atomic) {
+      const double bytes = elements(axes_of(name)) * 4;
+      double adders = 1;
+      for (const auto& [a, ap] : c_.axes)
+        if (ap.kind == AxisPlan::Kind::group && std::find(axes_of(name).begin(), axes_of(name).end(), a) == axes_of(name).end())
+          adders *= static_cast<double>(ap.count);
+      c_.atomic_bytes += bytes * adders * c_.causal_active_fraction;
+      zeroed += bytes;
+    }
+    c_.hbm_bytes += 2 * zeroed;  // the memset's writes, and the first adds' reads of them
+    c_.t_hbm += 2 * zeroed / hw_.hbm.bandwidth_bytes_per_s / mem_util;
+    c_.t_zero = zeroed / hw_.hbm.bandwidth_bytes_per_s + hw_.launch_overhead_s;
+    if (hw_.l2_atomic_bandwidth_bytes_per_s > 0) c_.t_atomic = c_.atomic_bytes / hw_.l2_atomic_bandwidth_bytes_per_s / mem_util;
+  }
+
   /** A flash_bwd kernel's causal skip (flash_bwd_causal_skip): the zeros it writes into its
    *  stored tiles over the skipped chunks (the share its readers read: BwdTile::zero_share; the
    *  rest is not written at all) leave the overlapped HBM term for t_skipped_zeros (the
@@ -399,6 +431,13 @@ class KernelModel {
       if (t.stored) per_chunk += 2 * TQ * TX * e;
     }
     for (const auto& o : f.outputs) per_chunk += W * TQ * width(o.operand) * e;
+    // An atomic output (emit/cuda/flash_bwd.cpp atomic_adds): its tile written transposed once;
+    // items of 16 rows of Q x C columns, each reading its 16 x T_X of the tile and T_X x C of the
+    // resident operand.
+    for (const auto& o : f.atomics) {
+      const double E = static_cast<double>(o.E), C = static_cast<double>(FlashBwdForm::atomic_cols(o.E));
+      per_chunk += TQ * TX * e + TQ * (E / C) * TX * e + (TQ / 16) * E * TX * e;
+    }
     return per_chunk * static_cast<double>(c_.blocks) * static_cast<double>(c_.axes.at(f.Q).count * f.outer_steps) * f.active_fraction;
   }
 
@@ -600,6 +639,7 @@ class KernelModel {
       c_.t_hbm = std::max(0.0, c_.hbm_bytes - waited) / hw_.hbm.bandwidth_bytes_per_s / mem_util;
     }
     if (spec_.flash_bwd && !opt_.two_level) flash_bwd_skip_terms(mem_util);
+    if (!spec_.shape.atomic.empty() && !opt_.two_level) atomic_terms(mem_util);
     // The forward's causal tiles handed out longest first with the batch slices fastest: their
     // makespan. Each slice's tiles together (K and V over half of L2) are not stretched: a
     // slice's later blocks find its K and V in L2 that its first ones fetched, so blocks are not
@@ -615,7 +655,15 @@ class KernelModel {
     c_.t_fp32 = c_.flops_fp32 / hw_.fp32_flops_per_s * stretch;
     c_.t_sfu = c_.sfu_ops / hw_.sfu_ops_per_s * stretch;
     c_.t_launch = hw_.launch_overhead_s;
-    double memory = std::max({c_.t_hbm, c_.t_l2, c_.t_smem});
+    // The mma.sync path of a flash_bwd kernel (emit/cuda/flash_bwd.cpp): every warp walks a chunk
+    // as one dependent chain (ldmatrix, MMAs, maps, staging, the atomic adds) between the block's
+    // barriers, at 8 warps per SM (255 registers a thread): its SMEM reads, atomic adds and
+    // arithmetic add up; only the cp.async loads (HBM, L2) run beside them. Measured (H200,
+    // session 27, B4 H16 N4096 d128, dQ by atomic adds): 7324.9 us against 7.18 ms summed, 3.41 ms
+    // overlapped; b = 1: 1877.0 us against 1.79 ms; session 15's kernel without atomics, 7217.2 us
+    // against 3698.3 us overlapped.
+    const bool serial_chain = !opt_.two_level && spec_.strategy == Strategy::flash_bwd && !c_.warpgroup_mma;
+    double memory = serial_chain ? std::max({c_.t_hbm, c_.t_l2, c_.t_smem + c_.t_atomic}) : std::max({c_.t_hbm, c_.t_l2, c_.t_smem, c_.t_atomic});
     double compute_t = c_.t_tensor + c_.t_fp32 + c_.t_sfu;
     bool pipelined = hw_.cp_async && opt_.pipeline_stages >= 2;
     // Overlap needs warps to switch between: with fewer than kWarpsToHide resident warps per SM,
@@ -628,19 +676,20 @@ class KernelModel {
     // 2795.5 us for the same chunks. The forward's one-consumer flash kernels are not measured
     // apart, so the rule is not applied to them.
     const bool lone_consumer = !opt_.two_level && c_.warpgroup_mma && spec_.strategy == Strategy::flash_bwd && c_.warps / 4 < 2;
-    if (lone_consumer) hidden = 0;
+    if (lone_consumer || serial_chain) hidden = 0;
     // With two consumers on the wgmma path, the share of the SMEM reads their MMAs do not hide
     // (Hardware::flash_bwd_smem_exposed, a fit; 0 where not fitted).
     if (!opt_.two_level && c_.warpgroup_mma && spec_.strategy == Strategy::flash_bwd && !lone_consumer)
       c_.t_smem_exposed = hw_.flash_bwd_smem_exposed * c_.t_smem;
     c_.t_total = (pipelined ? std::max(memory, compute_t) + (1 - hidden) * std::min(memory, compute_t) : memory + compute_t) +
-                 c_.t_epilogue + c_.t_skipped_zeros + c_.t_smem_exposed + c_.t_launch;
-    std::vector<std::pair<double, const char*>> terms{{c_.t_hbm, "HBM bandwidth"},   {c_.t_l2, "L2->SMEM bandwidth"},
+                 c_.t_epilogue + c_.t_skipped_zeros + c_.t_smem_exposed + c_.t_zero + c_.t_launch;
+    std::vector<std::pair<double, const char*>> terms{{c_.t_hbm, "HBM bandwidth"},   {c_.t_l2, "L2->SMEM bandwidth"}, {c_.t_atomic, "L2 atomic adds"},
                                                       {c_.t_smem, "SMEM bandwidth"}, {c_.t_tensor, "tensor cores"},
                                                       {c_.t_fp32, "FP32 units"},     {c_.t_sfu, "special-function units (exp)"}};
     c_.bound = std::max_element(terms.begin(), terms.end())->second;
     if (compute_t > memory && std::max({c_.t_tensor, c_.t_fp32, c_.t_sfu}) < 0.7 * compute_t) c_.bound = "compute (tensor + FP32 + SFU, not overlapped)";
     if (lone_consumer) c_.bound += "; one consumer warpgroup: memory and compute do not overlap (FlashAttention-3 §3.1)";
+    if (serial_chain) c_.bound += "; mma.sync flash_bwd: each warp's chunk is one dependent chain, its SMEM reads, atomic adds and arithmetic add up";
   }
 
   /** Clusters of `size` blocks along `axis`: the operand tiles that do not vary along it cross

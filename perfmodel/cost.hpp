@@ -85,6 +85,13 @@ struct KernelCost {
    *  skip leaves out (flash_bwd_causal_skip), before its stream loop and by the same warps: added
    *  to the total, not overlapped; 0 elsewhere. */
   double t_skipped_zeros = 0;
+  /** Outputs accumulated by atomic adds (KernelShape::atomic, lemma atomic-sum): the fp32 payload
+   *  bytes every block adds into global memory (each atomic output's elements times the blocks
+   *  along the reduced grouped axis, times the chunks that run), and their seconds at the L2's
+   *  atomic bandwidth (Hardware::l2_atomic_bandwidth_bytes_per_s), overlapped with the other
+   *  memory terms; `t_zero`, the launcher's zeroing of those outputs before the kernel (their
+   *  bytes at HBM bandwidth plus a launch), added to the total. 0 elsewhere. */
+  double atomic_bytes = 0, t_atomic = 0, t_zero = 0;
   /** Seconds of a flash_bwd kernel's SMEM reads its two consumer warpgroups do not hide behind
    *  their MMAs: t_smem x Hardware::flash_bwd_smem_exposed, added to the total; 0 elsewhere. */
   double t_smem_exposed = 0;

@@ -13,7 +13,7 @@
 namespace napkin {
 
 std::vector<Step> stream_partition_pass(const PassContext& c, KernelCandidate& k, Diagram& ir) {
-  if (k.refused = kernel_illegal(k.statements, k.params, k.escaping, &k.lemmas); !k.refused.empty()) return {};
+  if (k.refused = kernel_illegal(c.diagram, c.opt, k.statements, k.params, k.escaping, &k.lemmas); !k.refused.empty()) return {};
   write_labels(ir, k.params, Directive::Kind::stream);
   auto st = k.params.stream();
   if (!st || !k.priced) return {};

@@ -48,13 +48,19 @@ void head(const BwdKernel& b) {
            (o.streamed ? "streamed, 2 x [T_Q][P]: " : "resident [T_X][P]: ") + o.array + " [" + o.rows + "][" + o.cols + "]");
     off = "OFF_" + o.array + " + " + (o.streamed ? "2 * T_Q" : "T_X") + " * P_" + o.array;
   }
-  for (const auto& t : f.tiles)
+  for (const auto& t : f.tiles) {
     if (t.staged) {
       const std::string rows = t.x_inner ? "T_Q" : "T_X", pitch = t.x_inner ? "T_X + 8" : "T_Q + 8";
       k.line("constexpr int OFF_ST_" + t.s->name + " = " + off + ", P_ST_" + t.s->name + " = " + pitch + ";  // staging [" + rows + "][" + pitch + "] of " +
              t.s->name);
       off = "OFF_ST_" + t.s->name + " + " + rows + " * P_ST_" + t.s->name;
     }
+    if (t.atomic_staged) {
+      k.line("constexpr int OFF_AT_" + t.s->name + " = " + off + ", P_AT_" + t.s->name + " = T_Q + 8;  // [T_X][T_Q + 8]: " + t.s->name +
+             ", the A operand (transposed) of the outputs added up by atomic adds");
+      off = "OFF_AT_" + t.s->name + " + T_X * P_AT_" + t.s->name;
+    }
+  }
   k.line("constexpr size_t SMEM_BYTES = sizeof(T) * (" + off + ");");
   k.line("");
   k.line("__global__ void __launch_bounds__(THREADS) kernel(const Args a) {");
@@ -158,8 +164,69 @@ void accumulate(const BwdKernel& b, const BwdOutput& o) {
   k.close();
 }
 
+/** Atomic output `o` (FlashBwdForm::atomics) of this chunk: its tile into the SMEM tile
+ *  AT [T_X][T_Q + 8] as 16-bit pairs, a barrier, then items of 16 rows of Q x C columns of e
+ *  (C = FlashBwdForm::atomic_cols) spread over the warps, each the contraction over the block's
+ *  T_X rows of X on mma.sync (A: the tile transposed by ldmatrix.trans; B: the resident operand
+ *  [T_X][e], ldmatrix.trans), its factor applied, added into global memory two columns at a time
+ *  (napkin::red_add2). Rows of X past N_X hold zeros in the tile (tile_map) and in the resident
+ *  operand (load_tile's zero fill); columns of Q past N_Q are not added. The next chunk's
+ *  __syncthreads orders the reads of AT before it is written again. */
+void atomic_adds(const BwdKernel& b, const BwdOutput& o) {
+  Code& k = b.k;
+  const FlashBwdForm& f = b.f;
+  const std::string mf = "napkin::" + mma_function(b.mma), t = o.tile, at = "at_" + o.tile, P = "P_AT_" + o.tile, R = o.operand;
+  const std::int64_t C = FlashBwdForm::atomic_cols(o.E);
+  k.line("// " + o.out->name + " += contract(" + t + ", " + R + "; " + f.X + ") over this block's rows of " + f.X +
+         ", added into global memory by atomic adds (lemma atomic-sum)");
+  k.line("T* " + at + " = smem + OFF_AT_" + t + ";");
+  k.line("#pragma unroll");
+  k.open("for (int mt = 0; mt < MT; ++mt)");
+  k.line("#pragma unroll");
+  k.open("for (int nt = 0; nt < T_Q / 8; ++nt)");
+  k.line("const int r = warp * (T_X / WARPS) + mt * 16 + lane / 4, cq = nt * 8 + (lane % 4) * 2;");
+  k.line("*reinterpret_cast<uint32_t*>(" + at + " + r * " + P + " + cq) = napkin::pack2<T>(t_" + t + "[mt][nt][0], t_" + t + "[mt][nt][1]);");
+  k.line("*reinterpret_cast<uint32_t*>(" + at + " + (r + 8) * " + P + " + cq) = napkin::pack2<T>(t_" + t + "[mt][nt][2], t_" + t + "[mt][nt][3]);");
+  k.close();
+  k.close();
+  k.line("__syncthreads();  // the whole tile is staged");
+  k.line("constexpr int C = " + n(C) + ", ITEMS = (T_Q / 16) * (" + n(o.E) + " / C);");
+  k.open("for (int item = warp; item < ITEMS; item += WARPS)");
+  k.line("const int m0 = item / (" + n(o.E) + " / C) * 16, n0 = item % (" + n(o.E) + " / C) * C;");
+  k.line("float part[C / 8][4] = {};");
+  k.line("#pragma unroll");
+  k.open("for (int kk = 0; kk < T_X / 16; ++kk)");
+  k.line("uint32_t fa[4];");
+  k.line("napkin::frag_a_t(fa, " + at + ", " + P + ", m0, kk * 16, lane);");
+  k.line("#pragma unroll");
+  k.open("for (int nt = 0; nt < C / 16; ++nt)");
+  k.line("uint32_t fb[4];");
+  k.line("napkin::frag_b_t(fb, smem + OFF_" + R + ", P_" + R + ", n0 + nt * 16, kk * 16, lane);");
+  k.line(mf + "(part[2 * nt], fa, fb), " + mf + "(part[2 * nt + 1], fa, fb + 2);");
+  k.close();
+  k.close();
+  k.line("#pragma unroll");
+  k.open("for (int j = 0; j < C / 8; ++j)");
+  k.line("#pragma unroll");
+  k.open("for (int h = 0; h < 2; ++h)");
+  k.line("const int cq = m0 + lane / 4 + h * 8;");
+  k.line("if (cq >= n_q) continue;");
+  k.line("const int64_t i_" + f.Q + " = q0 + cq, i_" + o.e + " = n0 + j * 8 + (lane % 4) * 2;");
+  auto value = [&](const std::string& e) {
+    NodeOverride over = [&](const Expr& x) -> std::optional<std::string> {
+      if (&x == o.node) return "part[j][2 * h + " + e + "]";
+      return std::nullopt;
+    };
+    return b.c.value(*o.out->expr, over);
+  };
+  k.line("napkin::red_add2(a." + o.out->name + " + " + b.c.index(o.out->name) + ", " + value("0") + ", " + value("1") + ");");
+  k.close();
+  k.close();
+  k.close();
+}
+
 /** The stream loop: per chunk, its stage (and the next one's loads), then each tile statement
- *  with its accumulated outputs and its store. */
+ *  with its accumulated outputs, its store and the outputs it adds up by atomic adds. */
 void stream(const BwdKernel& b) {
   Code& k = b.k;
   const FlashBwdForm& f = b.f;
@@ -181,6 +248,8 @@ void stream(const BwdKernel& b) {
     for (const auto& o : f.outputs)
       if (o.tile == t.s->name) accumulate(b, o);
     if (t.stored) store_tile(b, t, {"warp * 32 + lane", "THREADS", "0", "T_X", "__syncthreads();", false});  // the next chunk begins with __syncthreads
+    for (const auto& o : f.atomics)
+      if (o.tile == t.s->name) atomic_adds(b, o);
   }
   k.close();
   k.line("napkin::cp_async_wait<0>();");
@@ -205,12 +274,15 @@ KernelEmit emit_flash_bwd(Context& c, const KernelChoice& kc) {
   KernelEmit r;
   r.strategy = "flash_bwd";
   for (const auto& o : f.outputs) r.stored.insert(o.out->name);
+  for (const auto& o : f.atomics) r.stored.insert(o.out->name);
   for (const auto& t : f.tiles)
     if (t.stored) r.stored.insert(t.s->name);
   Code l;
   std::string check;
   for (const auto& o : f.operands) check += std::string(check.empty() ? "" : " || ") + "a.N_" + o.cols + " != " + n(o.width);
   l.line("if (" + check + ") return napkin_fail(\"" + ns + ": this kernel was emitted for other widths of its operands' innermost axes\");");
+  for (const auto& o : f.atomics)  // each block adds its partial sums into it (lemma atomic-sum)
+    l.line("NAPKIN_CUDA(cudaMemsetAsync(a." + o.out->name + ", 0, " + host_bytes("float", c.axes(o.out->name)) + ", stream));");
   std::string blocks = "((a.N_" + f.X + " + " + n(f.TX) + " - 1) / " + n(f.TX) + ")";
   for (const auto& a : f.batch) blocks += " * a.N_" + a;
   l.line("const int64_t blocks = " + blocks + ";");

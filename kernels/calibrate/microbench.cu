@@ -115,6 +115,16 @@ __global__ void l2_bulk_read(const unsigned char* src, size_t chunks, int iters,
 #endif
 }
 
+// Atomic adds into a buffer that fits in L2 (red.global.add.f32, PTX ISA 9.7.13.6: no value comes
+// back): consecutive threads add to consecutive floats (a warp's 32 reds cover one 128-byte line),
+// every address distinct within a pass, the whole buffer covered `passes` times. The reds are the
+// kernel's side effect, so none is dead.
+__global__ void l2_red(float* buf, size_t n, int passes, float v) {
+  for (int p = 0; p < passes; ++p)
+    for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+      asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(buf + i), "f"(v) : "memory");
+}
+
 // HBM latency: one thread follows a chain of dependent loads through 256 MiB (5x the L2), each
 // hop a 4 KB-aligned jump along a full-period LCG over the pages (a = 2654435761 = 1 mod 4, c odd),
 // so every load misses the caches. Seconds per hop.
@@ -311,6 +321,13 @@ int main() {
       l2_bulk_read<<<sms * 2, 32, bulk_smem_bytes>>>(reinterpret_cast<const unsigned char*>(in), l2_bytes / kBulkChunk, bulk_iters, sink);
     });
     std::printf("l2_bulk_bandwidth_bytes_per_s %.6g\n", double(sms) * 2 * bulk_iters * kBulkChunk / t);
+  }
+  {  // fp32 atomic adds into the same quarter of the L2 (zeroed: the sums stay small and finite)
+    float* acc = reinterpret_cast<float*>(in);
+    const size_t n = l2_bytes / 4;
+    CHECK(cudaMemset(acc, 0, l2_bytes));
+    t = median_seconds([&] { l2_red<<<sms * 8, 512>>>(acc, n, passes, 1.0f); });
+    std::printf("l2_atomic_bandwidth_bytes_per_s %.6g\n", 4.0 * double(n) * passes / t);
   }
   // HBM latency by pointer chasing through the 2 GiB buffer (about 1 us of hops is plenty).
   chase_init<<<sms * 8, 256>>>(out, size_t(1) << 26, 12345u);  // 256 MiB: 5x the L2, within the TLB reach

@@ -58,6 +58,9 @@ TEST_CASE("format_hardware round-trips with parse_hardware for every bundled des
   for (const auto& file : bundled_hardware()) {
     INFO(file);
     Hardware h = load_hardware(file);
+    // No bundled description has the atomic-add bandwidth yet: give it one so a field that is not
+    // printed or not parsed reads back as 0 and fails below.
+    if (h.l2_atomic_bandwidth_bytes_per_s == 0) h.l2_atomic_bandwidth_bytes_per_s = 2.345e12;
     SourceManager sm;
     DiagnosticEngine diags;
     auto back = parse_hardware(*sm.add("round.toml", format_hardware(h, "a header\nof two lines")), diags);
@@ -74,6 +77,8 @@ TEST_CASE("format_hardware round-trips with parse_hardware for every bundled des
     CHECK(back->wgmma == h.wgmma);
     CHECK(back->wgmma_fraction == Approx(h.wgmma_fraction).epsilon(1e-5));
     CHECK(back->l2_bulk_bandwidth_bytes_per_s == Approx(h.l2_bulk_bandwidth_bytes_per_s).epsilon(1e-5));
+    CHECK(back->l2_atomic_bandwidth_bytes_per_s > 0);
+    CHECK(back->l2_atomic_bandwidth_bytes_per_s == Approx(h.l2_atomic_bandwidth_bytes_per_s).epsilon(1e-5));
     CHECK(back->hbm_latency_s == Approx(h.hbm_latency_s).epsilon(1e-5));
     CHECK(back->clusters == h.clusters);
     CHECK(back->sustained_tensor_fraction == Approx(h.sustained_tensor_fraction).epsilon(1e-5));
@@ -119,6 +124,9 @@ TEST_CASE("calibration merges measured figures into a description", "[hardware][
   Hardware h4 = apply_measurements(base, m4);
   CHECK(h4.wgmma_fraction == Approx(std::stod(m4.at("wgmma_bf16_flops_per_s")) / 989.4e12));
   CHECK(h4.l2_bulk_bandwidth_bytes_per_s == Approx(std::stod(m4.at("l2_bulk_bandwidth_bytes_per_s"))));
+  CHECK(h4.l2_atomic_bandwidth_bytes_per_s == base.l2_atomic_bandwidth_bytes_per_s);  // session 4 did not measure atomic adds: the base's figure stays
+  m4["l2_atomic_bandwidth_bytes_per_s"] = "3.21e+12";  // as microbench.cu's l2_red probe prints it
+  CHECK(apply_measurements(base, m4).l2_atomic_bandwidth_bytes_per_s == Approx(3.21e12));
   CHECK(h4.hbm_latency_s == Approx(std::stod(m4.at("hbm_latency_s"))));
   CHECK(h.wgmma_fraction == base.wgmma_fraction);  // the session-2 file has no wgmma line: the base's figure stays
 }

@@ -121,7 +121,7 @@ TEST_CASE("napkin derive --dump-after prints the labelled diagram, and an unknow
   CHECK(ok.output.find("Relabelling steps") == std::string::npos);
   RunResult bad = run_napkin("derive " + file + " --dump-after derive-nothing");
   CHECK(bad.status == 1);
-  CHECK(bad.output.find("unknown pass 'derive-nothing'; the passes are derive-contraction-order, derive-split-reduction, derive-operand-relayout, derive-weave-analysis, derive-fusion") != std::string::npos);
+  CHECK(bad.output.find("unknown pass 'derive-nothing'; the passes are derive-contraction-order, derive-split-reduction, derive-atomic-accumulation, derive-operand-relayout, derive-weave-analysis, derive-fusion") != std::string::npos);
 }
 
 TEST_CASE("napkin derive --dump-after writes the --set sizes its labels were chosen for", "[derive][labels][cli]") {

@@ -7,14 +7,21 @@
 // reference and the fp64 evaluator, timings) are in docs/benchmarks.md, session 15.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <unistd.h>
 
+#include "derive/check_schedule.hpp"
 #include "derive/derivation.hpp"
 #include "derive/partition.hpp"
+#include "diagrams/eval.hpp"
+#include "diagrams/schedule.hpp"
+#include "diagrams/verify.hpp"
+#include "emit/cpu_emitter.hpp"
 #include "emit/cuda_emitter.hpp"
+#include "tests/support/loop_nest_check.hpp"
 #include "tests/support/run.hpp"
 
 using namespace napkin;
@@ -342,4 +349,125 @@ TEST_CASE("flash_bwd: the SMEM reads two consumer warpgroups do not hide are pri
   REQUIRE(kc0 != nullptr);
   CHECK(kc0->cost.t_smem_exposed == 0);
   CHECK(kc->cost.t_total == Approx(kc0->cost.t_total + kc->cost.t_smem_exposed).epsilon(1e-9));
+}
+
+// dQ by atomic adds (lemma atomic-sum; issue 16): FlashAttention-2's backward with dQ's fp32
+// accumulator fused into the key-grouped kernel. The schedule checks, lowers to flash_bwd on
+// mma.sync with the accumulator as an atomic output, the model prices its atomic adds and its
+// zeroing, the CUDA adds by red and zeroes it before the launch (and compiles for sm_80 and
+// sm_90a without warnings), and the CPU loop nest of that schedule equals the fp64 evaluator. A
+// 16-bit dQ may not be grouped over the keys; derive weighs the accumulator against dQ's own
+// kernel and keeps whichever the model prices lower. The device runs are in docs/benchmarks.md,
+// session 27.
+TEST_CASE("flash_bwd: dQ added up by atomic adds across the key tiles", "[emit][cuda][cpu]") {
+  const Hardware hw = load_hardware("h200");
+  REQUIRE(hw.l2_atomic_bandwidth_bytes_per_s > 0);
+  const std::string diagram =
+      "diagram attention_bwd\naxis b = 1\naxis h = 3\naxis q = 200\naxis x = 300\naxis d = 64\n"
+      "in Q[b,h,q,d] : bf16\nin K[b,h,x,d] : bf16\nin V[b,h,x,d] : bf16\nin dO[b,h,q,d] : bf16\nin O[b,h,q,d] : bf16\nin P_lse[b,h,q] : fp32\n"
+      "S[b,h,q,x] = contract(Q, K; d) * rsqrt(d)\nP[b,h,q,x] = exp(S - P_lse)\ndP[b,h,q,x] = contract(dO, V; d)\n"
+      "dP_rowsum[b,h,q] = sum(dO * O; d)\ndS[b,h,q,x] = P * (dP - dP_rowsum)\n"
+      "dQ_acc[b,h,q,d] : fp32 = contract(dS, K; x) * rsqrt(d)\ndQ[b,h,q,d] = dQ_acc\n"
+      "dK[b,h,x,d] = contract(dS, Q; q) * rsqrt(d)\ndV[b,h,x,d] = contract(dO, P; q)\nout dQ : bf16\nout dK : bf16\nout dV : bf16\n";
+  const std::string schedule =
+      "schedule s for attention_bwd\nkernel D\n  fuse dP_rowsum\n  group h by 1\n  group q by 4\n  warps 4\n"
+      "kernel main\n  fuse S, P, dP, dS, dQ_acc, dK, dV\n  weave b\n  weave h\n  group x by 128\n  stream q by 64\n  warps 8\n"
+      "kernel copy\n  fuse dQ\n  weave b\n  weave h\n  group q by 16\n  warps 4\n";
+  DiagnosticEngine diags;
+  auto program = load_program_text("acc.napkin", diagram, diags);
+  const Diagram& d = program->select("");
+  REQUIRE(verify_program(*program, diags, &d));
+  const SizeMap sizes = *resolve_sizes(d, {}, diags);
+  SourceManager sm;
+  auto s = parse_schedule(*sm.add("acc.schedule", schedule), diags);
+  REQUIRE(s);
+  auto checked = check_schedule(*program, d, *s, sizes, hw, {}, diags);
+  INFO(diags.render());
+  REQUIRE(checked);
+  Derivation dv;
+  dv.chosen = result_of(*s, *checked);
+  const KernelChoice& kc = dv.chosen.kernels.at(1);
+  REQUIRE(kc.cost.spec);
+  const KernelSpec& spec = *kc.cost.spec;
+  CHECK(spec.shape.atomic == std::vector<std::string>{"dQ_acc"});
+  REQUIRE(spec.strategy == Strategy::flash_bwd);
+  const FlashBwdForm& f = *spec.flash_bwd;
+  REQUIRE(f.atomics.size() == 1);
+  CHECK(f.atomics[0].tile == "dS");
+  CHECK(f.atomics[0].operand == "K");
+  CHECK(std::find_if(f.tiles.begin(), f.tiles.end(), [](const BwdTile& t) { return t.atomic_staged; })->s->name == "dS");
+  CHECK_FALSE(spec.wgmma);
+  CHECK(spec.why_no_wgmma.find("atomic adds") != std::string::npos);
+  // every key tile's block adds its partial dQ once: 3 tiles of 128 keys over 300
+  CHECK(kc.cost.atomic_bytes == Approx(3.0 * 1 * 3 * 200 * 64 * 4));
+  CHECK(kc.cost.t_atomic == Approx(kc.cost.atomic_bytes / hw.l2_atomic_bandwidth_bytes_per_s / std::min(1.0, static_cast<double>(kc.cost.blocks) / hw.sm_count)));
+  CHECK(kc.cost.t_zero > hw.launch_overhead_s);
+  CHECK(kc.cost.t_total > kc.cost.t_smem + kc.cost.t_atomic);  // mma.sync flash_bwd: one dependent chain per warp, nothing hidden
+  const std::string text = emit_cuda(*program, d, dv, hw);
+  CHECK(count(text, "napkin::red_add2(a.dQ_acc + ") == 1);
+  CHECK(count(text, "cudaMemsetAsync(a.dQ_acc, 0,") == 1);
+  const std::string dir = std::filesystem::temp_directory_path().string() + "/napkin-atomic-test-" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  if (!std::string(NAPKIN_NVCC).empty()) {
+    const std::string cu = dir + "/acc.cu";
+    std::ofstream(cu) << text;
+    for (const std::string arch : {"80", "90a"}) {
+      const std::string ptx = cu + "." + arch + ".ptx";
+      const std::string cmd = std::string(NAPKIN_NVCC) + " -std=c++17 -O3 -ptx -arch=compute_" + arch + " -o " + ptx + " " + cu + " > " + cu + ".log 2>&1";
+      INFO(cmd << "\n" << slurp(cu + ".log"));
+      REQUIRE(std::system(cmd.c_str()) == 0);
+      CHECK(slurp(cu + ".log").find("warning") == std::string::npos);
+      CHECK(count(slurp(ptx), arch == "80" ? "atom.global.add.f32" : "red.global.add.v2.f32") > 0);  // atomicAdd before sm_90
+    }
+  }
+  // The CPU loop nest of the same schedule (blocks adding into the zeroed accumulator) against
+  // the fp64 evaluator.
+  std::map<std::string, Tensor> inputs;
+  for (const auto* in : d.inputs()) inputs[in->name] = random_input(*in, sizes, 27);
+  const auto expected = evaluate(*program, d, sizes, inputs);
+  std::ofstream(dir + "/case0.cpp") << emit_cpu(*program, d, dv, "napkin_c0_");
+  CHECK(count(slurp(dir + "/case0.cpp"), "g_dQ_acc[") >= 1);
+  write_case_inputs(dir, 0, d, sizes, inputs, expected);
+  write_driver(dir, 1);
+  const std::string run = "cd " + dir + " && g++ -std=c++17 -O1 -w case0.cpp driver.cpp -o runner && ./runner " + dir;
+  INFO(run);
+  REQUIRE(std::system(run.c_str()) == 0);
+  const auto outs = read_outputs(dir + "/out0.bin");
+  const auto decl = d.outputs();
+  REQUIRE(outs.size() == decl.size());
+  for (std::size_t o = 0; o < decl.size(); ++o) {
+    std::string why;
+    const double err = relative_error(outs[o], expected.at(decl[o]->name).data, why);
+    INFO(decl[o]->name << " " << why << ": " << err);
+    // dQ is the fp32 accumulator's copy: each block's partial rounded to fp32 before it is added
+    // (as on the GPU), where the evaluator rounds the whole sum once: fp32 rounding per block
+    CHECK(err < (decl[o]->name == "dQ" ? 4 * std::ldexp(1.0, -24) : 1e-9));
+  }
+  std::filesystem::remove_all(dir);
+
+  // dQ itself (bf16) may not be grouped over the keys: the lemma needs an fp32 accumulator.
+  std::string plain = diagram;
+  plain.replace(plain.find("dQ_acc[b,h,q,d] : fp32 = contract(dS, K; x) * rsqrt(d)\ndQ[b,h,q,d] = dQ_acc\n"),
+                std::string("dQ_acc[b,h,q,d] : fp32 = contract(dS, K; x) * rsqrt(d)\ndQ[b,h,q,d] = dQ_acc\n").size(),
+                "dQ[b,h,q,d] = contract(dS, K; x) * rsqrt(d)\n");
+  std::string plain_schedule = schedule.substr(0, schedule.find("kernel copy"));
+  plain_schedule.replace(plain_schedule.find("dQ_acc"), 6, "dQ");
+  DiagnosticEngine d2;
+  auto p2 = load_program_text("plain.napkin", plain, d2);
+  const Diagram& pd = p2->select("");
+  REQUIRE(verify_program(*p2, d2, &pd));
+  auto s2 = parse_schedule(*sm.add("plain.schedule", plain_schedule), d2);
+  REQUIRE(s2);
+  CHECK_FALSE(check_schedule(*p2, pd, *s2, sizes, hw, {}, d2));
+  CHECK(d2.render().find("lemma atomic-sum: 'dQ' is not declared fp32") != std::string::npos);
+
+  // derive weighs dQ's accumulator against the diagram as given, and says both predictions
+  const Derivation plain_dv = derive(*p2, pd, *resolve_sizes(pd, {{"b", 4}, {"h", 16}, {"q", 4096}, {"x", 4096}, {"d", 128}}, d2), hw);
+  bool weighed = false;
+  for (const auto& st : plain_dv.steps)
+    if (st.pass == "derive-atomic-accumulation" && st.kernel == "dQ_acc") {
+      weighed = true;
+      CHECK(st.detail.find("with the accumulators against") != std::string::npos);
+    }
+  CHECK(weighed);
 }
