@@ -208,19 +208,18 @@ Derivation derive(const Program& p, const Diagram& d, const SizeMap& sizes, cons
   Diagram one_call = one_call_per_statement(p, d, split);
   ContractionOrderResult ordered = order_contractions(p, one_call, sizes, hw, opt, so);
   if (ordered.changed || split) out.rewritten = std::make_shared<const Diagram>(std::move(ordered.diagram));
-  // The split and relayout decisions search the diagram they return (out.diagram(d), or their own
-  // rewrite): the last such search is kept rather than run again (the plans' specs point into
-  // that diagram, which out.rewritten or the caller keeps).
+  // The split, atomic and relayout decisions search the diagram they return (out.diagram(d), or
+  // their own rewrite) and hand that search on (derive/rewrite_weighing.hpp): each takes the last
+  // one's instead of searching its given diagram again, and the last search is kept here (the
+  // plans' specs point into that diagram, which out.rewritten or the caller keeps).
   SplitReductionResult splits = split_reductions(p, out.diagram(d), sizes, hw, opt, so);
   if (splits.changed()) out.rewritten = splits.rewritten;
-  AtomicAccumulationResult atomics = atomic_accumulations(p, out.diagram(d), sizes, hw, opt, so);
+  AtomicAccumulationResult atomics = atomic_accumulations(p, out.diagram(d), sizes, hw, opt, so, std::move(splits.kept));
   if (atomics.changed()) out.rewritten = atomics.rewritten;
-  OperandRelayoutResult relaid = relayout_operands(p, out.diagram(d), sizes, hw, opt, so);
+  OperandRelayoutResult relaid = relayout_operands(p, out.diagram(d), sizes, hw, opt, so, std::move(atomics.kept));
   if (relaid.changed()) out.rewritten = std::move(relaid.rewritten);
   const Diagram& searched = out.diagram(d);  // owned by `out.rewritten` or the caller: stable across the move below
-  if (relaid.searched) std::tie(out.chosen, out.unfused) = std::move(*relaid.searched);
-  else if (atomics.searched && !relaid.changed()) std::tie(out.chosen, out.unfused) = std::move(*atomics.searched);
-  else if (splits.searched && !relaid.changed() && !atomics.searched) std::tie(out.chosen, out.unfused) = std::move(*splits.searched);
+  if (relaid.kept && relaid.kept->searched) std::tie(out.chosen, out.unfused) = std::move(*relaid.kept->searched);
   else std::tie(out.chosen, out.unfused) = search_with_unfused(p, searched, sizes, hw, opt, so);
   out.steps = std::move(ordered.steps);
   out.steps.insert(out.steps.end(), splits.steps.begin(), splits.steps.end());

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "derive/lemmas.hpp"
+#include "derive/rewrite_weighing.hpp"
 #include "diagrams/weave.hpp"
 
 namespace napkin {
@@ -39,11 +40,7 @@ std::string eligible_tile(const std::vector<StatementWeave>& weave, const Statem
  *  each accumulator's name. Empty where an accumulator would not meet the lemma's conditions. */
 std::optional<Diagram> rewrite(const Program& p, const Diagram& d, const std::vector<const Statement*>& chosen, const std::string& a,
                                std::vector<std::string>& names) {
-  std::set<std::string> used;
-  for (const auto& [name, _] : p.diagrams) used.insert(name);
-  for (const auto* x : d.axes()) used.insert(x->name);
-  for (const auto* i : d.inputs()) used.insert(i->name);
-  for (const auto* s : d.statements()) used.insert(s->name);
+  std::set<std::string> used = names_in_use(p, d);
   Diagram out = d;
   out.items.clear();
   for (const auto& item : d.items) {
@@ -52,8 +49,7 @@ std::optional<Diagram> rewrite(const Program& p, const Diagram& d, const std::ve
       out.items.push_back(item);
       continue;
     }
-    std::string name = st->name + "_acc";
-    for (int i = 2; !used.insert(name).second; ++i) name = st->name + "_acc" + std::to_string(i);
+    const std::string name = fresh_name(used, st->name + "_acc");
     names.push_back(name);
     Statement acc = *st;
     acc.name = name;
@@ -71,55 +67,66 @@ std::optional<Diagram> rewrite(const Program& p, const Diagram& d, const std::ve
   return out;
 }
 
-struct Side {
-  std::shared_ptr<const Diagram> diagram;  ///< null: the input
-  std::string axis;
-  std::vector<std::string> names;
-  WeighedSearch weighed;
-};
+/** True when the best schedule of `c` adds up an accumulator by atomic adds: a kernel computing
+ *  one groups the axis it reduces (else the search streamed it: the rewrite is only a copy). */
+bool adds_atomically(const RewriteCandidate& c) {
+  const SearchResult* r = c.weighed.best();
+  if (!r) return false;
+  for (const auto& k : r->kernels) {
+    const auto fused = k.plan.fused();
+    const auto g = k.plan.group(c.axis);
+    if (!g || *g < 2) continue;
+    for (const auto& n : c.names)
+      if (std::find(fused.begin(), fused.end(), n) != fused.end()) return true;
+  }
+  return false;
+}
 
 }  // namespace
 
 AtomicAccumulationResult atomic_accumulations(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt,
-                                              const SearchOptions& so) {
+                                              const SearchOptions& so, std::optional<WeighedSearch> prior) {
   AtomicAccumulationResult out;
-  if (hw.l2_atomic_bandwidth_bytes_per_s <= 0) return out;  // the model cannot price the adds: no candidate (cost.cpp says so of a schedule)
-  const auto weave = weave_analysis(p, d);
-  std::vector<Side> sides;
-  for (const auto* ax : d.axes()) {
-    std::vector<const Statement*> chosen;
-    for (const auto& w : weave)
-      if (w.touches(ax->name) && w.role(ax->name) == AxisRole::reduced && !eligible_tile(weave, w, ax->name).empty()) chosen.push_back(w.statement);
-    if (chosen.empty()) continue;
-    Side s;
-    s.axis = ax->name;
-    auto rewritten = rewrite(p, d, chosen, ax->name, s.names);
-    if (!rewritten) continue;
-    s.diagram = std::make_shared<const Diagram>(std::move(*rewritten));
-    sides.push_back(std::move(s));
+  std::vector<RewriteCandidate> sides;
+  if (hw.l2_atomic_bandwidth_bytes_per_s > 0) {  // else the model cannot price the adds: no candidate (cost.cpp says so of a schedule)
+    const auto weave = weave_analysis(p, d);
+    for (const auto* ax : d.axes()) {
+      std::vector<const Statement*> chosen;
+      for (const auto& w : weave)
+        if (w.touches(ax->name) && w.role(ax->name) == AxisRole::reduced && !eligible_tile(weave, w, ax->name).empty()) chosen.push_back(w.statement);
+      if (chosen.empty()) continue;
+      RewriteCandidate s;
+      s.axis = ax->name;
+      auto rewritten = rewrite(p, d, chosen, ax->name, s.names);
+      if (!rewritten) continue;
+      s.diagram = std::make_shared<const Diagram>(std::move(*rewritten));
+      sides.push_back(std::move(s));
+    }
   }
-  if (sides.empty()) return out;
-  Side given;
-  given.weighed = weigh_search(p, d, sizes, hw, opt, so);
-  Side* best = &given;
-  for (auto& s : sides) {
-    s.weighed = weigh_search(p, *s.diagram, sizes, hw, opt, so);
-    if (s.weighed.objective < best->weighed.objective) best = &s;
+  if (sides.empty()) {
+    out.kept = std::move(prior);
+    return out;
   }
-  for (const auto& s : sides) {
-    std::string accs;
-    for (const auto& n : s.names) accs += (accs.empty() ? "" : ", ") + n;
-    const bool kept = &s == best;
-    out.steps.push_back({"derive-atomic-accumulation", accs,
-                         kept ? "fp32 accumulators " + accs + " that thread blocks grouping " + s.axis + " add into by atomic adds, then a copy each"
-                              : "no atomic accumulation over " + s.axis + " (" +
-                                    (best == &given ? std::string("the diagram as given") : "the accumulation over " + best->axis) + " is predicted faster)",
+  RewriteWeighing w = weigh_rewrites(p, d, sides, sizes, hw, opt, so, std::move(prior), adds_atomically);
+  for (std::size_t i = 0; i < sides.size(); ++i) {
+    const auto& s = sides[i];
+    const std::string accs = joined_names(s.names);
+    std::string what;
+    if (w.best == i) what = "fp32 accumulators " + accs + " that thread blocks grouping " + s.axis + " add into by atomic adds, then a copy each";
+    else if (!adds_atomically(s)) what = "no atomic accumulation over " + s.axis + " (the best schedule with " + accs + " does not group " + s.axis + " across thread blocks: a copy, no atomic adds)";
+    else what = "no atomic accumulation over " + s.axis + " (" + (w.best ? "the accumulation over " + sides[*w.best].axis : std::string("the diagram as given")) +
+                " is predicted faster)";
+    out.steps.push_back({"derive-atomic-accumulation", accs, what,
                          "lemma atomic-sum (" + lemma("atomic-sum").source + "): the blocks' partial sums, added in any order, are the sum",
                          "predicted " + objective_text(s.weighed.objective, so) + " with the accumulators against " +
-                             objective_text(given.weighed.objective, so) + " as given"});
+                             objective_text(w.given.objective, so) + " as given"});
   }
-  out.searched = std::move(best->weighed.searched);
-  out.rewritten = best->diagram;
+  if (w.best) {
+    out.rewritten = sides[*w.best].diagram;
+    out.kept = std::move(sides[*w.best].weighed);
+  } else {
+    out.kept = std::move(w.given);
+  }
   return out;
 }
 

@@ -18,8 +18,10 @@
  *
  *  Candidates: one rewrite per axis `a` that some eligible statement reduces, every eligible
  *  statement over `a` rewritten together. The diagram as given and each rewrite are priced by the
- *  search; the fastest is kept, with a Step per candidate saying both predictions. Names:
- *  `<Y>_acc` (the first unused of `<Y>_acc`, `<Y>_acc2`, ...). Raises nothing of its own.
+ *  search; the fastest is kept, with a Step per candidate saying both predictions. A rewrite whose
+ *  best schedule groups `a` in no kernel computing an accumulator (`a` streamed or whole in each
+ *  block: a copy and no atomic adds) is never kept, whatever its price. Names: `<Y>_acc` (the
+ *  first unused of `<Y>_acc`, `<Y>_acc2`, ...). Raises nothing of its own.
  */
 #pragma once
 #include <memory>
@@ -37,18 +39,20 @@ namespace napkin {
 struct AtomicAccumulationResult {
   std::shared_ptr<const Diagram> rewritten;  ///< null: the input diagram is kept
   std::vector<Step> steps;
-  /** search_with_unfused of the diagram kept, where some candidate was priced and both searches
-   *  succeeded; empty where no statement is eligible (then nothing was searched). */
-  std::optional<std::pair<SearchResult, SearchResult>> searched;
+  /** The search of the diagram kept (derive/rewrite_weighing.hpp: the next pass's `prior`):
+   *  the weighed side's, or `prior` handed through where no statement is eligible. */
+  std::optional<WeighedSearch> kept;
   bool changed() const { return rewritten != nullptr; }
 };
 
 /** Rewrites the eligible contractions of `d` into fp32 accumulators and copies where the model
  *  prices it faster (see the file comment). `d` is a verified diagram of `p`; it must outlive the
- *  result where the result keeps no rewrite. Costs one search per candidate axis plus one of `d`
- *  (none where no statement is eligible). */
+ *  result where the result keeps no rewrite. `prior`: the search of `d` where one was run
+ *  already (derive-split-reduction's). Costs one search per candidate axis plus one of `d`
+ *  unless `prior` is given (none where no statement is eligible). */
 AtomicAccumulationResult atomic_accumulations(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw,
-                                              const ModelOptions& opt = {}, const SearchOptions& so = {});
+                                              const ModelOptions& opt = {}, const SearchOptions& so = {},
+                                              std::optional<WeighedSearch> prior = std::nullopt);
 
 /** The registry's entry: the rewrite ran before the search (derive()); its steps were recorded
  *  then. It adds none and writes no labels on `ir`. */

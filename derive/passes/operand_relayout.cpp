@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 
+#include "derive/rewrite_weighing.hpp"
 #include "diagrams/graph_view.hpp"
 #include "diagrams/printer.hpp"
 
@@ -32,12 +33,7 @@ const MmaShape* atom_for(const Hardware& hw, DType t) {
 
 class Relayout {
  public:
-  Relayout(const Program& p, const Diagram& d, const Hardware& hw, const ModelOptions& opt) : d_(d), hw_(hw), opt_(opt) {
-    for (const auto& [name, _] : p.diagrams) used_.insert(name);
-    for (const auto* a : d.axes()) used_.insert(a->name);
-    for (const auto* i : d.inputs()) used_.insert(i->name);
-    for (const auto* s : d.statements()) used_.insert(s->name);
-  }
+  Relayout(const Program& p, const Diagram& d, const Hardware& hw, const ModelOptions& opt) : d_(d), hw_(hw), opt_(opt), used_(names_in_use(p, d)) {}
 
   /** The rewritten diagram, each copy placed before the first statement that reads it; `copies`
    *  lists the copies it made. */
@@ -110,9 +106,7 @@ class Relayout {
     axes.push_back(k);
     for (const auto& c : copies)
       if (c.source == in->name && c.axes == axes) return &c;
-    std::string name = in->name + "_k";
-    for (int i = 2; !used_.insert(name).second; ++i) name = in->name + "_k" + std::to_string(i);
-    copies.push_back({in->name, name, k, in->axes.back(), axes, t, atom});
+    copies.push_back({in->name, fresh_name(used_, in->name + "_k"), k, in->axes.back(), axes, t, atom});
     return &copies.back();
   }
 
@@ -129,53 +123,52 @@ std::string axes_text(const AxisList& axes) {
   return s + "]";
 }
 
-/** One side of the decision: the search's best objective (infinite where nothing fits), the
- *  copies' share of it, and the search itself (best and unfused) where both succeeded. */
-struct Priced {
-  double objective = std::numeric_limits<double>::infinity();
-  double copies = 0;
-  std::optional<std::pair<SearchResult, SearchResult>> searched;
-};
-
-/** Prices `d` as derive() will search it (weigh_search), with the copies' kernels' share. */
-Priced price(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt, const SearchOptions& so,
-             const std::vector<Copy>& copies) {
-  WeighedSearch w = weigh_search(p, d, sizes, hw, opt, so);
-  Priced out;
-  out.objective = w.objective;
+/** The copies' kernels' share of the best schedule's time in `w` (seconds). */
+double copies_time(const WeighedSearch& w, const std::vector<Copy>& copies) {
+  double t = 0;
   if (const SearchResult* r = w.best())
     for (const auto& k : r->kernels)
       for (const auto& c : copies)
-        if (k.plan.fused() == std::vector<std::string>{c.name}) out.copies += k.cost.t_total;
-  out.searched = std::move(w.searched);
-  return out;
+        if (k.plan.fused() == std::vector<std::string>{c.name}) t += k.cost.t_total;
+  return t;
 }
 
 }  // namespace
 
 OperandRelayoutResult relayout_operands(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt,
-                                        const SearchOptions& so) {
+                                        const SearchOptions& so, std::optional<WeighedSearch> prior) {
   Relayout r(p, d, hw, opt);  // p: names the copies avoid
-  auto rewritten = std::make_shared<const Diagram>(r.build());  // searched where it will live: the plans point into it
   OperandRelayoutResult out;
-  if (r.copies.empty()) return out;
-  Priced with = price(p, *rewritten, sizes, hw, opt, so, r.copies);
-  Priced without = price(p, d, sizes, hw, opt, so, {});
-  const bool changed = with.objective < without.objective;
-  if (changed) out.rewritten = std::move(rewritten);
-  out.searched = std::move(changed ? with.searched : without.searched);
+  std::vector<RewriteCandidate> sides(1);
+  sides[0].diagram = std::make_shared<const Diagram>(r.build());  // searched where it will live: the plans point into it
+  if (r.copies.empty()) {
+    out.kept = std::move(prior);
+    return out;
+  }
+  for (const auto& c : r.copies) sides[0].names.push_back(c.name);
+  RewriteWeighing w = weigh_rewrites(p, d, sides, sizes, hw, opt, so, std::move(prior));
+  const WeighedSearch& with = sides[0].weighed;
+  const WeighedSearch& without = w.given;
+  const bool changed = w.best.has_value();
+  const double with_copies = copies_time(with, r.copies);
   for (const auto& c : r.copies) {
     const std::string why = c.source + " is stored " + c.inner + "-innermost; " + std::string(dtype_name(c.dtype)) + " " +
                             (c.atom->scope == "warpgroup" ? "wgmma" : "mma.sync") + " reads K-major operands only (the [[mma]] row " +
                             c.atom->ptx + " has no mn_major; PTX ISA " + (c.atom->scope == "warpgroup" ? "9.7.15.5.1" : "9.7.14.5.15") + ")";
     std::string detail = "predicted " + objective_text(with.objective, so) + " with the copy";
     if (so.objective == SearchOptions::Objective::time && std::isfinite(with.objective))
-      detail += " (copies " + objective_text(with.copies, so) + ")";
+      detail += " (copies " + objective_text(with_copies, so) + ")";
     detail += " against " + objective_text(without.objective, so) + " reading " + c.source + " as stored";
     out.steps.push_back({"derive-operand-relayout", c.name,
                          changed ? why + ": transposed copy " + c.name + axes_text(c.axes) + " = " + c.source + ", " + c.contracted + " innermost"
                                  : why + ": no copy (reading " + c.source + " as stored is predicted faster)",
                          "a relayout is exact: the copy holds the same values in another order", detail});
+  }
+  if (changed) {
+    out.rewritten = sides[0].diagram;
+    out.kept = std::move(sides[0].weighed);
+  } else {
+    out.kept = std::move(w.given);
   }
   return out;
 }

@@ -38,20 +38,21 @@ struct OperandRelayoutResult {
   /** The diagram with its copies; null where none pays (or none applies): the diagram is the input. */
   std::shared_ptr<const Diagram> rewritten;
   std::vector<Step> steps;
-  /** search_with_unfused of the diagram returned (`*rewritten`, else the input object itself: the
-   *  plans' specs point into that object), where the decision searched it and both searches
-   *  succeeded; derive() takes it instead of searching again. Empty where no copy applies. */
-  std::optional<std::pair<SearchResult, SearchResult>> searched;
+  /** The search of the diagram returned (`*rewritten`, else the input object itself: the plans'
+   *  specs point into that object; derive/rewrite_weighing.hpp): derive() takes it instead of
+   *  searching again. `prior` handed through where no copy applies. */
+  std::optional<WeighedSearch> kept;
   bool changed() const { return rewritten != nullptr; }
 };
 
 /** Gives each 8-bit operand stored MN-major a K-major copy where the model prices it cheaper
  *  (see the file comment). `d` is a verified diagram of `p` whose contractions are pairwise; it
  *  must outlive the result where the result keeps no rewritten diagram (`searched` points into
- *  it). Costs two searches where a copy applies (one per side), none otherwise. Raises nothing
- *  of its own. */
+ *  it). `prior`: the search of `d` where one was run already. Costs two searches where a copy
+ *  applies (one per side; one where `prior` is given), none otherwise. Raises nothing of its own. */
 OperandRelayoutResult relayout_operands(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw,
-                                        const ModelOptions& opt = {}, const SearchOptions& so = {});
+                                        const ModelOptions& opt = {}, const SearchOptions& so = {},
+                                        std::optional<WeighedSearch> prior = std::nullopt);
 
 /** The registry's entry: the rewrite ran before the search (derive()); its steps were recorded
  *  then. It adds none and writes no labels on `ir`. */

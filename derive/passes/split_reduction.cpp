@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 
+#include "derive/rewrite_weighing.hpp"
 #include "diagrams/graph_view.hpp"
 
 namespace napkin {
@@ -73,11 +74,7 @@ std::vector<const Statement*> eligible(const Diagram& d, const std::string& a) {
 
 /** `d` with every statement of `split` split over `a`; `names` gets each partial's name. */
 Diagram rewrite(const Program& p, const Diagram& d, const std::vector<const Statement*>& split, const std::string& a, std::vector<std::string>& names) {
-  std::set<std::string> used;
-  for (const auto& [name, _] : p.diagrams) used.insert(name);
-  for (const auto* x : d.axes()) used.insert(x->name);
-  for (const auto* i : d.inputs()) used.insert(i->name);
-  for (const auto* s : d.statements()) used.insert(s->name);
+  std::set<std::string> used = names_in_use(p, d);
   Diagram out = d;
   out.items.clear();
   for (const auto& item : d.items) {
@@ -86,8 +83,7 @@ Diagram rewrite(const Program& p, const Diagram& d, const std::vector<const Stat
       out.items.push_back(item);
       continue;
     }
-    std::string name = st->name + "_" + a;
-    for (int i = 2; !used.insert(name).second; ++i) name = st->name + "_" + a + std::to_string(i);
+    const std::string name = fresh_name(used, st->name + "_" + a);
     names.push_back(name);
     Statement part;
     part.name = name;
@@ -109,51 +105,44 @@ Diagram rewrite(const Program& p, const Diagram& d, const std::vector<const Stat
 }
 
 
-struct Side {
-  std::shared_ptr<const Diagram> diagram;  ///< null: the input
-  std::string axis;
-  std::vector<std::string> names;
-  WeighedSearch weighed;
-};
-
 }  // namespace
 
 SplitReductionResult split_reductions(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt,
-                                      const SearchOptions& so) {
+                                      const SearchOptions& so, std::optional<WeighedSearch> prior) {
   SplitReductionResult out;
-  std::vector<Side> sides;
+  std::vector<RewriteCandidate> sides;
   for (const auto* ax : d.axes()) {
     const auto it = sizes.find(ax->name);
     if (it == sizes.end() || it->second < 2 || it->second > hw.sm_count) continue;
     const auto split = eligible(d, ax->name);
     if (split.empty()) continue;
-    Side s;
+    RewriteCandidate s;
     s.axis = ax->name;
     s.diagram = std::make_shared<const Diagram>(rewrite(p, d, split, ax->name, s.names));
     sides.push_back(std::move(s));
   }
-  if (sides.empty()) return out;
-  Side given;
-  given.weighed = weigh_search(p, d, sizes, hw, opt, so);
-  Side* best = &given;
-  for (auto& s : sides) {
-    s.weighed = weigh_search(p, *s.diagram, sizes, hw, opt, so);
-    if (s.weighed.objective < best->weighed.objective) best = &s;
+  if (sides.empty()) {
+    out.kept = std::move(prior);
+    return out;
   }
-  for (const auto& s : sides) {
-    std::string parts;
-    for (const auto& n : s.names) parts += (parts.empty() ? "" : ", ") + n;
-    const bool kept = &s == best;
+  RewriteWeighing w = weigh_rewrites(p, d, sides, sizes, hw, opt, so, std::move(prior));
+  for (std::size_t i = 0; i < sides.size(); ++i) {
+    const auto& s = sides[i];
+    const std::string parts = joined_names(s.names);
     out.steps.push_back({"derive-split-reduction", parts,
-                         kept ? "split " + s.axis + " off: fp32 partials " + parts + " over " + s.axis + ", then a sum over " + s.axis
-                              : "no split over " + s.axis + " (" + (best == &given ? std::string("the diagram as given") : "the split over " + best->axis) +
-                                    " is predicted faster)",
+                         w.best == i ? "split " + s.axis + " off: fp32 partials " + parts + " over " + s.axis + ", then a sum over " + s.axis
+                                     : "no split over " + s.axis + " (" + (w.best ? "the split over " + sides[*w.best].axis : std::string("the diagram as given")) +
+                                           " is predicted faster)",
                          "lemma associative-sum: a sum over two axes is a sum over one of sums over the other; a factor constant along " + s.axis +
                              " leaves the sum",
-                         "predicted " + objective_text(s.weighed.objective, so) + " split against " + objective_text(given.weighed.objective, so) + " as given"});
+                         "predicted " + objective_text(s.weighed.objective, so) + " split against " + objective_text(w.given.objective, so) + " as given"});
   }
-  out.searched = std::move(best->weighed.searched);
-  out.rewritten = best->diagram;
+  if (w.best) {
+    out.rewritten = sides[*w.best].diagram;
+    out.kept = std::move(sides[*w.best].weighed);
+  } else {
+    out.kept = std::move(w.given);
+  }
   return out;
 }
 

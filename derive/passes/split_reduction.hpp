@@ -42,18 +42,19 @@ namespace napkin {
 struct SplitReductionResult {
   std::shared_ptr<const Diagram> rewritten;  ///< null: the input diagram is kept
   std::vector<Step> steps;
-  /** search_with_unfused of the diagram kept, where some candidate was priced and both searches
-   *  succeeded; empty where no statement is eligible (then nothing was searched). */
-  std::optional<std::pair<SearchResult, SearchResult>> searched;
+  /** The search of the diagram kept (derive/rewrite_weighing.hpp: the next pass's `prior`):
+   *  the weighed side's, or `prior` handed through where no statement is eligible. */
+  std::optional<WeighedSearch> kept;
   bool changed() const { return rewritten != nullptr; }
 };
 
 /** Splits one reduced axis off the eligible contractions of `d` where the model prices it faster
  *  (see the file comment). `d` is a verified diagram of `p` with pairwise contractions; it must
- *  outlive the result where the result keeps no rewrite (`searched` points into it). Costs one
- *  search per candidate axis plus one of `d` (none where no statement is eligible). */
+ *  outlive the result where the result keeps no rewrite (`kept` points into it). `prior`: the
+ *  search of `d` where one was run already. Costs one search per candidate axis plus one of `d`
+ *  unless `prior` is given (none where no statement is eligible). */
 SplitReductionResult split_reductions(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt = {},
-                                      const SearchOptions& so = {});
+                                      const SearchOptions& so = {}, std::optional<WeighedSearch> prior = std::nullopt);
 
 /** The registry's entry: the rewrite ran before the search (derive()); its steps were recorded
  *  then. It adds none and writes no labels on `ir`. */

@@ -471,3 +471,45 @@ TEST_CASE("flash_bwd: dQ added up by atomic adds across the key tiles", "[emit][
     }
   CHECK(weighed);
 }
+
+TEST_CASE("derive keeps an atomic accumulator only where its best schedule adds by atomics and is predicted faster", "[emit][derive]") {
+  LoadedDiagram l = load_library(std::string(NAPKIN_SOURCE_DIR) + "/tests/golden/grad/attention.napkin");
+  SizeMap sizes = l.sizes;
+  for (const auto& [k, v] : SizeMap{{"b", 4}, {"h", 16}, {"q", 4096}, {"x", 4096}}) sizes[k] = v;
+  const auto step_of = [](const Derivation& dv, const std::string& acc) -> const Step* {
+    for (const auto& st : dv.steps)
+      if (st.pass == "derive-atomic-accumulation" && st.kernel == acc) return &st;
+    return nullptr;
+  };
+  // The H200: each accumulator's best schedule streams the axis instead (a copy, no adds): refused.
+  const Derivation h200 = derive(*l.program, *l.diagram, sizes, load_hardware("h200"));
+  CHECK(h200.rewritten == nullptr);
+  for (const std::string acc : {"dQ_acc", "dK_acc"}) {
+    const Step* st = step_of(h200, acc);
+    REQUIRE(st != nullptr);
+    CHECK(st->move.find("does not group") != std::string::npos);
+    CHECK(st->move.find("no atomic adds") != std::string::npos);
+  }
+  // An A100 given an L2 atomic bandwidth (its table has none: no candidate at all): its mma.sync
+  // kernels make the key-side accumulator pay, and derive keeps it, grouped over the queries.
+  Hardware a100 = load_hardware("a100");
+  CHECK(step_of(derive(*l.program, *l.diagram, sizes, a100), "dK_acc") == nullptr);
+  a100.l2_atomic_bandwidth_bytes_per_s = 2.5e12;
+  const Derivation dv = derive(*l.program, *l.diagram, sizes, a100);
+  const Step* st = step_of(dv, "dK_acc");
+  REQUIRE(st != nullptr);
+  INFO(st->move << " / " << st->detail);
+  CHECK(st->move.find("add into by atomic adds") != std::string::npos);
+  REQUIRE(dv.rewritten != nullptr);
+  bool grouped = false;
+  for (const auto& k : dv.chosen.kernels) {
+    const auto fused = k.plan.fused();
+    if (std::find(fused.begin(), fused.end(), "dK_acc") == fused.end()) continue;
+    grouped = k.plan.group("q").value_or(0) >= 2;
+    CHECK(k.cost.problems.empty());
+    REQUIRE(k.cost.spec);
+    CHECK(std::find(k.cost.spec->shape.atomic.begin(), k.cost.spec->shape.atomic.end(), "dK_acc") != k.cost.spec->shape.atomic.end());
+  }
+  CHECK(grouped);
+  CHECK(dv.chosen.cost.t_total < search_with_unfused(*l.program, *l.diagram, sizes, a100, {}, {}).first.cost.t_total);
+}
