@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <queue>
 
 #include "diagrams/graph_view.hpp"
 
@@ -221,6 +222,59 @@ std::optional<GemmForm> analyse_gemm(const Diagram& d, Typer& typer, const Kerne
     if (a != M && a != N) g.batch.push_back(a);
   find_k_band(d, k, g);
   return g;
+}
+
+void gemm_band_order(GemmForm& g, const Diagram& d, const KernelShape& k, const Hardware& hw, const ModelOptions& opt) {
+  if (!g.k_band || k.plan.cluster()) return;
+  const bool a_side = g.k_band_axis == g.M;
+  double shared = 0;  // the operands the band's tiles share, over every batch slice
+  for (const auto& gc : g.gemms) {
+    const std::string& arr = a_side ? gc.b.array : gc.a.array;
+    double bytes = dtype_bits(storage_dtype(d, arr, opt)) / 8.0;
+    for (const auto& a : *d.array_axes(arr)) bytes *= static_cast<double>(k.axes.at(a).extent);
+    shared += bytes;
+  }
+  if (shared > hw.l2.capacity_bytes / 2) return;
+  const std::int64_t extent = k.axes.at(g.k_band_axis).extent, k_extent = k.axes.at(g.K).extent, tile = a_side ? g.TM : g.TN;
+  std::vector<std::int64_t> len;
+  for (std::int64_t o = 0; o < extent; o += tile) {
+    const auto [b, e] = gemm_k_chunks(g, o, std::min(extent, o + tile) - 1, k_extent);
+    len.push_back(e - b);
+  }
+  g.band_order = true;
+  g.band_reversed = len.back() > len.front();
+  if (g.band_reversed) std::reverse(len.begin(), len.end());
+  g.band_ranks = std::move(len);
+}
+
+double gemm_band_stretch(const GemmForm& g, std::int64_t blocks, std::int64_t slots, bool persistent) {
+  const auto& len = g.band_ranks;
+  if (!g.band_order || len.empty() || blocks <= 0 || slots <= 0) return 1;
+  const std::int64_t per_rank = std::max<std::int64_t>(1, blocks / static_cast<std::int64_t>(len.size()));
+  auto length = [&](std::int64_t vb) { return static_cast<double>(len[std::min<std::size_t>(len.size() - 1, static_cast<std::size_t>(vb / per_rank))]); };
+  double total = 0, end = 0;
+  if (persistent) {  // emit/cuda/render_grid.cpp gemm_tile_walk: block b's tiles in snake order
+    const std::int64_t p = std::min(blocks, slots);
+    for (std::int64_t b = 0; b < p; ++b) {
+      double mine = 0;
+      for (std::int64_t r = 0;; ++r) {
+        const std::int64_t vb = r * p + (r % 2 ? p - 1 - b : b);
+        if (vb >= blocks) break;
+        mine += length(vb);
+      }
+      total += mine, end = std::max(end, mine);
+    }
+    return total > 0 ? std::max(1.0, end * static_cast<double>(slots) / total) : 1;
+  }
+  std::priority_queue<double, std::vector<double>, std::greater<>> free_at;  // list scheduling in rank order
+  for (std::int64_t s = 0; s < slots; ++s) free_at.push(0);
+  for (std::int64_t vb = 0; vb < blocks; ++vb) {
+    const double start = free_at.top(), t = length(vb);
+    free_at.pop();
+    free_at.push(start + t);
+    total += t, end = std::max(end, start + t);
+  }
+  return total > 0 ? std::max(1.0, end * static_cast<double>(slots) / total) : 1;
 }
 
 std::pair<std::int64_t, std::int64_t> gemm_k_chunks(const GemmForm& g, std::int64_t first, std::int64_t last, std::int64_t k_extent) {

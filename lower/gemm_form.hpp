@@ -76,7 +76,34 @@ struct GemmForm {
   std::optional<ZeroBand> k_band;
   std::string k_band_axis, k_band_array;  ///< M or N; the operand the band is of
   double k_active_fraction = 1;   ///< share of (tile of k_band_axis, chunk of K) pairs walked
+  /** The grid order of a banded GEMM (gemm_band_order): the tiles of k_band_axis slowest, in
+   *  `band_ranks` order (the longest first), the other axis's tiles and the batch fastest, so
+   *  every batch slice's tile of one rank is handed out together. The mma.sync path (one block
+   *  per tile) is dispatched in that order; the persistent wgmma path walks it in snake order
+   *  (even rounds block b takes tile round x blocks + b, odd rounds the mirror), so a block that
+   *  took a long tile takes a short one next. Without it, the tiles go in the rasterised order
+   *  (gemm_tile_origin) and the tiles' unequal lengths are not priced. */
+  bool band_order = false;
+  bool band_reversed = false;  ///< rank r is the band axis's tile (tiles - 1 - r), else tile r
+  /** Chunks of K each tile of k_band_axis walks, by rank (band_order): non-increasing where the
+   *  band makes the tiles' lengths monotone. */
+  std::vector<std::int64_t> band_ranks;
 };
+
+/** Sets GemmForm::band_order, band_reversed and band_ranks for a banded GEMM (k_band) of kernel
+ *  `k` at its extents: where no cluster is asked for (its blocks are adjacent tiles of the
+ *  rasterised order) and the operands the band's tiles share (the other side's, over every batch
+ *  slice, in their storage dtypes) fit in half of the L2, since the order hands out every
+ *  slice's tiles at once (the flash forward's rule, FlashForm::slices_fastest; session 28: dQ of
+ *  causal attention at B4 H16 N4096, K 64 MB, ran 387 -> 421 us with the slices fastest). */
+void gemm_band_order(GemmForm& g, const Diagram& d, const KernelShape& k, const Hardware& hw, const ModelOptions& opt);
+
+/** The makespan over the mean of a banded GEMM's tiles (GemmForm::band_order) with `blocks` tiles
+ *  in all (every rank's tile repeated over the other axis and the batch): dispatched in rank order
+ *  to `slots` block slots as they come free (`persistent` false: one block per tile, list
+ *  scheduling), or walked by `slots` persistent blocks in snake order. 1 where the tiles pack
+ *  evenly; at least 1 / the wave efficiency. */
+double gemm_band_stretch(const GemmForm& g, std::int64_t blocks, std::int64_t slots, bool persistent);
 
 /** The chunks of K that tile [first, last] of g.k_band_axis walks (GemmForm::k_band), as chunk
  *  indices {begin, end} (end exclusive, begin <= end); all of K's chunks without a band. */

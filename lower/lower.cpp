@@ -157,6 +157,7 @@ KernelSpec lower_kernel(const Program& p, const Diagram& d, const std::vector<St
   Typer typer(d, p.diagrams, nullptr);
   std::string why_gemm, why_flash, why_rows;
   if ((s.gemm = analyse_gemm(d, typer, s.shape, opt, why_gemm))) {
+    gemm_band_order(*s.gemm, d, s.shape, hw, opt);
     s.stages = gemm_mma_sync_stages(*s.gemm, hw, why_gemm);
     if (s.stages > 0) {
       s.strategy = Strategy::gemm;

@@ -647,6 +647,11 @@ class KernelModel {
     // without the stretch, 590.9 with the replay's 1.07).
     if (spec_.flash && !opt_.two_level && spec_.flash->slices_fastest)
       c_.imbalance = dispatch_stretch(spec_.flash->tile_chunks, c_.blocks, hw_.sm_count * std::max(1, c_.blocks_per_sm));
+    // A banded GEMM's tiles, longest first (GemmForm::band_order): one block per tile on mma.sync,
+    // one persistent block per SM walking them in snake order on wgmma (napkin::persistent_grid).
+    if (spec_.gemm && !opt_.two_level && spec_.gemm->band_order)
+      c_.imbalance = gemm_on_wgmma() ? gemm_band_stretch(*spec_.gemm, c_.blocks, hw_.sm_count, true)
+                                     : gemm_band_stretch(*spec_.gemm, c_.blocks, hw_.sm_count * std::max(1, c_.blocks_per_sm), false);
     c_.t_l2 = c_.l2_to_smem_bytes / l2_bw / mem_util;
     // blocks of unequal length: their makespan in grid order, or the waves, whichever is longer
     const double stretch = std::max(1.0 / c_.wave_efficiency, c_.imbalance);

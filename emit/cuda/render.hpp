@@ -48,8 +48,9 @@ namespace napkin::cuda {
  *  columns; <= 0 for a block of a cluster past the last tile). With `cluster` > 1, consecutive
  *  blocks (one cluster) take consecutive tiles along `cluster_axis` (M or N) and the same tile
  *  along the other: the grid then has that axis's tile count rounded up to whole clusters.
- *  `block`: the linear block index to decode (a persistent kernel's virtual block). Needs the
- *  constants T_M, T_N (and CLUSTER) in scope. */
+ *  `block`: the linear block index to decode (a persistent kernel's virtual block). A banded
+ *  GEMM in band order (GemmForm::band_order) decodes the band axis's tiles slowest by rank
+ *  instead. Needs the constants T_M, T_N (and CLUSTER) in scope. */
 void gemm_tile_origin(Code& code, const GemmForm& g, int cluster = 1, const std::string& cluster_axis = "", const std::string& block = "blockIdx.x");
 /** With a zero band (GemmForm::k_band), the tile's chunks of K: `k_first` and `chunks` (the
  *  walk's chunk kc is chunk k_first + kc of K), from o_M/n_M (or o_N/n_N); lowering's
@@ -60,7 +61,8 @@ void gemm_band_chunks(Code& code, const GemmForm& g);
  *  tiles of M x tiles of N, the cluster's axis rounded up to whole clusters, x the batch axes). */
 void gemm_tile_count(Code& code, const GemmForm& g, const std::string& cluster_axis);
 /** Opens the persistent walk over output tiles (virtual block `vb` from blockIdx.x, gridDim.x
- *  apart, below tile_blocks) and decodes each tile's origin (gemm_tile_origin). The caller closes it. */
+ *  apart, below tile_blocks; in band order the odd rounds mirrored, GemmForm::band_order) and
+ *  decodes each tile's origin (gemm_tile_origin). The caller closes it. */
 void gemm_tile_walk(Code& code, const GemmForm& g, int cluster, const std::string& cluster_axis);
 
 /** Emits the flash grid decode from blockIdx.x: `tiles_q`, `o_<M>` (the q tile's origin), the

@@ -6,7 +6,28 @@
 
 namespace napkin::cuda {
 
+/** The banded grid order (GemmForm::band_order): the other axis's tiles and the batch fastest,
+ *  the band axis's tiles slowest by rank, the longest first. */
+void gemm_band_tile_origin(Code& code, const GemmForm& g, const std::string& block) {
+  const std::string &M = g.M, &N = g.N, &a = g.k_band_axis;
+  const std::string other = a == M ? N : M;
+  code.line("// grid: tiles of " + other + (g.batch.empty() ? std::string() : ", then " + join(g.batch)) + " fastest, tiles of " + a +
+            " slowest, the longest first (GemmForm::band_order: the zero band gives the tiles of " + a + " different numbers of chunks)");
+  code.line("[[maybe_unused]] const int64_t tiles_m = (N_" + M + " + T_M - 1) / T_M, tiles_n = (N_" + N + " + T_N - 1) / T_N;");
+  code.line("int64_t bid = " + block + ";");
+  code.line("const int64_t t_" + other + " = bid % tiles_" + (a == M ? "n" : "m") + ";");
+  code.line("bid /= tiles_" + std::string(a == M ? "n" : "m") + ";");
+  decompose(code, "bid", g.batch);
+  const std::string tiles = a == M ? "tiles_m" : "tiles_n", T = a == M ? "T_M" : "T_N", To = a == M ? "T_N" : "T_M";
+  code.line("const int64_t o_" + a + " = " + (g.band_reversed ? "(" + tiles + " - 1 - bid)" : std::string("bid")) + " * " + T + ";  // bid: the rank");
+  code.line("const int64_t o_" + other + " = t_" + other + " * " + To + ";");
+  code.line("const int n_M = static_cast<int>(min(int64_t{T_M}, N_" + M + " - o_" + M + ")), n_N = static_cast<int>(min(int64_t{T_N}, N_" + N +
+            " - o_" + N + "));");
+  gemm_band_chunks(code, g);
+}
+
 void gemm_tile_origin(Code& code, const GemmForm& g, int cluster, const std::string& cluster_axis, const std::string& block) {
+  if (g.band_order) return gemm_band_tile_origin(code, g, block);
   const std::string &M = g.M, &N = g.N;
   const std::string batch = g.batch.empty() ? "no batch axes" : "batch axes " + join(g.batch);
   // A cluster takes `cluster` consecutive tiles along its axis and one along the other: the
@@ -64,7 +85,10 @@ void gemm_tile_count(Code& code, const GemmForm& g, const std::string& cluster_a
 }
 
 void gemm_tile_walk(Code& code, const GemmForm& g, int cluster, const std::string& cluster_axis) {
-  code.open("for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x)");
+  if (g.band_order)  // snake order: a block that took a long tile takes a short one next (GemmForm::band_order)
+    code.open("for (int64_t round = 0, vb = blockIdx.x; vb < tile_blocks; ++round, vb = round * gridDim.x + (round % 2 ? gridDim.x - 1 - blockIdx.x : blockIdx.x))");
+  else
+    code.open("for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x)");
   gemm_tile_origin(code, g, cluster, cluster_axis, "vb");
 }
 

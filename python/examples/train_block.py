@@ -104,12 +104,13 @@ def sync(device):
         torch.cuda.synchronize()
 
 
-def train(name, block, weights, data, steps, lr, device):
-    """Trains `weights` on `data` (x, target) with AdamW for `steps`; returns (losses, step ms)."""
-    opt = torch.optim.AdamW(weights, lr=lr, weight_decay=0.0)
+def train(name, block, weights, data, steps, lr, device, opt=None, first=0):
+    """Trains `weights` on `data` (x, target) with AdamW for `steps` (numbered from `first`),
+    continuing `opt` where given; returns (losses, step ms, the optimizer)."""
+    opt = opt or torch.optim.AdamW(weights, lr=lr, weight_decay=0.0)
     x, target = data
     losses, times = [], []
-    for i in range(steps):
+    for i in range(first, first + steps):
         sync(device)
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
@@ -121,7 +122,7 @@ def train(name, block, weights, data, steps, lr, device):
         times.append((time.perf_counter() - t0) * 1e3)
         losses.append(loss.item())
         print(f"  {name:>8} step {i:2d}: loss {losses[-1]:.5f}  {times[-1]:8.2f} ms", flush=True)
-    return losses, times
+    return losses, times, opt
 
 
 def profile_step(name, block, weights, data, lr, top):
@@ -176,6 +177,7 @@ def main():
     ap.add_argument("--small", action="store_true", help="tiny widths (s=32, m=64, g=2, r=2, d=16, f=128)")
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--warmup", type=int, default=2, help="steps left out of the median time")
+    ap.add_argument("--rounds", type=int, default=1, help="interleave the two blocks' steps in this many rounds")
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--seq", type=int, default=2048)
@@ -218,8 +220,16 @@ def main():
     if args.compile:
         nap_block = torch.compile(block, fullgraph=True)
         eag_block = torch.compile(eager_block, fullgraph=True)
-    nap_loss, nap_ms = train("napkin", nap_block, nap_w, (x, target), args.steps, args.lr, dev)
-    eag_loss, eag_ms = train("eager", eag_block, eag_w, (x, target), args.steps, args.lr, dev)
+    # Interleaved rounds (--rounds): each block trains its next steps in turn, so that a drift of
+    # the GPU's clocks over the run weighs on both alike.
+    nap_loss, nap_ms, eag_loss, eag_ms, nap_opt, eag_opt = [], [], [], [], None, None
+    per_round = -(-args.steps // max(1, args.rounds))
+    for first in range(0, args.steps, per_round):
+        n = min(per_round, args.steps - first)
+        losses, ms, nap_opt = train("napkin", nap_block, nap_w, (x, target), n, args.lr, dev, nap_opt, first)
+        nap_loss += losses; nap_ms += ms
+        losses, ms, eag_opt = train("eager", eag_block, eag_w, (x, target), n, args.lr, dev, eag_opt, first)
+        eag_loss += losses; eag_ms += ms
     skip = min(args.warmup, args.steps - 1)
     tn, te = statistics.median(nap_ms[skip:]), statistics.median(eag_ms[skip:])
     print(f"\nloss: napkin {nap_loss[0]:.5f} -> {nap_loss[-1]:.5f}, eager {eag_loss[0]:.5f} -> {eag_loss[-1]:.5f} "

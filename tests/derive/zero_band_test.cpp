@@ -91,6 +91,26 @@ TEST_CASE("zero bands: the range of the other axis a tile of rows reaches, and t
   CHECK(gemm_k_chunks(g, 256, 319, 300) == std::pair<std::int64_t, std::int64_t>{0, 5});
 }
 
+TEST_CASE("zero bands: a banded gemm's tiles, longest first, and their makespan", "[derive]") {
+  // dQ of GQA's backward at 2048 tokens: 8 tiles of 256 queries walking 4, 8, ..., 32 chunks of
+  // 64 keys, over 32 heads: 256 tiles on 132 SMs (mean 34.9 chunks a block)
+  GemmForm g;
+  g.band_order = true;
+  for (std::int64_t n = 32; n >= 4; n -= 4) g.band_ranks.push_back(n);
+  const double mean = 32.0 * 144 / 132;
+  // persistent blocks in snake order: block b's second tile mirrors its first (at most 32 + 4)
+  CHECK(gemm_band_stretch(g, 256, 132, true) == Approx(36 / mean));
+  // one block per tile, handed out in rank order: list scheduling
+  const double listed = gemm_band_stretch(g, 256, 132, false);
+  CHECK(listed >= 1);
+  CHECK(listed <= 40 / mean);
+  // equal tiles: the waves alone (2 rounds of 132 slots for 256 tiles)
+  g.band_ranks.assign(8, 10);
+  CHECK(gemm_band_stretch(g, 256, 132, true) == Approx(2 * 132 / 256.0));
+  g.band_order = false;
+  CHECK(gemm_band_stretch(g, 256, 132, true) == 1);
+}
+
 TEST_CASE("causal attention's backward: dQ = dS K walks the chunks of x up to each tile's diagonal, and the model prices that share", "[derive]") {
   DiagnosticEngine diags;
   auto written = load_program(std::string(NAPKIN_SOURCE_DIR) + "/diagrams/library/causal_attention.napkin", diags, false);

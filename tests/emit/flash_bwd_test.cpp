@@ -7,6 +7,7 @@
 // reference and the fp64 evaluator, timings) are in docs/benchmarks.md, session 15.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -315,7 +316,27 @@ TEST_CASE("flash_bwd: grouped-query attention's backward streams the query heads
     for (const auto& k : dv.chosen.kernels) CHECK(k.cost.spec->strategy != Strategy::simt);
     const std::string text = emit_cuda(*l.program, *l.diagram, dv, hw);
     CHECK(count(text, "inside the outer stream of r") == (split ? 0 : kc->cost.spec->wgmma ? 2 : 1));
-    CHECK(count(text, "the longest first") == (kc->cost.spec->wgmma ? 2 : 1));
+    CHECK(count(text, "the longest first (the causal skip") == (kc->cost.spec->wgmma ? 2 : 1));
+    // dQ's GEMM walks the causal band's q tiles longest first (GemmForm::band_order): its mma.sync
+    // grid, and the wgmma path's producer and consumers in snake order, priced as such
+    std::size_t banded = 0;
+    for (const auto& k : dv.chosen.kernels) {
+      const auto& spec = *k.cost.spec;
+      if (!spec.gemm || !spec.gemm->k_band) continue;
+      const GemmForm& gf = *spec.gemm;
+      INFO(k.plan.name << ": " << describe_spec(spec));
+      REQUIRE(gf.band_order);
+      CHECK(gf.k_band_axis == "q");
+      CHECK(gf.band_reversed);  // x <= q: the last q tile walks the most chunks
+      CHECK(std::is_sorted(gf.band_ranks.rbegin(), gf.band_ranks.rend()));
+      CHECK(gf.band_ranks.front() > gf.band_ranks.back());
+      if (i < 2) CHECK(k.cost.imbalance < 1.1);  // (shape 2: fewer tiles than SMs, the waves bound it)
+      // the persistent blocks in snake order are about as even as blocks handed out one tile at a time
+      CHECK(gemm_band_stretch(gf, k.cost.blocks, hw.sm_count, true) <= gemm_band_stretch(gf, k.cost.blocks, hw.sm_count, false) + 0.05);
+      banded += spec.wgmma ? 3 : 1;
+    }
+    CHECK(banded > 0);
+    CHECK(count(text, "(GemmForm::band_order") == banded);
     if (!nvcc || i == 1) continue;  // shape 1's kernels are shape 2's at other sizes
     const std::string cu = dir + "/gqa" + std::to_string(i) + ".cu";
     std::ofstream(cu) << text;
