@@ -1,6 +1,7 @@
 /** \file operand_relayout.hpp
- *  Pass derive-operand-relayout: a rewrite of the diagram applied before the search (after
- *  derive-contraction-order, so every contraction is pairwise).
+ *  Pass derive-operand-relayout: a rewrite of the diagram applied before the search (the last of
+ *  them: after derive-contraction-order, so every contraction is pairwise, derive-split-reduction
+ *  and derive-atomic-accumulation).
  *
  *  Contract. A pairwise `contract(X, Y; r...)` whose operand X is an input of the diagram stored
  *  MN-major (its innermost axis is not one of the reduced axes r it carries), where the

@@ -1,6 +1,7 @@
 /** \file split_reduction.hpp
  *  Pass derive-split-reduction: a rewrite of the diagram applied before the search (after
- *  derive-operand-relayout), the diagram-level form of split-K.
+ *  derive-contraction-order, before derive-atomic-accumulation and derive-operand-relayout), the
+ *  diagram-level form of split-K.
  *
  *  Contract. A statement `Y = E` whose expression is a pairwise `contract(X, Z; R)` reducing two or
  *  more axes, wrapped only in products, quotients (the contraction in the numerator) and negation
