@@ -47,4 +47,13 @@ RewriteWeighing weigh_rewrites(const Program& p, const Diagram& d, std::vector<R
   return out;
 }
 
+void keep_weighed(RewriteResult& out, RewriteWeighing& w, std::vector<RewriteCandidate>& candidates) {
+  if (w.best) {
+    out.rewritten = candidates[*w.best].diagram;
+    out.kept = std::move(candidates[*w.best].weighed);
+  } else {
+    out.kept = std::move(w.given);
+  }
+}
+
 }  // namespace napkin

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "derive/pass.hpp"
 #include "derive/search.hpp"
 
 namespace napkin {
@@ -56,6 +57,22 @@ struct RewriteWeighing {
 RewriteWeighing weigh_rewrites(const Program& p, const Diagram& d, std::vector<RewriteCandidate>& candidates, const SizeMap& sizes,
                                const Hardware& hw, const ModelOptions& opt, const SearchOptions& so, std::optional<WeighedSearch> prior,
                                const std::function<bool(const RewriteCandidate&)>& usable = {});
+
+/** What a rewrite before the search returns: the diagram kept (a rewrite, or null for the
+ *  input), the steps that say what was weighed, and the search of the diagram kept (the next
+ *  pass's `prior`; derive() takes the last one instead of searching again). The plans' specs in
+ *  `kept` point into `*rewritten`, else into the input diagram object itself. */
+struct RewriteResult {
+  std::shared_ptr<const Diagram> rewritten;  ///< null: the input diagram is kept
+  std::vector<Step> steps;
+  /** The kept side's search, or `prior` handed through where no candidate applies. */
+  std::optional<WeighedSearch> kept;
+  bool changed() const { return rewritten != nullptr; }
+};
+
+/** Sets `out.rewritten` and `out.kept` from weigh_rewrites' outcome `w` over `candidates`: the
+ *  kept candidate's diagram and search, else the given diagram's search (moved out of both). */
+void keep_weighed(RewriteResult& out, RewriteWeighing& w, std::vector<RewriteCandidate>& candidates);
 
 /** The search of `d`: `prior` where given, else weigh_search of `d`. */
 WeighedSearch given_search(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt,

@@ -56,6 +56,17 @@ std::string chunk_axis(const std::vector<AxisList>& operands, const AxisList& ks
   return ks.back();
 }
 
+/** The chunks of K each tile of `tile` rows of the band axis (extent `extent`) walks, in tile
+ *  order (gemm_k_chunks). */
+std::vector<std::int64_t> band_tile_chunks(const GemmForm& g, std::int64_t extent, std::int64_t tile, std::int64_t k_extent) {
+  std::vector<std::int64_t> len;
+  for (std::int64_t o = 0; o < extent; o += tile) {
+    const auto [b, e] = gemm_k_chunks(g, o, std::min(extent, o + tile) - 1, k_extent);
+    len.push_back(e - b);
+  }
+  return len;
+}
+
 /** Sets g.k_band (GemmForm) from the first operand with a zero band over K and its free axis
  *  (M for the operand every contraction shares, N where every contraction has the same second
  *  operand), and the share of (tile, chunk) pairs walked, from `k`'s extents. Not under a
@@ -89,10 +100,7 @@ void find_k_band(const Diagram& d, const KernelShape& k, GemmForm& g) {
     const std::int64_t extent = rows, tile = a_side ? g.TM : g.TN;
     const std::int64_t tiles = (extent + tile - 1) / tile, all = (k_extent + g.TK - 1) / g.TK;
     double walked = 0;
-    for (std::int64_t i = 0; i < tiles; ++i) {
-      const auto [b, e] = gemm_k_chunks(g, i * tile, std::min(extent, (i + 1) * tile) - 1, k_extent);
-      walked += static_cast<double>(e - b);
-    }
+    for (const std::int64_t n : band_tile_chunks(g, extent, tile, k_extent)) walked += static_cast<double>(n);
     g.k_active_fraction = walked / static_cast<double>(std::max<std::int64_t>(1, tiles * all));
     const std::string lo = z->lo ? std::to_string(*z->lo) + " <= " : "", hi = z->hi ? " <= " + std::to_string(*z->hi) : "";
     char share[32];
@@ -236,11 +244,7 @@ void gemm_band_order(GemmForm& g, const Diagram& d, const KernelShape& k, const 
   }
   if (shared > hw.l2.capacity_bytes / 2) return;
   const std::int64_t extent = k.axes.at(g.k_band_axis).extent, k_extent = k.axes.at(g.K).extent, tile = a_side ? g.TM : g.TN;
-  std::vector<std::int64_t> len;
-  for (std::int64_t o = 0; o < extent; o += tile) {
-    const auto [b, e] = gemm_k_chunks(g, o, std::min(extent, o + tile) - 1, k_extent);
-    len.push_back(e - b);
-  }
+  std::vector<std::int64_t> len = band_tile_chunks(g, extent, tile, k_extent);
   g.band_order = true;
   g.band_reversed = len.back() > len.front();
   if (g.band_reversed) std::reverse(len.begin(), len.end());

@@ -121,12 +121,7 @@ AtomicAccumulationResult atomic_accumulations(const Program& p, const Diagram& d
                          "predicted " + objective_text(s.weighed.objective, so) + " with the accumulators against " +
                              objective_text(w.given.objective, so) + " as given"});
   }
-  if (w.best) {
-    out.rewritten = sides[*w.best].diagram;
-    out.kept = std::move(sides[*w.best].weighed);
-  } else {
-    out.kept = std::move(w.given);
-  }
+  keep_weighed(out, w, sides);
   return out;
 }
 

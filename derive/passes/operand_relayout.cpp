@@ -164,12 +164,7 @@ OperandRelayoutResult relayout_operands(const Program& p, const Diagram& d, cons
                                  : why + ": no copy (reading " + c.source + " as stored is predicted faster)",
                          "a relayout is exact: the copy holds the same values in another order", detail});
   }
-  if (changed) {
-    out.rewritten = sides[0].diagram;
-    out.kept = std::move(sides[0].weighed);
-  } else {
-    out.kept = std::move(w.given);
-  }
+  keep_weighed(out, w, sides);
   return out;
 }
 

@@ -29,22 +29,13 @@
 #include <vector>
 
 #include "derive/pass.hpp"
+#include "derive/rewrite_weighing.hpp"
 #include "derive/search.hpp"
 
 namespace napkin {
 
-/** The rewritten diagram, the steps that say which operands were copied and why, and the search
- *  the decision already ran on the diagram it returns. */
-struct OperandRelayoutResult {
-  /** The diagram with its copies; null where none pays (or none applies): the diagram is the input. */
-  std::shared_ptr<const Diagram> rewritten;
-  std::vector<Step> steps;
-  /** The search of the diagram returned (`*rewritten`, else the input object itself: the plans'
-   *  specs point into that object; derive/rewrite_weighing.hpp): derive() takes it instead of
-   *  searching again. `prior` handed through where no copy applies. */
-  std::optional<WeighedSearch> kept;
-  bool changed() const { return rewritten != nullptr; }
-};
+/** The diagram kept, the steps and the kept search (derive/rewrite_weighing.hpp). */
+using OperandRelayoutResult = RewriteResult;
 
 /** Gives each 8-bit operand stored MN-major a K-major copy where the model prices it cheaper
  *  (see the file comment). `d` is a verified diagram of `p` whose contractions are pairwise; it

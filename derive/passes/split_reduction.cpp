@@ -137,12 +137,7 @@ SplitReductionResult split_reductions(const Program& p, const Diagram& d, const 
                              " leaves the sum",
                          "predicted " + objective_text(s.weighed.objective, so) + " split against " + objective_text(w.given.objective, so) + " as given"});
   }
-  if (w.best) {
-    out.rewritten = sides[*w.best].diagram;
-    out.kept = std::move(sides[*w.best].weighed);
-  } else {
-    out.kept = std::move(w.given);
-  }
+  keep_weighed(out, w, sides);
   return out;
 }
 

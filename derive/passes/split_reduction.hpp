@@ -34,20 +34,13 @@
 #include <vector>
 
 #include "derive/pass.hpp"
+#include "derive/rewrite_weighing.hpp"
 #include "derive/search.hpp"
 
 namespace napkin {
 
-/** The diagram kept (a rewrite, or null for the input), the steps that say what was weighed, and
- *  the search of the diagram kept (derive() takes it instead of searching again). */
-struct SplitReductionResult {
-  std::shared_ptr<const Diagram> rewritten;  ///< null: the input diagram is kept
-  std::vector<Step> steps;
-  /** The search of the diagram kept (derive/rewrite_weighing.hpp: the next pass's `prior`):
-   *  the weighed side's, or `prior` handed through where no statement is eligible. */
-  std::optional<WeighedSearch> kept;
-  bool changed() const { return rewritten != nullptr; }
-};
+/** The diagram kept, the steps and the kept search (derive/rewrite_weighing.hpp). */
+using SplitReductionResult = RewriteResult;
 
 /** Splits one reduced axis off the eligible contractions of `d` where the model prices it faster
  *  (see the file comment). `d` is a verified diagram of `p` with pairwise contractions; it must
