@@ -62,12 +62,15 @@ class Estimator {
   Estimator(const Program& p, const Diagram& d, const SizeMap& s, WorkMemo& memo)
       : p_(p), d_(d), sizes_(s), typer_(d, p.diagrams, nullptr), memo_(memo) {}
 
+  /** Work of every statement, plus one operation per element of each input made and of each
+   *  statement stored: a diagram that only copies a large input is not free to evaluate. */
   double statements() {
     double w = 0;
+    for (const auto* in : d_.inputs()) w += elements(in->axes);
     for (const auto* s : d_.statements()) {
       check_elements(s->axes, s->name);
       for (const Expr* c : calls_innermost_first(*s->expr)) call_work_[c] = call(*c);
-      w += expr(*s->expr);
+      w += expr(*s->expr) + elements(s->axes);
     }
     return w;
   }

@@ -28,7 +28,9 @@ inline constexpr double kMaxEvalWork = 4e9;
  *  intermediate of an expression (a contraction inside a sum included). */
 inline constexpr std::int64_t kMaxEvalElements = kMaxTensorElements;
 
-/** Estimated work of evaluating `d` at `sizes`, in scalar operations (calls included). */
+/** Estimated work of evaluating `d` at `sizes`, in scalar operations (calls included): each
+ *  expression's operations plus one per element of every input made and every statement stored.
+ *  Raises UserError when an array would exceed kMaxEvalElements. */
 double estimate_work(const Program& p, const Diagram& d, const SizeMap& sizes);
 
 /** Raises UserError when evaluating `d` at `sizes` exceeds kMaxEvalWork, or when an input or an

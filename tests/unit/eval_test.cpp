@@ -139,6 +139,15 @@ TEST_CASE("evaluation too large for the reference evaluator is refused", "[eval]
   CHECK_THROWS_AS(evaluate(*r.p, *r.d, r.sizes, {}), UserError);
 }
 
+TEST_CASE("a diagram that only copies its input still counts the elements it makes and stores", "[eval][limits]") {
+  // Found by fuzz.diagram: an identity diagram on 2.4e8 elements was estimated at 0 operations,
+  // so a caller that gates on the estimate allocated 2 GB of inputs.
+  Run big = load("diagram t\naxis a = 241488545\nin X[a] : fp32\nout X : fp32\n");
+  CHECK(estimate_work(*big.p, *big.d, big.sizes) >= 241488545.0);
+  Run small = load("diagram t\naxis a = 8\nin X[a] : fp32\nY[a] = exp(X)\nout Y : fp32\n");
+  CHECK(estimate_work(*small.p, *small.d, small.sizes) >= 8 + 8);
+}
+
 TEST_CASE("windowed causal and band masks keep the offsets they name", "[eval][language]") {
   // q = 4 rows, x = 5 columns; row q keeps the x with q - 2 < x <= q (window=2), and the band
   // -1 <= x - q <= 1 (lo=-1, hi=1).
