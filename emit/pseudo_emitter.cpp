@@ -99,19 +99,14 @@ class PseudoEmitter {
       simt_body(kc);
     } else {
       if (spec && spec->strategy == Strategy::cols) {
-        const ColsForm& f = *spec->cols;
-        line("# cols: " + std::to_string(f.cols_per_block()) + " columns per block, " + std::to_string(f.vec) + " per lane (coalesced rows); " +
-             std::to_string(f.row_lanes()) + " threads per column group split " + fmt::format("{}", fmt::join(f.axes, ", ")) + ", " + std::to_string(f.unroll) +
-             " rows in flight each; partials added in SMEM in a fixed order");
-        line("# no tensor-core strategy: " + spec->declined);
+        cols_body(*spec);
+        --indent_;
+        return;
       }
       if (spec && spec->strategy == Strategy::rows) {
-        const RowsForm& f = *spec->rows;
-        const std::string team = f.team_lanes < 32 ? std::to_string(f.team_lanes) + " lanes" : std::to_string(f.team_warps) + " warp(s)";
-        line("# rows: a team of " + team + " walks each row along " + f.axis + ", coalesced; statistics combined by warp shuffles" +
-             (f.reduction ? std::string("; one walk, the reduction's value stored once per row") + (f.parts.size() == 1 && f.parts[0].post ? " through the statement's element-wise map" : "")
-                          : "; a second walk applies the map") + (f.parts.size() > 1 ? "; " + std::to_string(f.parts.size()) + " statements share the walks" : ""));
-        line("# no tensor-core strategy: " + spec->declined);
+        rows_body(*spec);
+        --indent_;
+        return;
       }
       schedule_body(kc);
     }
@@ -342,6 +337,111 @@ class PseudoEmitter {
     line("save " + f.O->name + "_reg -> " + slice(f.O->name));
     footer(kc);
     indent_ -= loops;
+  }
+
+  // ------------------------------------------------------------------ rows
+  /** The rows form (lower/rows_form.hpp) as emit/cuda/rows.cpp runs it: blocks of rows, teams
+   *  walking one row at a time, a statistics walk (the lemmas' per-thread state, merged across the
+   *  team), the reductions stored once per row, a second walk for the per-element maps. */
+  void rows_body(const KernelSpec& spec) {
+    const RowsForm& f = *spec.rows;
+    const std::string team = f.team_lanes < 32 ? n(f.team_lanes) + " lanes" : n(f.team_warps) + " warp(s)";
+    const std::string rows = fmt::format("{}", fmt::join(f.rows, ", "));
+    line("# rows: a team of " + team + " walks each row along " + f.axis + ", coalesced; statistics combined by warp shuffles" +
+         (f.reduction ? std::string("; one walk, the reduction's value stored once per row") + (f.parts.size() == 1 && f.parts[0].post ? " through the statement's element-wise map" : "")
+                      : "; a second walk applies the map") + (f.parts.size() > 1 ? "; " + n(static_cast<std::int64_t>(f.parts.size())) + " statements share the walks" : ""));
+    line("# no tensor-core strategy: " + spec.declined);
+    line("parallel for r0 in 0.." + n(f.rows_total) + " step " + n(f.rows_per_block) + "  # thread blocks: " + n(f.blocks) + " over the rows [" + rows + "] flattened, " +
+         n(f.blocks_per_sm) + " per SM");
+    ++indent_;
+    line("parallel for team in 0.." + n(f.teams_per_block()) + "  # teams of " + team + "; rows r0 + team, r0 + team + " + n(f.teams_per_block()) + ", .. below r0 + " +
+         n(f.rows_per_block));
+    ++indent_;
+    auto at = [&](const std::string& a) {  // a's element at the team's row, the walk's chunk along the axis
+      std::string s;
+      for (const auto& x : *d_.array_axes(a)) s += (s.empty() ? "" : ", ") + (x == f.axis ? x + "0.." : x);
+      return a + "[" + s + "]";
+    };
+    for (const auto& a : f.row_arrays) line("load " + at(a) + "  # once per row");
+    auto walk = [&](const RowsWalk& w, const std::string& what) {
+      line("for " + f.axis + "0 in 0.." + n(f.extent) + " step " + n(f.elements_per_round()) + "  # " + what + ": " + n(f.rounds_per_walk()) +
+           (f.rounds_per_walk() == 1 ? " round" : " rounds") + (f.vector ? ", " + n(f.unroll) + " 16-byte accesses in flight a lane" : ", one element an access"));
+      ++indent_;
+      for (const auto& a : w.vector_arrays) line("load " + at(a) + "  # 8 elements an access");
+      for (const auto& a : w.scalar_arrays) line("load " + at(a) + "  # one element an access");
+    };
+    walk(f.statistics, "statistics walk");
+    for (const auto& p : f.parts)
+      if (p.kind != RowsPart::Kind::map) {
+        const Statement& st = *d_.find_statement(p.statement);
+        line("fold " + p.statement + " = " + print_expr(*st.expr) + "  # per thread: " + rows_state(rows_core(d_, st)));
+      }
+    --indent_;
+    line("merge the team's statistics: warp shuffles" + std::string(f.team_warps > 1 ? ", then SMEM across its warps" : ""));
+    for (const auto& p : f.parts)
+      if (p.per_row() && p.stored) line("save " + at(p.statement) + "  # the team's first lane");
+    if (!f.reduction) {
+      walk(f.map, "map walk");
+      for (const auto& p : f.parts)
+        if (!p.per_row() && p.stored)
+          line(at(p.statement) + " = " + print_expr(*d_.find_statement(p.statement)->expr) + (p.vector_output ? "  # stored 8 elements an access" : ""));
+      --indent_;
+    }
+    indent_ -= 2;
+    line("# per thread block: " + human_bytes(static_cast<double>(f.smem_bytes)) + " SMEM, " + n(f.registers) + " registers per thread, " + n(f.warps) + " warps");
+  }
+
+  /** The statistics a rows kernel's thread keeps for `core` (emit/cuda/rows.cpp). */
+  static std::string rows_state(const Expr* core) {
+    if (!core) return "its statistics";
+    switch (core->op) {
+      case Op::softmax: return "online max and sum of exp (online-softmax lemma)";
+      case Op::layernorm: return "count, sum and sum of squares, shifted by the row's first element";
+      case Op::rmsnorm: return "sum of squares";
+      case Op::max: return "running max";
+      case Op::mean: return "running sum, divided by the extent at the end";
+      default: return "running sum";
+    }
+  }
+
+  // ------------------------------------------------------------------ cols
+  /** The cols form (lower/cols_form.hpp) as emit/cuda/cols.cpp runs it: blocks of consecutive
+   *  columns (Y's elements, flattened), each lane VEC of them; the block's threads per column
+   *  group split the reduced rows, UNROLL loads in flight each; partials summed in SMEM in a fixed
+   *  order; the block's first row of threads stores. */
+  void cols_body(const KernelSpec& spec) {
+    const ColsForm& f = *spec.cols;
+    const Statement& st = *d_.find_statement(f.statement);
+    const std::string cols = fmt::format("{}", fmt::join(f.cols, ", ")), rows = fmt::format("{}", fmt::join(f.axes, ", "));
+    line("# cols: " + n(f.cols_per_block()) + " columns per block, " + n(f.vec) + " per lane (coalesced rows); " + n(f.row_lanes()) +
+         " threads per column group split " + rows + ", " + n(f.unroll) + " rows in flight each; partials added in SMEM in a fixed order");
+    line("# no tensor-core strategy: " + spec.declined);
+    line("parallel for c0 in 0.." + n(f.cols_total) + " step " + n(f.cols_per_block()) + "  # thread blocks: " + n(f.blocks) + " over the columns [" + cols +
+         "] flattened, " + n(f.blocks_per_sm) + " per SM");
+    ++indent_;
+    const std::string first = f.vec > 1 ? "c0 + " + n(f.vec) + " lane" : "c0 + lane";
+    line("parallel for lane in 0.." + n(f.col_lanes) + ", t in 0.." + n(f.row_lanes()) + "  # threads: columns " + first +
+         (f.vec > 1 ? " .. " + first + " + " + n(f.vec - 1) : "") + "; rows t, t + " + n(f.row_lanes()) + ", ..");
+    ++indent_;
+    line("partial_reg[" + n(f.vec) + "] fp32 = identity of the reduction");
+    line("for r in t..(" + n(f.extent) + " rows of " + rows + ") step " + n(f.row_lanes()) + "  # " + n(f.unroll) + " rows' loads in flight, " +
+         n(f.rounds()) + (f.rounds() == 1 ? " dependent round" : " dependent rounds"));
+    ++indent_;
+    auto at = [&](const std::string& a) {  // a's elements at row r (its reduced axes' indices) and the lane's columns
+      std::string s;
+      for (const auto& x : *d_.array_axes(a)) s += (s.empty() ? "" : ", ") + (x == f.cols.back() ? x + "0.." : x);
+      return a + "[" + s + "]";
+    };
+    for (const auto& a : f.arrays) line("load " + at(a) + "  # coalesced along " + f.cols.back());
+    for (const auto& a : f.row_arrays) line("load " + at(a) + "  # one address per row");
+    line("partial_reg <- fold the reduction's argument of " + print_expr(*st.expr) + " at row r");
+    --indent_;
+    if (f.row_lanes() > 1) line("partials_smem[" + n(f.row_lanes()) + " x " + n(f.cols_per_block()) + "] fp32 (" + human_bytes(static_cast<double>(f.smem_bytes)) + ") <- partial_reg; halved in a tree, a fixed order");
+    for (const auto& a : f.col_arrays) line("load " + at(a) + "  # once per column");
+    line(at(st.name) + " = " + print_expr(*st.expr) + (f.post ? "  # the map of the summed partials" : "") + "; threads t = 0 store");
+    --indent_;
+    --indent_;
+    line("# per thread block: " + human_bytes(static_cast<double>(f.smem_bytes)) + " SMEM, " + n(f.registers) + " registers per thread, " + n(f.warps) + " warps");
   }
 
   // ------------------------------------------------------------------ simt

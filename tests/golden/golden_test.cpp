@@ -1,4 +1,5 @@
 // Golden DOT for every bundled diagram, and structural checks of the SVG Graphviz draws from it.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <regex>
@@ -68,5 +69,22 @@ TEST_CASE("pseudocode and relabelled DOT of each bundled diagram match their gol
     CHECK(count(dot, "subgraph \"cluster_") == dv.chosen.kernels.size());  // one region per kernel
     std::string svg = render_svg(dot);
     CHECK(count(svg, "class=\"cluster\"") == dv.chosen.kernels.size());
+  }
+}
+
+TEST_CASE("pseudocode of each tests/language diagram matches its golden file", "[golden][derive]") {
+  // The strategies the bundled diagrams do not reach (the cols form, calls, bands, rows kernels
+  // fused with their reductions): each kernel's lines come from its spec's form, not the schedule.
+  Hardware hw = load_hardware("h100");
+  std::vector<std::string> paths;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(NAPKIN_SOURCE_DIR) + "/tests/language"))
+    if (e.path().extension() == ".napkin") paths.push_back(e.path().string());
+  std::sort(paths.begin(), paths.end());
+  REQUIRE(paths.size() >= 10);
+  for (const auto& path : paths) {
+    INFO(path);
+    LoadedDiagram l = load_library(path);
+    Derivation dv = derive(*l.program, *l.diagram, l.sizes, hw);
+    check_golden("pseudo/language/" + std::filesystem::path(path).stem().string() + ".txt", emit_pseudo(*l.program, *l.diagram, dv, hw));
   }
 }
