@@ -340,6 +340,13 @@ class PseudoEmitter {
   }
 
   // ------------------------------------------------------------------ rows
+  /** `A[b, s, m0..]`: array `a` indexed by its axes, `axis` as the chunk a thread walks from `axis`0. */
+  std::string chunk_of(const std::string& a, const std::string& axis) const {
+    std::string s;
+    for (const auto& x : *d_.array_axes(a)) s += (s.empty() ? "" : ", ") + (x == axis ? x + "0.." : x);
+    return a + "[" + s + "]";
+  }
+
   /** The rows form (lower/rows_form.hpp) as emit/cuda/rows.cpp runs it: blocks of rows, teams
    *  walking one row at a time, a statistics walk (the lemmas' per-thread state, merged across the
    *  team), the reductions stored once per row, a second walk for the per-element maps. */
@@ -357,11 +364,7 @@ class PseudoEmitter {
     line("parallel for team in 0.." + n(f.teams_per_block()) + "  # teams of " + team + "; rows r0 + team, r0 + team + " + n(f.teams_per_block()) + ", .. below r0 + " +
          n(f.rows_per_block));
     ++indent_;
-    auto at = [&](const std::string& a) {  // a's element at the team's row, the walk's chunk along the axis
-      std::string s;
-      for (const auto& x : *d_.array_axes(a)) s += (s.empty() ? "" : ", ") + (x == f.axis ? x + "0.." : x);
-      return a + "[" + s + "]";
-    };
+    auto at = [&](const std::string& a) { return chunk_of(a, f.axis); };  // at the team's row, the walk's chunk
     for (const auto& a : f.row_arrays) line("load " + at(a) + "  # once per row");
     auto walk = [&](const RowsWalk& w, const std::string& what) {
       line("for " + f.axis + "0 in 0.." + n(f.extent) + " step " + n(f.elements_per_round()) + "  # " + what + ": " + n(f.rounds_per_walk()) +
@@ -427,11 +430,7 @@ class PseudoEmitter {
     line("for r in t..(" + n(f.extent) + " rows of " + rows + ") step " + n(f.row_lanes()) + "  # " + n(f.unroll) + " rows' loads in flight, " +
          n(f.rounds()) + (f.rounds() == 1 ? " dependent round" : " dependent rounds"));
     ++indent_;
-    auto at = [&](const std::string& a) {  // a's elements at row r (its reduced axes' indices) and the lane's columns
-      std::string s;
-      for (const auto& x : *d_.array_axes(a)) s += (s.empty() ? "" : ", ") + (x == f.cols.back() ? x + "0.." : x);
-      return a + "[" + s + "]";
-    };
+    auto at = [&](const std::string& a) { return chunk_of(a, f.cols.back()); };  // at row r, the lane's columns
     for (const auto& a : f.arrays) line("load " + at(a) + "  # coalesced along " + f.cols.back());
     for (const auto& a : f.row_arrays) line("load " + at(a) + "  # one address per row");
     line("partial_reg <- fold the reduction's argument of " + print_expr(*st.expr) + " at row r");
