@@ -400,7 +400,7 @@ class PseudoEmitter {
     switch (core->op) {
       case Op::softmax: return "online max and sum of exp (online-softmax lemma)";
       case Op::layernorm: return "count, sum and sum of squares, shifted by the row's first element";
-      case Op::rmsnorm: return "sum of squares";
+      case Op::rmsnorm: return "count, sum and sum of squares";
       case Op::max: return "running max";
       case Op::mean: return "running sum, divided by the extent at the end";
       default: return "running sum";

@@ -144,9 +144,8 @@ TEST_CASE("derived CPU loop nests equal the fp64 evaluator: bundled diagrams, th
   std::vector<std::string> files = test::library_files();
   // And the language's test diagrams (tests/language), the fp8 and int8 GEMMs (tests/kernels: their
   // products and sums are exact in fp64 on both sides, so the 1e-9 bound below holds for them too).
-  for (const char* folder : {"gpu", "language", "kernels"})
-    for (const auto& e : fs::directory_iterator(fs::path(NAPKIN_SOURCE_DIR) / "tests" / folder))
-      if (e.path().extension() == ".napkin") files.push_back(e.path().string());
+  for (const char* folder : {"tests/gpu", "tests/language", "tests/kernels"})
+    for (const auto& f : test::napkin_files(folder)) files.push_back(f);
   for (const auto& file : files) {
     Case c;
     c.label = fs::path(file).filename().string();

@@ -140,13 +140,13 @@ TEST_CASE("the language's test diagrams' CUDA compiles for sm_80 and sm_90a (nee
   const std::string dir = std::filesystem::temp_directory_path().string() + "/napkin-cuda-language-" + std::to_string(getpid());
   std::filesystem::create_directories(dir);
   int files = 0;
-  for (const auto& e : std::filesystem::directory_iterator(std::string(NAPKIN_SOURCE_DIR) + "/tests/language")) {
-    if (e.path().extension() != ".napkin") continue;
-    INFO(e.path());
-    LoadedDiagram l = load_library(e.path().string());
+  for (const auto& path : napkin_files("tests/language")) {
+    INFO(path);
+    const std::filesystem::path e(path);
+    LoadedDiagram l = load_library(path);
     Derivation dv = derive(*l.program, *l.diagram, l.sizes, hw);
     const std::string text = emit_cuda(*l.program, dv.diagram(*l.diagram), dv, hw);  // as derive rewrote it
-    const std::string cu = dir + "/" + e.path().stem().string() + ".cu";
+    const std::string cu = dir + "/" + e.stem().string() + ".cu";
     std::ofstream(cu) << text;
     for (const std::string arch : {"sm_80", "sm_90a"}) CHECK(count(ptx_of(cu, arch, dir), ".entry") >= dv.chosen.kernels.size());
     ++files;

@@ -1,5 +1,4 @@
 // Golden DOT for every bundled diagram, and structural checks of the SVG Graphviz draws from it.
-#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <regex>
@@ -76,10 +75,7 @@ TEST_CASE("pseudocode of each tests/language diagram matches its golden file", "
   // The strategies the bundled diagrams do not reach (the cols form, calls, bands, rows kernels
   // fused with their reductions): each kernel's lines come from its spec's form, not the schedule.
   Hardware hw = load_hardware("h100");
-  std::vector<std::string> paths;
-  for (const auto& e : std::filesystem::directory_iterator(std::string(NAPKIN_SOURCE_DIR) + "/tests/language"))
-    if (e.path().extension() == ".napkin") paths.push_back(e.path().string());
-  std::sort(paths.begin(), paths.end());
+  const std::vector<std::string> paths = napkin_files("tests/language");
   REQUIRE(paths.size() >= 10);
   for (const auto& path : paths) {
     INFO(path);

@@ -59,13 +59,15 @@ double relative_difference(const std::map<std::string, Tensor>& got, const std::
   return ref > 0 ? err / ref : err;
 }
 
-std::vector<std::string> library_files() {
+std::vector<std::string> napkin_files(const std::string& folder) {
   std::vector<std::string> out;
-  for (const auto& e : std::filesystem::directory_iterator(std::string(NAPKIN_SOURCE_DIR) + "/diagrams/library"))
+  for (const auto& e : std::filesystem::directory_iterator(std::string(NAPKIN_SOURCE_DIR) + "/" + folder))
     if (e.path().extension() == ".napkin") out.push_back(e.path().string());
   std::sort(out.begin(), out.end());
   return out;
 }
+
+std::vector<std::string> library_files() { return napkin_files("diagrams/library"); }
 
 namespace {
 LoadedDiagram finish(std::unique_ptr<Program> p, DiagnosticEngine& diags, const SizeMap& overrides) {

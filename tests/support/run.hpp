@@ -25,6 +25,8 @@ RunResult run_shell(const std::string& command);
 std::string slurp(const std::string& path);
 /** Occurrences of `what` in `s` (overlapping ones included). */
 std::size_t count(const std::string& s, const std::string& what);
+/** Every .napkin file of `folder` (relative to the source tree, e.g. "tests/language"), sorted. */
+std::vector<std::string> napkin_files(const std::string& folder);
 /** Bundled diagrams: every .napkin file of diagrams/library, sorted. */
 std::vector<std::string> library_files();
 /** max |got - want| / max |want| over every output of `want` (each must be in `got`, same size). */
