@@ -216,8 +216,9 @@ void tile_map(const BwdKernel& b, const BwdTile& t, bool masked) {
   over = [&](const Expr& e) -> std::optional<std::string> {
     if (&e == t.node) return name + "[mt][nt][e]";
     if (auto m = tile_mask(e)) return m;
-    // exp as the forward's online softmax computes it (render_lemma.cpp): one ex2 of the scaled argument
-    if (e.kind == Expr::Kind::apply && e.op == Op::exp) return "exp2f((" + b.c.value(*e.args[0], over) + ") * 1.4426950408889634f)";
+    // exp as the forward's online softmax computes it (render_lemma.cpp): one ex2 of the scaled
+    // argument, denormal results flushed (an absolute error under 2^-126: numeric.cuh exp2_ftz)
+    if (e.kind == Expr::Kind::apply && e.op == Op::exp) return "napkin::exp2_ftz((" + b.c.value(*e.args[0], over) + ") * 1.4426950408889634f)";
     if (e.kind != Expr::Kind::ref) return std::nullopt;
     if (contains(tiles, e.name)) return "t_" + e.name + "[mt][nt][e]";
     if (contains(f.row_vectors, e.name)) return "row_" + e.name + "[mt][e / 2]";

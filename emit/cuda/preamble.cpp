@@ -56,15 +56,16 @@ std::string wgmma_function(const MmaShape& m, int n, bool a_in_registers, std::s
   auto op = [&](int k) { return "%" + std::to_string(regs + k); };
   std::string s;
   if (!a_in_registers && dtype_bits(m.dtype) == 8) {  // no transpose immediates for 8-bit types (PTX ISA 9.7.15.5.1)
-    s += "/** " + ptx + " (from the hardware description's [[mma]] table): D += A B, A and B K-major in SMEM. */\n";
+    s += "/** " + ptx + " (from the hardware description's [[mma]] table): D += A B, A and B K-major in SMEM; with\n";
+    s += " *  scale_d = 0, D = A B (PTX ISA 9.7.15.5.2: D is not read, so it needs no initialisation). */\n";
     s += "template <int TA, int TB>\n";
-    s += "__device__ __forceinline__ void " + name + "(" + acc_t + " (&d)[" + r + "], uint64_t desc_a, uint64_t desc_b) {\n";
+    s += "__device__ __forceinline__ void " + name + "(" + acc_t + " (&d)[" + r + "], uint64_t desc_a, uint64_t desc_b, int scale_d = 1) {\n";
     s += "  static_assert(TA == 0 && TB == 0, \"8-bit wgmma reads K-major operands only\");\n";
     s += "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, " + op(2) + ", 0;\\n\"\n";
     // Integer wgmma takes scale-d alone (no imm-scale-a/b: PTX ISA 9.7.15.5.2).
     s += "               \"" + ptx + " {" + d + "}, " + op(0) + ", " + op(1) + (integer ? ", p;" : ", p, 1, 1;") + "\\n}\\n\"\n";
     s += "               : " + outs + "\n";
-    s += "               : \"l\"(desc_a), \"l\"(desc_b), \"r\"(1));\n}\n";
+    s += "               : \"l\"(desc_a), \"l\"(desc_b), \"r\"(scale_d));\n}\n";
     return s;
   }
   if (!a_in_registers) {

@@ -82,7 +82,7 @@ void flash_chunks(Code& k, const FlashForm& f);
 /** The flash form's normaliser lemma in one fragment layout of the score tile: the online
  *  softmax (paper §3; Milakov & Gimelshein 2018: running max m and sum l per row, O and l rescaled
  *  by corr = exp(m_old - m_new) when the max grows, P = exp(S - m) unnormalised, O / l at the end;
- *  exponentials as exp2f of values scaled by LOG2E), or none (f.normaliser_lemma empty: P is the
+ *  exponentials as napkin::exp2_ftz of values scaled by LOG2E), or none (f.normaliser_lemma empty: P is the
  *  score, O a plain sum over x, and every step below emits nothing). A thread holds two rows of
  *  each m16 tile of S: h = 0, 1, rows lane/4 and lane/4 + 8; the chunk's row maxima are `mx[2]`. */
 struct FlashLemma {
@@ -109,7 +109,8 @@ struct FlashLemma {
   /** After the chunk's elements: the new running max (quad-reduced), l (and O, unless deferred)
    *  rescaled, S turned into P = exp(S - m) in place, and P added to l. `P` names the statement. */
   void update(Code& k, const std::string& P) const;
-  /** The deferred rescaling of O by corr[2] (with `defer_o`). */
+  /** The deferred rescaling of O by corr[2] (with `defer_o`), skipped where every correction of
+   *  the warp is exactly 1 (no new row maximum: the product would equal O bit for bit). */
   void rescale_o(Code& k) const;
   /** The end of the stream: `inv_l[2]` = 1 / l (quad-reduced; 0 for an empty row). */
   void finalise(Code& k) const;

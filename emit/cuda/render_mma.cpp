@@ -86,7 +86,7 @@ void WgmmaAtoms::issue(Code& k, bool first) const {
   const std::string ks = std::to_string(k_step), rs = std::to_string(row), es = esize == 1 ? "" : " * " + std::to_string(esize);
   k.line("const int s = static_cast<int>(kc % 2), sp = static_cast<int>((kc + 1) % 2);");
   k.line("(void)sp;");
-  k.line("float S_reg[T_X / 2] = {};  // registers: S = Q K^T for this chunk");
+  k.line("float S_reg[T_X / 2];  // registers: S = Q K^T for this chunk, not zeroed: its first k step overwrites it (scale_d = 0)");
   k.line("napkin::mbar_wait(&k_full[s], static_cast<unsigned>((kc / 2) & 1));");
   if (!first) k.line("napkin::mbar_wait(&v_full[sp], static_cast<unsigned>(((kc - 1) / 2) & 1));");
   k.line("if (CONSUMERS == 2) napkin::named_sync(1 + cw, 256);");
@@ -96,7 +96,7 @@ void WgmmaAtoms::issue(Code& k, bool first) const {
   k.line("#pragma unroll");
   k.line("for (int kk = 0; kk < D_K; kk += " + ks + ")");
   k.line("  " + s_name + "<0, 0>(S_reg, napkin::smem_desc(smem + (kk / " + rs + ") * T_Q * 128 + cw * 64 * 128 + (kk % " + rs + ")" + es + ", 16, 1024),");
-  k.line("      napkin::smem_desc(smem + OFF_K + s * K_BYTES + (kk / " + rs + ") * T_X * 128 + (kk % " + rs + ")" + es + ", 16, 1024));");
+  k.line("      napkin::smem_desc(smem + OFF_K + s * K_BYTES + (kk / " + rs + ") * T_X * 128 + (kk % " + rs + ")" + es + ", 16, 1024), kk > 0);");
   k.line("napkin::wgmma_commit();");
   if (!first) pv(k, "sp");
   k.line("if (CONSUMERS == 2) napkin::named_arrive(2 - cw, 256);  // the other warpgroup's turn");

@@ -35,35 +35,33 @@ void flash_scores_fragments(Code& k, Context& c, const FlashForm& f, const Flash
   const ScoreChain chain = score_chain(c, f, over_s);
   const std::string &score = chain.value, &score_bounded = chain.bounded;
   score_comment(k, f);
-  if (score_bounded != score)
-    k.line("const bool interior = " + std::string(chain.reads_rows ? "n_q == T_Q && " : "") + "(kc + 1) * T_X <= N_" + x + ";  // every index the score map reads in range");
+  // Interior chunks of a full tile read every index in range: no bound on the maps' loads and
+  // no select of the keys past N_x (a uniform branch: the whole block's chunk).
+  k.line("const bool interior = " + std::string(chain.reads_rows ? "n_q == T_Q && " : "") + "(kc + 1) * T_X <= N_" + x + ";  // every index the score map reads in range");
   k.line("#pragma unroll");
   k.open("for (int mt = 0; mt < MT; ++mt)");
   lemma.chunk_begin(k);
-  auto elements = [&](const std::string& value) {
+  auto elements = [&](const std::string& value, bool masked) {
     k.line("#pragma unroll");
     k.open("for (int nt = 0; nt < T_X / 8; ++nt)");
     k.line("#pragma unroll");
     k.open("for (int e = 0; e < 4; ++e)");
     k.line("const int64_t i_" + M + " = o_" + M + " + warp * (T_Q / WARPS) + mt * 16 + lane / 4 + (e / 2) * 8;");
     k.line("const int64_t i_" + x + " = kc * T_X + nt * 8 + (lane % 4) * 2 + e % 2;");
-    k.line("(void)i_" + M + ";");
+    k.line("(void)i_" + M + ", (void)i_" + x + ";");
     k.line("const float v = " + value + ";");
-    k.line("S_reg[mt][nt][e] = i_" + x + " < N_" + x + " ? v : " + lemma.fill() + (softmax ? ";" : ";  // P, no normaliser"));
+    const std::string note = softmax ? ";" : ";  // P, no normaliser";
+    k.line(masked ? "S_reg[mt][nt][e] = i_" + x + " < N_" + x + " ? v : " + lemma.fill() + note : "S_reg[mt][nt][e] = v" + note);
     lemma.element(k);
     k.close();
     k.close();
   };
-  if (score_bounded == score) {
-    elements(score);
-  } else {
-    k.open("if (interior)");
-    elements(score);
-    k.close(" else {");
-    ++k.indent;
-    elements(score_bounded);
-    k.close();
-  }
+  k.open("if (interior)");
+  elements(score, false);
+  k.close(" else {");
+  ++k.indent;
+  elements(score_bounded, true);
+  k.close();
   lemma.update(k, f.P->name);
   k.close();
 }
@@ -109,9 +107,10 @@ void WarpgroupScores::render(Code& k, const FlashLemma& lemma) const {
   score_comment(k, f_);
   lemma.chunk_begin(k);
   k.line("const int x_left = static_cast<int>(min(int64_t{T_X}, N_" + f_.x + " - kc * T_X));  // valid keys in the chunk");
-  if (score_interior == score) {
-    elements(k, lemma, score, true);
-  } else {
+  // Interior chunks (every key of the chunk in range, and, causal, at or before every row's
+  // diagonal) take the score without the bound's select: one compare and select fewer per element
+  // (the mask is the chunk's, so the branch is uniform over the warpgroup).
+  {
     std::string interior = "x_left == T_X";
     if (causal_) {
       k.line("const int diag = static_cast<int>(max(int64_t{-64}, min(int64_t{T_X}, o_" + f_.M + " + cw * 64 - kc * T_X)));");

@@ -90,6 +90,16 @@ __device__ __forceinline__ int64_t split_index(int64_t& rest, int64_t n) {
   return i;
 }
 
+// exp2 on the special-function unit with denormal results flushed to zero (PTX ISA 9.7.4.14,
+// ex2.approx.ftz.f32: max relative error 2^-22.5 over the normal range). exp2f compiles to the
+// non-ftz ex2.approx.f32, which ptxas wraps in a range test and two scalings per call; the online
+// softmax's P = 2^(s - m) lies in [0, 1] and l >= 1, so a flushed P < 2^-126 changes O by less than
+// 2^-126 of |V|.
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
 __device__ __forceinline__ float relu(float x) { return fmaxf(x, 0.0f); }
 // step: 1 where x > 0, 0 where x <= 0, NaN where x is NaN (the evaluator's, diagrams/eval.cpp).
 __device__ __forceinline__ float step(float x) { return x > 0.0f ? 1.0f : x == x ? 0.0f : x; }
@@ -808,14 +818,15 @@ namespace k_S_to_O {
 // wgmma variant (sm_90a): warpgroup 0 loads Q once and K, V chunks by TMA into 2-stage rings; 2 consumer warpgroup(s) x 64 rows of q
 // S = Q K^T and O += P V on wgmma (P from registers), online softmax in registers
 namespace wg {
-/** wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 (from the hardware description's [[mma]] table): D += A B, A and B K-major in SMEM. */
+/** wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 (from the hardware description's [[mma]] table): D += A B, A and B K-major in SMEM; with
+ *  scale_d = 0, D = A B (PTX ISA 9.7.15.5.2: D is not read, so it needs no initialisation). */
 template <int TA, int TB>
-__device__ __forceinline__ void wgmma_m64n128k32_fp8e4m3(float (&d)[64], uint64_t desc_a, uint64_t desc_b) {
+__device__ __forceinline__ void wgmma_m64n128k32_fp8e4m3(float (&d)[64], uint64_t desc_a, uint64_t desc_b, int scale_d = 1) {
   static_assert(TA == 0 && TB == 0, "8-bit wgmma reads K-major operands only");
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
                "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1;\n}\n"
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-               : "l"(desc_a), "l"(desc_b), "r"(1));
+               : "l"(desc_a), "l"(desc_b), "r"(scale_d));
 }
 /** wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 (from the hardware description's [[mma]] table): D += A B, A in registers (the 8-bit
  *  k32 A fragment per warp, PTX ISA 9.7.15.5.1.1: fp8.cuh acc_to_a_fp8), B K-major in SMEM. */
@@ -886,7 +897,7 @@ __device__ __forceinline__ void wgmma_m64n128k32_fp8e4m3_rs(float (&d)[64], cons
       const int64_t kc = 0;  // chunks >= 1: the launcher runs this variant only for N_x > 0
       const int s = static_cast<int>(kc % 2), sp = static_cast<int>((kc + 1) % 2);
       (void)sp;
-      float S_reg[T_X / 2] = {};  // registers: S = Q K^T for this chunk
+      float S_reg[T_X / 2];  // registers: S = Q K^T for this chunk, not zeroed: its first k step overwrites it (scale_d = 0)
       napkin::mbar_wait(&k_full[s], static_cast<unsigned>((kc / 2) & 1));
       if (CONSUMERS == 2) napkin::named_sync(1 + cw, 256);
       napkin::fence_regs(S_reg);
@@ -895,7 +906,7 @@ __device__ __forceinline__ void wgmma_m64n128k32_fp8e4m3_rs(float (&d)[64], cons
       #pragma unroll
       for (int kk = 0; kk < D_K; kk += 32)
         wgmma_m64n128k32_fp8e4m3<0, 0>(S_reg, napkin::smem_desc(smem + (kk / 128) * T_Q * 128 + cw * 64 * 128 + (kk % 128), 16, 1024),
-            napkin::smem_desc(smem + OFF_K + s * K_BYTES + (kk / 128) * T_X * 128 + (kk % 128), 16, 1024));
+            napkin::smem_desc(smem + OFF_K + s * K_BYTES + (kk / 128) * T_X * 128 + (kk % 128), 16, 1024), kk > 0);
       napkin::wgmma_commit();
       if (CONSUMERS == 2) napkin::named_arrive(2 - cw, 256);  // the other warpgroup's turn
       napkin::wgmma_wait<0>();
@@ -904,16 +915,32 @@ __device__ __forceinline__ void wgmma_m64n128k32_fp8e4m3_rs(float (&d)[64], cons
       // S and P's argument element by element; keys past N_x are masked
       float mx[2] = {m_reg[0], m_reg[1]};
       const int x_left = static_cast<int>(min(int64_t{T_X}, N_x - kc * T_X));  // valid keys in the chunk
-      #pragma unroll
-      for (int nt = 0; nt < T_X / 8; ++nt) {
+      if (x_left == T_X) {
+        // interior chunk: no key past the end
         #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int c_rel = nt * 8 + (lane % 4) * 2 + e % 2, r_rel = warp * 16 + lane / 4 + (e / 2) * 8;
-          const int64_t i_q = o_q + cw * 64 + r_rel, i_x = kc * T_X + c_rel;
-          (void)i_q, (void)i_x, (void)r_rel;
-          const float v = (S_reg[nt * 4 + e] * ((napkin::to_f(a.sq[0]) * napkin::to_f(a.sk[0])) / sqrtf(static_cast<float>(N_d))));
-          S_reg[nt * 4 + e] = c_rel < x_left ? v : -INFINITY;
-          mx[e / 2] = fmaxf(mx[e / 2], S_reg[nt * 4 + e]);
+        for (int nt = 0; nt < T_X / 8; ++nt) {
+          #pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int c_rel = nt * 8 + (lane % 4) * 2 + e % 2, r_rel = warp * 16 + lane / 4 + (e / 2) * 8;
+            const int64_t i_q = o_q + cw * 64 + r_rel, i_x = kc * T_X + c_rel;
+            (void)i_q, (void)i_x, (void)r_rel;
+            const float v = (S_reg[nt * 4 + e] * ((napkin::to_f(a.sq[0]) * napkin::to_f(a.sk[0])) / sqrtf(static_cast<float>(N_d))));
+            S_reg[nt * 4 + e] = v;
+            mx[e / 2] = fmaxf(mx[e / 2], S_reg[nt * 4 + e]);
+          }
+        }
+      } else {
+        #pragma unroll
+        for (int nt = 0; nt < T_X / 8; ++nt) {
+          #pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int c_rel = nt * 8 + (lane % 4) * 2 + e % 2, r_rel = warp * 16 + lane / 4 + (e / 2) * 8;
+            const int64_t i_q = o_q + cw * 64 + r_rel, i_x = kc * T_X + c_rel;
+            (void)i_q, (void)i_x, (void)r_rel;
+            const float v = (S_reg[nt * 4 + e] * ((napkin::to_f(a.sq[0]) * napkin::to_f(a.sk[0])) / sqrtf(static_cast<float>(N_d))));
+            S_reg[nt * 4 + e] = c_rel < x_left ? v : -INFINITY;
+            mx[e / 2] = fmaxf(mx[e / 2], S_reg[nt * 4 + e]);
+          }
         }
       }
       // online softmax (P): new running max; l and O are rescaled by exp(m_old - m_new)
@@ -921,7 +948,7 @@ __device__ __forceinline__ void wgmma_m64n128k32_fp8e4m3_rs(float (&d)[64], cons
       #pragma unroll
       for (int h = 0; h < 2; ++h) {
         mx[h] = napkin::quad_max(mx[h]);
-        corr[h] = mx[h] == -INFINITY ? 1.0f : exp2f((m_reg[h] - mx[h]) * LOG2E);
+        corr[h] = mx[h] == -INFINITY ? 1.0f : napkin::exp2_ftz((m_reg[h] - mx[h]) * LOG2E);
         m_reg[h] = mx[h];
         l_reg[h] *= corr[h];
       }
@@ -930,7 +957,7 @@ __device__ __forceinline__ void wgmma_m64n128k32_fp8e4m3_rs(float (&d)[64], cons
       for (int nt = 0; nt < T_X / 8; ++nt) {
         #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          S_reg[nt * 4 + e] = exp2f(S_reg[nt * 4 + e] * LOG2E - ms[e / 2]);  // P, unnormalised
+          S_reg[nt * 4 + e] = napkin::exp2_ftz(S_reg[nt * 4 + e] * LOG2E - ms[e / 2]);  // P, unnormalised
           l_reg[e / 2] += S_reg[nt * 4 + e];
         }
       }
@@ -940,7 +967,7 @@ __device__ __forceinline__ void wgmma_m64n128k32_fp8e4m3_rs(float (&d)[64], cons
     for (int64_t kc = 1; kc < chunks; ++kc) {
       const int s = static_cast<int>(kc % 2), sp = static_cast<int>((kc + 1) % 2);
       (void)sp;
-      float S_reg[T_X / 2] = {};  // registers: S = Q K^T for this chunk
+      float S_reg[T_X / 2];  // registers: S = Q K^T for this chunk, not zeroed: its first k step overwrites it (scale_d = 0)
       napkin::mbar_wait(&k_full[s], static_cast<unsigned>((kc / 2) & 1));
       napkin::mbar_wait(&v_full[sp], static_cast<unsigned>(((kc - 1) / 2) & 1));
       if (CONSUMERS == 2) napkin::named_sync(1 + cw, 256);
@@ -950,7 +977,7 @@ __device__ __forceinline__ void wgmma_m64n128k32_fp8e4m3_rs(float (&d)[64], cons
       #pragma unroll
       for (int kk = 0; kk < D_K; kk += 32)
         wgmma_m64n128k32_fp8e4m3<0, 0>(S_reg, napkin::smem_desc(smem + (kk / 128) * T_Q * 128 + cw * 64 * 128 + (kk % 128), 16, 1024),
-            napkin::smem_desc(smem + OFF_K + s * K_BYTES + (kk / 128) * T_X * 128 + (kk % 128), 16, 1024));
+            napkin::smem_desc(smem + OFF_K + s * K_BYTES + (kk / 128) * T_X * 128 + (kk % 128), 16, 1024), kk > 0);
       napkin::wgmma_commit();
       #pragma unroll
       for (int kk = 0; kk < T_X / 32; ++kk)
@@ -963,16 +990,32 @@ __device__ __forceinline__ void wgmma_m64n128k32_fp8e4m3_rs(float (&d)[64], cons
       // S and P's argument element by element; keys past N_x are masked
       float mx[2] = {m_reg[0], m_reg[1]};
       const int x_left = static_cast<int>(min(int64_t{T_X}, N_x - kc * T_X));  // valid keys in the chunk
-      #pragma unroll
-      for (int nt = 0; nt < T_X / 8; ++nt) {
+      if (x_left == T_X) {
+        // interior chunk: no key past the end
         #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int c_rel = nt * 8 + (lane % 4) * 2 + e % 2, r_rel = warp * 16 + lane / 4 + (e / 2) * 8;
-          const int64_t i_q = o_q + cw * 64 + r_rel, i_x = kc * T_X + c_rel;
-          (void)i_q, (void)i_x, (void)r_rel;
-          const float v = (S_reg[nt * 4 + e] * ((napkin::to_f(a.sq[0]) * napkin::to_f(a.sk[0])) / sqrtf(static_cast<float>(N_d))));
-          S_reg[nt * 4 + e] = c_rel < x_left ? v : -INFINITY;
-          mx[e / 2] = fmaxf(mx[e / 2], S_reg[nt * 4 + e]);
+        for (int nt = 0; nt < T_X / 8; ++nt) {
+          #pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int c_rel = nt * 8 + (lane % 4) * 2 + e % 2, r_rel = warp * 16 + lane / 4 + (e / 2) * 8;
+            const int64_t i_q = o_q + cw * 64 + r_rel, i_x = kc * T_X + c_rel;
+            (void)i_q, (void)i_x, (void)r_rel;
+            const float v = (S_reg[nt * 4 + e] * ((napkin::to_f(a.sq[0]) * napkin::to_f(a.sk[0])) / sqrtf(static_cast<float>(N_d))));
+            S_reg[nt * 4 + e] = v;
+            mx[e / 2] = fmaxf(mx[e / 2], S_reg[nt * 4 + e]);
+          }
+        }
+      } else {
+        #pragma unroll
+        for (int nt = 0; nt < T_X / 8; ++nt) {
+          #pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int c_rel = nt * 8 + (lane % 4) * 2 + e % 2, r_rel = warp * 16 + lane / 4 + (e / 2) * 8;
+            const int64_t i_q = o_q + cw * 64 + r_rel, i_x = kc * T_X + c_rel;
+            (void)i_q, (void)i_x, (void)r_rel;
+            const float v = (S_reg[nt * 4 + e] * ((napkin::to_f(a.sq[0]) * napkin::to_f(a.sk[0])) / sqrtf(static_cast<float>(N_d))));
+            S_reg[nt * 4 + e] = c_rel < x_left ? v : -INFINITY;
+            mx[e / 2] = fmaxf(mx[e / 2], S_reg[nt * 4 + e]);
+          }
         }
       }
       // online softmax (P): new running max; l and O are rescaled by exp(m_old - m_new)
@@ -980,7 +1023,7 @@ __device__ __forceinline__ void wgmma_m64n128k32_fp8e4m3_rs(float (&d)[64], cons
       #pragma unroll
       for (int h = 0; h < 2; ++h) {
         mx[h] = napkin::quad_max(mx[h]);
-        corr[h] = mx[h] == -INFINITY ? 1.0f : exp2f((m_reg[h] - mx[h]) * LOG2E);
+        corr[h] = mx[h] == -INFINITY ? 1.0f : napkin::exp2_ftz((m_reg[h] - mx[h]) * LOG2E);
         m_reg[h] = mx[h];
         l_reg[h] *= corr[h];
       }
@@ -989,7 +1032,7 @@ __device__ __forceinline__ void wgmma_m64n128k32_fp8e4m3_rs(float (&d)[64], cons
       for (int nt = 0; nt < T_X / 8; ++nt) {
         #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          S_reg[nt * 4 + e] = exp2f(S_reg[nt * 4 + e] * LOG2E - ms[e / 2]);  // P, unnormalised
+          S_reg[nt * 4 + e] = napkin::exp2_ftz(S_reg[nt * 4 + e] * LOG2E - ms[e / 2]);  // P, unnormalised
           l_reg[e / 2] += S_reg[nt * 4 + e];
         }
       }

@@ -90,6 +90,16 @@ __device__ __forceinline__ int64_t split_index(int64_t& rest, int64_t n) {
   return i;
 }
 
+// exp2 on the special-function unit with denormal results flushed to zero (PTX ISA 9.7.4.14,
+// ex2.approx.ftz.f32: max relative error 2^-22.5 over the normal range). exp2f compiles to the
+// non-ftz ex2.approx.f32, which ptxas wraps in a range test and two scalings per call; the online
+// softmax's P = 2^(s - m) lies in [0, 1] and l >= 1, so a flushed P < 2^-126 changes O by less than
+// 2^-126 of |V|.
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
 __device__ __forceinline__ float relu(float x) { return fmaxf(x, 0.0f); }
 // step: 1 where x > 0, 0 where x <= 0, NaN where x is NaN (the evaluator's, diagrams/eval.cpp).
 __device__ __forceinline__ float step(float x) { return x > 0.0f ? 1.0f : x == x ? 0.0f : x; }
@@ -786,25 +796,41 @@ namespace k_S_to_O {
         }
       }
       // S and P's argument element by element; keys past N_x are masked
+      const bool interior = (kc + 1) * T_X <= N_x;  // every index the score map reads in range
       #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
         float mx[2] = {m_reg[mt][0], m_reg[mt][1]};
-        #pragma unroll
-        for (int nt = 0; nt < T_X / 8; ++nt) {
+        if (interior) {
           #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int64_t i_q = o_q + warp * (T_Q / WARPS) + mt * 16 + lane / 4 + (e / 2) * 8;
-            const int64_t i_x = kc * T_X + nt * 8 + (lane % 4) * 2 + e % 2;
-            (void)i_q;
-            const float v = ((i_x <= i_q ? 1.0f : 0.0f) != 0.0f ? (S_reg[mt][nt][e] * rsqrtf(static_cast<float>(N_d))) : -INFINITY);
-            S_reg[mt][nt][e] = i_x < N_x ? v : -INFINITY;
-            mx[e / 2] = fmaxf(mx[e / 2], S_reg[mt][nt][e]);
+          for (int nt = 0; nt < T_X / 8; ++nt) {
+            #pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int64_t i_q = o_q + warp * (T_Q / WARPS) + mt * 16 + lane / 4 + (e / 2) * 8;
+              const int64_t i_x = kc * T_X + nt * 8 + (lane % 4) * 2 + e % 2;
+              (void)i_q, (void)i_x;
+              const float v = ((i_x <= i_q ? 1.0f : 0.0f) != 0.0f ? (S_reg[mt][nt][e] * rsqrtf(static_cast<float>(N_d))) : -INFINITY);
+              S_reg[mt][nt][e] = v;
+              mx[e / 2] = fmaxf(mx[e / 2], S_reg[mt][nt][e]);
+            }
+          }
+        } else {
+          #pragma unroll
+          for (int nt = 0; nt < T_X / 8; ++nt) {
+            #pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int64_t i_q = o_q + warp * (T_Q / WARPS) + mt * 16 + lane / 4 + (e / 2) * 8;
+              const int64_t i_x = kc * T_X + nt * 8 + (lane % 4) * 2 + e % 2;
+              (void)i_q, (void)i_x;
+              const float v = ((i_x <= i_q ? 1.0f : 0.0f) != 0.0f ? (S_reg[mt][nt][e] * rsqrtf(static_cast<float>(N_d))) : -INFINITY);
+              S_reg[mt][nt][e] = i_x < N_x ? v : -INFINITY;
+              mx[e / 2] = fmaxf(mx[e / 2], S_reg[mt][nt][e]);
+            }
           }
         }
         // online softmax (P): new running max, rescale l and O by exp(m_old - m_new)
         for (int h = 0; h < 2; ++h) {
           mx[h] = napkin::quad_max(mx[h]);
-          const float corr = mx[h] == -INFINITY ? 1.0f : exp2f((m_reg[mt][h] - mx[h]) * LOG2E);
+          const float corr = mx[h] == -INFINITY ? 1.0f : napkin::exp2_ftz((m_reg[mt][h] - mx[h]) * LOG2E);
           m_reg[mt][h] = mx[h];
           l_reg[mt][h] *= corr;
           #pragma unroll
@@ -815,7 +841,7 @@ namespace k_S_to_O {
         for (int nt = 0; nt < T_X / 8; ++nt) {
           #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            S_reg[mt][nt][e] = exp2f(S_reg[mt][nt][e] * LOG2E - ms[e / 2]);  // P, unnormalised
+            S_reg[mt][nt][e] = napkin::exp2_ftz(S_reg[mt][nt][e] * LOG2E - ms[e / 2]);  // P, unnormalised
             l_reg[mt][e / 2] += S_reg[mt][nt][e];
           }
         }
@@ -945,7 +971,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
       const int64_t kc = 0;  // chunks >= 1: the launcher runs this variant only for N_x > 0
       const int s = static_cast<int>(kc % 2), sp = static_cast<int>((kc + 1) % 2);
       (void)sp;
-      float S_reg[T_X / 2] = {};  // registers: S = Q K^T for this chunk
+      float S_reg[T_X / 2];  // registers: S = Q K^T for this chunk, not zeroed: its first k step overwrites it (scale_d = 0)
       napkin::mbar_wait(&k_full[s], static_cast<unsigned>((kc / 2) & 1));
       if (CONSUMERS == 2) napkin::named_sync(1 + cw, 256);
       napkin::fence_regs(S_reg);
@@ -954,7 +980,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
       #pragma unroll
       for (int kk = 0; kk < D_K; kk += 16)
         wgmma_m64n128k16_bf16<0, 0>(S_reg, napkin::smem_desc(smem + (kk / 64) * T_Q * 128 + cw * 64 * 128 + (kk % 64) * 2, 16, 1024),
-            napkin::smem_desc(smem + OFF_K + s * K_BYTES + (kk / 64) * T_X * 128 + (kk % 64) * 2, 16, 1024));
+            napkin::smem_desc(smem + OFF_K + s * K_BYTES + (kk / 64) * T_X * 128 + (kk % 64) * 2, 16, 1024), kk > 0);
       napkin::wgmma_commit();
       if (CONSUMERS == 2) napkin::named_arrive(2 - cw, 256);  // the other warpgroup's turn
       napkin::wgmma_wait<0>();
@@ -997,7 +1023,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
       #pragma unroll
       for (int h = 0; h < 2; ++h) {
         mx[h] = napkin::quad_max(mx[h]);
-        corr[h] = mx[h] == -INFINITY ? 1.0f : exp2f((m_reg[h] - mx[h]) * LOG2E);
+        corr[h] = mx[h] == -INFINITY ? 1.0f : napkin::exp2_ftz((m_reg[h] - mx[h]) * LOG2E);
         m_reg[h] = mx[h];
         l_reg[h] *= corr[h];
       }
@@ -1006,7 +1032,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
       for (int nt = 0; nt < T_X / 8; ++nt) {
         #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          S_reg[nt * 4 + e] = exp2f(S_reg[nt * 4 + e] * LOG2E - ms[e / 2]);  // P, unnormalised
+          S_reg[nt * 4 + e] = napkin::exp2_ftz(S_reg[nt * 4 + e] * LOG2E - ms[e / 2]);  // P, unnormalised
           l_reg[e / 2] += S_reg[nt * 4 + e];
         }
       }
@@ -1019,7 +1045,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
     for (int64_t kc = 1; kc < chunks; ++kc) {
       const int s = static_cast<int>(kc % 2), sp = static_cast<int>((kc + 1) % 2);
       (void)sp;
-      float S_reg[T_X / 2] = {};  // registers: S = Q K^T for this chunk
+      float S_reg[T_X / 2];  // registers: S = Q K^T for this chunk, not zeroed: its first k step overwrites it (scale_d = 0)
       napkin::mbar_wait(&k_full[s], static_cast<unsigned>((kc / 2) & 1));
       napkin::mbar_wait(&v_full[sp], static_cast<unsigned>(((kc - 1) / 2) & 1));
       if (CONSUMERS == 2) napkin::named_sync(1 + cw, 256);
@@ -1029,7 +1055,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
       #pragma unroll
       for (int kk = 0; kk < D_K; kk += 16)
         wgmma_m64n128k16_bf16<0, 0>(S_reg, napkin::smem_desc(smem + (kk / 64) * T_Q * 128 + cw * 64 * 128 + (kk % 64) * 2, 16, 1024),
-            napkin::smem_desc(smem + OFF_K + s * K_BYTES + (kk / 64) * T_X * 128 + (kk % 64) * 2, 16, 1024));
+            napkin::smem_desc(smem + OFF_K + s * K_BYTES + (kk / 64) * T_X * 128 + (kk % 64) * 2, 16, 1024), kk > 0);
       napkin::wgmma_commit();
       #pragma unroll
       for (int kk = 0; kk < T_X / 16; ++kk)
@@ -1076,7 +1102,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
       #pragma unroll
       for (int h = 0; h < 2; ++h) {
         mx[h] = napkin::quad_max(mx[h]);
-        corr[h] = mx[h] == -INFINITY ? 1.0f : exp2f((m_reg[h] - mx[h]) * LOG2E);
+        corr[h] = mx[h] == -INFINITY ? 1.0f : napkin::exp2_ftz((m_reg[h] - mx[h]) * LOG2E);
         m_reg[h] = mx[h];
         l_reg[h] *= corr[h];
       }
@@ -1085,7 +1111,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
       for (int nt = 0; nt < T_X / 8; ++nt) {
         #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          S_reg[nt * 4 + e] = exp2f(S_reg[nt * 4 + e] * LOG2E - ms[e / 2]);  // P, unnormalised
+          S_reg[nt * 4 + e] = napkin::exp2_ftz(S_reg[nt * 4 + e] * LOG2E - ms[e / 2]);  // P, unnormalised
           l_reg[e / 2] += S_reg[nt * 4 + e];
         }
       }

@@ -90,6 +90,16 @@ __device__ __forceinline__ int64_t split_index(int64_t& rest, int64_t n) {
   return i;
 }
 
+// exp2 on the special-function unit with denormal results flushed to zero (PTX ISA 9.7.4.14,
+// ex2.approx.ftz.f32: max relative error 2^-22.5 over the normal range). exp2f compiles to the
+// non-ftz ex2.approx.f32, which ptxas wraps in a range test and two scalings per call; the online
+// softmax's P = 2^(s - m) lies in [0, 1] and l >= 1, so a flushed P < 2^-126 changes O by less than
+// 2^-126 of |V|.
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
 __device__ __forceinline__ float relu(float x) { return fmaxf(x, 0.0f); }
 // step: 1 where x > 0, 0 where x <= 0, NaN where x is NaN (the evaluator's, diagrams/eval.cpp).
 __device__ __forceinline__ float step(float x) { return x > 0.0f ? 1.0f : x == x ? 0.0f : x; }

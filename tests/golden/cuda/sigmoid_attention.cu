@@ -90,6 +90,16 @@ __device__ __forceinline__ int64_t split_index(int64_t& rest, int64_t n) {
   return i;
 }
 
+// exp2 on the special-function unit with denormal results flushed to zero (PTX ISA 9.7.4.14,
+// ex2.approx.ftz.f32: max relative error 2^-22.5 over the normal range). exp2f compiles to the
+// non-ftz ex2.approx.f32, which ptxas wraps in a range test and two scalings per call; the online
+// softmax's P = 2^(s - m) lies in [0, 1] and l >= 1, so a flushed P < 2^-126 changes O by less than
+// 2^-126 of |V|.
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
 __device__ __forceinline__ float relu(float x) { return fmaxf(x, 0.0f); }
 // step: 1 where x > 0, 0 where x <= 0, NaN where x is NaN (the evaluator's, diagrams/eval.cpp).
 __device__ __forceinline__ float step(float x) { return x > 0.0f ? 1.0f : x == x ? 0.0f : x; }
@@ -782,17 +792,32 @@ namespace k_P_to_O {
         }
       }
       // P and P element by element; keys past N_x give P = 0
+      const bool interior = (kc + 1) * T_X <= N_x;  // every index the score map reads in range
       #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
-        #pragma unroll
-        for (int nt = 0; nt < T_X / 8; ++nt) {
+        if (interior) {
           #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int64_t i_q = o_q + warp * (T_Q / WARPS) + mt * 16 + lane / 4 + (e / 2) * 8;
-            const int64_t i_x = kc * T_X + nt * 8 + (lane % 4) * 2 + e % 2;
-            (void)i_q;
-            const float v = napkin::sigmoid(((S_reg[mt][nt][e] * rsqrtf(static_cast<float>(N_d))) - logf(static_cast<float>(N_x))));
-            S_reg[mt][nt][e] = i_x < N_x ? v : 0.0f;  // P, no normaliser
+          for (int nt = 0; nt < T_X / 8; ++nt) {
+            #pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int64_t i_q = o_q + warp * (T_Q / WARPS) + mt * 16 + lane / 4 + (e / 2) * 8;
+              const int64_t i_x = kc * T_X + nt * 8 + (lane % 4) * 2 + e % 2;
+              (void)i_q, (void)i_x;
+              const float v = napkin::sigmoid(((S_reg[mt][nt][e] * rsqrtf(static_cast<float>(N_d))) - logf(static_cast<float>(N_x))));
+              S_reg[mt][nt][e] = v;  // P, no normaliser
+            }
+          }
+        } else {
+          #pragma unroll
+          for (int nt = 0; nt < T_X / 8; ++nt) {
+            #pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int64_t i_q = o_q + warp * (T_Q / WARPS) + mt * 16 + lane / 4 + (e / 2) * 8;
+              const int64_t i_x = kc * T_X + nt * 8 + (lane % 4) * 2 + e % 2;
+              (void)i_q, (void)i_x;
+              const float v = napkin::sigmoid(((S_reg[mt][nt][e] * rsqrtf(static_cast<float>(N_d))) - logf(static_cast<float>(N_x))));
+              S_reg[mt][nt][e] = i_x < N_x ? v : 0.0f;  // P, no normaliser
+            }
           }
         }
       }
@@ -916,7 +941,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
       const int64_t kc = 0;  // chunks >= 1: the launcher runs this variant only for N_x > 0
       const int s = static_cast<int>(kc % 2), sp = static_cast<int>((kc + 1) % 2);
       (void)sp;
-      float S_reg[T_X / 2] = {};  // registers: S = Q K^T for this chunk
+      float S_reg[T_X / 2];  // registers: S = Q K^T for this chunk, not zeroed: its first k step overwrites it (scale_d = 0)
       napkin::mbar_wait(&k_full[s], static_cast<unsigned>((kc / 2) & 1));
       if (CONSUMERS == 2) napkin::named_sync(1 + cw, 256);
       napkin::fence_regs(S_reg);
@@ -925,7 +950,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
       #pragma unroll
       for (int kk = 0; kk < D_K; kk += 16)
         wgmma_m64n128k16_bf16<0, 0>(S_reg, napkin::smem_desc(smem + (kk / 64) * T_Q * 128 + cw * 64 * 128 + (kk % 64) * 2, 16, 1024),
-            napkin::smem_desc(smem + OFF_K + s * K_BYTES + (kk / 64) * T_X * 128 + (kk % 64) * 2, 16, 1024));
+            napkin::smem_desc(smem + OFF_K + s * K_BYTES + (kk / 64) * T_X * 128 + (kk % 64) * 2, 16, 1024), kk > 0);
       napkin::wgmma_commit();
       if (CONSUMERS == 2) napkin::named_arrive(2 - cw, 256);  // the other warpgroup's turn
       napkin::wgmma_wait<0>();
@@ -933,15 +958,30 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
       napkin::mbar_arrive(&k_empty[s]);  // K of this stage is consumed
       // P and P element by element; keys past N_x give P = 0
       const int x_left = static_cast<int>(min(int64_t{T_X}, N_x - kc * T_X));  // valid keys in the chunk
-      #pragma unroll
-      for (int nt = 0; nt < T_X / 8; ++nt) {
+      if (x_left == T_X) {
+        // interior chunk: no key past the end
         #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int c_rel = nt * 8 + (lane % 4) * 2 + e % 2, r_rel = warp * 16 + lane / 4 + (e / 2) * 8;
-          const int64_t i_q = o_q + cw * 64 + r_rel, i_x = kc * T_X + c_rel;
-          (void)i_q, (void)i_x, (void)r_rel;
-          const float v = napkin::sigmoid(((S_reg[nt * 4 + e] * rsqrtf(static_cast<float>(N_d))) - logf(static_cast<float>(N_x))));
-          S_reg[nt * 4 + e] = c_rel < x_left ? v : 0.0f;
+        for (int nt = 0; nt < T_X / 8; ++nt) {
+          #pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int c_rel = nt * 8 + (lane % 4) * 2 + e % 2, r_rel = warp * 16 + lane / 4 + (e / 2) * 8;
+            const int64_t i_q = o_q + cw * 64 + r_rel, i_x = kc * T_X + c_rel;
+            (void)i_q, (void)i_x, (void)r_rel;
+            const float v = napkin::sigmoid(((S_reg[nt * 4 + e] * rsqrtf(static_cast<float>(N_d))) - logf(static_cast<float>(N_x))));
+            S_reg[nt * 4 + e] = v;
+          }
+        }
+      } else {
+        #pragma unroll
+        for (int nt = 0; nt < T_X / 8; ++nt) {
+          #pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int c_rel = nt * 8 + (lane % 4) * 2 + e % 2, r_rel = warp * 16 + lane / 4 + (e / 2) * 8;
+            const int64_t i_q = o_q + cw * 64 + r_rel, i_x = kc * T_X + c_rel;
+            (void)i_q, (void)i_x, (void)r_rel;
+            const float v = napkin::sigmoid(((S_reg[nt * 4 + e] * rsqrtf(static_cast<float>(N_d))) - logf(static_cast<float>(N_x))));
+            S_reg[nt * 4 + e] = c_rel < x_left ? v : 0.0f;
+          }
         }
       }
       #pragma unroll
@@ -953,7 +993,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
     for (int64_t kc = 1; kc < chunks; ++kc) {
       const int s = static_cast<int>(kc % 2), sp = static_cast<int>((kc + 1) % 2);
       (void)sp;
-      float S_reg[T_X / 2] = {};  // registers: S = Q K^T for this chunk
+      float S_reg[T_X / 2];  // registers: S = Q K^T for this chunk, not zeroed: its first k step overwrites it (scale_d = 0)
       napkin::mbar_wait(&k_full[s], static_cast<unsigned>((kc / 2) & 1));
       napkin::mbar_wait(&v_full[sp], static_cast<unsigned>(((kc - 1) / 2) & 1));
       if (CONSUMERS == 2) napkin::named_sync(1 + cw, 256);
@@ -963,7 +1003,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
       #pragma unroll
       for (int kk = 0; kk < D_K; kk += 16)
         wgmma_m64n128k16_bf16<0, 0>(S_reg, napkin::smem_desc(smem + (kk / 64) * T_Q * 128 + cw * 64 * 128 + (kk % 64) * 2, 16, 1024),
-            napkin::smem_desc(smem + OFF_K + s * K_BYTES + (kk / 64) * T_X * 128 + (kk % 64) * 2, 16, 1024));
+            napkin::smem_desc(smem + OFF_K + s * K_BYTES + (kk / 64) * T_X * 128 + (kk % 64) * 2, 16, 1024), kk > 0);
       napkin::wgmma_commit();
       #pragma unroll
       for (int kk = 0; kk < T_X / 16; ++kk)
@@ -975,15 +1015,30 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
       napkin::mbar_arrive(&k_empty[s]);  // K of this stage is consumed
       // P and P element by element; keys past N_x give P = 0
       const int x_left = static_cast<int>(min(int64_t{T_X}, N_x - kc * T_X));  // valid keys in the chunk
-      #pragma unroll
-      for (int nt = 0; nt < T_X / 8; ++nt) {
+      if (x_left == T_X) {
+        // interior chunk: no key past the end
         #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int c_rel = nt * 8 + (lane % 4) * 2 + e % 2, r_rel = warp * 16 + lane / 4 + (e / 2) * 8;
-          const int64_t i_q = o_q + cw * 64 + r_rel, i_x = kc * T_X + c_rel;
-          (void)i_q, (void)i_x, (void)r_rel;
-          const float v = napkin::sigmoid(((S_reg[nt * 4 + e] * rsqrtf(static_cast<float>(N_d))) - logf(static_cast<float>(N_x))));
-          S_reg[nt * 4 + e] = c_rel < x_left ? v : 0.0f;
+        for (int nt = 0; nt < T_X / 8; ++nt) {
+          #pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int c_rel = nt * 8 + (lane % 4) * 2 + e % 2, r_rel = warp * 16 + lane / 4 + (e / 2) * 8;
+            const int64_t i_q = o_q + cw * 64 + r_rel, i_x = kc * T_X + c_rel;
+            (void)i_q, (void)i_x, (void)r_rel;
+            const float v = napkin::sigmoid(((S_reg[nt * 4 + e] * rsqrtf(static_cast<float>(N_d))) - logf(static_cast<float>(N_x))));
+            S_reg[nt * 4 + e] = v;
+          }
+        }
+      } else {
+        #pragma unroll
+        for (int nt = 0; nt < T_X / 8; ++nt) {
+          #pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int c_rel = nt * 8 + (lane % 4) * 2 + e % 2, r_rel = warp * 16 + lane / 4 + (e / 2) * 8;
+            const int64_t i_q = o_q + cw * 64 + r_rel, i_x = kc * T_X + c_rel;
+            (void)i_q, (void)i_x, (void)r_rel;
+            const float v = napkin::sigmoid(((S_reg[nt * 4 + e] * rsqrtf(static_cast<float>(N_d))) - logf(static_cast<float>(N_x))));
+            S_reg[nt * 4 + e] = c_rel < x_left ? v : 0.0f;
+          }
         }
       }
       napkin::wgmma_wait<0>();  // O += P_{kc-1} V_{kc-1} is done: V's stage is free, O and P_reg may change
