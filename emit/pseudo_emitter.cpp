@@ -103,6 +103,11 @@ class PseudoEmitter {
         --indent_;
         return;
       }
+      if (spec && spec->strategy == Strategy::transpose) {
+        transpose_body(*spec);
+        --indent_;
+        return;
+      }
       if (spec && spec->strategy == Strategy::rows) {
         rows_body(*spec);
         --indent_;
@@ -188,7 +193,8 @@ class PseudoEmitter {
   }
   void footer(const KernelChoice& kc) {
     line("# per thread block: " + human_bytes(kc.cost.smem_resident_bytes) + " SMEM, " +
-         std::to_string(kc.cost.registers_per_thread) + " registers per thread, " + std::to_string(kc.plan.warps()) + " warps");
+         std::to_string(kc.cost.registers_per_thread) + " registers per thread, " + std::to_string(kc.cost.warps > 0 ? kc.cost.warps : kc.plan.warps()) +
+         " warps");
   }
   /** `name_level[tile] = expr  # note`. */
   void statement(const KernelChoice& kc, const std::string& name, const std::string& note) {
@@ -405,6 +411,28 @@ class PseudoEmitter {
       case Op::mean: return "running sum, divided by the extent at the end";
       default: return "running sum";
     }
+  }
+
+  // ------------------------------------------------------------------ transpose
+  /** The transpose form (lower/transpose_form.hpp) as emit/cuda/transpose.cpp runs it: one block
+   *  per T x T tile over the two innermost axes and per index of the other axes; the tile loaded
+   *  along X's innermost axis into padded SMEM, then stored along Y's. */
+  void transpose_body(const KernelSpec& spec) {
+    const TransposeForm& f = *spec.transpose;
+    const std::string t = n(TransposeForm::T);
+    line("# transpose: tiles of " + t + " x " + t + " over " + f.out_inner + " and " + f.in_inner + " through SMEM, loaded along " + f.in_inner + " and stored along " +
+         f.out_inner + " (both coalesced), " + n(TransposeForm::per_thread()) + " elements in flight a thread");
+    line("# no tensor-core strategy: " + spec.declined);
+    std::string batch = f.batch.empty() ? "" : " x [" + fmt::format("{}", fmt::join(f.batch, ", ")) + "]";
+    line("parallel for " + f.in_inner + "0, " + f.out_inner + "0 in tiles of " + t + " x " + t + batch + "  # thread blocks: " + n(f.blocks) + " (" + n(f.tiles_in) + " x " +
+         n(f.tiles_out) + " tiles" + (batch.empty() ? "" : " x the batch") + "), " + n(f.blocks_per_sm) + " per SM");
+    ++indent_;
+    line("tile_smem[" + f.out_inner + ":" + t + ", " + f.in_inner + ":" + t + " + 1] fp32 (" + human_bytes(static_cast<double>(f.smem_bytes)) + ") <- load " + f.source +
+         " along " + f.in_inner + "  # each warp " + n(TransposeForm::T / TransposeForm::warps) + " rows, 32 consecutive elements an access");
+    line("barrier");
+    line(f.statement + "[.., " + f.out_inner + "0.." + "] <- tile_smem along " + f.out_inner + "  # the padded row: no bank conflicts either way");
+    --indent_;
+    line("# per thread block: " + human_bytes(static_cast<double>(f.smem_bytes)) + " SMEM, " + n(f.registers) + " registers per thread, " + n(TransposeForm::warps) + " warps");
   }
 
   // ------------------------------------------------------------------ cols

@@ -16,6 +16,7 @@ std::string_view strategy_name(Strategy s) {
     case Strategy::flash_bwd: return "flash_bwd";
     case Strategy::rows: return "rows";
     case Strategy::cols: return "cols";
+    case Strategy::transpose: return "transpose";
     case Strategy::simt: return "simt";
   }
   return "simt";
@@ -221,6 +222,12 @@ KernelSpec lower_kernel(const Program& p, const Diagram& d, const std::vector<St
     return s;
   }
   s.declined = "gemm: " + why_gemm + "; flash: " + why_flash + "; flash_bwd: " + why_bwd;
+  std::string why_transpose;
+  if ((s.transpose = analyse_transpose(d, s.shape, sizes, why_transpose))) {
+    s.strategy = Strategy::transpose;
+    s.smem_bytes = s.transpose->smem_bytes;
+    return s;
+  }
   std::string why_cols;
   s.cols = analyse_cols(d, s.shape, sizes, hw, opt, why_cols);
   if (s.cols) {

@@ -24,6 +24,8 @@
  *           reduction along the arrays' innermost axis: a team of lanes or warps per row;
  *  - cols:  one reduction down the columns (the reduced axis outer, the statement's innermost axis
  *           innermost in every array read along it): lanes across columns, threads split the rows;
+ *  - transpose: one copy `Y = X` into another order with another innermost axis: tiles through
+ *           SMEM, loaded along X's innermost axis and stored along Y's (transpose_form.hpp);
  *  - simt:  anything else: one kernel per statement, one thread per element, reductions as loops
  *           (no tensor cores, intermediates through global memory). `declined` says why the
  *           tensor-core strategies did not take the kernel.
@@ -42,12 +44,13 @@
 #include "lower/kernel_shape.hpp"
 #include "lower/options.hpp"
 #include "lower/cols_form.hpp"
+#include "lower/transpose_form.hpp"
 #include "lower/rows_form.hpp"
 
 namespace napkin {
 
-enum class Strategy { call, gemm, flash, flash_bwd, rows, cols, simt };
-/** "call", "gemm", "flash", "flash_bwd", "rows", "cols", "simt": the names the emitted CUDA's kernel_strategy() returns. */
+enum class Strategy { call, gemm, flash, flash_bwd, rows, cols, transpose, simt };
+/** "call", "gemm", "flash", "flash_bwd", "rows", "cols", "transpose", "simt": the names the emitted CUDA's kernel_strategy() returns. */
 std::string_view strategy_name(Strategy s);
 
 /** How a path of a tensor-core kernel moves operand tiles from global memory into SMEM: cp.async
@@ -77,6 +80,7 @@ struct KernelSpec {
   std::optional<FlashBwdForm> flash_bwd;  ///< strategy flash_bwd
   std::optional<RowsForm> rows;    ///< strategy rows: the launch shape (rows_form.hpp)
   std::optional<ColsForm> cols;    ///< strategy cols: the launch shape (cols_form.hpp)
+  std::optional<TransposeForm> transpose;  ///< strategy transpose: the tiles (transpose_form.hpp)
   /** The mma.sync path (sm_80 on; every gemm and flash kernel has it, but a gemm or flash kernel
    *  of fp8 operands, which has the wgmma path alone: gemm_form.hpp is_fp8): its atom (a row of the hardware's
    *  [[mma]] table), cp.async stages (flash: K and V double-buffered, 2) and SMEM bytes per

@@ -54,6 +54,7 @@ class KernelModel {
     if (spec_.strategy == Strategy::simt && !opt_.two_level) simt();
     if (spec_.strategy == Strategy::rows && !opt_.two_level) rows();
     if (spec_.strategy == Strategy::cols && !opt_.two_level) cols();
+    if (spec_.strategy == Strategy::transpose && !opt_.two_level) transpose();
     return std::move(c_);
   }
 
@@ -100,7 +101,13 @@ class KernelModel {
                 "HBM latency (each thread's rows, unroll loads at a time)");
   }
 
-  /** The price of a kernel whose form fixed its launch shape (rows, cols): memory side `r`, the
+  void transpose() {
+    const TransposeForm& f = *spec_.transpose;
+    memory_form(price_transpose(f, d_, sizes_, hw_, opt_), f.smem_bytes, f.registers, f.threads(), f.blocks, TransposeForm::warps, f.blocks_per_sm,
+                "HBM latency (each thread's loads of a tile, a wave of blocks at a time)");
+  }
+
+  /** The price of a kernel whose form fixed its launch shape (rows, cols, transpose): memory side `r`, the
    *  form's SMEM bytes, registers per thread, threads and warps per block, blocks and blocks per
    *  SM; t = max(HBM, L2, latency, FP32 + SFU) + launch. */
   void memory_form(const RowsCost& r, std::int64_t smem_bytes, int registers, int threads, std::int64_t blocks, int warps, int blocks_per_sm,

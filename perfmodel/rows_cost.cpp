@@ -82,4 +82,22 @@ RowsCost price_cols(const ColsForm& form, const Diagram& d, const SizeMap& sizes
   return c;
 }
 
+RowsCost price_transpose(const TransposeForm& form, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt) {
+  RowsCost c;
+  c.hbm_bytes = array_bytes(d, form.source, sizes, opt) + array_bytes(d, form.statement, sizes, opt);
+  c.l2_bytes = c.hbm_bytes;
+  const double e = dtype_bits(storage_dtype(d, form.source, opt)) / 8.0;
+  const double slots = static_cast<double>(hw.sm_count) * form.blocks_per_sm;
+  const double waves = std::ceil(static_cast<double>(form.blocks) / slots);
+  c.resident_teams = std::min(static_cast<double>(form.blocks), slots) * form.threads();
+  c.rounds = waves;
+  const double in_flight = c.resident_teams * TransposeForm::per_thread() * e;
+  const double latency = waves > 1 && hw.hbm_loaded_latency_s > 0 ? hw.hbm_loaded_latency_s : hw.hbm_latency_s;
+  const double mem_util = std::min(1.0, static_cast<double>(form.blocks) / hw.sm_count);
+  c.t_hbm = c.hbm_bytes / hw.hbm.bandwidth_bytes_per_s / mem_util;
+  c.t_l2 = c.l2_bytes / hw.l2.bandwidth_bytes_per_s / mem_util;
+  c.t_latency = c.rounds * std::max(latency, in_flight / hw.hbm.bandwidth_bytes_per_s);
+  return c;
+}
+
 }  // namespace napkin

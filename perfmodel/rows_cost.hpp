@@ -26,6 +26,7 @@
 #include "lower/options.hpp"
 #include "lower/cols_form.hpp"
 #include "lower/rows_form.hpp"
+#include "lower/transpose_form.hpp"
 
 namespace napkin {
 
@@ -51,5 +52,16 @@ RowsCost price_rows(const RowsForm& form, const Diagram& d, const SizeMap& sizes
  *  a thread's bytes per row being `vec` elements of each array.
  *  `resident_teams` holds the resident threads. Raises nothing. */
 RowsCost price_cols(const ColsForm& form, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt);
+
+/** The memory side of transpose kernel `form` (lower/transpose_form.hpp, emit/cuda/transpose.cpp)
+ *  of `d` at `sizes` on `hw`. HBM bytes: X once and Y once; L2 bytes the same (a warp's row of a
+ *  tile is 32 consecutive elements: whole 32-byte sectors for every dtype). Latency: a thread loads
+ *  its per_thread() elements of a tile at once, then stores them from SMEM; one round of loads
+ *  per wave of blocks, each the latency L (loaded over several waves) or the time HBM needs to
+ *  deliver what every resident thread has in flight (Little's law: for 1-byte elements that is
+ *  the bound):
+ *      t_latency = waves x max(L, resident threads x per_thread x element bytes / HBM bandwidth).
+ *  Raises nothing. */
+RowsCost price_transpose(const TransposeForm& form, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt);
 
 }  // namespace napkin

@@ -440,6 +440,9 @@ void gemm_launch_blocks(Code& l, const GemmForm& g);
  *  for (napkin_fail otherwise), then `blocks` (q tiles x the batch axes), returning early when
  *  it is empty. `ns`: the kernel's namespace. */
 void flash_launch_blocks(Code& l, const FlashForm& f, const std::string& ns);
+/** Host statements launching `ns`::kernel on `blocks` blocks (a host expression over `a`) of
+ *  `ns`::THREADS threads, none where it is 0. */
+void grid_launch(Code& l, const std::string& blocks, const std::string& ns);
 /** Host statements launching rows kernel `ns`::kernel over the product of `rows`' extents,
  *  `rows_per_block` rows per block. */
 void rows_launch(Code& l, const AxisList& rows, std::int64_t rows_per_block, const std::string& ns);

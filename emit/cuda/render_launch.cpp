@@ -22,12 +22,16 @@ void flash_launch_blocks(Code& l, const FlashForm& f, const std::string& ns) {
   l.line("if (blocks == 0) return 0;");
 }
 
+void grid_launch(Code& l, const std::string& blocks, const std::string& ns) {
+  l.line("const int64_t blocks = " + blocks + ";");
+  l.line("if (blocks == 0) return 0;");
+  l.line(ns + "::kernel<<<static_cast<unsigned>(blocks), " + ns + "::THREADS, 0, stream>>>(a);");
+}
+
 void rows_launch(Code& l, const AxisList& rows, std::int64_t rows_per_block, const std::string& ns) {
   std::string rows_total = "int64_t{1}";
   for (const auto& rw : rows) rows_total += " * a.N_" + rw;
-  l.line("const int64_t blocks = (" + rows_total + " + " + std::to_string(rows_per_block) + " - 1) / " + std::to_string(rows_per_block) + ";");
-  l.line("if (blocks == 0) return 0;");
-  l.line(ns + "::kernel<<<static_cast<unsigned>(blocks), " + ns + "::THREADS, 0, stream>>>(a);");
+  grid_launch(l, "(" + rows_total + " + " + std::to_string(rows_per_block) + " - 1) / " + std::to_string(rows_per_block), ns);
 }
 
 std::string tma_launch(const Context& c, const std::string& ns, const std::vector<TmaOperand>& ops, DType dtype, const std::string& fallback,

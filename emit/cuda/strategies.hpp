@@ -20,6 +20,8 @@
  *           warp (or several) per row, statistics reduced with shuffles, then the map;
  *  - cols:  a reduction down the columns (cols.cpp): lanes across columns, threads splitting the
  *           reduced axis, partials added in SMEM in a fixed order;
+ *  - transpose: a copy into another order with another innermost axis (transpose.cpp): tiles
+ *           loaded along the source's innermost axis into SMEM, stored along the copy's;
  *  - simt:  anything else, and reference mode: one thread per output element, reductions as loops.
  */
 #pragma once
@@ -60,6 +62,8 @@ KernelEmit emit_flash_bwd(Context& c, const KernelChoice& k);
 KernelEmit emit_rows(Context& c, const KernelChoice& k);
 /** The columns kernel of `k` (lower/cols_form.hpp). */
 KernelEmit emit_cols(Context& c, const KernelChoice& k);
+/** The transpose kernel of `k` (lower/transpose_form.hpp). */
+KernelEmit emit_transpose(Context& c, const KernelChoice& k);
 /** A statement calling another diagram: the unit of the callee lifted over the call's woven axes
  *  (derived separately, `sub`, whose `lifted` it is) nested in the caller's namespace and run once
  *  on the caller's arrays, the woven axes batch axes of its kernels' grids; the rest of the statement (`X2 + mlp(...)`) as a SIMT kernel over the

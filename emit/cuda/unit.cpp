@@ -80,7 +80,8 @@ KernelEmit emit_kernel(Context& c, const KernelChoice& kc, const Hardware& hw) {
   if (!opt.reference && spec.strategy == Strategy::flash) return emit_flash(c, kc);
   if (!opt.reference && spec.strategy == Strategy::flash_bwd) return emit_flash_bwd(c, kc);
   if (spec.strategy == Strategy::rows) return emit_rows(c, kc);
-  if (!opt.reference && spec.strategy == Strategy::cols) return emit_cols(c, kc);  // the reference checks it with an independent SIMT loop
+  if (!opt.reference && spec.strategy == Strategy::cols) return emit_cols(c, kc);
+  if (!opt.reference && spec.strategy == Strategy::transpose) return emit_transpose(c, kc);  // the reference: the SIMT copy  // the reference checks it with an independent SIMT loop
   std::vector<std::string> order;
   for (const auto* s : c.diagram().statements())
     if (std::find(kc.cost.statements.begin(), kc.cost.statements.end(), s->name) != kc.cost.statements.end()) order.push_back(s->name);

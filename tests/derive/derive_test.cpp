@@ -336,6 +336,37 @@ TEST_CASE("a reduction down the columns is a cols kernel: lanes across columns, 
   CHECK(ks.spec->strategy == Strategy::rows);
 }
 
+TEST_CASE("a copy into another innermost axis is a transpose kernel: tiles through SMEM, priced by its bytes and rounds", "[derive][transpose]") {
+  // derive-operand-relayout's K-major copy of fp8 attention's V (Llama-3-8B, one layer): per
+  // element (SIMT) it measured 256 us on an H200 (session 28, napkin compare --measure).
+  const char* text =
+      "diagram t\naxis b = 1\naxis h = 32\naxis x = 8192\naxis d = 128\nin V[b,h,x,d] : fp8e4m3\n"
+      "V_k[b,h,d,x] : fp8e4m3 = V\nout V_k : fp8e4m3\n";
+  const Hardware h200 = load_hardware("h200");
+  Loaded l = load_text(text, {});
+  Derivation dv = derive(*l.program, *l.diagram, l.sizes, h200);
+  REQUIRE(dv.chosen.kernels.size() == 1);
+  const KernelCost& k = dv.chosen.kernels[0].cost;
+  REQUIRE(k.spec->strategy == Strategy::transpose);
+  const TransposeForm& f = *k.spec->transpose;
+  CHECK(f.source == "V");
+  CHECK(f.in_inner == "d");
+  CHECK(f.out_inner == "x");
+  CHECK(f.batch == AxisList{"b", "h"});
+  CHECK(f.blocks == (128 / 64) * (8192 / 64) * 32);
+  CHECK(k.hbm_bytes == Approx(2.0 * 32 * 8192 * 128));  // read once, written once, 1 byte each
+  // 1-byte elements: 16 of them in flight a thread do not cover HBM's latency (Little's law)
+  CHECK(k.t_latency > k.t_hbm);
+  CHECK(k.t_total < 100e-6);
+  // not a transpose: a copy in order, an expression, fewer axes
+  for (const char* other : {"diagram t\naxis x = 64\naxis d = 64\nin V[x,d] : bf16\nV_k[x,d] = V\nout V_k : bf16\n",
+                            "diagram t\naxis x = 64\naxis d = 64\nin V[x,d] : bf16\nV_k[d,x] = V * 2\nout V_k : bf16\n"}) {
+    Loaded o = load_text(other, {});
+    Derivation od = derive(*o.program, *o.diagram, o.sizes, h200);
+    CHECK(od.chosen.kernels.at(0).cost.spec->strategy != Strategy::transpose);
+  }
+}
+
 TEST_CASE("the SIMT price counts the rounds of loads each thread waits for", "[derive][simt]") {
   // One thread per column walking 2048 rows (session 17's training profile: 800 us measured on
   // an H100 where the throughput terms alone said 37.5 us).

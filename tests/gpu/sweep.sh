@@ -78,6 +78,10 @@ add band-loops-300 "$root/tests/language/band_loops.napkin"
 add band-loops-333x77 "$root/tests/language/band_loops.napkin" --set s=333 --set x=333 --set d=77
 # a reduction over two axes down the columns (a norm's weight gradient over batch and tokens)
 add colsum2-3x111x264 "$root/tests/language/col_sum_two_axes.napkin"
+# transposed copies (strategy transpose): tiles through SMEM at sizes that divide no tile, bf16 and fp8
+add transpose-3x130x77 "$root/tests/language/transpose.napkin"
+add transpose-fp8-2x3x200x72 "$root/tests/language/transpose_fp8.napkin"
+add transpose-fp8-1x32x8192x128 "$root/tests/language/transpose_fp8.napkin" --set b=1 --set h=32 --set x=8192 --set d=128
 add colsum2-2x1024x4096 "$root/tests/language/col_sum_two_axes.napkin" --set b=2 --set s=1024 --set m=4096
 add colsum2-2x77x130 "$root/tests/language/col_sum_two_axes.napkin" --set b=2 --set s=77 --set m=130
 # statements sharing one rows kernel (rmsnorm's forward with its rstd, its backward's row mean read
