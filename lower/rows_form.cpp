@@ -179,9 +179,16 @@ std::optional<RowsForm> analyse_rows(const Diagram& d, const KernelShape& k, con
   }
   const std::size_t walked = std::max(r.statistics.vector_arrays.size(), r.map.vector_arrays.size());
   r.vector = r.extent % 8 == 0 && (walked > 0 || r.any_vector_output());
-  if (r.team_warps == 1) {  // the fewest lanes (a power of two) whose accesses cover the row
+  if (r.team_warps == 1) {  // the fewest lanes (a power of two) whose accesses in flight cover the row
+    // On the vector path a lane has `unroll` 16-byte accesses in flight, so a row of 128 bf16
+    // (attention's D = rowsum(dO * O) at d = 128) takes 4 lanes with 4 accesses each rather than 16
+    // with one: a warp then has 8 rows' loads in flight instead of 2. At least 2 lanes there, so
+    // that each access of a team is a whole 32-byte sector (CUDA C++ Best Practices Guide,
+    // coalesced access to global memory).
     const std::int64_t accesses = (r.extent + (r.vector ? 7 : 0)) / (r.vector ? 8 : 1);
-    while (r.team_lanes > 1 && r.team_lanes / 2 >= accesses) r.team_lanes /= 2;
+    const std::int64_t per_lane = r.vector ? r.unroll : 1;
+    const int fewest = r.vector ? 2 : 1;
+    while (r.team_lanes > fewest && std::int64_t{r.team_lanes / 2} * per_lane >= accesses) r.team_lanes /= 2;
   }
   // ptxas (sm_90a): one or two 16-bit arrays walked fit 48 (rmsnorm, attention's D); three
   // spilled 128 bytes at 48 and 4 at 64 (rmsnorm's backward mean(dY * W * X)), none at 80.

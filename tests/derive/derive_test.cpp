@@ -141,16 +141,24 @@ TEST_CASE("a one-axis reduction is a rows kernel: one walk, short rows walked by
   CHECK(f.reduction);
   CHECK(f.vector);
   CHECK(f.team_warps == 1);
-  CHECK(f.team_lanes == 16);           // 128 / 8 accesses
-  CHECK(f.teams_per_block() == 8);     // 2 rows per warp at once
+  CHECK(f.team_lanes == 4);            // 128 / 8 = 16 accesses, U = 4 in flight a lane
+  CHECK(f.teams_per_block() == 32);    // 8 rows per warp at once
   CHECK(f.walks() == 1);
   CHECK(f.map.vector_arrays.empty());  // no second walk
-  // One round per row (16 lanes x 8 elements x U = 4 covers it), spread over the resident teams.
-  const double teams = static_cast<double>(h100.sm_count) * f.blocks_per_sm * 8;
-  CHECK(k128.t_latency == Approx(4.0 * 4096 / std::min(teams, h100.sm_count * (static_cast<double>(f.blocks) / h100.sm_count) * 8) *
+  // One round per row (4 lanes x 8 elements x U = 4 covers it), spread over the resident teams.
+  const double teams = static_cast<double>(h100.sm_count) * f.blocks_per_sm * 32;
+  CHECK(k128.t_latency == Approx(4.0 * 4096 / std::min(teams, h100.sm_count * (static_cast<double>(f.blocks) / h100.sm_count) * 32) *
                                  h100.hbm_loaded_latency_s).epsilon(1e-9));
-  // Rows of 24 elements (3 accesses): teams of 4 lanes; of 12 (no 16-byte path): 16 lanes.
-  CHECK(priced(24, 32, 4).spec->rows->team_lanes == 4);
+  // Fewer rows per block than teams: the idle teams do not count as resident.
+  const KernelCost k8 = priced(128, 8, 4);
+  CHECK(k8.spec->rows->teams_per_block() == 32);
+  const RowsForm& f8 = *k8.spec->rows;
+  const double resident8 = h100.sm_count * std::min<double>(f8.blocks_per_sm, static_cast<double>(f8.blocks) / h100.sm_count) * 8;
+  CHECK(k8.t_latency == Approx(4.0 * 4096 / resident8 * h100.hbm_loaded_latency_s).epsilon(1e-9));
+  CHECK(k8.t_latency > k128.t_latency);
+  // Rows of 24 elements (3 accesses): teams of 2 lanes (a whole 32-byte sector an access);
+  // of 12 (no 16-byte path): 16 lanes.
+  CHECK(priced(24, 32, 4).spec->rows->team_lanes == 2);
   CHECK_FALSE(priced(12, 32, 4).spec->rows->vector);
   CHECK(priced(12, 32, 4).spec->rows->team_lanes == 16);
   // One row per block of 4 warps keeps the team of warps (the schedule's choice, priced as such).

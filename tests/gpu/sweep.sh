@@ -63,7 +63,7 @@ add rmsnorm-100x1000 "$lib/rmsnorm.napkin" --set t=100 --set m=1000
 # rows of a length that is not a multiple of 8: the scalar path of the rows kernel
 add softmax-50x5003 "$lib/softmax.napkin" --set t=50 --set v=5003
 add layernorm-100x1001 "$lib/layernorm.napkin" --set t=100 --set m=1001
-# one-axis reductions on the rows strategy: teams of 16, 4 and 8 lanes (short rows), of warps, the scalar path
+# one-axis reductions on the rows strategy: teams of 4 and 2 lanes (short rows on the 16-byte path), of warps, the scalar path
 add rowsum-4x4096x128 "$gpu/row_sum.napkin" --set b=4 --set q=4096
 add rowsum-4x4001x24 "$gpu/row_sum.napkin" --set b=4 --set q=4001 --set d=24
 add rowsum-3x333x37 "$gpu/row_sum.napkin" --set d=37
