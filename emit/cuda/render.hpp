@@ -109,8 +109,7 @@ struct FlashLemma {
   /** After the chunk's elements: the new running max (quad-reduced), l (and O, unless deferred)
    *  rescaled, S turned into P = exp(S - m) in place, and P added to l. `P` names the statement. */
   void update(Code& k, const std::string& P) const;
-  /** The deferred rescaling of O by corr[2] (with `defer_o`), skipped where every correction of
-   *  the warp is exactly 1 (no new row maximum: the product would equal O bit for bit). */
+  /** The deferred rescaling of O by corr[2] (with `defer_o`), every chunk. */
   void rescale_o(Code& k) const;
   /** The end of the stream: `inv_l[2]` = 1 / l (quad-reduced; 0 for an empty row). */
   void finalise(Code& k) const;
