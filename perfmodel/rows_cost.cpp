@@ -54,6 +54,30 @@ RowsCost price_rows(const RowsForm& form, const Diagram& d, const SizeMap& sizes
   return c;
 }
 
+namespace {
+
+/** The waves of a kernel whose blocks each walk `rounds_per_wave` rounds of loads, every thread
+ *  `thread_bytes` in flight a round (cols, transpose): resident threads, rounds, and HBM, L2 and
+ *  latency times into `c` (its hbm_bytes and l2_bytes set). A round lasts the latency L or the
+ *  time HBM takes to deliver what every resident thread has in flight (Little's law), whichever is
+ *  longer; over several waves every SM stays busy with loads, so L is the loaded latency (the rows
+ *  kernels' fit, the hardware table's loaded_latency_s), a wave or less the pointer chase's. Bandwidth
+ *  is shared by min(1, blocks / SMs) of the SMs. */
+void waves_of_blocks(RowsCost& c, std::int64_t blocks, int blocks_per_sm, int threads, double rounds_per_wave, double thread_bytes, const Hardware& hw) {
+  const double slots = static_cast<double>(hw.sm_count) * blocks_per_sm;
+  const double waves = std::ceil(static_cast<double>(blocks) / slots);
+  c.resident_teams = std::min(static_cast<double>(blocks), slots) * threads;
+  c.rounds = waves * rounds_per_wave;
+  const double in_flight = c.resident_teams * thread_bytes;
+  const double latency = waves > 1 && hw.hbm_loaded_latency_s > 0 ? hw.hbm_loaded_latency_s : hw.hbm_latency_s;
+  const double mem_util = std::min(1.0, static_cast<double>(blocks) / hw.sm_count);
+  c.t_hbm = c.hbm_bytes / hw.hbm.bandwidth_bytes_per_s / mem_util;
+  c.t_l2 = c.l2_bytes / hw.l2.bandwidth_bytes_per_s / mem_util;
+  c.t_latency = c.rounds * std::max(latency, in_flight / hw.hbm.bandwidth_bytes_per_s);
+}
+
+}  // namespace
+
 RowsCost price_cols(const ColsForm& form, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt) {
   RowsCost c;
   double row_bytes = 0;  // bytes one thread loads per row: `vec` elements of each array along the axis
@@ -66,19 +90,7 @@ RowsCost price_cols(const ColsForm& form, const Diagram& d, const SizeMap& sizes
   for (const auto* list : {&form.col_arrays, &form.row_arrays})
     for (const auto& a : *list) c.hbm_bytes += array_bytes(d, a, sizes, opt);
   c.hbm_bytes += array_bytes(d, form.statement, sizes, opt);
-  const double slots = static_cast<double>(hw.sm_count) * form.blocks_per_sm;
-  const double waves = std::ceil(static_cast<double>(form.blocks) / slots);
-  c.resident_teams = std::min(static_cast<double>(form.blocks), slots) * form.threads();
-  c.rounds = waves * static_cast<double>(form.rounds());
-  const double in_flight = c.resident_teams * form.unroll * row_bytes;
-  // Over several waves every SM stays busy with loads: the loaded latency (the rows kernels' fit,
-  // hardware/*.toml loaded_latency_s); a wave or less, the pointer chase's.
-  const double latency = waves > 1 && hw.hbm_loaded_latency_s > 0 ? hw.hbm_loaded_latency_s : hw.hbm_latency_s;
-  const double round = std::max(latency, in_flight / hw.hbm.bandwidth_bytes_per_s);
-  const double mem_util = std::min(1.0, static_cast<double>(form.blocks) / hw.sm_count);
-  c.t_hbm = c.hbm_bytes / hw.hbm.bandwidth_bytes_per_s / mem_util;
-  c.t_l2 = c.l2_bytes / hw.l2.bandwidth_bytes_per_s / mem_util;
-  c.t_latency = c.rounds * round;
+  waves_of_blocks(c, form.blocks, form.blocks_per_sm, form.threads(), static_cast<double>(form.rounds()), form.unroll * row_bytes, hw);
   return c;
 }
 
@@ -87,16 +99,7 @@ RowsCost price_transpose(const TransposeForm& form, const Diagram& d, const Size
   c.hbm_bytes = array_bytes(d, form.source, sizes, opt) + array_bytes(d, form.statement, sizes, opt);
   c.l2_bytes = c.hbm_bytes;
   const double e = dtype_bits(storage_dtype(d, form.source, opt)) / 8.0;
-  const double slots = static_cast<double>(hw.sm_count) * form.blocks_per_sm;
-  const double waves = std::ceil(static_cast<double>(form.blocks) / slots);
-  c.resident_teams = std::min(static_cast<double>(form.blocks), slots) * form.threads();
-  c.rounds = waves;
-  const double in_flight = c.resident_teams * TransposeForm::per_thread() * e;
-  const double latency = waves > 1 && hw.hbm_loaded_latency_s > 0 ? hw.hbm_loaded_latency_s : hw.hbm_latency_s;
-  const double mem_util = std::min(1.0, static_cast<double>(form.blocks) / hw.sm_count);
-  c.t_hbm = c.hbm_bytes / hw.hbm.bandwidth_bytes_per_s / mem_util;
-  c.t_l2 = c.l2_bytes / hw.l2.bandwidth_bytes_per_s / mem_util;
-  c.t_latency = c.rounds * std::max(latency, in_flight / hw.hbm.bandwidth_bytes_per_s);
+  waves_of_blocks(c, form.blocks, form.blocks_per_sm, form.threads(), 1.0, TransposeForm::per_thread() * e, hw);
   return c;
 }
 

@@ -110,22 +110,20 @@ void WarpgroupScores::render(Code& k, const FlashLemma& lemma) const {
   // Interior chunks (every key of the chunk in range, and, causal, at or before every row's
   // diagonal) take the score without the bound's select: one compare and select fewer per element
   // (the mask is the chunk's, so the branch is uniform over the warpgroup).
-  {
-    std::string interior = "x_left == T_X";
-    if (causal_) {
-      k.line("const int diag = static_cast<int>(max(int64_t{-64}, min(int64_t{T_X}, o_" + f_.M + " + cw * 64 - kc * T_X)));");
-      interior += " && diag >= T_X - 1";
-    }
-    if (chain_.reads_rows) interior += " && n_q >= (cw + 1) * 64";
-    k.open("if (" + interior + ")");
-    k.line(std::string("// interior chunk: no key past the end") + (causal_ ? ", every key at or before every row's diagonal" : "") +
-           (chain_.reads_rows ? ", every row of the warpgroup in range" : ""));
-    elements(k, lemma, score_interior, false);
-    k.close(" else {");
-    ++k.indent;
-    elements(k, lemma, score, true);
-    k.close();
+  std::string interior = "x_left == T_X";
+  if (causal_) {
+    k.line("const int diag = static_cast<int>(max(int64_t{-64}, min(int64_t{T_X}, o_" + f_.M + " + cw * 64 - kc * T_X)));");
+    interior += " && diag >= T_X - 1";
   }
+  if (chain_.reads_rows) interior += " && n_q >= (cw + 1) * 64";
+  k.open("if (" + interior + ")");
+  k.line(std::string("// interior chunk: no key past the end") + (causal_ ? ", every key at or before every row's diagonal" : "") +
+         (chain_.reads_rows ? ", every row of the warpgroup in range" : ""));
+  elements(k, lemma, score_interior, false);
+  k.close(" else {");
+  ++k.indent;
+  elements(k, lemma, score, true);
+  k.close();
   lemma.update(k, f_.P->name);
 }
 
