@@ -7,6 +7,7 @@
 
 #include "diagrams/graph_view.hpp"
 #include "diagrams/printer.hpp"
+#include "lower/flash_scale.hpp"
 #include "lower/gemm_form.hpp"
 
 namespace napkin {
@@ -87,6 +88,7 @@ bool find_chain(const Diagram& d, const KernelShape& k, FlashForm& f, std::strin
   if (q_ref.kind != Expr::Kind::ref || k_ref.kind != Expr::Kind::ref || kernel_statement(d, k, q_ref.name) || kernel_statement(d, k, k_ref.name))
     return why = "the first contraction's operands are not arrays", false;
   f.Qn = q_ref.name, f.Kn = k_ref.name;
+  find_flash_scale(d, f);
   for (const Statement* st : f.stats) {
     bool ok = true;
     std::function<void(const Expr&)> visit = [&](const Expr& n) {

@@ -33,6 +33,12 @@ struct FlashForm {
    *  chain from S to P, dataflow order), which the renderers expand in place. */
   const Expr* score = nullptr;
   std::vector<std::string> inlined;
+  /** The softmax scale folded into the exponent (lower/flash_scale.hpp): `scaled` the mul or div
+   *  node of the score chain whose operand `scale` (uniform, positive, finite) is taken out, the
+   *  chain rendered with `scaled` as its other operand and P = exp2(B * scale * log2 e - m), m the
+   *  running max of B; `scale_divides` where `scaled` divides by `scale`. Null: nothing folded. */
+  const Expr *scaled = nullptr, *scale = nullptr;
+  bool scale_divides = false;
   /** "online-softmax" (paper §3; running max, sum and rescaled O), or empty: no normaliser, O is
    *  an associative sum over x of P = score. */
   std::string normaliser_lemma;

@@ -526,6 +526,7 @@ class KernelModel {
       double scale = redundancy * skip * passes;
       walk(*w->statement->expr, [&](const Expr& n) {
         if (n.kind != Expr::Kind::apply || n.op == Op::call) return;
+        if (spec_.flash && &n == spec_.flash->scaled) return;  // folded into the exponent's FFMA (lower/flash_scale.hpp)
         AxisList out = typer.axes_of(n).value_or(AxisList{});
         std::vector<AxisList> args;
         for (const auto& a : n.args) args.push_back(typer.axes_of(*a).value_or(AxisList{}));

@@ -210,7 +210,7 @@ void stream_warp_specialised(const FlashKernel& fk, const WgmmaAtoms& atoms) {
  *  state, stream loop, the lemma's finalise and O's epilogue. */
 void flash_kernel(Context& c, const KernelChoice& kc, const KernelPath& path, Code& k) {
   const FlashForm& f = *kc.cost.spec->flash;
-  const FlashKernel fk{c, kc, f, path, flash_lemma(f, path), k};
+  const FlashKernel fk{c, kc, f, path, flash_lemma(c, f, path), k};
   const bool tma = path.mover == Mover::tma;
   std::optional<WgmmaAtoms> atoms;
   if (path.wgmma()) atoms.emplace(*path.atom, f);
@@ -242,7 +242,7 @@ KernelEmit emit_flash(Context& c, const KernelChoice& kc) {
     flash_kernel(c, kc, spec.path(false), k);
   } else {  // 8-bit operands: the wgmma path alone (lower.cpp lower_flash)
     NAPKIN_ASSERT(spec.wgmma) << "a flash kernel without an mma.sync path must have the wgmma path (lower.cpp)";
-    head_constants(FlashKernel{c, kc, f, spec.path(true), flash_lemma(f, spec.path(true)), k});
+    head_constants(FlashKernel{c, kc, f, spec.path(true), flash_lemma(c, f, spec.path(true)), k});
   }
   KernelEmit r;
   r.strategy = "flash";

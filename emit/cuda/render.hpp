@@ -91,13 +91,15 @@ struct FlashLemma {
    *  at (nt, e), e.g. "S_reg[mt][nt][e]". `o_rescale`: the statement rescaling O's elements by the
    *  correction; with `defer_o`, update() leaves `corr[2]` (per h) for rescale_o(), which the
    *  caller emits once O may change (after its wgmma), else update() rescales row h of O by the
-   *  scalar `corr` itself. */
-  FlashLemma(const FlashForm& f, bool per_tile, std::string s, std::string o_rescale, bool defer_o);
+   *  scalar `corr` itself. `scale`: the folded softmax scale (flash_scale_value; empty where none):
+   *  the scores are then B, the max is kept in B's units and P = exp2(B * score_log2 - m * score_log2). */
+  FlashLemma(const FlashForm& f, bool per_tile, std::string s, std::string o_rescale, bool defer_o, std::string scale = "");
 
   bool softmax() const { return softmax_; }
   /** The constants the lemma's arithmetic uses (LOG2E), at namespace scope. */
   void constants(Code& k) const;
-  /** Declares and initialises the running state (m = -inf, l = 0). */
+  /** Declares and initialises the running state (m = -inf, l = 0), and the folded scale's
+   *  `score_scale` and `score_log2` where there is one. */
   void init(Code& k) const;
   /** Before a chunk's elements: `mx` starts at the running max. */
   void chunk_begin(Code& k) const;
@@ -118,13 +120,15 @@ struct FlashLemma {
   /** What finalise makes of O, for a comment: "O / l (normalised contraction)", "O (a plain sum over x)". */
   std::string finalise_note() const;
   /** After finalise, row h's statistic `which` (lower/flash_form.hpp flash_statistic): 'm' the
-   *  running max, 'l' the row's whole sum of exp(S - m) (NaN where m is -inf: exp(-inf - -inf),
+   *  running max (times the folded scale: the softmax argument's max), 'l' the row's whole sum of exp(S - m) (NaN where m is -inf: exp(-inf - -inf),
    *  as the fp64 evaluator has it). */
   std::string statistic(char which, const std::string& h) const;
 
  private:
   bool softmax_, defer_o_;
-  std::string x_, m_, l_, s_, o_rescale_;
+  std::string x_, m_, l_, s_, o_rescale_, scale_;
+  /** The exponent's factor: LOG2E, or score_log2 with a folded scale. */
+  std::string log2_factor() const { return scale_.empty() ? "LOG2E" : "score_log2"; }
 };
 
 /** A rows kernel's normaliser lemma: the statistics each thread keeps over its elements of a row
@@ -163,7 +167,7 @@ struct RowsLemma {
 /** The flash lemma in the fragment layout of path `p`'s atom (render_mma.cpp): mma.sync, the
  *  state per m16 tile of the warp and O (`O_reg[MT][D_V / 8][4]`) rescaled with l; wgmma, the state
  *  once per warp and O (`O_reg[D_V / 2]`) rescaled after its wgmma (deferred). */
-FlashLemma flash_lemma(const FlashForm& f, const KernelPath& p);
+FlashLemma flash_lemma(Context& c, const FlashForm& f, const KernelPath& p);
 
 // ---- the flash form's score chain (render_score.cpp) ----
 
@@ -181,6 +185,10 @@ struct ScoreChain {
  *  anything else the variant renders itself; `interior`, where given, the override of an
  *  interior chunk (e.g. a causal mask dropped). */
 ScoreChain score_chain(Context& c, const FlashForm& f, const NodeOverride& over, const NodeOverride& interior = {});
+
+/** The folded softmax scale of `f` (lower/flash_scale.hpp) as an fp32 expression (1 / c where the
+ *  score divides by c); empty where nothing is folded. */
+std::string flash_scale_value(Context& c, const FlashForm& f);
 
 /** Emits the comment stating what the score loop computes: P's argument (masked keys past N_x)
  *  under a softmax, P itself (P = 0 past N_x) without a normaliser. */

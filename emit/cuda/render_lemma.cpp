@@ -6,14 +6,15 @@
 
 namespace napkin::cuda {
 
-FlashLemma::FlashLemma(const FlashForm& f, bool per_tile, std::string s, std::string o_rescale, bool defer_o)
+FlashLemma::FlashLemma(const FlashForm& f, bool per_tile, std::string s, std::string o_rescale, bool defer_o, std::string scale)
     : softmax_(!f.normaliser_lemma.empty()),
       defer_o_(defer_o),
       x_(f.x),
       m_(per_tile ? "m_reg[mt]" : "m_reg"),
       l_(per_tile ? "l_reg[mt]" : "l_reg"),
       s_(std::move(s)),
-      o_rescale_(std::move(o_rescale)) {}
+      o_rescale_(std::move(o_rescale)),
+      scale_(softmax_ ? std::move(scale) : std::string()) {}
 
 void FlashLemma::constants(Code& k) const {
   if (softmax_) k.line("constexpr float LOG2E = 1.44269504f;");
@@ -21,6 +22,8 @@ void FlashLemma::constants(Code& k) const {
 
 void FlashLemma::init(Code& k) const {
   if (!softmax_) return;
+  if (!scale_.empty())
+    k.line("const float score_scale = " + scale_ + ", score_log2 = score_scale * LOG2E;  // the softmax's scale, folded into the exponent (lower/flash_scale.hpp)");
   if (m_ == "m_reg") {
     k.line("float m_reg[2] = {-INFINITY, -INFINITY}, l_reg[2] = {0.0f, 0.0f};  // rows lane/4 and lane/4 + 8 of the warp's 16");
     return;
@@ -51,7 +54,7 @@ void FlashLemma::update(Code& k, const std::string& P) const {
   }
   k.open("for (int h = 0; h < 2; ++h)");
   k.line("mx[h] = napkin::quad_max(mx[h]);");
-  k.line((defer_o_ ? "corr[h]" : "const float corr") + std::string(" = mx[h] == -INFINITY ? 1.0f : napkin::exp2_ftz((") + m_ + "[h] - mx[h]) * LOG2E);");
+  k.line((defer_o_ ? "corr[h]" : "const float corr") + std::string(" = mx[h] == -INFINITY ? 1.0f : napkin::exp2_ftz((") + m_ + "[h] - mx[h]) * " + log2_factor() + ");");
   k.line(m_ + "[h] = mx[h];");
   k.line(l_ + "[h] *= " + corr + ";");
   if (!defer_o_) {
@@ -59,12 +62,12 @@ void FlashLemma::update(Code& k, const std::string& P) const {
     k.line(o_rescale_);
   }
   k.close();
-  k.line("const float ms[2] = {mx[0] == -INFINITY ? 0.0f : mx[0] * LOG2E, mx[1] == -INFINITY ? 0.0f : mx[1] * LOG2E};");
+  k.line("const float ms[2] = {mx[0] == -INFINITY ? 0.0f : mx[0] * " + log2_factor() + ", mx[1] == -INFINITY ? 0.0f : mx[1] * " + log2_factor() + "};");
   k.line("#pragma unroll");
   k.open("for (int nt = 0; nt < T_X / 8; ++nt)");
   k.line("#pragma unroll");
   k.open("for (int e = 0; e < 4; ++e)");
-  k.line(s_ + " = napkin::exp2_ftz(" + s_ + " * LOG2E - ms[e / 2]);  // P, unnormalised");
+  k.line(s_ + " = napkin::exp2_ftz(" + s_ + " * " + log2_factor() + " - ms[e / 2]);  // P, unnormalised");
   k.line(l_ + "[e / 2] += " + s_ + ";");
   k.close();
   k.close();
@@ -88,7 +91,7 @@ void FlashLemma::finalise(Code& k) const {
 
 std::string FlashLemma::statistic(char which, const std::string& h) const {
   const std::string m = m_ + "[" + h + "]";
-  if (which == 'm') return m;
+  if (which == 'm') return scale_.empty() ? m : "(" + m + " * score_scale)";
   return "(" + m + " == -INFINITY ? " + std::string(kNanF) + " : l_tot[" + h + "])";
 }
 

@@ -10,12 +10,14 @@
 
 namespace napkin::cuda {
 
-FlashLemma flash_lemma(const FlashForm& f, const KernelPath& p) {
+FlashLemma flash_lemma(Context& c, const FlashForm& f, const KernelPath& p) {
+  const std::string scale = flash_scale_value(c, f);
   if (p.wgmma())  // the state once per warp (one m16 tile); O rescaled after its wgmma, rows 0 and 1 of each n8 tile
     return FlashLemma(f, false, "S_reg[nt * 4 + e]",
-                      "for (int nt = 0; nt < D_V / 8; ++nt) O_reg[nt * 4] *= corr[0], O_reg[nt * 4 + 1] *= corr[0], O_reg[nt * 4 + 2] *= corr[1], O_reg[nt * 4 + 3] *= corr[1];", true);
+                      "for (int nt = 0; nt < D_V / 8; ++nt) O_reg[nt * 4] *= corr[0], O_reg[nt * 4 + 1] *= corr[0], O_reg[nt * 4 + 2] *= corr[1], O_reg[nt * 4 + 3] *= corr[1];", true,
+                      scale);
   // the state per m16 tile of the warp; O rescaled with l, row h of each n8 tile
-  return FlashLemma(f, true, "S_reg[mt][nt][e]", "for (int nt = 0; nt < D_V / 8; ++nt) O_reg[mt][nt][2 * h] *= corr, O_reg[mt][nt][2 * h + 1] *= corr;", false);
+  return FlashLemma(f, true, "S_reg[mt][nt][e]", "for (int nt = 0; nt < D_V / 8; ++nt) O_reg[mt][nt][2 * h] *= corr, O_reg[mt][nt][2 * h + 1] *= corr;", false, scale);
 }
 
 void mma_sync_q_fragments(Code& k) {

@@ -3,17 +3,43 @@
 // the maps read bounded at the tile's edge; and the loops over the score tile in each MMA atom's
 // fragment layout (mma.sync: m16n8 tiles per warp; wgmma: a consumer warpgroup's 64 rows), each
 // element folded into the lemma's chunk state, then the lemma's update.
+#include <memory>
+
 #include "emit/cuda/render.hpp"
 
 namespace napkin::cuda {
 
+namespace {
+
+/** `inner` with the folded scale taken out (lower/flash_scale.hpp): the node f.scaled rendered as
+ *  its other operand, through the same override. Without a fold, `inner` itself. */
+NodeOverride unscaled(Context& c, const FlashForm& f, NodeOverride inner) {
+  if (!f.scaled) return inner;
+  const Expr* kept = &*f.scaled->args[f.scale == &*f.scaled->args[0] ? 1 : 0];
+  auto self = std::make_shared<NodeOverride>();
+  *self = [&c, &f, kept, inner = std::move(inner), self_w = std::weak_ptr<NodeOverride>(self)](const Expr& e) -> std::optional<std::string> {
+    if (&e == f.scaled) return c.value(*kept, *self_w.lock(), f.inlined);
+    return inner ? inner(e) : std::nullopt;
+  };
+  // the lambda holds itself weakly; the returned copy owns a strong reference through `hold`
+  return [self](const Expr& e) { return (*self)(e); };
+}
+
+}  // namespace
+
 ScoreChain score_chain(Context& c, const FlashForm& f, const NodeOverride& over, const NodeOverride& interior) {
   ScoreChain s;
-  s.value = c.value(*f.score, over, f.inlined);
-  s.bounded = c.value(*f.score, bounded_loads(c, over, {f.M, f.x}, f.inlined), f.inlined);
-  s.interior = interior ? c.value(*f.score, interior, f.inlined) : s.value;
-  s.reads_rows = c.value(*f.score, bounded_loads(c, over, {f.M}, f.inlined), f.inlined) != s.value;
+  s.value = c.value(*f.score, unscaled(c, f, over), f.inlined);
+  s.bounded = c.value(*f.score, unscaled(c, f, bounded_loads(c, over, {f.M, f.x}, f.inlined)), f.inlined);
+  s.interior = interior ? c.value(*f.score, unscaled(c, f, interior), f.inlined) : s.value;
+  s.reads_rows = c.value(*f.score, unscaled(c, f, bounded_loads(c, over, {f.M}, f.inlined)), f.inlined) != s.value;
   return s;
+}
+
+std::string flash_scale_value(Context& c, const FlashForm& f) {
+  if (!f.scaled) return "";
+  const std::string v = c.value(*f.scale);
+  return f.scale_divides ? "(1.0f / " + v + ")" : v;
 }
 
 void score_comment(Code& k, const FlashForm& f) {
@@ -80,7 +106,7 @@ WarpgroupScores::WarpgroupScores(Context& c, const FlashForm& f) : f_(f) {
   NodeOverride over_interior;
   over_interior = [&](const Expr& e) -> std::optional<std::string> {
     if (&e == f.cs) return std::string("S_reg[nt * 4 + e]");
-    if (is_causal_mask(e)) return c.value(*e.args[0], over_interior, f.inlined);
+    if (is_causal_mask(e)) return c.value(*e.args[0], unscaled(c, f, over_interior), f.inlined);
     return std::nullopt;
   };
   chain_ = score_chain(c, f, over_causal, over_interior);

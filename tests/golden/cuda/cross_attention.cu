@@ -776,6 +776,7 @@ namespace k_S_to_O {
     #pragma unroll
       for (int kk = 0; kk < D_K / 16; ++kk) napkin::frag_a(Q_reg[mt][kk], smem, P_Q, warp * (T_Q / WARPS) + mt * 16, kk * 16, lane);
     float O_reg[MT][D_V / 8][4] = {};  // registers: O accumulator (unnormalised)
+    const float score_scale = rsqrtf(static_cast<float>(N_dk)), score_log2 = score_scale * LOG2E;  // the softmax's scale, folded into the exponent (lower/flash_scale.hpp)
     float m_reg[MT][2], l_reg[MT][2];  // registers: running max and this thread's partial sum, rows lane/4 and lane/4 + 8
     #pragma unroll
     for (int mt = 0; mt < MT; ++mt) m_reg[mt][0] = m_reg[mt][1] = -INFINITY, l_reg[mt][0] = l_reg[mt][1] = 0.0f;
@@ -809,7 +810,7 @@ namespace k_S_to_O {
               const int64_t i_q = o_q + warp * (T_Q / WARPS) + mt * 16 + lane / 4 + (e / 2) * 8;
               const int64_t i_x = kc * T_X + nt * 8 + (lane % 4) * 2 + e % 2;
               (void)i_q, (void)i_x;
-              const float v = (S_reg[mt][nt][e] * rsqrtf(static_cast<float>(N_dk)));
+              const float v = S_reg[mt][nt][e];
               S_reg[mt][nt][e] = v;
               mx[e / 2] = fmaxf(mx[e / 2], S_reg[mt][nt][e]);
             }
@@ -822,7 +823,7 @@ namespace k_S_to_O {
               const int64_t i_q = o_q + warp * (T_Q / WARPS) + mt * 16 + lane / 4 + (e / 2) * 8;
               const int64_t i_x = kc * T_X + nt * 8 + (lane % 4) * 2 + e % 2;
               (void)i_q, (void)i_x;
-              const float v = (S_reg[mt][nt][e] * rsqrtf(static_cast<float>(N_dk)));
+              const float v = S_reg[mt][nt][e];
               S_reg[mt][nt][e] = i_x < N_x ? v : -INFINITY;
               mx[e / 2] = fmaxf(mx[e / 2], S_reg[mt][nt][e]);
             }
@@ -831,18 +832,18 @@ namespace k_S_to_O {
         // online softmax (P): new running max, rescale l and O by exp(m_old - m_new)
         for (int h = 0; h < 2; ++h) {
           mx[h] = napkin::quad_max(mx[h]);
-          const float corr = mx[h] == -INFINITY ? 1.0f : napkin::exp2_ftz((m_reg[mt][h] - mx[h]) * LOG2E);
+          const float corr = mx[h] == -INFINITY ? 1.0f : napkin::exp2_ftz((m_reg[mt][h] - mx[h]) * score_log2);
           m_reg[mt][h] = mx[h];
           l_reg[mt][h] *= corr;
           #pragma unroll
           for (int nt = 0; nt < D_V / 8; ++nt) O_reg[mt][nt][2 * h] *= corr, O_reg[mt][nt][2 * h + 1] *= corr;
         }
-        const float ms[2] = {mx[0] == -INFINITY ? 0.0f : mx[0] * LOG2E, mx[1] == -INFINITY ? 0.0f : mx[1] * LOG2E};
+        const float ms[2] = {mx[0] == -INFINITY ? 0.0f : mx[0] * score_log2, mx[1] == -INFINITY ? 0.0f : mx[1] * score_log2};
         #pragma unroll
         for (int nt = 0; nt < T_X / 8; ++nt) {
           #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            S_reg[mt][nt][e] = napkin::exp2_ftz(S_reg[mt][nt][e] * LOG2E - ms[e / 2]);  // P, unnormalised
+            S_reg[mt][nt][e] = napkin::exp2_ftz(S_reg[mt][nt][e] * score_log2 - ms[e / 2]);  // P, unnormalised
             l_reg[mt][e / 2] += S_reg[mt][nt][e];
           }
         }
@@ -959,6 +960,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
     napkin::setmaxnreg_inc<240>();
     const int cw = threadIdx.x / 128 - 1, warp = threadIdx.x % 128 / 32, lane = threadIdx.x % 32;
     float O_reg[D_V / 2] = {};  // registers: O accumulator (unnormalised), m16n8 tiles
+    const float score_scale = rsqrtf(static_cast<float>(N_dk)), score_log2 = score_scale * LOG2E;  // the softmax's scale, folded into the exponent (lower/flash_scale.hpp)
     float m_reg[2] = {-INFINITY, -INFINITY}, l_reg[2] = {0.0f, 0.0f};  // rows lane/4 and lane/4 + 8 of the warp's 16
     uint32_t P_reg[T_X / 16][4];  // registers: P of the previous chunk in 16 bits, wgmma A fragments
     napkin::mbar_wait(q_full, 0);
@@ -998,7 +1000,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
             const int c_rel = nt * 8 + (lane % 4) * 2 + e % 2, r_rel = warp * 16 + lane / 4 + (e / 2) * 8;
             const int64_t i_q = o_q + cw * 64 + r_rel, i_x = kc * T_X + c_rel;
             (void)i_q, (void)i_x, (void)r_rel;
-            const float v = (S_reg[nt * 4 + e] * rsqrtf(static_cast<float>(N_dk)));
+            const float v = S_reg[nt * 4 + e];
             S_reg[nt * 4 + e] = v;
             mx[e / 2] = fmaxf(mx[e / 2], S_reg[nt * 4 + e]);
           }
@@ -1011,7 +1013,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
             const int c_rel = nt * 8 + (lane % 4) * 2 + e % 2, r_rel = warp * 16 + lane / 4 + (e / 2) * 8;
             const int64_t i_q = o_q + cw * 64 + r_rel, i_x = kc * T_X + c_rel;
             (void)i_q, (void)i_x, (void)r_rel;
-            const float v = (S_reg[nt * 4 + e] * rsqrtf(static_cast<float>(N_dk)));
+            const float v = S_reg[nt * 4 + e];
             S_reg[nt * 4 + e] = c_rel < x_left ? v : -INFINITY;
             mx[e / 2] = fmaxf(mx[e / 2], S_reg[nt * 4 + e]);
           }
@@ -1022,16 +1024,16 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
       #pragma unroll
       for (int h = 0; h < 2; ++h) {
         mx[h] = napkin::quad_max(mx[h]);
-        corr[h] = mx[h] == -INFINITY ? 1.0f : napkin::exp2_ftz((m_reg[h] - mx[h]) * LOG2E);
+        corr[h] = mx[h] == -INFINITY ? 1.0f : napkin::exp2_ftz((m_reg[h] - mx[h]) * score_log2);
         m_reg[h] = mx[h];
         l_reg[h] *= corr[h];
       }
-      const float ms[2] = {mx[0] == -INFINITY ? 0.0f : mx[0] * LOG2E, mx[1] == -INFINITY ? 0.0f : mx[1] * LOG2E};
+      const float ms[2] = {mx[0] == -INFINITY ? 0.0f : mx[0] * score_log2, mx[1] == -INFINITY ? 0.0f : mx[1] * score_log2};
       #pragma unroll
       for (int nt = 0; nt < T_X / 8; ++nt) {
         #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          S_reg[nt * 4 + e] = napkin::exp2_ftz(S_reg[nt * 4 + e] * LOG2E - ms[e / 2]);  // P, unnormalised
+          S_reg[nt * 4 + e] = napkin::exp2_ftz(S_reg[nt * 4 + e] * score_log2 - ms[e / 2]);  // P, unnormalised
           l_reg[e / 2] += S_reg[nt * 4 + e];
         }
       }
@@ -1076,7 +1078,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
             const int c_rel = nt * 8 + (lane % 4) * 2 + e % 2, r_rel = warp * 16 + lane / 4 + (e / 2) * 8;
             const int64_t i_q = o_q + cw * 64 + r_rel, i_x = kc * T_X + c_rel;
             (void)i_q, (void)i_x, (void)r_rel;
-            const float v = (S_reg[nt * 4 + e] * rsqrtf(static_cast<float>(N_dk)));
+            const float v = S_reg[nt * 4 + e];
             S_reg[nt * 4 + e] = v;
             mx[e / 2] = fmaxf(mx[e / 2], S_reg[nt * 4 + e]);
           }
@@ -1089,7 +1091,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
             const int c_rel = nt * 8 + (lane % 4) * 2 + e % 2, r_rel = warp * 16 + lane / 4 + (e / 2) * 8;
             const int64_t i_q = o_q + cw * 64 + r_rel, i_x = kc * T_X + c_rel;
             (void)i_q, (void)i_x, (void)r_rel;
-            const float v = (S_reg[nt * 4 + e] * rsqrtf(static_cast<float>(N_dk)));
+            const float v = S_reg[nt * 4 + e];
             S_reg[nt * 4 + e] = c_rel < x_left ? v : -INFINITY;
             mx[e / 2] = fmaxf(mx[e / 2], S_reg[nt * 4 + e]);
           }
@@ -1100,16 +1102,16 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
       #pragma unroll
       for (int h = 0; h < 2; ++h) {
         mx[h] = napkin::quad_max(mx[h]);
-        corr[h] = mx[h] == -INFINITY ? 1.0f : napkin::exp2_ftz((m_reg[h] - mx[h]) * LOG2E);
+        corr[h] = mx[h] == -INFINITY ? 1.0f : napkin::exp2_ftz((m_reg[h] - mx[h]) * score_log2);
         m_reg[h] = mx[h];
         l_reg[h] *= corr[h];
       }
-      const float ms[2] = {mx[0] == -INFINITY ? 0.0f : mx[0] * LOG2E, mx[1] == -INFINITY ? 0.0f : mx[1] * LOG2E};
+      const float ms[2] = {mx[0] == -INFINITY ? 0.0f : mx[0] * score_log2, mx[1] == -INFINITY ? 0.0f : mx[1] * score_log2};
       #pragma unroll
       for (int nt = 0; nt < T_X / 8; ++nt) {
         #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          S_reg[nt * 4 + e] = napkin::exp2_ftz(S_reg[nt * 4 + e] * LOG2E - ms[e / 2]);  // P, unnormalised
+          S_reg[nt * 4 + e] = napkin::exp2_ftz(S_reg[nt * 4 + e] * score_log2 - ms[e / 2]);  // P, unnormalised
           l_reg[e / 2] += S_reg[nt * 4 + e];
         }
       }
