@@ -66,6 +66,12 @@ void print_cost_table(const SearchResult& r, const Hardware& hw) {
     if (c.t_smem_exposed > 0)
       row("SMEM exposed", fmt::format("{:.2f} x SMEM", hw.flash_bwd_smem_exposed), c.t_smem_exposed,
           "SMEM reads the two consumer warpgroups' MMAs do not hide (hardware flash_bwd_smem_exposed, a fit), not overlapped");
+    if (c.t_chunk_latency > 0)
+      row("chunk latency", fmt::format("{:.2g} us/chunk", hw.flash_chunk_latency_s * 1e6), c.t_chunk_latency,
+          "each chunk's barriers, MMA waits and row reductions (hardware flash_chunk_latency_s, a fit), with the softmax");
+    if (c.t_fill > 0)
+      row("blocks' start", fmt::format("{:.2g} us/block", (hw.hbm_loaded_latency_s > 0 ? hw.hbm_loaded_latency_s : hw.hbm_latency_s) * 1e6), c.t_fill,
+          "each block waits a loaded HBM round trip for Q and its first K chunk, not overlapped");
     if (c.imbalance > 1)
       row("blocks' makespan", fmt::format("{:.2f} x the mean", c.imbalance), 0,
           "compute terms stretched: blocks of unequal length (causal skip) handed to the SMs in grid order");
@@ -113,7 +119,7 @@ nlohmann::json kernel_json(const KernelChoice& k) {
                    {"flops", {{"tensor", c.flops_tensor}, {"fp32", c.flops_fp32}, {"sfu", c.sfu_ops}}},
                    {"seconds",
                     {{"hbm", c.t_hbm}, {"l2", c.t_l2}, {"smem", c.t_smem}, {"tensor", c.t_tensor}, {"fp32", c.t_fp32},
-                     {"sfu", c.t_sfu}, {"epilogue", c.t_epilogue}, {"skipped_zeros", c.t_skipped_zeros}, {"smem_exposed", c.t_smem_exposed}, {"atomic", c.t_atomic}, {"zero", c.t_zero}, {"launch", c.t_launch}, {"total", c.t_total}}},
+                     {"sfu", c.t_sfu}, {"epilogue", c.t_epilogue}, {"skipped_zeros", c.t_skipped_zeros}, {"smem_exposed", c.t_smem_exposed}, {"fill", c.t_fill}, {"chunk_latency", c.t_chunk_latency}, {"atomic", c.t_atomic}, {"zero", c.t_zero}, {"launch", c.t_launch}, {"total", c.t_total}}},
                    {"bound", c.bound},
                    {"causal_active_fraction", c.causal_active_fraction}};
   if (c.spec) j["lowered"] = kernel_spec_json(*c.spec);

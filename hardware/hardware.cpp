@@ -290,6 +290,8 @@ std::string format_hardware(const Hardware& h, const std::string& header) {
   if (h.wgmma_fraction > 0) out += "wgmma_fraction = " + num(h.wgmma_fraction) + "\n";
   if (h.sustained_tensor_fraction > 0) out += "sustained_tensor_fraction = " + num(h.sustained_tensor_fraction) + "\n";
   if (h.flash_bwd_smem_exposed > 0) out += "flash_bwd_smem_exposed = " + num(h.flash_bwd_smem_exposed) + "\n";
+  if (h.flash_softmax_hidden > 0) out += "flash_softmax_hidden = " + num(h.flash_softmax_hidden) + "\n";
+  if (h.flash_chunk_latency_s > 0) out += "flash_chunk_latency_s = " + num(h.flash_chunk_latency_s) + "\n";
   out += "\n[tensor_core]\n";
   for (const auto& [t, rate] : h.tensor_flops_per_s) out += std::string(dtype_name(t)) + " = " + num(rate) + "\n";
   out += std::string("\n[features]\ncp_async = ") + (h.cp_async ? "true" : "false") + "\ntma = " + (h.tma ? "true" : "false") +

@@ -63,6 +63,13 @@ struct Hardware {
    *  S -> P -> dP -> dS -> staged tiles -> dV, dK waits on its own SMEM traffic. A fit to measured
    *  kernels (the hardware TOML files give the fit and its data); 0 when not fitted: not priced. */
   double flash_bwd_smem_exposed = 0;
+  /** Share of the shorter of a flash forward kernel's tensor time and softmax time (FP32 + SFU +
+   *  chunk latency) that its two consumer warpgroups hide behind each other on wgmma
+   *  (FlashAttention-3 §3.1: one's softmax beside the other's MMAs; a lone consumer hides none),
+   *  and the latency (seconds) each chunk of x adds on an SM slot beyond its arithmetic (barrier
+   *  hand-overs, MMA waits, row reductions). Fits to measured kernels (the hardware TOML files
+   *  give the fit and its data); 0 when not fitted: the terms add up, no chunk latency. */
+  double flash_softmax_hidden = 0, flash_chunk_latency_s = 0;
   /** L2 -> SMEM bandwidth of the bulk-copy engine that TMA loads use (bytes/s, whole device),
    *  measured by `napkin calibrate`; 0 when not known: l2.bandwidth_bytes_per_s applies. */
   double l2_bulk_bandwidth_bytes_per_s = 0;

@@ -68,6 +68,9 @@ constexpr Field<H> kCompute[] = {
      [](H& h, const V& v) { h.sustained_tensor_fraction = v.number; }},
     {"flash_bwd_smem_exposed", Type::real, false, 0, 1, false, "share of a flash_bwd kernel's SMEM time",
      [](H& h, const V& v) { h.flash_bwd_smem_exposed = v.number; }},
+    {"flash_softmax_hidden", Type::real, false, 0, 1, false, "share of a flash forward kernel's shorter compute term",
+     [](H& h, const V& v) { h.flash_softmax_hidden = v.number; }},
+    {"flash_chunk_latency_s", Type::real, false, 0, 1e-3, false, "s", [](H& h, const V& v) { h.flash_chunk_latency_s = v.number; }},
 };
 constexpr Field<H> kTensorCore[] = {
     {"<dtype>", Type::real, false, kMinRate, kRate, false, "FLOP/s", [](H& h, const V& v) { h.tensor_flops_per_s[*parse_dtype(v.key)] = v.number; }},

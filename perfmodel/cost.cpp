@@ -678,6 +678,9 @@ class KernelModel {
     const bool serial_chain = !opt_.two_level && spec_.strategy == Strategy::flash_bwd && !c_.warpgroup_mma;
     double memory = serial_chain ? std::max({c_.t_hbm, c_.t_l2, c_.t_smem + c_.t_atomic}) : std::max({c_.t_hbm, c_.t_l2, c_.t_smem, c_.t_atomic});
     double compute_t = c_.t_tensor + c_.t_fp32 + c_.t_sfu;
+    const bool flash_fwd = !opt_.two_level && spec_.strategy == Strategy::flash && spec_.flash;
+    const bool flash_fwd_wgmma = flash_fwd && c_.warpgroup_mma;
+    if (flash_fwd) compute_t = flash_fwd_compute(compute_t);
     bool pipelined = hw_.cp_async && opt_.pipeline_stages >= 2;
     // Overlap needs warps to switch between: with fewer than kWarpsToHide resident warps per SM,
     // only that share of the shorter of memory and compute is hidden (an assumption to calibrate).
@@ -695,14 +698,43 @@ class KernelModel {
     if (!opt_.two_level && c_.warpgroup_mma && spec_.strategy == Strategy::flash_bwd && !lone_consumer)
       c_.t_smem_exposed = hw_.flash_bwd_smem_exposed * c_.t_smem;
     c_.t_total = (pipelined ? std::max(memory, compute_t) + (1 - hidden) * std::min(memory, compute_t) : memory + compute_t) +
-                 c_.t_epilogue + c_.t_skipped_zeros + c_.t_smem_exposed + c_.t_zero + c_.t_launch;
+                 c_.t_epilogue + c_.t_skipped_zeros + c_.t_smem_exposed + c_.t_fill + c_.t_zero + c_.t_launch;
     std::vector<std::pair<double, const char*>> terms{{c_.t_hbm, "HBM bandwidth"},   {c_.t_l2, "L2->SMEM bandwidth"}, {c_.t_atomic, "L2 atomic adds"},
                                                       {c_.t_smem, "SMEM bandwidth"}, {c_.t_tensor, "tensor cores"},
                                                       {c_.t_fp32, "FP32 units"},     {c_.t_sfu, "special-function units (exp)"}};
     c_.bound = std::max_element(terms.begin(), terms.end())->second;
-    if (compute_t > memory && std::max({c_.t_tensor, c_.t_fp32, c_.t_sfu}) < 0.7 * compute_t) c_.bound = "compute (tensor + FP32 + SFU, not overlapped)";
+    if (flash_fwd_wgmma && compute_t > memory && std::max({c_.t_tensor, c_.t_fp32 + c_.t_sfu + c_.t_chunk_latency}) < 0.9 * compute_t)
+      c_.bound = "compute (tensor and softmax, " + std::to_string(std::lround(100 * (c_.warps / 4 >= 2 ? hw_.flash_softmax_hidden : 0.0))) +
+                 "% of the shorter hidden by " + std::to_string(std::max(1, c_.warps / 4)) + " consumer warpgroup(s))";
+    else if (compute_t > memory && std::max({c_.t_tensor, c_.t_fp32, c_.t_sfu}) < 0.7 * compute_t) c_.bound = "compute (tensor + FP32 + SFU, not overlapped)";
     if (lone_consumer) c_.bound += "; one consumer warpgroup: memory and compute do not overlap (FlashAttention-3 §3.1)";
     if (serial_chain) c_.bound += "; mma.sync flash_bwd: each warp's chunk is one dependent chain, its SMEM reads, atomic adds and arithmetic add up";
+  }
+
+  /** A flash forward kernel (emit/cuda/flash.cpp): its compute time (`summed`: tensor + FP32 +
+   *  SFU) and its blocks' start (c_.t_fill). Each chunk of x a consumer walks carries a latency
+   *  its arithmetic does not count (the barriers handing over the stage and the tensor cores,
+   *  waiting for its MMAs, the row reductions' shuffles): Hardware::flash_chunk_latency_s per
+   *  chunk in series on an SM slot, on the softmax's side. On wgmma with two consumer warpgroups
+   *  one's softmax runs beside the other's MMAs (named barriers hand the tensor cores over,
+   *  FlashAttention-3 §3.1), hiding Hardware::flash_softmax_hidden of the shorter of the tensor
+   *  time and that softmax time (FP32 + SFU + chunk latency); a lone consumer, or mma.sync, hides
+   *  none. Each block first waits a loaded HBM round trip for Q and its first K chunk:
+   *  t_fill = (blocks per SM slot) x hbm.loaded_latency_s. Both constants are fits (H200,
+   *  session 31; data and errors in hardware/h200.toml); 0 where not fitted. */
+  double flash_fwd_compute(double summed) {
+    const FlashForm& f = *spec_.flash;
+    const double slots = static_cast<double>(hw_.sm_count) * std::max(1, c_.blocks_per_sm);
+    const double blocks_per_slot = static_cast<double>(c_.blocks) / slots;
+    const double n_x = static_cast<double>(sizes_.at(f.x));
+    const double chunks = std::ceil(n_x / static_cast<double>(std::max<std::int64_t>(1, f.TX))) * (f.skip ? c_.causal_active_fraction : 1.0);
+    const double round_trip = hw_.hbm_loaded_latency_s > 0 ? hw_.hbm_loaded_latency_s : hw_.hbm_latency_s;
+    c_.t_fill = blocks_per_slot * round_trip;
+    c_.t_chunk_latency = blocks_per_slot * chunks * hw_.flash_chunk_latency_s;
+    if (!c_.warpgroup_mma) return summed + c_.t_chunk_latency;
+    const double softmax = c_.t_fp32 + c_.t_sfu + c_.t_chunk_latency;
+    const double hidden = c_.warps / 4 >= 2 ? hw_.flash_softmax_hidden : 0.0;
+    return std::max(c_.t_tensor, softmax) + (1 - hidden) * std::min(c_.t_tensor, softmax);
   }
 
   /** Clusters of `size` blocks along `axis`: the operand tiles that do not vary along it cross

@@ -95,6 +95,12 @@ struct KernelCost {
   /** Seconds of a flash_bwd kernel's SMEM reads its two consumer warpgroups do not hide behind
    *  their MMAs: t_smem x Hardware::flash_bwd_smem_exposed, added to the total; 0 elsewhere. */
   double t_smem_exposed = 0;
+  /** A flash forward kernel's (perfmodel/cost.cpp flash_fwd_compute): `t_fill`, seconds its
+   *  blocks wait at their start for Q and the first K chunk (a loaded HBM round trip each, times
+   *  the blocks per SM slot), added to the total, not overlapped; `t_chunk_latency`, seconds of
+   *  the per-chunk latency (Hardware::flash_chunk_latency_s times the chunks in series on an SM
+   *  slot), counted with the softmax. 0 elsewhere. */
+  double t_fill = 0, t_chunk_latency = 0;
   /** A flash_bwd kernel's blocks' makespan over their mean time per block slot (>= 1; 1
    *  elsewhere): a causal skip gives the blocks different numbers of chunks
    *  (FlashBwdForm::tile_chunks), handed to the SMs in grid order; in one wave the longest block

@@ -1,0 +1,81 @@
+// The flash forward's price on wgmma (perfmodel/cost.cpp flash_fwd_compute): two consumer
+// warpgroups hide Hardware::flash_softmax_hidden of the shorter of tensor and softmax time, a lone
+// one hides none; each chunk in series adds Hardware::flash_chunk_latency_s on the softmax's side,
+// so halving the chunk doubles it; each block's start costs a loaded HBM round trip. Unfitted
+// (both constants 0) the terms add up as before.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+
+#include "derive/check_schedule.hpp"
+#include "diagrams/schedule.hpp"
+#include "tests/support/run.hpp"
+
+using namespace napkin;
+using namespace napkin::test;
+
+namespace {
+
+/** causal_attention at B2 H16 N4096 d64 under `schedule_text` on `hw`: its one kernel's cost. */
+KernelCost price(const std::string& schedule_text, const Hardware& hw) {
+  LoadedDiagram l = load_library(std::string(NAPKIN_SOURCE_DIR) + "/diagrams/library/causal_attention.napkin");
+  SizeMap sizes = l.sizes;
+  for (const auto& [k, v] : SizeMap{{"b", 2}, {"h", 16}, {"q", 4096}, {"x", 4096}, {"d", 64}}) sizes[k] = v;
+  DiagnosticEngine diags;
+  SourceManager sm;
+  auto s = parse_schedule(*sm.add("t.schedule", schedule_text), diags);
+  REQUIRE(s);
+  auto checked = check_schedule(*l.program, *l.diagram, *s, sizes, hw, {}, diags);
+  INFO(diags.render());
+  REQUIRE(checked);
+  REQUIRE(checked->cost.kernels.size() == 1);
+  return checked->cost.kernels[0];
+}
+
+std::string schedule(int q_tile, int x_chunk, int warps) {
+  return "schedule derived for causal_attention\nkernel S_to_O\n  fuse S, P, O\n  weave b\n  weave h\n  group q by " + std::to_string(q_tile) +
+         "\n  stream x by " + std::to_string(x_chunk) + "\n  warps " + std::to_string(warps) + "\n";
+}
+
+}  // namespace
+
+TEST_CASE("flash forward on wgmma: consumers hide the fitted share, chunks carry the fitted latency, blocks wait a round trip", "[emit]") {
+  const Hardware hw = load_hardware("h200");
+  REQUIRE(hw.flash_softmax_hidden > 0);
+  REQUIRE(hw.flash_chunk_latency_s > 0);
+  const KernelCost two = price(schedule(128, 128, 8), hw);
+  REQUIRE(two.warpgroup_mma);
+  REQUIRE(two.warps / 4 == 2);
+  const double slots = static_cast<double>(hw.sm_count) * std::max(1, two.blocks_per_sm);
+  CHECK(two.t_fill == Approx(static_cast<double>(two.blocks) / slots * hw.hbm_loaded_latency_s));
+  CHECK(two.t_chunk_latency > 0);
+  const double softmax = two.t_fp32 + two.t_sfu + two.t_chunk_latency;
+  const double compute = std::max(two.t_tensor, softmax) + (1 - hw.flash_softmax_hidden) * std::min(two.t_tensor, softmax);
+  CHECK(two.t_total >= compute + two.t_fill);
+  CHECK(two.t_total == Approx(compute + two.t_fill + two.t_launch).epsilon(1e-6));  // compute-bound at this shape
+  CHECK(two.bound.find("2 consumer warpgroup(s)") != std::string::npos);
+
+  // half the chunk: twice the chunks in series, twice their latency; the same block count
+  const KernelCost halves = price(schedule(128, 64, 8), hw);
+  CHECK(halves.blocks == two.blocks);
+  CHECK(halves.t_chunk_latency == Approx(2 * two.t_chunk_latency).epsilon(0.02));
+  CHECK(halves.t_total > two.t_total);
+
+  // a lone consumer hides nothing: its compute is tensor + softmax
+  const KernelCost lone = price(schedule(64, 64, 4), hw);
+  REQUIRE(lone.warpgroup_mma);
+  REQUIRE(lone.warps / 4 == 1);
+  const double lone_sum = lone.t_tensor + lone.t_fp32 + lone.t_sfu + lone.t_chunk_latency;
+  CHECK(lone.t_total >= lone_sum + lone.t_fill);
+  CHECK(lone.bound.find("0% of the shorter") != std::string::npos);
+
+  // unfitted: no chunk latency, nothing hidden: the summed terms, plus the blocks' start
+  Hardware unfitted = hw;
+  unfitted.flash_softmax_hidden = 0;
+  unfitted.flash_chunk_latency_s = 0;
+  const KernelCost plain = price(schedule(128, 128, 8), unfitted);
+  CHECK(plain.t_chunk_latency == 0);
+  CHECK(plain.t_total == Approx(plain.t_tensor + plain.t_fp32 + plain.t_sfu + plain.t_fill + plain.t_launch).epsilon(1e-6));
+  CHECK(two.t_total < plain.t_total + two.t_chunk_latency);
+}
