@@ -23,6 +23,12 @@
  *    the main loop: output bytes / HBM bandwidth, taken out of the HBM term; overlapped where the
  *    spec stores through SMEM by TMA); plus the launch
  *    overhead. The bound is the largest term.
+ *  - Flash forward kernels (perfmodel/cost.cpp flash_fwd_compute): compute = max(tensor, softmax)
+ *    + (1 - h) min(tensor, softmax) with softmax = FP32 + SFU + chunks in series x a per-chunk
+ *    latency, h the share two consumer warpgroups hide on wgmma (0 for one, and on mma.sync:
+ *    there compute = tensor + softmax); plus each block's start, a loaded HBM round trip per block
+ *    in series. h and the chunk latency are hardware fits (Hardware::flash_softmax_hidden,
+ *    flash_chunk_latency_s).
  *  - Kernels lowered to SIMT are priced as emitted (perfmodel/simt_cost.hpp), rows kernels as
  *    lowering shapes them (perfmodel/rows_cost.hpp: registers and occupancy of the emitted launch
  *    bounds, dependent rounds of loads by Little's law); the schedule's own claims (tiles that
