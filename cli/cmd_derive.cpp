@@ -233,6 +233,10 @@ Runner setup_derive(CLI::App& sub) {
         dump_after(derive_given(*l->program, d, l->sizes, h, *checked, opt), d, *dump, parse_sets(args->sets));
         return 0;
       }
+      if (*format == "json") {
+        fmt::print("{}\n", derivation_json(derive_given(*l->program, d, l->sizes, h, *checked, opt), d, h).dump(2));
+        return 0;
+      }
       const SearchResult& r = *checked;
       fmt::print("schedule '{}' for diagram '{}' is legal on {}\n\n", r.schedule.name, d.name, h.name);
       print_cost_table(r, h);

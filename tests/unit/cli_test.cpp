@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include <nlohmann/json.hpp>
+
 #include "diagrams/npy.hpp"
 #include "tests/support/run.hpp"
 
@@ -108,6 +110,12 @@ TEST_CASE("derive prints steps, schedule and costs, its JSON parses and a saved 
   INFO(body << rescored.output);
   CHECK(rescored.status == 0);
   CHECK(rescored.output.find("is legal on H100-SXM5") != std::string::npos);
+  // --format json holds with --schedule too: the same predicted total as the derivation's JSON
+  auto rescored_json = run_napkin("derive " + lib("attention.napkin") + " --hw h100 --schedule " + sched + " --format json");
+  REQUIRE(rescored_json.status == 0);
+  const auto given = nlohmann::json::parse(rescored_json.output), derived = nlohmann::json::parse(json.output);
+  CHECK(given["predicted_seconds"].get<double>() == Approx(derived["predicted_seconds"].get<double>()));
+  CHECK(given["kernels"].size() == derived["kernels"].size());
   auto relabelled = run_napkin("render " + lib("attention.napkin") + " --schedule " + sched + " --format dot");
   CHECK(relabelled.status == 0);
   CHECK(relabelled.output.find("subgraph \"cluster_") != std::string::npos);
