@@ -70,7 +70,7 @@ void print_cost_table(const SearchResult& r, const Hardware& hw) {
       row("chunk latency", fmt::format("{:.2g} us/chunk", hw.flash_chunk_latency_s * 1e6), c.t_chunk_latency,
           "each chunk's barriers, MMA waits and row reductions (hardware flash_chunk_latency_s, a fit), with the softmax");
     if (c.t_fill > 0)
-      row("blocks' start", fmt::format("{:.2g} us/block", (hw.hbm_loaded_latency_s > 0 ? hw.hbm_loaded_latency_s : hw.hbm_latency_s) * 1e6), c.t_fill,
+      row("blocks' start", fmt::format("{:.2g} us/block", hw.loaded_latency_s() * 1e6), c.t_fill,
           "each block waits a loaded HBM round trip for Q and its first K chunk, not overlapped");
     if (c.imbalance > 1)
       row("blocks' makespan", fmt::format("{:.2f} x the mean", c.imbalance), 0,
@@ -82,7 +82,7 @@ void print_cost_table(const SearchResult& r, const Hardware& hw) {
       row("HBM latency", fmt::format("{} rounds", c.spec->cols->rounds()), c.t_latency,
           "dependent rounds of loads per thread, each the latency or the in-flight bytes' HBM time (perfmodel/rows_cost.hpp price_cols)");
     else if (c.t_latency > 0)
-      row("HBM latency", fmt::format("{:.2g} us/round", (hw.hbm_loaded_latency_s > 0 ? hw.hbm_loaded_latency_s : hw.hbm_latency_s) * 1e6), c.t_latency,
+      row("HBM latency", fmt::format("{:.2g} us/round", hw.loaded_latency_s() * 1e6), c.t_latency,
           "dependent rounds of loads per resident team, every walk over each row (perfmodel/rows_cost.hpp)");
     row("predicted", fmt::format("{} blocks", c.blocks), c.t_total,
         fmt::format("bound: {}; {} warps/SM; wave efficiency {:.0f}%{}", c.bound, c.warps_per_sm, c.wave_efficiency * 100,

@@ -93,6 +93,9 @@ struct Hardware {
 
   /** Tensor-core peak for `t`, or nullopt when the GPU has none for that dtype. */
   std::optional<double> tensor_rate(DType t) const;
+  /** One HBM round trip while every SM keeps loads in flight (seconds): hbm_loaded_latency_s,
+   *  or the unloaded pointer chase's hbm_latency_s where that is not known. */
+  double loaded_latency_s() const { return hbm_loaded_latency_s > 0 ? hbm_loaded_latency_s : hbm_latency_s; }
   /** The warp-level MMA (mma.sync) for `t`, or nullptr. */
   const MmaShape* warp_mma(DType t) const;
   /** The warpgroup-scope (wgmma) instruction with fp32 accumulate (int32 for integer `t`) for `t`,

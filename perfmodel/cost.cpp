@@ -704,7 +704,7 @@ class KernelModel {
                                                       {c_.t_fp32, "FP32 units"},     {c_.t_sfu, "special-function units (exp)"}};
     c_.bound = std::max_element(terms.begin(), terms.end())->second;
     if (flash_fwd_wgmma && compute_t > memory && std::max({c_.t_tensor, c_.t_fp32 + c_.t_sfu + c_.t_chunk_latency}) < 0.9 * compute_t)
-      c_.bound = "compute (tensor and softmax, " + std::to_string(std::lround(100 * (c_.warps / 4 >= 2 ? hw_.flash_softmax_hidden : 0.0))) +
+      c_.bound = "compute (tensor and softmax, " + std::to_string(std::lround(100 * flash_hidden_share())) +
                  "% of the shorter hidden by " + std::to_string(std::max(1, c_.warps / 4)) + " consumer warpgroup(s))";
     else if (compute_t > memory && std::max({c_.t_tensor, c_.t_fp32, c_.t_sfu}) < 0.7 * compute_t) c_.bound = "compute (tensor + FP32 + SFU, not overlapped)";
     if (lone_consumer) c_.bound += "; one consumer warpgroup: memory and compute do not overlap (FlashAttention-3 §3.1)";
@@ -728,14 +728,16 @@ class KernelModel {
     const double blocks_per_slot = static_cast<double>(c_.blocks) / slots;
     const double n_x = static_cast<double>(sizes_.at(f.x));
     const double chunks = std::ceil(n_x / static_cast<double>(std::max<std::int64_t>(1, f.TX))) * (f.skip ? c_.causal_active_fraction : 1.0);
-    const double round_trip = hw_.hbm_loaded_latency_s > 0 ? hw_.hbm_loaded_latency_s : hw_.hbm_latency_s;
-    c_.t_fill = blocks_per_slot * round_trip;
+    c_.t_fill = blocks_per_slot * hw_.loaded_latency_s();
     c_.t_chunk_latency = blocks_per_slot * chunks * hw_.flash_chunk_latency_s;
     if (!c_.warpgroup_mma) return summed + c_.t_chunk_latency;
     const double softmax = c_.t_fp32 + c_.t_sfu + c_.t_chunk_latency;
-    const double hidden = c_.warps / 4 >= 2 ? hw_.flash_softmax_hidden : 0.0;
-    return std::max(c_.t_tensor, softmax) + (1 - hidden) * std::min(c_.t_tensor, softmax);
+    return std::max(c_.t_tensor, softmax) + (1 - flash_hidden_share()) * std::min(c_.t_tensor, softmax);
   }
+
+  /** The share of the shorter of tensor and softmax time a flash forward kernel on wgmma hides:
+   *  Hardware::flash_softmax_hidden with two consumer warpgroups, none with one. */
+  double flash_hidden_share() const { return c_.warps / 4 >= 2 ? hw_.flash_softmax_hidden : 0.0; }
 
   /** Clusters of `size` blocks along `axis`: the operand tiles that do not vary along it cross
    *  L2 -> SMEM once per cluster; the grid rounds the tiles along `axis` up to whole clusters. */

@@ -49,8 +49,7 @@ RowsCost price_rows(const RowsForm& form, const Diagram& d, const SizeMap& sizes
   const double mem_util = std::min(1.0, static_cast<double>(form.blocks) / sms);
   c.t_hbm = c.hbm_bytes / hw.hbm.bandwidth_bytes_per_s / mem_util;
   c.t_l2 = c.l2_bytes / hw.l2.bandwidth_bytes_per_s / mem_util;
-  const double latency = hw.hbm_loaded_latency_s > 0 ? hw.hbm_loaded_latency_s : hw.hbm_latency_s;
-  c.t_latency = c.rounds * latency;
+  c.t_latency = c.rounds * hw.loaded_latency_s();
   return c;
 }
 
@@ -69,7 +68,7 @@ void waves_of_blocks(RowsCost& c, std::int64_t blocks, int blocks_per_sm, int th
   c.resident_teams = std::min(static_cast<double>(blocks), slots) * threads;
   c.rounds = waves * rounds_per_wave;
   const double in_flight = c.resident_teams * thread_bytes;
-  const double latency = waves > 1 && hw.hbm_loaded_latency_s > 0 ? hw.hbm_loaded_latency_s : hw.hbm_latency_s;
+  const double latency = waves > 1 ? hw.loaded_latency_s() : hw.hbm_latency_s;
   const double mem_util = std::min(1.0, static_cast<double>(blocks) / hw.sm_count);
   c.t_hbm = c.hbm_bytes / hw.hbm.bandwidth_bytes_per_s / mem_util;
   c.t_l2 = c.l2_bytes / hw.l2.bandwidth_bytes_per_s / mem_util;

@@ -3,8 +3,6 @@
 // the maps read bounded at the tile's edge; and the loops over the score tile in each MMA atom's
 // fragment layout (mma.sync: m16n8 tiles per warp; wgmma: a consumer warpgroup's 64 rows), each
 // element folded into the lemma's chunk state, then the lemma's update.
-#include <memory>
-
 #include "emit/cuda/render.hpp"
 
 namespace napkin::cuda {
@@ -12,17 +10,15 @@ namespace napkin::cuda {
 namespace {
 
 /** `inner` with the folded scale taken out (lower/flash_scale.hpp): the node f.scaled rendered as
- *  its other operand, through the same override. Without a fold, `inner` itself. */
+ *  its other operand through `inner` (that operand cannot hold f.scaled again: the score chain is
+ *  a DAG). Without a fold, `inner` itself. */
 NodeOverride unscaled(Context& c, const FlashForm& f, NodeOverride inner) {
   if (!f.scaled) return inner;
   const Expr* kept = &*f.scaled->args[f.scale == &*f.scaled->args[0] ? 1 : 0];
-  auto self = std::make_shared<NodeOverride>();
-  *self = [&c, &f, kept, inner = std::move(inner), self_w = std::weak_ptr<NodeOverride>(self)](const Expr& e) -> std::optional<std::string> {
-    if (&e == f.scaled) return c.value(*kept, *self_w.lock(), f.inlined);
+  return [&c, &f, kept, inner = std::move(inner)](const Expr& e) -> std::optional<std::string> {
+    if (&e == f.scaled) return c.value(*kept, inner, f.inlined);
     return inner ? inner(e) : std::nullopt;
   };
-  // the lambda holds itself weakly; the returned copy owns a strong reference through `hold`
-  return [self](const Expr& e) { return (*self)(e); };
 }
 
 }  // namespace
