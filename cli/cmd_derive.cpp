@@ -76,8 +76,9 @@ void print_cost_table(const SearchResult& r, const Hardware& hw) {
       row("blocks' makespan", fmt::format("{:.2f} x the mean", c.imbalance), 0,
           "compute terms stretched: blocks of unequal length (causal skip) handed to the SMs in grid order");
     if (c.t_epilogue > 0)
-      row("epilogue I/O", human_bytes(c.t_epilogue * hw.hbm.bandwidth_bytes_per_s), c.t_epilogue,
-          "outputs written (unless by TMA) and epilogue inputs read after the main loop, not overlapped");
+      row("epilogue I/O", "", c.t_epilogue, "outputs written (unless by TMA) and epilogue inputs read and waited for after the main loop, not overlapped");
+    if (c.t_epilogue_maps > 0)
+      row("epilogue maps", "", c.t_epilogue_maps, "FP32 + SFU above, run by the consumer warpgroups between a tile's MMAs and the next's, not overlapped");
     if (c.t_latency > 0 && c.spec->strategy == Strategy::cols)
       row("HBM latency", fmt::format("{} rounds", c.spec->cols->rounds()), c.t_latency,
           "dependent rounds of loads per thread, each the latency or the in-flight bytes' HBM time (perfmodel/rows_cost.hpp price_cols)");
@@ -119,7 +120,7 @@ nlohmann::json kernel_json(const KernelChoice& k) {
                    {"flops", {{"tensor", c.flops_tensor}, {"fp32", c.flops_fp32}, {"sfu", c.sfu_ops}}},
                    {"seconds",
                     {{"hbm", c.t_hbm}, {"l2", c.t_l2}, {"smem", c.t_smem}, {"tensor", c.t_tensor}, {"fp32", c.t_fp32},
-                     {"sfu", c.t_sfu}, {"epilogue", c.t_epilogue}, {"skipped_zeros", c.t_skipped_zeros}, {"smem_exposed", c.t_smem_exposed}, {"fill", c.t_fill}, {"chunk_latency", c.t_chunk_latency}, {"atomic", c.t_atomic}, {"zero", c.t_zero}, {"launch", c.t_launch}, {"total", c.t_total}}},
+                     {"sfu", c.t_sfu}, {"epilogue", c.t_epilogue}, {"epilogue_maps", c.t_epilogue_maps}, {"skipped_zeros", c.t_skipped_zeros}, {"smem_exposed", c.t_smem_exposed}, {"fill", c.t_fill}, {"chunk_latency", c.t_chunk_latency}, {"atomic", c.t_atomic}, {"zero", c.t_zero}, {"launch", c.t_launch}, {"total", c.t_total}}},
                    {"bound", c.bound},
                    {"causal_active_fraction", c.causal_active_fraction}};
   if (c.spec) j["lowered"] = kernel_spec_json(*c.spec);

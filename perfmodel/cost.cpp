@@ -90,8 +90,12 @@ class KernelModel {
    *  schedule's tiles (which stay checked above); memory and latency overlap with compute. */
   void rows() {
     const RowsForm& f = *spec_.rows;
-    memory_form(price_rows(f, d_, sizes_, hw_, opt_), f.smem_bytes, f.registers, f.threads(), f.blocks, f.warps, f.blocks_per_sm,
-                "HBM latency (dependent rounds of loads)");
+    const RowsCost r = price_rows(f, d_, sizes_, hw_, opt_);
+    memory_form(r, f.smem_bytes, f.registers, f.threads(), f.blocks, f.warps, f.blocks_per_sm, "HBM latency (dependent rounds of loads)");
+    const auto mb = [](double b) { return std::to_string(std::lround(b / 1e6)) + " MB"; };
+    if (r.reread_hbm_bytes > 0)
+      c_.bound += "; the second walk re-reads " + mb(r.reread_hbm_bytes) + " from HBM (" + mb(r.rows_in_flight_bytes) +
+                  " of rows in flight exceed the L2's " + mb(static_cast<double>(hw_.l2.capacity_bytes)) + ")";
   }
 
   /** A columns kernel, the same way (lower/cols_form.hpp, perfmodel/rows_cost.hpp price_cols). */
@@ -544,10 +548,10 @@ class KernelModel {
           case Op::softmax: c_.sfu_ops += e, c_.flops_fp32 += 4 * e; break;
           case Op::layernorm: case Op::rmsnorm: c_.flops_fp32 += 6 * e, c_.sfu_ops += e / static_cast<double>(sizes_.at(n.axes[0])); break;
           case Op::exp: case Op::log: case Op::tanh: case Op::sigmoid: case Op::silu: case Op::rsqrt: case Op::sqrt:
-          case Op::erf:
             c_.sfu_ops += e, c_.flops_fp32 += e;
             break;
-          case Op::gelu: c_.sfu_ops += e, c_.flops_fp32 += 8 * e; break;
+          case Op::erf: c_.sfu_ops += e, c_.flops_fp32 += kErfFp32Flops * e; break;  // erff's polynomial (simt_cost.hpp)
+          case Op::gelu: c_.sfu_ops += e, c_.flops_fp32 += kGeluFp32Flops * e; break;
           case Op::pow: c_.sfu_ops += 2 * e, c_.flops_fp32 += e; break;  // exp2(p * log2(x))
           case Op::pick: c_.flops_fp32 += 2 * e; break;  // a gather: one compare and one select per element of L
           default: c_.flops_fp32 += e; break;  // + - * / neg abs step min max mask causal band pos cast
@@ -644,6 +648,15 @@ class KernelModel {
         const double rounds = std::max(1.0, static_cast<double>(g.TM) / consumers / 64) * std::max(1.0, static_cast<double>(g.TN) / 32) * 2;
         c_.t_epilogue += static_cast<double>(c_.blocks) / hw_.sm_count * rounds * hw_.hbm_latency_s;
       }
+      // Through the TMA store's staging ring (render_store.cpp) each output's tile is mapped 64
+      // columns at a time between the consumers' named barriers, so the epilogue inputs' loads of
+      // one 64-column block cannot start before the last block's barrier: T_N/64 dependent rounds
+      // per output and tile (H200, session 32, 4096x1024x4096: + bias 57.2 us against the plain
+      // GEMM's 51.5, 4 rounds of 3.9 tiles per SM).
+      if (epilogue_inputs && spec_.tma_store) {
+        const double rounds = std::ceil(static_cast<double>(spec_.gemm->TN) / 64) * static_cast<double>(c_.outputs.size());
+        c_.t_epilogue += static_cast<double>(c_.blocks) / hw_.sm_count * rounds * hw_.hbm_latency_s;
+      }
       c_.t_hbm = std::max(0.0, c_.hbm_bytes - waited) / hw_.hbm.bandwidth_bytes_per_s / mem_util;
     }
     if (spec_.flash_bwd && !opt_.two_level) flash_bwd_skip_terms(mem_util);
@@ -678,6 +691,13 @@ class KernelModel {
     const bool serial_chain = !opt_.two_level && spec_.strategy == Strategy::flash_bwd && !c_.warpgroup_mma;
     double memory = serial_chain ? std::max({c_.t_hbm, c_.t_l2, c_.t_smem + c_.t_atomic}) : std::max({c_.t_hbm, c_.t_l2, c_.t_smem, c_.t_atomic});
     double compute_t = c_.t_tensor + c_.t_fp32 + c_.t_sfu;
+    // The wgmma GEMM's epilogue maps (bias, GELU, SwiGLU's product) run on the consumer
+    // warpgroups after their tile's main loop and before the next tile's MMAs (emit/cuda/gemm.cpp:
+    // the producer's loads go on, the tensor cores wait): in series with the tensor time.
+    if (gemm_on_wgmma() && !opt_.two_level) {
+      c_.t_epilogue_maps = c_.t_fp32 + c_.t_sfu;
+      compute_t = c_.t_tensor;
+    }
     const bool flash_fwd = !opt_.two_level && spec_.strategy == Strategy::flash && spec_.flash;
     const bool flash_fwd_wgmma = flash_fwd && c_.warpgroup_mma;
     if (flash_fwd) compute_t = flash_fwd_compute(compute_t);
@@ -698,7 +718,7 @@ class KernelModel {
     if (!opt_.two_level && c_.warpgroup_mma && spec_.strategy == Strategy::flash_bwd && !lone_consumer)
       c_.t_smem_exposed = hw_.flash_bwd_smem_exposed * c_.t_smem;
     c_.t_total = (pipelined ? std::max(memory, compute_t) + (1 - hidden) * std::min(memory, compute_t) : memory + compute_t) +
-                 c_.t_epilogue + c_.t_skipped_zeros + c_.t_smem_exposed + c_.t_fill + c_.t_zero + c_.t_launch;
+                 c_.t_epilogue + c_.t_epilogue_maps + c_.t_skipped_zeros + c_.t_smem_exposed + c_.t_fill + c_.t_zero + c_.t_launch;
     std::vector<std::pair<double, const char*>> terms{{c_.t_hbm, "HBM bandwidth"},   {c_.t_l2, "L2->SMEM bandwidth"}, {c_.t_atomic, "L2 atomic adds"},
                                                       {c_.t_smem, "SMEM bandwidth"}, {c_.t_tensor, "tensor cores"},
                                                       {c_.t_fp32, "FP32 units"},     {c_.t_sfu, "special-function units (exp)"}};

@@ -85,8 +85,13 @@ struct KernelCost {
   double t_hbm = 0, t_l2 = 0, t_smem = 0, t_tensor = 0, t_fp32 = 0, t_sfu = 0, t_launch = 0, t_total = 0;
   /** Seconds of the persistent wgmma GEMM's epilogue I/O not overlapped with the main loop
    *  (emit/cuda/render_store.cpp): its output stores unless stored by TMA, and the epilogue's own
-   *  inputs (read from global after the main loop), added to the total; 0 elsewhere. */
+   *  inputs (read from global after the main loop, and waited for: a round per 64-column block of
+   *  the tile through the TMA store's staging ring), added to the total; 0 elsewhere. */
   double t_epilogue = 0;
+  /** Seconds of the wgmma GEMM's epilogue maps (its FP32 and SFU work: bias, GELU, ...), run by
+   *  the consumer warpgroups between one tile's MMAs and the next: added to the total, not
+   *  overlapped (t_fp32 and t_sfu hold them too); 0 elsewhere. */
+  double t_epilogue_maps = 0;
   /** Seconds of zeros a flash_bwd kernel writes into its stored tiles over the chunks its causal
    *  skip leaves out (flash_bwd_causal_skip), before its stream loop and by the same warps: added
    *  to the total, not overlapped; 0 elsewhere. */

@@ -28,6 +28,34 @@ double walk_bytes(const RowsWalk& w, const std::string& axis, const Diagram& d, 
   return b;
 }
 
+/** The second walk's re-reads (the arrays both walks load), from HBM where the rows in flight
+ *  do not fit in L2 (see rows_cost.hpp): sets c.rows_in_flight_bytes and c.reread_hbm_bytes and
+ *  adds the latter to c.hbm_bytes. `c.resident_teams` must be set. */
+void reread_misses(RowsCost& c, const RowsForm& form, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt) {
+  if (form.reduction || form.rows_total <= 0) return;
+  const double rows = static_cast<double>(form.rows_total);
+  const auto walked = [&](const RowsWalk& w) {
+    std::set<std::string> s(w.vector_arrays.begin(), w.vector_arrays.end());
+    s.insert(w.scalar_arrays.begin(), w.scalar_arrays.end());
+    return s;
+  };
+  const std::set<std::string> first = walked(form.statistics), second = walked(form.map);
+  double per_row = 0, reread = 0;  // bytes of a row the team touches (loads and stores); of the arrays loaded twice
+  for (const auto& a : first) {
+    per_row += array_bytes(d, a, sizes, opt) / rows;
+    if (second.count(a)) reread += array_bytes(d, a, sizes, opt);
+  }
+  for (const auto& a : second)
+    if (!first.count(a)) per_row += array_bytes(d, a, sizes, opt) / rows;
+  for (const auto& p : form.parts)
+    if (p.stored && !p.per_row()) per_row += array_bytes(d, p.statement, sizes, opt) / rows;
+  c.rows_in_flight_bytes = c.resident_teams * per_row;
+  if (hw.l2.capacity_bytes > 0 && c.rows_in_flight_bytes > static_cast<double>(hw.l2.capacity_bytes)) {
+    c.reread_hbm_bytes = reread;
+    c.hbm_bytes += reread;
+  }
+}
+
 }  // namespace
 
 RowsCost price_rows(const RowsForm& form, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt) {
@@ -44,6 +72,7 @@ RowsCost price_rows(const RowsForm& form, const Diagram& d, const SizeMap& sizes
   const double blocks_per_sm = std::min<double>(form.blocks_per_sm, static_cast<double>(form.blocks) / sms);
   const double teams_per_block = std::min<double>(form.teams_per_block(), static_cast<double>(form.rows_per_block));
   c.resident_teams = std::max(1.0, sms * blocks_per_sm * teams_per_block);
+  reread_misses(c, form, d, sizes, hw, opt);
   const double team_rounds = static_cast<double>(form.rows_total) * form.walks() * static_cast<double>(form.rounds_per_walk());
   c.rounds = team_rounds / c.resident_teams;
   const double mem_util = std::min(1.0, static_cast<double>(form.blocks) / sms);

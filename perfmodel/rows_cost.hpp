@@ -3,9 +3,16 @@
  *  writes it: teams of warps (or of lanes, for short rows) walking rows twice (statistics, then
  *  the map), or once for a reduction.
  *
- *  - HBM bytes: every array the kernel reads once and each stored output once (the second walk's re-read
- *    of a row is served by L2: ncu on RMSNorm 4096 x 4096 measured a 47% L2 hit rate, the second
- *    of two equal reads; hardware/measured/h100-2026-11-22-session9-rows-ncu.txt).
+ *  - HBM bytes: every array the kernel reads once and each stored output once. The second walk's
+ *    re-read of a row is served by L2 where the rows in flight fit in it: the resident teams
+ *    times the bytes a team touches per row (the arrays it loads and the outputs it stores, which
+ *    pass through L2 too) at most the L2's capacity (ncu on RMSNorm 4096 x 4096, 11 MB in flight:
+ *    a 47% L2 hit rate, the second of two equal reads;
+ *    hardware/measured/h100-2026-11-22-session9-rows-ncu.txt). Beyond it every re-read comes from
+ *    HBM: rows re-read in the order first read, at a reuse distance over the capacity, leave an
+ *    LRU cache nothing to hit (H200, session 32: softmax over 32768 and 128256 bf16 columns, 84
+ *    and 338 MB in flight against 60 MiB, both ran at 3.15 GB moved / 784-800 us, the same rate
+ *    as one read and one write where the re-read hits).
  *  - L2 bytes: the walks' loads; a scalar array strided along the walk (another axis innermost)
  *    costs a 32-byte sector per element.
  *  - Latency: a walk over a row is rounds_per_walk() dependent rounds of loads (each lane keeps one
@@ -35,6 +42,8 @@ struct RowsCost {
   double rounds = 0;                    ///< dependent rounds of loads per resident team, every walk
   double resident_teams = 0;            ///< teams in flight over the GPU (fractional: a partial wave)
   double t_hbm = 0, t_l2 = 0, t_latency = 0;  ///< seconds
+  double rows_in_flight_bytes = 0;  ///< bytes the resident teams touch per row, times the teams (rows kernels)
+  double reread_hbm_bytes = 0;      ///< the second walk's re-reads counted in hbm_bytes (rows in flight over the L2's capacity), bytes
 };
 
 /** The memory side of rows kernel `form` of `d` at `sizes` on `hw` (compute is priced with every

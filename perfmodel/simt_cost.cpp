@@ -87,9 +87,10 @@ class Counter {
       case Op::softmax: return args.times(2 * n + 1) += Work{3 * n, n + 1, 0};
       case Op::layernorm: return args.times(3 * n + 1) += Work{4 * n + 4, 1, 0};
       case Op::rmsnorm: return args.times(2 * n + 1) += Work{2 * n + 3, 1, 0};
-      case Op::exp: case Op::log: case Op::tanh: case Op::sigmoid: case Op::silu: case Op::rsqrt: case Op::sqrt: case Op::gelu:
-      case Op::erf:
+      case Op::exp: case Op::log: case Op::tanh: case Op::sigmoid: case Op::silu: case Op::rsqrt: case Op::sqrt:
         return args += Work{1, 1, 0};
+      case Op::erf: return args += Work{kErfFp32Flops, 1, 0};
+      case Op::gelu: return args += Work{kGeluFp32Flops, 1, 0};
       case Op::pow: return args += Work{2, 2, 0};  // exp2(p * log2(x))
       case Op::pick: return args += Work{2, 0, 0};  // a gather's compare and select
       default: return args += Work{1, 0, 0};  // + - * / neg abs step min max relu mask causal band pos cast

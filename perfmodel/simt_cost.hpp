@@ -42,6 +42,16 @@
 
 namespace napkin {
 
+/** FP32 work of one erff as nvcc 13.0 writes it (its PTX, counted in session 32: 7 fma.rn, 3 mul
+ *  or sub, 8 selp, 2 setp and a copysign, with one ex2.approx on the |x| >= 1 side, an SFU op),
+ *  in FLOPs as Hardware::fp32_flops_per_s counts them (2 per fused multiply-add issue slot): the
+ *  10 FMA-pipe instructions as 20, and the 11 compares and selects, which issue on the ALU at half
+ *  the FMA pipe's rate (CUDA C++ Programming Guide, throughput of native arithmetic
+ *  instructions, compute capability 9.0: 64 results per clock per SM against 128), as 44. */
+inline constexpr double kErfFp32Flops = 64;
+/** gelu(x) = x/2 (1 + erf(x / sqrt 2)): erff and 3 instructions (2 mul, 1 add), 6 FLOPs. */
+inline constexpr double kGeluFp32Flops = kErfFp32Flops + 6;
+
 struct SimtCost {
   double flops_fp32 = 0, sfu_ops = 0;  ///< operations, whole kernel
   double l2_bytes = 0, hbm_bytes = 0;  ///< bytes, whole kernel

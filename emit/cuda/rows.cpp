@@ -246,7 +246,7 @@ KernelEmit emit_rows(Context& c, const KernelChoice& kc) {
   const std::string per_row = form.team_lanes < 32 ? std::to_string(form.team_lanes) + " lanes" : std::to_string(team) + " warp(s)";
   k.line("// strategy rows: " + ops + " along " + ax + "; " + std::to_string(R) + " rows per block, " + per_row + " per row; " +
          (form.reduction ? std::string("one pass, the team's first lane stores the value") + (post ? " through the statement's element-wise map" : "")
-                         : std::string("pass 1 statistics, pass 2 the map (the second read of the row is served by L1/L2)")));
+                         : std::string("pass 1 statistics, pass 2 the map (its re-read of the row comes from L2 where the rows in flight fit there, else from HBM: perfmodel/rows_cost.hpp)")));
   k.open("namespace " + ns);
   k.line("constexpr int WARPS = " + std::to_string(warps) + ", THREADS = WARPS * 32, ROWS = " + std::to_string(R) + ", TEAM_WARPS = " + std::to_string(team) +
          ", TEAM_LANES = " + std::to_string(form.team_lanes) + ", TEAM = TEAM_WARPS * TEAM_LANES;");

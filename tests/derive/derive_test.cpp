@@ -124,6 +124,32 @@ TEST_CASE("a rows kernel is priced as lowering shapes it: rounds of loads over t
   CHECK(dv.chosen.kernels.at(0).cost.t_total <= t1.t_total * (1 + 1e-9));
 }
 
+TEST_CASE("a rows kernel's second walk re-reads its rows from HBM where the rows in flight exceed the L2", "[derive][rows]") {
+  // Softmax of bf16 rows, one row per block of 8 warps (48 registers: 5 blocks per SM on the H200,
+  // 660 rows in flight). A row of 4096 moves 8 KB in and 8 KB out: 10.8 MB in flight, the re-read
+  // hits L2; a row of 32768, 86.5 MB in flight against 60 MiB: it comes from HBM (session 32
+  // measured 3.15 GB moved at 32768 and 128256 columns, 781-800 us).
+  const Hardware h200 = load_hardware("h200");
+  Loaded l = load("softmax.napkin");
+  auto priced = [&](std::int64_t v) {
+    l.sizes["t"] = 4096;
+    l.sizes["v"] = v;
+    return priced_by_schedule(l, "schedule s for softmax_layer\nkernel P\n  fuse P\n  weave t\n  stream v by 4096 twice\n  warps 8\n", h200);
+  };
+  for (std::int64_t v : {4096, 32768}) {
+    INFO("v = " << v);
+    const KernelCost c = priced(v);
+    REQUIRE(c.spec->rows);
+    CHECK(c.blocks_per_sm == 5);
+    const double once = 4096.0 * static_cast<double>(v) * 2;  // L or P, bytes
+    const double in_flight = 132.0 * 5 * 2 * static_cast<double>(v) * 2;
+    const bool misses = in_flight > static_cast<double>(h200.l2.capacity_bytes);
+    CHECK(misses == (v == 32768));
+    CHECK(c.hbm_bytes == Approx((misses ? 3 : 2) * once).epsilon(1e-9));
+    CHECK((c.bound.find("re-reads") != std::string::npos) == misses);
+  }
+}
+
 TEST_CASE("a one-axis reduction is a rows kernel: one walk, short rows walked by teams of fewer lanes", "[derive][rows]") {
   // attention backward's D = rowsum(dO * O) over d: a row of 128 bf16 is 16 accesses of 16 bytes.
   const char* text =
@@ -638,6 +664,37 @@ TEST_CASE("a gemm kernel's registers are its accumulators, and its epilogue's in
   const double sectors = (2 * elems * 2) * 2 + 2 * elems * 2;  // U, G_v at half a sector; dH, dG_v stored directly
   const double rounds = (256.0 / 2 / 64) * (128.0 / 32) * 2 * static_cast<double>(c.blocks) / hw.sm_count;
   CHECK(c.t_epilogue == Approx(sectors / bw / std::min(1.0, static_cast<double>(c.blocks) / hw.sm_count) + rounds * hw.hbm_latency_s).epsilon(1e-9));
+}
+
+TEST_CASE("a wgmma gemm's epilogue maps run between its tiles' MMAs, and its epilogue inputs wait a round per staged column block", "[derive][gemm]") {
+  // Y = gelu(X W + bias) at 4096 x 1024 x 4096 on the H200 (session 32: 51.5 us plain, 57.2 with
+  // the bias, 93.0 with bias and GELU, the same schedule).
+  const Hardware hw = load_hardware("h200");
+  Loaded l = load("matmul_bias_gelu.napkin");
+  const std::string schedule =
+      "schedule s for matmul_bias_gelu\nkernel Y\n  fuse Y\n  group t by 128\n  group f by 256\n  stream m by 64\n  warps 8\n  cluster t by 2\n";
+  const KernelCost c = priced_by_schedule(l, schedule, hw);
+  REQUIRE(c.spec->gemm);
+  REQUIRE(c.spec->wgmma);
+  REQUIRE(c.spec->tma_store);
+  const double elements = 4096.0 * 4096;
+  CHECK(c.flops_fp32 == Approx(elements * (1 + kGeluFp32Flops)).epsilon(1e-9));  // the bias add and erff's polynomial
+  CHECK(c.sfu_ops == Approx(elements).epsilon(1e-9));
+  CHECK(c.t_epilogue_maps > 0);
+  CHECK(c.t_epilogue_maps == Approx(c.t_fp32 + c.t_sfu).epsilon(1e-9));
+  // bias: 4 column blocks of 64 per 128 x 256 tile, each a round of HBM latency, 512 tiles over 132 SMs
+  const double bias_sectors = 4096.0 * 2 * 2;  // bf16 read 8 to a 32-byte sector: half of each
+  const double rounds = 512.0 / hw.sm_count * (256.0 / 64);
+  CHECK(c.t_epilogue == Approx(bias_sectors / hw.hbm.bandwidth_bytes_per_s + rounds * hw.hbm_latency_s).epsilon(1e-9));
+  CHECK(c.t_total >= c.t_tensor + c.t_epilogue_maps + c.t_epilogue);
+  // Without the maps (a plain GEMM) nothing runs between the tiles' MMAs.
+  Loaded m = load("matmul.napkin");
+  m.sizes["a"] = m.sizes["c"] = 4096;
+  m.sizes["b"] = 1024;
+  const KernelCost p = priced_by_schedule(m, "schedule s for matmul\nkernel C\n  fuse C\n  group a by 128\n  group c by 256\n  stream b by 64\n  warps 8\n  cluster a by 2\n", hw);
+  CHECK(p.t_epilogue_maps == 0);
+  CHECK(p.t_epilogue == 0);
+  CHECK(c.t_total > p.t_total + c.t_epilogue_maps);
 }
 
 TEST_CASE("napkin bench --candidates: schedules near the derived one, legal, distinct, ranked by the model", "[derive][candidates]") {

@@ -436,7 +436,7 @@ static int napkin_fail(const char* message) {
   };
 
 // kernel Y: fuse Y; weave t; warps 4
-// strategy rows: rmsnorm along m; 1 rows per block, 4 warp(s) per row; pass 1 statistics, pass 2 the map (the second read of the row is served by L1/L2)
+// strategy rows: rmsnorm along m; 1 rows per block, 4 warp(s) per row; pass 1 statistics, pass 2 the map (its re-read of the row comes from L2 where the rows in flight fit there, else from HBM: perfmodel/rows_cost.hpp)
 namespace k_Y {
   constexpr int WARPS = 4, THREADS = WARPS * 32, ROWS = 1, TEAM_WARPS = 4, TEAM_LANES = 32, TEAM = TEAM_WARPS * TEAM_LANES;
   constexpr int TEAMS_PER_WARP = 32 / TEAM_LANES, TEAMS = WARPS / TEAM_WARPS * TEAMS_PER_WARP;  // teams of a block, rows walked at once
