@@ -613,52 +613,7 @@ class KernelModel {
     double tc = hw_.tensor_rate(compute).value_or(hw_.fp32_flops_per_s) * c_.tensor_fraction;
     double l2_bw = c_.warpgroup_mma && hw_.l2_bulk_bandwidth_bytes_per_s > 0 ? hw_.l2_bulk_bandwidth_bytes_per_s : hw_.l2.bandwidth_bytes_per_s;
     c_.t_hbm = c_.hbm_bytes / hw_.hbm.bandwidth_bytes_per_s / mem_util;
-    // The persistent wgmma GEMM (emit/cuda/gemm.cpp) overlaps the next tile's loads with a
-    // tile's epilogue but not the epilogue's stores with the MMAs: the output's HBM write is paid
-    // after the main loop, tile by tile, so it leaves the overlapped HBM term and adds to the total.
-    // Stored by TMA from SMEM (spec_.tma_store), the writes overlap the next tile's MMAs instead.
-    // The epilogue's own inputs (arrays the maps after the contraction read, no operand tile:
-    // SwiGLU's G and V in dH's epilogue) are loaded from global memory in the epilogue, after the
-    // main loop, and waited for tile by tile (session 22: dH..dU fused measured 539.6 us where
-    // overlapping them predicted 363): paid in the same term.
-    if (gemm_on_wgmma() && !opt_.two_level) {
-      auto bytes = [&](const std::string& a) { return elements(axes_of(a)) * bytes_of(storage_dtype(d_, a, opt_)); };
-      const auto& tiles = spec_.gemm->tiles;
-      double waited = 0, fetched = 0;  // bytes the epilogue waits for; the sectors it fetches for them
-      if (!spec_.tma_store)
-        for (const auto& a : c_.outputs) waited += bytes(a), fetched += bytes(a);
-      // An epilogue input is read element by element in the accumulators' m16n8 layout: a quad of
-      // lanes reads 8 consecutive elements of a row (8 rows a warp instruction), so each 32-byte
-      // sector it fetches carries 8 x its element size of them (16 of 32 bytes for bf16).
-      auto sector_factor = [&](const std::string& a) { return std::max(1.0, 32.0 / (8.0 * bytes_of(storage_dtype(d_, a, opt_)))); };
-      bool epilogue_inputs = false;
-      for (const auto& a : c_.inputs)
-        if (std::none_of(tiles.begin(), tiles.end(), [&](const GemmTile& t) { return t.array == a; }))
-          waited += bytes(a), fetched += bytes(a) * sector_factor(a), epilogue_inputs = true;
-      c_.t_epilogue = fetched / hw_.hbm.bandwidth_bytes_per_s / mem_util;
-      // Stored directly (no TMA staging), it also waits for them: the loads of a group of rows
-      // (an m64 subtile's rows h over 32 columns) cannot pass the global stores of the group
-      // before, which may alias them (emit/cuda/render_epilogue.cpp), so each tile's epilogue
-      // waits MS x T_N/32 x 2 dependent rounds of an HBM latency (session 24, H200: dH with dG
-      // and dG_v in its epilogue, reading U and G_v, measured 462 us in the training step against
-      // dH alone 330 and the maps' 81).
-      if (epilogue_inputs && !spec_.tma_store) {
-        const auto& g = *spec_.gemm;
-        const double consumers = std::max(1, c_.warps / 4);
-        const double rounds = std::max(1.0, static_cast<double>(g.TM) / consumers / 64) * std::max(1.0, static_cast<double>(g.TN) / 32) * 2;
-        c_.t_epilogue += static_cast<double>(c_.blocks) / hw_.sm_count * rounds * hw_.hbm_latency_s;
-      }
-      // Through the TMA store's staging ring (render_store.cpp) each output's tile is mapped 64
-      // columns at a time between the consumers' named barriers, so the epilogue inputs' loads of
-      // one 64-column block cannot start before the last block's barrier: T_N/64 dependent rounds
-      // per output and tile (H200, session 32, 4096x1024x4096: + bias 57.2 us against the plain
-      // GEMM's 51.5, 4 rounds of 3.9 tiles per SM).
-      if (epilogue_inputs && spec_.tma_store) {
-        const double rounds = std::ceil(static_cast<double>(spec_.gemm->TN) / 64) * static_cast<double>(c_.outputs.size());
-        c_.t_epilogue += static_cast<double>(c_.blocks) / hw_.sm_count * rounds * hw_.hbm_latency_s;
-      }
-      c_.t_hbm = std::max(0.0, c_.hbm_bytes - waited) / hw_.hbm.bandwidth_bytes_per_s / mem_util;
-    }
+    if (gemm_on_wgmma() && !opt_.two_level) gemm_epilogue_terms(mem_util);
     if (spec_.flash_bwd && !opt_.two_level) flash_bwd_skip_terms(mem_util);
     if (!spec_.shape.atomic.empty() && !opt_.two_level) atomic_terms(mem_util);
     // The forward's causal tiles handed out longest first with the batch slices fastest: their
@@ -729,6 +684,53 @@ class KernelModel {
     else if (compute_t > memory && std::max({c_.t_tensor, c_.t_fp32, c_.t_sfu}) < 0.7 * compute_t) c_.bound = "compute (tensor + FP32 + SFU, not overlapped)";
     if (lone_consumer) c_.bound += "; one consumer warpgroup: memory and compute do not overlap (FlashAttention-3 §3.1)";
     if (serial_chain) c_.bound += "; mma.sync flash_bwd: each warp's chunk is one dependent chain, its SMEM reads, atomic adds and arithmetic add up";
+  }
+
+  /** The persistent wgmma GEMM (emit/cuda/gemm.cpp) overlaps the next tile's loads with a
+   *  tile's epilogue but not the epilogue's stores with the MMAs: the output's HBM write is paid
+   *  after the main loop, tile by tile, so it leaves the overlapped HBM term and adds to the total.
+   *  Stored by TMA from SMEM (spec_.tma_store), the writes overlap the next tile's MMAs instead.
+   *  The epilogue's own inputs (arrays the maps after the contraction read, no operand tile:
+   *  SwiGLU's G and V in dH's epilogue) are loaded from global memory in the epilogue, after the
+   *  main loop, and waited for tile by tile (session 22: dH..dU fused measured 539.6 us where
+   *  overlapping them predicted 363): paid in the same term. `mem_util`: the share of SMs with blocks. */
+  void gemm_epilogue_terms(double mem_util) {
+    auto bytes = [&](const std::string& a) { return elements(axes_of(a)) * bytes_of(storage_dtype(d_, a, opt_)); };
+    const auto& tiles = spec_.gemm->tiles;
+    double waited = 0, fetched = 0;  // bytes the epilogue waits for; the sectors it fetches for them
+    if (!spec_.tma_store)
+      for (const auto& a : c_.outputs) waited += bytes(a), fetched += bytes(a);
+    // An epilogue input is read element by element in the accumulators' m16n8 layout: a quad of
+    // lanes reads 8 consecutive elements of a row (8 rows a warp instruction), so each 32-byte
+    // sector it fetches carries 8 x its element size of them (16 of 32 bytes for bf16).
+    auto sector_factor = [&](const std::string& a) { return std::max(1.0, 32.0 / (8.0 * bytes_of(storage_dtype(d_, a, opt_)))); };
+    bool epilogue_inputs = false;
+    for (const auto& a : c_.inputs)
+      if (std::none_of(tiles.begin(), tiles.end(), [&](const GemmTile& t) { return t.array == a; }))
+        waited += bytes(a), fetched += bytes(a) * sector_factor(a), epilogue_inputs = true;
+    c_.t_epilogue = fetched / hw_.hbm.bandwidth_bytes_per_s / mem_util;
+    // Stored directly (no TMA staging), it also waits for them: the loads of a group of rows
+    // (an m64 subtile's rows h over 32 columns) cannot pass the global stores of the group
+    // before, which may alias them (emit/cuda/render_epilogue.cpp), so each tile's epilogue
+    // waits MS x T_N/32 x 2 dependent rounds of an HBM latency (session 24, H200: dH with dG
+    // and dG_v in its epilogue, reading U and G_v, measured 462 us in the training step against
+    // dH alone 330 and the maps' 81).
+    if (epilogue_inputs && !spec_.tma_store) {
+      const auto& g = *spec_.gemm;
+      const double consumers = std::max(1, c_.warps / 4);
+      const double rounds = std::max(1.0, static_cast<double>(g.TM) / consumers / 64) * std::max(1.0, static_cast<double>(g.TN) / 32) * 2;
+      c_.t_epilogue += static_cast<double>(c_.blocks) / hw_.sm_count * rounds * hw_.hbm_latency_s;
+    }
+    // Through the TMA store's staging ring (render_store.cpp) each output's tile is mapped 64
+    // columns at a time between the consumers' named barriers, so the epilogue inputs' loads of
+    // one 64-column block cannot start before the last block's barrier: T_N/64 dependent rounds
+    // per output and tile (H200, session 32, 4096x1024x4096: + bias 57.2 us against the plain
+    // GEMM's 51.5, 4 rounds of 3.9 tiles per SM).
+    if (epilogue_inputs && spec_.tma_store) {
+      const double rounds = std::ceil(static_cast<double>(spec_.gemm->TN) / 64) * static_cast<double>(c_.outputs.size());
+      c_.t_epilogue += static_cast<double>(c_.blocks) / hw_.sm_count * rounds * hw_.hbm_latency_s;
+    }
+    c_.t_hbm = std::max(0.0, c_.hbm_bytes - waited) / hw_.hbm.bandwidth_bytes_per_s / mem_util;
   }
 
   /** A flash forward kernel (emit/cuda/flash.cpp): its compute time (`summed`: tensor + FP32 +
