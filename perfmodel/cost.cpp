@@ -715,19 +715,16 @@ class KernelModel {
     // waits MS x T_N/32 x 2 dependent rounds of an HBM latency (session 24, H200: dH with dG
     // and dG_v in its epilogue, reading U and G_v, measured 462 us in the training step against
     // dH alone 330 and the maps' 81).
-    if (epilogue_inputs && !spec_.tma_store) {
-      const auto& g = *spec_.gemm;
-      const double consumers = std::max(1, c_.warps / 4);
-      const double rounds = std::max(1.0, static_cast<double>(g.TM) / consumers / 64) * std::max(1.0, static_cast<double>(g.TN) / 32) * 2;
-      c_.t_epilogue += static_cast<double>(c_.blocks) / hw_.sm_count * rounds * hw_.hbm_latency_s;
-    }
     // Through the TMA store's staging ring (render_store.cpp) each output's tile is mapped 64
     // columns at a time between the consumers' named barriers, so the epilogue inputs' loads of
     // one 64-column block cannot start before the last block's barrier: T_N/64 dependent rounds
     // per output and tile (H200, session 32, 4096x1024x4096: + bias 57.2 us against the plain
     // GEMM's 51.5, 4 rounds of 3.9 tiles per SM).
-    if (epilogue_inputs && spec_.tma_store) {
-      const double rounds = std::ceil(static_cast<double>(spec_.gemm->TN) / 64) * static_cast<double>(c_.outputs.size());
+    if (epilogue_inputs) {
+      const auto& g = *spec_.gemm;
+      const double consumers = std::max(1, c_.warps / 4);
+      const double rounds = spec_.tma_store ? std::ceil(static_cast<double>(g.TN) / 64) * static_cast<double>(c_.outputs.size())
+                                            : std::max(1.0, static_cast<double>(g.TM) / consumers / 64) * std::max(1.0, static_cast<double>(g.TN) / 32) * 2;
       c_.t_epilogue += static_cast<double>(c_.blocks) / hw_.sm_count * rounds * hw_.hbm_latency_s;
     }
     c_.t_hbm = std::max(0.0, c_.hbm_bytes - waited) / hw_.hbm.bandwidth_bytes_per_s / mem_util;

@@ -10,9 +10,9 @@
  *    a 47% L2 hit rate, the second of two equal reads;
  *    hardware/measured/h100-2026-11-22-session9-rows-ncu.txt). Beyond it every re-read comes from
  *    HBM: rows re-read in the order first read, at a reuse distance over the capacity, leave an
- *    LRU cache nothing to hit (H200, session 32: softmax over 32768 and 128256 bf16 columns, 84
- *    and 338 MB in flight against 60 MiB, both ran at 3.15 GB moved / 784-800 us, the same rate
- *    as one read and one write where the re-read hits).
+ *    LRU cache nothing to hit (H200, session 32: softmax over 32768 and 128256 bf16 columns, 87
+ *    and 339 MB in flight against 60 MiB, both took 781-800 us: 3.15 GB, two reads and a write,
+ *    at 3.9-4.0 TB/s, the HBM's measured streaming rate).
  *  - L2 bytes: the walks' loads; a scalar array strided along the walk (another axis innermost)
  *    costs a 32-byte sector per element.
  *  - Latency: a walk over a row is rounds_per_walk() dependent rounds of loads (each lane keeps one
