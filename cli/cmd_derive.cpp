@@ -45,7 +45,8 @@ void print_cost_table(const SearchResult& r, const Hardware& hw) {
     row("HBM", human_bytes(c.hbm_bytes), c.t_hbm, "each input and output once, plus L2 misses");
     row("L2 -> SMEM", human_bytes(c.l2_to_smem_bytes), c.t_l2, c.smem_symbolic);
     row("SMEM -> registers", human_bytes(c.smem_read_bytes), c.t_smem,
-        c.warpgroup_mma ? "MMA operands read by " + std::to_string(c.warps / 4) + " warpgroup(s)" : "MMA operands read by " + std::to_string(c.warps) + " warps");
+        (c.warpgroup_mma ? "MMA operands read by " + std::to_string(c.warps / 4) + " warpgroup(s)" : "MMA operands read by " + std::to_string(c.warps) + " warps") +
+            (c.smem_fill_bytes > 0 ? ", with TMA's " + human_bytes(c.smem_fill_bytes) + " of fills written" : std::string()));
     row("tensor cores", fmt::format("{:.3g} FLOP", c.flops_tensor), c.t_tensor,
         fmt::format("{:.0f}% of peak usable with {}", c.tensor_fraction * 100, c.warpgroup_mma ? "wgmma" : "mma.sync"));
     row("FP32", fmt::format("{:.3g} FLOP", c.flops_fp32), c.t_fp32, "");
@@ -69,7 +70,12 @@ void print_cost_table(const SearchResult& r, const Hardware& hw) {
     if (c.t_chunk_latency > 0)
       row("chunk latency", fmt::format("{:.2g} us/chunk", hw.flash_chunk_latency_s * 1e6), c.t_chunk_latency,
           "each chunk's barriers, MMA waits and row reductions (hardware flash_chunk_latency_s, a fit), with the softmax");
-    if (c.t_fill > 0)
+    if (c.t_ring > 0) {
+      row("TMA ring", fmt::format("{:.2g} us/stage", c.ring_latency_s * 1e6), c.t_ring,
+          fmt::format("{} stages, each refilled one load round trip after its MMAs{}, overlapped", c.spec->wgmma_stages,
+                      c.cluster > 1 ? " and the cluster's lockstep" : ""));
+      row("ring fill", "", c.t_fill, "the first stage's load, not overlapped");
+    } else if (c.t_fill > 0)
       row("blocks' start", fmt::format("{:.2g} us/block", hw.loaded_latency_s() * 1e6), c.t_fill,
           "each block waits a loaded HBM round trip for Q and its first K chunk, not overlapped");
     if (c.imbalance > 1)
@@ -77,6 +83,9 @@ void print_cost_table(const SearchResult& r, const Hardware& hw) {
           "compute terms stretched: blocks of unequal length (causal skip) handed to the SMs in grid order");
     if (c.t_epilogue > 0)
       row("epilogue I/O", "", c.t_epilogue, "outputs written (unless by TMA) and epilogue inputs read and waited for after the main loop, not overlapped");
+    if (c.t_epilogue_staging > 0)
+      row("tile turnover", fmt::format("{:.2g} us/tile", c.t_epilogue_staging / std::max(1.0, static_cast<double>(c.blocks) / hw.sm_count) * 1e6), c.t_epilogue_staging,
+          "between a tile's MMAs and the next's: wgmma drain, epilogue, and each 64-column block of each m64 subtile staged for the TMA store (hardware gemm_tile_turnover_s, staged_store_block_s: fits), in series with the MMAs");
     if (c.t_epilogue_maps > 0)
       row("epilogue maps", "", c.t_epilogue_maps, "FP32 + SFU above, run by the consumer warpgroups between a tile's MMAs and the next's, not overlapped");
     if (c.t_latency > 0 && c.spec->strategy == Strategy::cols)
@@ -120,7 +129,7 @@ nlohmann::json kernel_json(const KernelChoice& k) {
                    {"flops", {{"tensor", c.flops_tensor}, {"fp32", c.flops_fp32}, {"sfu", c.sfu_ops}}},
                    {"seconds",
                     {{"hbm", c.t_hbm}, {"l2", c.t_l2}, {"smem", c.t_smem}, {"tensor", c.t_tensor}, {"fp32", c.t_fp32},
-                     {"sfu", c.t_sfu}, {"epilogue", c.t_epilogue}, {"epilogue_maps", c.t_epilogue_maps}, {"skipped_zeros", c.t_skipped_zeros}, {"smem_exposed", c.t_smem_exposed}, {"fill", c.t_fill}, {"chunk_latency", c.t_chunk_latency}, {"atomic", c.t_atomic}, {"zero", c.t_zero}, {"launch", c.t_launch}, {"total", c.t_total}}},
+                     {"sfu", c.t_sfu}, {"epilogue", c.t_epilogue}, {"epilogue_maps", c.t_epilogue_maps}, {"epilogue_staging", c.t_epilogue_staging}, {"skipped_zeros", c.t_skipped_zeros}, {"smem_exposed", c.t_smem_exposed}, {"fill", c.t_fill}, {"ring", c.t_ring}, {"chunk_latency", c.t_chunk_latency}, {"atomic", c.t_atomic}, {"zero", c.t_zero}, {"launch", c.t_launch}, {"total", c.t_total}}},
                    {"bound", c.bound},
                    {"causal_active_fraction", c.causal_active_fraction}};
   if (c.spec) j["lowered"] = kernel_spec_json(*c.spec);

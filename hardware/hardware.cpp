@@ -279,6 +279,7 @@ std::string format_hardware(const Hardware& h, const std::string& header) {
   if (h.hbm_loaded_latency_s > 0) out += "loaded_latency_s = " + num(h.hbm_loaded_latency_s) + "\n";
   out += "\n[l2]\ncapacity_bytes = " + integer(h.l2.capacity_bytes) + "\nbandwidth_bytes_per_s = " + num(h.l2.bandwidth_bytes_per_s) + "\n";
   if (h.l2_bulk_bandwidth_bytes_per_s > 0) out += "bulk_bandwidth_bytes_per_s = " + num(h.l2_bulk_bandwidth_bytes_per_s) + "\n";
+  if (h.l2_loaded_latency_s > 0) out += "loaded_latency_s = " + num(h.l2_loaded_latency_s) + "\n";
   if (h.l2_atomic_bandwidth_bytes_per_s > 0) out += "atomic_bandwidth_bytes_per_s = " + num(h.l2_atomic_bandwidth_bytes_per_s) + "\n";
   out += "\n[smem]\ncapacity_per_sm_bytes = " + integer(h.smem.capacity_bytes) + "\nmax_per_block_bytes = " +
          integer(h.smem_max_per_block_bytes) + "\nbandwidth_bytes_per_s = " + num(h.smem.bandwidth_bytes_per_s) + "\n";
@@ -292,6 +293,10 @@ std::string format_hardware(const Hardware& h, const std::string& header) {
   if (h.flash_bwd_smem_exposed > 0) out += "flash_bwd_smem_exposed = " + num(h.flash_bwd_smem_exposed) + "\n";
   if (h.flash_softmax_hidden > 0) out += "flash_softmax_hidden = " + num(h.flash_softmax_hidden) + "\n";
   if (h.flash_chunk_latency_s > 0) out += "flash_chunk_latency_s = " + num(h.flash_chunk_latency_s) + "\n";
+  if (h.cluster_stage_latency_s > 0) out += "cluster_stage_latency_s = " + num(h.cluster_stage_latency_s) + "\n";
+  if (h.staged_store_block_s > 0) out += "staged_store_block_s = " + num(h.staged_store_block_s) + "\n";
+  if (h.gemm_tile_turnover_s > 0) out += "gemm_tile_turnover_s = " + num(h.gemm_tile_turnover_s) + "\n";
+  if (h.sustained_smem_fraction > 0) out += "sustained_smem_fraction = " + num(h.sustained_smem_fraction) + "\n";
   out += "\n[tensor_core]\n";
   for (const auto& [t, rate] : h.tensor_flops_per_s) out += std::string(dtype_name(t)) + " = " + num(rate) + "\n";
   out += std::string("\n[features]\ncp_async = ") + (h.cp_async ? "true" : "false") + "\ntma = " + (h.tma ? "true" : "false") +

@@ -71,8 +71,36 @@ struct Hardware {
    *  give the fit and its data); 0 when not fitted: the terms add up, no chunk latency. */
   double flash_softmax_hidden = 0, flash_chunk_latency_s = 0;
   /** L2 -> SMEM bandwidth of the bulk-copy engine that TMA loads use (bytes/s, whole device),
-   *  measured by `napkin calibrate`; 0 when not known: l2.bandwidth_bytes_per_s applies. */
+   *  two blocks per SM reading the same chunks in the same order (a GEMM's co-resident blocks
+   *  re-reading an operand's tiles), measured by `napkin calibrate` (kernels/calibrate/microbench.cu
+   *  l2_bulk_read; before session 33 each block read distinct chunks); the rate of the wgmma
+   *  GEMM's L2 -> SMEM term. 0 when not known: l2.bandwidth_bytes_per_s applies. */
   double l2_bulk_bandwidth_bytes_per_s = 0;
+  /** Round trip of one TMA load that hits in L2 while every SM keeps its ring of loads in flight
+   *  (seconds; l2.loaded_latency_s): from the producer's issue to the bytes landed in SMEM. Read
+   *  by the wgmma GEMM's ring term (perfmodel/cost.cpp gemm_ring_terms); 0: unknown (the ring is
+   *  not priced). */
+  double l2_loaded_latency_s = 0;
+  /** Seconds a ring stage of a thread-block cluster turns over later than a lone block's
+   *  (compute.cluster_stage_latency_s): a stage is refilled only after every block of the cluster
+   *  released it (mbarrier arrivals on the other blocks' barriers, PTX ISA 9.7.13.15.11), so the
+   *  blocks walk in lockstep at the pace of the slower. A fit (the TOML gives its data); 0: not
+   *  priced. */
+  double cluster_stage_latency_s = 0;
+  /** Seconds the consumer warpgroups of a wgmma GEMM spend on each 64-column block of each m64
+   *  subtile of a tile they store through SMEM by TMA (compute.staged_store_block_s: stmatrix
+   *  into the staging buffer, fence.proxy.async, two named barriers; emit/cuda/render_store.cpp), the
+   *  tensor cores idle meanwhile. A fit (the TOML gives its data); 0: not priced. */
+  double staged_store_block_s = 0;
+  /** Seconds the consumers of a persistent wgmma GEMM spend between one tile's last MMAs and the
+   *  next tile's first beyond their staging (compute.gemm_tile_turnover_s: draining the wgmma
+   *  groups, the epilogue's barriers, the next tile's start). A fit (the TOML gives its data); 0:
+   *  not priced. */
+  double gemm_tile_turnover_s = 0;
+  /** Share of the SMEM bandwidth (smem.bandwidth_bytes_per_s, quoted at the boost clock) a wgmma
+   *  GEMM that keeps the tensor cores busy gets, at the clock the power limit leaves it
+   *  (compute.sustained_smem_fraction). A fit (the TOML gives its data); 0: the full bandwidth. */
+  double sustained_smem_fraction = 0;
   /** fp32 payload bytes/s that red.global.add.f32 (PTX ISA 9.7.13.6 'red') sustains into an
    *  L2-resident buffer, coalesced, distinct addresses, every SM busy, measured by `napkin
    *  calibrate`; 0 when not known: outputs accumulated by atomic adds are not priced (and so never

@@ -40,6 +40,7 @@ constexpr Field<H> kL2[] = {
     {"bandwidth_bytes_per_s", Type::real, true, kMinRate, kRate, false, "bytes/s", [](H& h, const V& v) { h.l2.bandwidth_bytes_per_s = v.number; }},
     {"bulk_bandwidth_bytes_per_s", Type::real, false, kMinRate, kRate, false, "bytes/s",
      [](H& h, const V& v) { h.l2_bulk_bandwidth_bytes_per_s = v.number; }},
+    {"loaded_latency_s", Type::real, false, 0, 1, true, "s", [](H& h, const V& v) { h.l2_loaded_latency_s = v.number; }},
     {"atomic_bandwidth_bytes_per_s", Type::real, false, kMinRate, kRate, false, "bytes/s",
      [](H& h, const V& v) { h.l2_atomic_bandwidth_bytes_per_s = v.number; }},
 };
@@ -71,6 +72,11 @@ constexpr Field<H> kCompute[] = {
     {"flash_softmax_hidden", Type::real, false, 0, 1, false, "share of a flash forward kernel's shorter compute term",
      [](H& h, const V& v) { h.flash_softmax_hidden = v.number; }},
     {"flash_chunk_latency_s", Type::real, false, 0, 1e-3, false, "s", [](H& h, const V& v) { h.flash_chunk_latency_s = v.number; }},
+    {"cluster_stage_latency_s", Type::real, false, 0, 1e-3, false, "s", [](H& h, const V& v) { h.cluster_stage_latency_s = v.number; }},
+    {"staged_store_block_s", Type::real, false, 0, 1e-3, false, "s", [](H& h, const V& v) { h.staged_store_block_s = v.number; }},
+    {"gemm_tile_turnover_s", Type::real, false, 0, 1e-3, false, "s", [](H& h, const V& v) { h.gemm_tile_turnover_s = v.number; }},
+    {"sustained_smem_fraction", Type::real, false, kMinShare, 1, false, "fraction of the SMEM bandwidth",
+     [](H& h, const V& v) { h.sustained_smem_fraction = v.number; }},
 };
 constexpr Field<H> kTensorCore[] = {
     {"<dtype>", Type::real, false, kMinRate, kRate, false, "FLOP/s", [](H& h, const V& v) { h.tensor_flops_per_s[*parse_dtype(v.key)] = v.number; }},

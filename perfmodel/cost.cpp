@@ -611,7 +611,12 @@ class KernelModel {
     c_.tensor_fraction = c_.warpgroup_mma ? hw_.wgmma_fraction : hw_.mma_sync_fraction;
     if (hw_.sustained_tensor_fraction > 0) c_.tensor_fraction = std::min(c_.tensor_fraction, hw_.sustained_tensor_fraction);  // power limit
     double tc = hw_.tensor_rate(compute).value_or(hw_.fp32_flops_per_s) * c_.tensor_fraction;
-    double l2_bw = c_.warpgroup_mma && hw_.l2_bulk_bandwidth_bytes_per_s > 0 ? hw_.l2_bulk_bandwidth_bytes_per_s : hw_.l2.bandwidth_bytes_per_s;
+    // A GEMM's TMA loads at the bulk-copy rate of co-resident blocks re-reading the same tiles in
+    // the same order (Hardware::l2_bulk_bandwidth_bytes_per_s; session 33, H200: the thin GEMM's
+    // 340 MB landed in 30.5 us, above the L2 read rate). The flash kernels keep the L2 read rate
+    // their fits were made with (hardware/h200.toml flash_*; at the bulk rate the model put GQA's
+    // unsplit backward at 243.7 us, under the split's 245.5, where they measured 371.3 and 320.1).
+    double l2_bw = gemm_on_wgmma() && hw_.l2_bulk_bandwidth_bytes_per_s > 0 ? hw_.l2_bulk_bandwidth_bytes_per_s : hw_.l2.bandwidth_bytes_per_s;
     c_.t_hbm = c_.hbm_bytes / hw_.hbm.bandwidth_bytes_per_s / mem_util;
     if (gemm_on_wgmma() && !opt_.two_level) gemm_epilogue_terms(mem_util);
     if (spec_.flash_bwd && !opt_.two_level) flash_bwd_skip_terms(mem_util);
@@ -631,7 +636,18 @@ class KernelModel {
     c_.t_l2 = c_.l2_to_smem_bytes / l2_bw / mem_util;
     // blocks of unequal length: their makespan in grid order, or the waves, whichever is longer
     const double stretch = std::max(1.0 / c_.wave_efficiency, c_.imbalance);
-    c_.t_smem = c_.smem_read_bytes / hw_.smem.bandwidth_bytes_per_s * stretch;
+    // TMA's fills write every landed byte into SMEM (a multicast into each block of the cluster),
+    // through the same banks the MMAs read: on the wgmma GEMM, counted with its reads (without
+    // them the model priced 128x64 tiles' 25.9 GB of fills at 8192^3 as free beside 34.4 GB of reads).
+    // The SMEM's bytes per clock run at the clock the power limit leaves a GEMM that keeps the
+    // tensor cores busy (Hardware::sustained_smem_fraction, a fit: session 33, H200, SwiGLU's G_to_H
+    // in 128x64 tiles on one consumer, 75.4 GB of SMEM reads and fills, measured 3065.6 us).
+    double smem_bw = hw_.smem.bandwidth_bytes_per_s;
+    if (gemm_on_wgmma() && !opt_.two_level) {
+      c_.smem_fill_bytes = c_.l2_to_smem_bytes + c_.cluster_saved_bytes;
+      if (hw_.sustained_smem_fraction > 0) smem_bw *= hw_.sustained_smem_fraction;
+    }
+    c_.t_smem = (c_.smem_read_bytes + c_.smem_fill_bytes) / smem_bw * stretch;
     c_.t_tensor = c_.flops_tensor / tc * stretch;
     c_.t_fp32 = c_.flops_fp32 / hw_.fp32_flops_per_s * stretch;
     c_.t_sfu = c_.sfu_ops / hw_.sfu_ops_per_s * stretch;
@@ -644,14 +660,17 @@ class KernelModel {
     // overlapped; b = 1: 1877.0 us against 1.79 ms; session 15's kernel without atomics, 7217.2 us
     // against 3698.3 us overlapped.
     const bool serial_chain = !opt_.two_level && spec_.strategy == Strategy::flash_bwd && !c_.warpgroup_mma;
-    double memory = serial_chain ? std::max({c_.t_hbm, c_.t_l2, c_.t_smem + c_.t_atomic}) : std::max({c_.t_hbm, c_.t_l2, c_.t_smem, c_.t_atomic});
+    if (gemm_on_wgmma() && !opt_.two_level) gemm_ring_terms();
+    double memory = serial_chain ? std::max({c_.t_hbm, c_.t_l2, c_.t_smem + c_.t_atomic}) : std::max({c_.t_hbm, c_.t_l2, c_.t_smem, c_.t_atomic, c_.t_ring});
     double compute_t = c_.t_tensor + c_.t_fp32 + c_.t_sfu;
     // The wgmma GEMM's epilogue maps (bias, GELU, SwiGLU's product) run on the consumer
     // warpgroups after their tile's main loop and before the next tile's MMAs (emit/cuda/gemm.cpp:
     // the producer's loads go on, the tensor cores wait): in series with the tensor time.
+    // Their staging of the TMA-stored tiles is theirs too, in series with the MMAs, while the
+    // producer's loads and the stores already issued go on (overlapped with the memory terms).
     if (gemm_on_wgmma() && !opt_.two_level) {
       c_.t_epilogue_maps = c_.t_fp32 + c_.t_sfu;
-      compute_t = c_.t_tensor;
+      compute_t = c_.t_tensor + c_.t_epilogue_staging;
     }
     const bool flash_fwd = !opt_.two_level && spec_.strategy == Strategy::flash && spec_.flash;
     const bool flash_fwd_wgmma = flash_fwd && c_.warpgroup_mma;
@@ -675,6 +694,7 @@ class KernelModel {
     c_.t_total = (pipelined ? std::max(memory, compute_t) + (1 - hidden) * std::min(memory, compute_t) : memory + compute_t) +
                  c_.t_epilogue + c_.t_epilogue_maps + c_.t_skipped_zeros + c_.t_smem_exposed + c_.t_fill + c_.t_zero + c_.t_launch;
     std::vector<std::pair<double, const char*>> terms{{c_.t_hbm, "HBM bandwidth"},   {c_.t_l2, "L2->SMEM bandwidth"}, {c_.t_atomic, "L2 atomic adds"},
+                                                      {c_.t_ring, "TMA ring latency (stages in flight over each stage's load round trip)"},
                                                       {c_.t_smem, "SMEM bandwidth"}, {c_.t_tensor, "tensor cores"},
                                                       {c_.t_fp32, "FP32 units"},     {c_.t_sfu, "special-function units (exp)"}};
     c_.bound = std::max_element(terms.begin(), terms.end())->second;
@@ -728,6 +748,51 @@ class KernelModel {
       c_.t_epilogue += static_cast<double>(c_.blocks) / hw_.sm_count * rounds * hw_.hbm_latency_s;
     }
     c_.t_hbm = std::max(0.0, c_.hbm_bytes - waited) / hw_.hbm.bandwidth_bytes_per_s / mem_util;
+    // Between a tile's last MMAs and the next tile's first the consumers drain their wgmma
+    // groups, run the epilogue and start again (Hardware::gemm_tile_turnover_s a tile); staged
+    // through SMEM for the TMA store, each 64-column block of each m64 subtile a consumer holds is
+    // a round of stmatrix (Hardware::staged_store_block_s). In series with the tensor time
+    // (timing()). Measured (H200, session 33), per tile beyond its MMAs: batched_matmul (32 x 4096
+    // x 128 x 4096) in 128x64 tiles of two consumers, 1.11 us (723.7 us in all), in 128x256 tiles
+    // (4 blocks) 1.33 us (338.3 us); matmul 8192x256x4096 in 128x256 tiles 1.3 us (38.9 us; 37.6
+    // with the stores themselves removed); batched_matmul in 256x64 tiles of one consumer of four
+    // subtiles, 1.2 us (478.8 us).
+    {
+      const double subtiles = std::max(1.0, static_cast<double>(spec_.gemm->TM) / std::max(1, c_.warps / 4) / 64);
+      const double blocks = spec_.tma_store ? std::ceil(static_cast<double>(spec_.gemm->TN) / 64) * subtiles * static_cast<double>(c_.outputs.size()) : 0;
+      c_.t_epilogue_staging = static_cast<double>(c_.blocks) / hw_.sm_count * (hw_.gemm_tile_turnover_s + blocks * hw_.staged_store_block_s);
+    }
+  }
+
+  /** The persistent wgmma GEMM's TMA ring (emit/cuda/gemm.cpp): a stage's slot is refilled only
+   *  after its consumers' MMAs on it completed, so it turns over once per (load round trip +
+   *  hold), and an SM walks at most `stages` stages per turnover (Little's law). Per SM the
+   *  walk is ceil(tiles / persistent blocks) x the K chunks of a tile; the hold summed over it
+   *  is t_tensor. A stage's round trip is the loaded HBM latency where one of its tiles is a first
+   *  read (an operand tile read by `reuse` blocks comes from HBM for one of them, and for the
+   *  others where the L2 misses: misses()), else Hardware::l2_loaded_latency_s; in a cluster the
+   *  blocks refill a stage after all of them released it, adding
+   *  Hardware::cluster_stage_latency_s. The ring's first fill waits one load (c_.t_fill).
+   *  Measured (H200, session 33, matmul 8192x4096x256, 64x256 tiles, 5 stages, one consumer
+   *  warpgroup: every stage reads its A tile from HBM): no cluster 30.5 us, clusters of 2 39.6 us,
+   *  the same clusters without multicast 43.3 us; at 4096^3 (4 stages of 128x256, two consumers,
+   *  0.7 us of MMAs a stage) the three within 1%. */
+  void gemm_ring_terms() {
+    if (hw_.l2_loaded_latency_s <= 0 || spec_.wgmma_stages < 1) return;
+    const GemmForm& g = *spec_.gemm;
+    double chunks = std::ceil(static_cast<double>(sizes_.at(g.K)) / static_cast<double>(std::max<std::int64_t>(1, g.TK))) * g.k_active_fraction;
+    for (const auto& a : g.k_outer) chunks *= static_cast<double>(sizes_.at(a));
+    const double cluster = std::max(1, c_.cluster);
+    const double grid = std::min(static_cast<double>(c_.blocks), std::max(cluster, std::floor(hw_.sm_count / cluster) * cluster));
+    const double stages_walked = std::ceil(static_cast<double>(c_.blocks) / grid) * chunks;
+    double none_first = 1;  // probability that no tile of a stage is a first read
+    for (const auto& t : c_.transfers)
+      if (t.to == MemLevel::smem && t.reuse >= 1 && std::any_of(g.tiles.begin(), g.tiles.end(), [&](const GemmTile& x) { return x.array == t.array; }))
+        none_first *= 1 - std::min(1.0, 1 / t.reuse + (1 - 1 / t.reuse) * l2_miss_share_);
+    const double load = (1 - none_first) * hw_.loaded_latency_s() + none_first * hw_.l2_loaded_latency_s;
+    c_.ring_latency_s = load + (cluster > 1 ? hw_.cluster_stage_latency_s : 0);
+    c_.t_ring = (stages_walked * c_.ring_latency_s + c_.t_tensor) / spec_.wgmma_stages;
+    c_.t_fill = load;  // the first fill waits for no release
   }
 
   /** A flash forward kernel (emit/cuda/flash.cpp): its compute time (`summed`: tensor + FP32 +
@@ -843,7 +908,8 @@ class KernelModel {
       working += t_elems * bytes_of(storage_dtype(d_, t.array, opt_)) * std::min(slices, in_flight);
       reread += t.bytes - t.bytes / t.reuse;
     }
-    if (working > hw_.l2.capacity_bytes) c_.hbm_bytes += reread * (1 - hw_.l2.capacity_bytes / working);
+    l2_miss_share_ = working > hw_.l2.capacity_bytes ? 1 - hw_.l2.capacity_bytes / working : 0;
+    c_.hbm_bytes += reread * l2_miss_share_;
   }
 
   static constexpr int kSimtThreads = 256;                  ///< threads per block of emit/cuda/simt.cpp
@@ -862,6 +928,7 @@ class KernelModel {
   std::vector<const StatementWeave*> stmts_;
   std::vector<std::string> order_;  ///< the kernel's axes in declaration order
   std::string warp_axis_, causal_x_;
+  double l2_miss_share_ = 0;  ///< share of operand re-reads that miss the L2 (misses())
 };
 
 }  // namespace

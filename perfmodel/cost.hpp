@@ -70,6 +70,9 @@ struct KernelCost {
   std::map<std::string, MemLevel> level;  ///< level of each array's occurrence inside the kernel
   std::vector<Transfer> transfers;
   double hbm_bytes = 0, l2_to_smem_bytes = 0, smem_read_bytes = 0;
+  /** Bytes TMA writes into SMEM (the wgmma GEMM: every landed operand byte, multicast ones into
+   *  each block), priced with smem_read_bytes in t_smem; 0 elsewhere. */
+  double smem_fill_bytes = 0;
   std::string smem_symbolic;               ///< H at the SMEM level, elements, symbolic
   double smem_resident_bytes = 0;          ///< per thread block
   double register_bytes = 0;               ///< per thread block (fp32 accumulators, tiles, state)
@@ -92,6 +95,20 @@ struct KernelCost {
    *  the consumer warpgroups between one tile's MMAs and the next: added to the total, not
    *  overlapped (t_fp32 and t_sfu hold them too); 0 elsewhere. */
   double t_epilogue_maps = 0;
+  /** Seconds the wgmma GEMM's consumers spend between one tile's MMAs and the next's: tiles per
+   *  SM x (Hardware::gemm_tile_turnover_s + the TMA-stored tiles' staging, T_N / 64 blocks per
+   *  output x m64 subtiles per consumer x Hardware::staged_store_block_s), the tensor cores idle:
+   *  added to the tensor time (both the consumers' work), overlapped with the memory terms; 0
+   *  elsewhere. */
+  double t_epilogue_staging = 0;
+  /** The wgmma GEMM's TMA ring (perfmodel/cost.cpp gemm_ring_terms): each of its `wgmma_stages`
+   *  slots turns over once per load round trip plus the consumers' MMAs on it, so an SM walks at
+   *  most stages / (latency + hold) stages per second (Little's law). `ring_latency_s`: one
+   *  stage's round trip (the loaded HBM latency where one of its tiles is read from HBM, else the
+   *  loaded L2 latency, plus the cluster's lockstep); `t_ring`: (stages walked per SM x that
+   *  latency + t_tensor) / stages, a memory term (overlapped with compute); the ring's first fill
+   *  (one latency) is c_.t_fill. 0 elsewhere, and where the hardware gives no L2 latency. */
+  double ring_latency_s = 0, t_ring = 0;
   /** Seconds of zeros a flash_bwd kernel writes into its stored tiles over the chunks its causal
    *  skip leaves out (flash_bwd_causal_skip), before its stream loop and by the same warps: added
    *  to the total, not overlapped; 0 elsewhere. */

@@ -82,7 +82,10 @@ __global__ void l2_read(const uint4* __restrict__ in, size_t n, int passes, uint
 
 // L2 -> SMEM by the bulk-copy engine (cp.async.bulk, PTX ISA 9.7.9.25.4; the path TMA loads take):
 // one thread per block streams 16 KB chunks of an L2-resident buffer into a 4-stage SMEM ring,
-// each stage guarded by an mbarrier that counts the bytes landed. Device code for sm_90 only.
+// each stage guarded by an mbarrier that counts the bytes landed. Every block reads the same chunks
+// in the same order, as the co-resident blocks of a GEMM re-read an operand's tiles (session 32's
+// probe, tools/device/probes/l2_bulk_probe.cu: 16.2e12 B/s so on an H200, 9.6e12 with each block
+// on distinct chunks; the model prices TMA operand loads at this rate). Device code for sm_90 only.
 constexpr int kBulkChunk = 16384, kBulkStages = 4;
 __device__ __forceinline__ uint32_t bulk_smem(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
 __device__ __forceinline__ void bulk_wait(uint64_t* bar, unsigned parity) {
@@ -102,7 +105,7 @@ __global__ void l2_bulk_read(const unsigned char* src, size_t chunks, int iters,
   for (int it = 0; it < iters; ++it) {
     const int s = it % kBulkStages;
     if (it >= kBulkStages) bulk_wait(&full[s], static_cast<unsigned>((it / kBulkStages - 1) & 1));
-    const unsigned char* from = src + ((size_t(blockIdx.x) * 7919 + it) % chunks) * kBulkChunk;
+    const unsigned char* from = src + (size_t(it) % chunks) * kBulkChunk;
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bulk_smem(&full[s])), "r"(kBulkChunk) : "memory");
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
                  ::"r"(bulk_smem(bulk_raw + s * kBulkChunk)), "l"(from), "r"(kBulkChunk), "r"(bulk_smem(&full[s])) : "memory");
@@ -314,11 +317,11 @@ int main() {
   int passes = 64;
   t = median_seconds([&] { l2_read<<<sms * 8, 512>>>(reinterpret_cast<const uint4*>(in), l2_bytes / 16, passes, sink); });
   std::printf("l2_bandwidth_bytes_per_s %.6g\n", double(l2_bytes) * passes / t);
-  if (prop.major >= 9) {  // the same buffer through the bulk-copy engine, two blocks per SM
+  if (prop.major >= 9) {  // the first 2 MB of the buffer through the bulk-copy engine, two blocks per SM, all in the same order
     const int bulk_iters = 4096, bulk_smem_bytes = kBulkStages * kBulkChunk;
     CHECK(cudaFuncSetAttribute(l2_bulk_read, cudaFuncAttributeMaxDynamicSharedMemorySize, bulk_smem_bytes));
     t = median_seconds([&] {
-      l2_bulk_read<<<sms * 2, 32, bulk_smem_bytes>>>(reinterpret_cast<const unsigned char*>(in), l2_bytes / kBulkChunk, bulk_iters, sink);
+      l2_bulk_read<<<sms * 2, 32, bulk_smem_bytes>>>(reinterpret_cast<const unsigned char*>(in), (size_t(2) << 20) / kBulkChunk, bulk_iters, sink);
     });
     std::printf("l2_bulk_bandwidth_bytes_per_s %.6g\n", double(sms) * 2 * bulk_iters * kBulkChunk / t);
   }

@@ -16,7 +16,8 @@ times it against PyTorch in one run, after checking that the outputs agree:
              emitted and through torch.compile (default mode), each output checked against the
              module in reference mode (fp32, TF32 off) on the same inputs.
 Timing: CUDA events, 5 warm-up runs, median of --runs, inputs rotated over sets whose total exceeds
-twice the L2. Usage (see tools/device/bench.sh):
+twice the L2; a GPU spin ahead of each timed call (spin_cycles), so the figures are GPU time, not the
+host's issue time (before session 33 they included it: small kernels read slower). Usage (see tools/device/bench.sh):
   napkin emit diagrams/library/attention.napkin --target cuda --set b=4 ... -o att.cu
   nvcc -O3 -shared -Xcompiler -fPIC -gencode=arch=compute_90a,code=sm_90a -o att.so att.cu
   python3 kernels/reference/compare_torch.py attention --so att.so --sizes 4,16,4096,4096,128 [--causal]
@@ -68,13 +69,42 @@ class Napkin:
         return run, with_inputs
 
 
+def spin_cycles(fn, sets):
+    """GPU clock cycles of a spin (torch.cuda._sleep) that outlasts the host-side issue of one call
+    of `fn` (already warmed up): twice the slowest of 5 host-side issue times (perf_counter around the call, no
+    synchronisation), at least 100 us, converted with the spin's own rate measured by CUDA events.
+    With the spin queued ahead of a call's start event, the GPU is busy while the host issues the
+    call, so the events time the call's GPU work, not its Python, ctypes or descriptor-encoding time
+    (kernels/bench/harness.cu does the same with its spin_ns kernel, session 32)."""
+    torch.cuda.synchronize()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    probe = 1 << 20
+    a.record()
+    torch.cuda._sleep(probe)
+    b.record()
+    torch.cuda.synchronize()
+    cycles_per_s = probe / (a.elapsed_time(b) * 1e-3)
+    host = 0.0
+    for i in range(5):
+        t = time.perf_counter()
+        fn(sets[i % len(sets)])
+        host = max(host, time.perf_counter() - t)
+        torch.cuda.synchronize()
+    return int(max(2 * host, 100e-6) * cycles_per_s)
+
+
 def median_ms(fn, sets, runs):
+    """Median over `runs` of one call's GPU time in milliseconds (CUDA events), after 5 warm-up
+    calls; each call's start event follows a spin (spin_cycles) so that host-side issue is not
+    timed. Inputs rotate over `sets`."""
     for i in range(5):
         fn(sets[i % len(sets)])
     torch.cuda.synchronize()
+    spin = spin_cycles(fn, sets)  # after the warm-up: a first call's compilation is not issue time
     times = []
     for i in range(runs):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(spin)
         a.record()
         fn(sets[i % len(sets)])
         b.record()

@@ -481,10 +481,11 @@ TEST_CASE("the wgmma GEMM stores through SMEM by TMA only where its ring keeps i
     std::string why;
     auto stages_with = [&](int b) { return gemm_wgmma_stages(*s.gemm, *l.diagram, h100, s.cluster, s.cluster_axis, why, gemm_tma_store_bytes(*s.gemm, b)); };
     CHECK(s.tma_store_buffers >= 2);
-    CHECK(s.tma_store_buffers <= s.gemm->TN / 64);
+    const std::int64_t most = std::max<std::int64_t>(2, s.gemm->TN / 64);  // a T_N of 64 keeps two: consecutive tiles' stores
+    CHECK(s.tma_store_buffers <= most);
     CHECK(stages_with(2) == s.wgmma_stages);
     CHECK(stages_with(s.tma_store_buffers) == s.wgmma_stages);
-    if (s.tma_store_buffers < s.gemm->TN / 64) CHECK(stages_with(s.tma_store_buffers + 1) < s.wgmma_stages);
+    if (s.tma_store_buffers < most) CHECK(stages_with(s.tma_store_buffers + 1) < s.wgmma_stages);
   }
   // Two 16-bit outputs take the ring in turn (session 23); an fp32 one keeps the direct stores,
   // and the reason is given.
@@ -695,6 +696,62 @@ TEST_CASE("a wgmma gemm's epilogue maps run between its tiles' MMAs, and its epi
   CHECK(p.t_epilogue_maps == 0);
   CHECK(p.t_epilogue == 0);
   CHECK(c.t_total > p.t_total + c.t_epilogue_maps);
+}
+
+TEST_CASE("a wgmma gemm's TMA ring turns over once per load round trip, a cluster's lockstep lengthens it, and a thin gemm is derived without one", "[derive][gemm]") {
+  // matmul 8192 x 4096 x 256 (K = 4096, N = 256) on the H200 (session 33: 128x128 tiles on one
+  // consumer 29.9 us without a cluster, 37.1 us in clusters of 2; every stage reads its A tile,
+  // read by no other block, from HBM).
+  const Hardware hw = load_hardware("h200");
+  REQUIRE(hw.l2_loaded_latency_s > 0);
+  REQUIRE(hw.cluster_stage_latency_s > 0);
+  Loaded l = load("matmul.napkin");
+  l.sizes["a"] = 8192;
+  l.sizes["b"] = 4096;
+  l.sizes["c"] = 256;
+  const std::string tiles = "schedule s for matmul\nkernel C\n  fuse C\n  group a by 128\n  group c by 128\n  stream b by 64\n  warps 4\n";
+  const KernelCost lone = priced_by_schedule(l, tiles, hw);
+  const KernelCost pair = priced_by_schedule(l, tiles + "  cluster a by 2\n", hw);
+  // A's tiles are read by the 2 blocks along c, B's by the 64 along a: a stage holds a first read
+  // (from HBM) with probability 1 - (1 - 1/2)(1 - 1/64), else every tile hits in L2.
+  const double first = 1 - (1 - 1.0 / 2) * (1 - 1.0 / 64);
+  const double load = first * hw.loaded_latency_s() + (1 - first) * hw.l2_loaded_latency_s;
+  for (const KernelCost* c : {&lone, &pair}) {
+    REQUIRE(c->spec->wgmma);
+    const double stages = c->spec->wgmma_stages, walked = 4096.0 / 64;  // one tile a block: 128 blocks, 132 SMs
+    CHECK(c->t_ring == Approx((walked * c->ring_latency_s + c->t_tensor) / stages).epsilon(1e-9));
+    CHECK(c->t_fill == Approx(load).epsilon(1e-9));  // the first fill waits for no release
+  }
+  CHECK(lone.ring_latency_s == Approx(load).epsilon(1e-9));
+  CHECK(pair.ring_latency_s == Approx(load + hw.cluster_stage_latency_s).epsilon(1e-9));
+  CHECK(pair.t_ring > lone.t_ring);
+  // TMA's fills are SMEM traffic: every landed byte, the multicast ones into each block.
+  CHECK(lone.smem_fill_bytes == Approx(lone.l2_to_smem_bytes));
+  CHECK(pair.smem_fill_bytes == Approx(pair.l2_to_smem_bytes + pair.cluster_saved_bytes));
+  CHECK(pair.smem_fill_bytes == Approx(lone.smem_fill_bytes));
+  const Derivation dv = derive(*l.program, *l.diagram, l.sizes, hw);
+  CHECK(dv.chosen.kernels.at(0).cost.cluster == 1);
+  CHECK(dv.chosen.cost.t_total < pair.t_total);
+}
+
+TEST_CASE("a wgmma gemm's tile turnover and staging run in series with its MMAs", "[derive][gemm]") {
+  // batched_matmul 32 x 4096 x 128 x 4096 on the H200 (session 33: 128x256 tiles 338.3 us, 128x64
+  // tiles of the same two consumers 723.7 us: four times the tiles, each turned over).
+  const Hardware hw = load_hardware("h200");
+  Loaded l = load("batched_matmul.napkin");
+  const std::string head = "schedule s for batched_matmul\nkernel C\n  fuse C\n  group a by 128\n  group c by ";
+  const KernelCost wide = priced_by_schedule(l, head + "256\n  stream b by 64\n  warps 8\n", hw);
+  const KernelCost narrow = priced_by_schedule(l, head + "64\n  stream b by 64\n  warps 8\n", hw);
+  for (const KernelCost* c : {&wide, &narrow}) {
+    REQUIRE(c->spec->tma_store);
+    const double blocks = static_cast<double>(c->spec->gemm->TN) / 64;  // one m64 subtile a consumer
+    CHECK(c->t_epilogue_staging == Approx(static_cast<double>(c->blocks) / hw.sm_count * (hw.gemm_tile_turnover_s + blocks * hw.staged_store_block_s)).epsilon(1e-9));
+    CHECK(c->t_total >= c->t_tensor + c->t_epilogue_staging);
+  }
+  CHECK(narrow.blocks == 4 * wide.blocks);
+  CHECK(narrow.t_total > 1.5 * wide.t_total);
+  const Derivation dv = derive(*l.program, *l.diagram, l.sizes, hw);
+  CHECK(dv.chosen.cost.t_total <= wide.t_total * 1.001);
 }
 
 TEST_CASE("napkin bench --candidates: schedules near the derived one, legal, distinct, ranked by the model", "[derive][candidates]") {

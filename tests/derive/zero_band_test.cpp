@@ -128,10 +128,11 @@ TEST_CASE("causal attention's backward: dQ = dS K walks the chunks of x up to ea
   REQUIRE(g.k_band);
   CHECK(g.k_band_axis == "q");
   CHECK(g.K == "x");
-  // the share by hand: tile i of q walks chunks up to the one holding its last row
-  const std::int64_t n = 4096, tiles = (n + g.TM - 1) / g.TM, all = (n + g.TK - 1) / g.TK;
+  // the share by hand: tile i of q walks chunks up to the one holding its last row (q is M or N)
+  const std::int64_t tq = g.k_band_axis == g.M ? g.TM : g.TN;
+  const std::int64_t n = 4096, tiles = (n + tq - 1) / tq, all = (n + g.TK - 1) / g.TK;
   double walked = 0;
-  for (std::int64_t i = 0; i < tiles; ++i) walked += static_cast<double>(std::min(all, ((i + 1) * g.TM - 1) / g.TK + 1));
+  for (std::int64_t i = 0; i < tiles; ++i) walked += static_cast<double>(std::min(all, ((i + 1) * tq - 1) / g.TK + 1));
   CHECK(g.k_active_fraction == Approx(walked / static_cast<double>(tiles * all)));
   CHECK(g.k_active_fraction < 0.6);
   CHECK(dq->cost.causal_active_fraction == Approx(g.k_active_fraction));
