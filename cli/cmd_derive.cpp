@@ -83,8 +83,8 @@ void print_cost_table(const SearchResult& r, const Hardware& hw) {
           "compute terms stretched: blocks of unequal length (causal skip) handed to the SMs in grid order");
     if (c.t_epilogue > 0)
       row("epilogue I/O", "", c.t_epilogue, "outputs written (unless by TMA) and epilogue inputs read and waited for after the main loop, not overlapped");
-    if (c.t_epilogue_staging > 0)
-      row("tile turnover", fmt::format("{:.2g} us/tile", c.t_epilogue_staging / std::max(1.0, static_cast<double>(c.blocks) / hw.sm_count) * 1e6), c.t_epilogue_staging,
+    if (c.t_tile_turnover > 0)
+      row("tile turnover", fmt::format("{:.2g} us/tile", c.t_tile_turnover / std::max(1.0, static_cast<double>(c.blocks) / hw.sm_count) * 1e6), c.t_tile_turnover,
           "between a tile's MMAs and the next's: wgmma drain, epilogue, and each 64-column block of each m64 subtile staged for the TMA store (hardware gemm_tile_turnover_s, staged_store_block_s: fits), in series with the MMAs");
     if (c.t_epilogue_maps > 0)
       row("epilogue maps", "", c.t_epilogue_maps, "FP32 + SFU above, run by the consumer warpgroups between a tile's MMAs and the next's, not overlapped");
@@ -129,7 +129,7 @@ nlohmann::json kernel_json(const KernelChoice& k) {
                    {"flops", {{"tensor", c.flops_tensor}, {"fp32", c.flops_fp32}, {"sfu", c.sfu_ops}}},
                    {"seconds",
                     {{"hbm", c.t_hbm}, {"l2", c.t_l2}, {"smem", c.t_smem}, {"tensor", c.t_tensor}, {"fp32", c.t_fp32},
-                     {"sfu", c.t_sfu}, {"epilogue", c.t_epilogue}, {"epilogue_maps", c.t_epilogue_maps}, {"epilogue_staging", c.t_epilogue_staging}, {"skipped_zeros", c.t_skipped_zeros}, {"smem_exposed", c.t_smem_exposed}, {"fill", c.t_fill}, {"ring", c.t_ring}, {"chunk_latency", c.t_chunk_latency}, {"atomic", c.t_atomic}, {"zero", c.t_zero}, {"launch", c.t_launch}, {"total", c.t_total}}},
+                     {"sfu", c.t_sfu}, {"epilogue", c.t_epilogue}, {"epilogue_maps", c.t_epilogue_maps}, {"tile_turnover", c.t_tile_turnover}, {"skipped_zeros", c.t_skipped_zeros}, {"smem_exposed", c.t_smem_exposed}, {"fill", c.t_fill}, {"ring", c.t_ring}, {"chunk_latency", c.t_chunk_latency}, {"atomic", c.t_atomic}, {"zero", c.t_zero}, {"launch", c.t_launch}, {"total", c.t_total}}},
                    {"bound", c.bound},
                    {"causal_active_fraction", c.causal_active_fraction}};
   if (c.spec) j["lowered"] = kernel_spec_json(*c.spec);

@@ -670,7 +670,7 @@ class KernelModel {
     // producer's loads and the stores already issued go on (overlapped with the memory terms).
     if (gemm_on_wgmma() && !opt_.two_level) {
       c_.t_epilogue_maps = c_.t_fp32 + c_.t_sfu;
-      compute_t = c_.t_tensor + c_.t_epilogue_staging;
+      compute_t = c_.t_tensor + c_.t_tile_turnover;
     }
     const bool flash_fwd = !opt_.two_level && spec_.strategy == Strategy::flash && spec_.flash;
     const bool flash_fwd_wgmma = flash_fwd && c_.warpgroup_mma;
@@ -760,7 +760,7 @@ class KernelModel {
     {
       const double subtiles = std::max(1.0, static_cast<double>(spec_.gemm->TM) / std::max(1, c_.warps / 4) / 64);
       const double blocks = spec_.tma_store ? std::ceil(static_cast<double>(spec_.gemm->TN) / 64) * subtiles * static_cast<double>(c_.outputs.size()) : 0;
-      c_.t_epilogue_staging = static_cast<double>(c_.blocks) / hw_.sm_count * (hw_.gemm_tile_turnover_s + blocks * hw_.staged_store_block_s);
+      c_.t_tile_turnover = static_cast<double>(c_.blocks) / hw_.sm_count * (hw_.gemm_tile_turnover_s + blocks * hw_.staged_store_block_s);
     }
   }
 

@@ -100,7 +100,7 @@ struct KernelCost {
    *  output x m64 subtiles per consumer x Hardware::staged_store_block_s), the tensor cores idle:
    *  added to the tensor time (both the consumers' work), overlapped with the memory terms; 0
    *  elsewhere. */
-  double t_epilogue_staging = 0;
+  double t_tile_turnover = 0;
   /** The wgmma GEMM's TMA ring (perfmodel/cost.cpp gemm_ring_terms): each of its `wgmma_stages`
    *  slots turns over once per load round trip plus the consumers' MMAs on it, so an SM walks at
    *  most stages / (latency + hold) stages per second (Little's law). `ring_latency_s`: one
