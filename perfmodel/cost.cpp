@@ -740,11 +740,9 @@ class KernelModel {
     // one 64-column block cannot start before the last block's barrier: T_N/64 dependent rounds
     // per output and tile (H200, session 32, 4096x1024x4096: + bias 57.2 us against the plain
     // GEMM's 51.5, 4 rounds of 3.9 tiles per SM).
+    const double column_blocks = std::ceil(static_cast<double>(spec_.gemm->TN) / 64) * static_cast<double>(c_.outputs.size());
     if (epilogue_inputs) {
-      const auto& g = *spec_.gemm;
-      const double consumers = std::max(1, c_.warps / 4);
-      const double rounds = spec_.tma_store ? std::ceil(static_cast<double>(g.TN) / 64) * static_cast<double>(c_.outputs.size())
-                                            : std::max(1.0, static_cast<double>(g.TM) / consumers / 64) * std::max(1.0, static_cast<double>(g.TN) / 32) * 2;
+      const double rounds = spec_.tma_store ? column_blocks : m64_subtiles_per_consumer() * std::max(1.0, static_cast<double>(spec_.gemm->TN) / 32) * 2;
       c_.t_epilogue += static_cast<double>(c_.blocks) / hw_.sm_count * rounds * hw_.hbm_latency_s;
     }
     c_.t_hbm = std::max(0.0, c_.hbm_bytes - waited) / hw_.hbm.bandwidth_bytes_per_s / mem_util;
@@ -757,12 +755,12 @@ class KernelModel {
     // (4 blocks) 1.33 us (338.3 us); matmul 8192x256x4096 in 128x256 tiles 1.3 us (38.9 us; 37.6
     // with the stores themselves removed); batched_matmul in 256x64 tiles of one consumer of four
     // subtiles, 1.2 us (478.8 us).
-    {
-      const double subtiles = std::max(1.0, static_cast<double>(spec_.gemm->TM) / std::max(1, c_.warps / 4) / 64);
-      const double blocks = spec_.tma_store ? std::ceil(static_cast<double>(spec_.gemm->TN) / 64) * subtiles * static_cast<double>(c_.outputs.size()) : 0;
-      c_.t_tile_turnover = static_cast<double>(c_.blocks) / hw_.sm_count * (hw_.gemm_tile_turnover_s + blocks * hw_.staged_store_block_s);
-    }
+    const double staged = spec_.tma_store ? column_blocks * m64_subtiles_per_consumer() : 0;
+    c_.t_tile_turnover = static_cast<double>(c_.blocks) / hw_.sm_count * (hw_.gemm_tile_turnover_s + staged * hw_.staged_store_block_s);
   }
+
+  /** m64 subtiles of a GEMM tile's rows each consumer warpgroup holds (wgmma's m64; at least 1). */
+  double m64_subtiles_per_consumer() const { return std::max(1.0, static_cast<double>(spec_.gemm->TM) / std::max(1, c_.warps / 4) / 64); }
 
   /** The persistent wgmma GEMM's TMA ring (emit/cuda/gemm.cpp): a stage's slot is refilled only
    *  after its consumers' MMAs on it completed, so it turns over once per (load round trip +
