@@ -37,10 +37,18 @@ std::vector<Schedule> neighbours(const Schedule& s) {
           resized(dir.size * 2);
           if (dir.size % 2 == 0) resized(dir.size / 2);
           break;
-        case Directive::Kind::warps:
+        case Directive::Kind::warps: {
           has_warps = true;
-          resized(dir.size == 8 ? 4 : 8);
+          std::vector<Directive> v = dirs;
+          v[i].size = dir.size == 8 ? 4 : 8, v[i].pingpong = false;
+          out.push_back(with_kernel(s, k, v));
+          if (dir.size == 8) {  // the two consumers splitting each tile, or taking the tiles in turn
+            v = dirs;
+            v[i].pingpong = !dir.pingpong;
+            out.push_back(with_kernel(s, k, v));
+          }
           break;
+        }
         case Directive::Kind::cluster: {
           has_cluster = true;
           std::vector<Directive> v = dirs;

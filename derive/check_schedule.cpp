@@ -127,7 +127,11 @@ std::string call_illegal(const std::vector<const StatementWeave*>& stmts, const 
   return {};
 }
 
-std::string warps_illegal(const Directive& warps) { return warps.size > 32 ? "at most 32 warps per thread block" : ""; }
+std::string warps_illegal(const Directive& warps) {
+  if (warps.size > 32) return "at most 32 warps per thread block";
+  if (warps.pingpong && warps.size != 8) return "'pingpong' needs 'warps 8': two consumer warpgroups that take the output tiles in turn";
+  return "";
+}
 
 std::string cluster_illegal(const KernelPlan& k, const Directive& dir, const Hardware& hw, bool* on_axis) {
   const std::string& a = dir.names.at(0);

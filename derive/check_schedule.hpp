@@ -50,8 +50,8 @@ bool groupable_axis(const Diagram& d, const ModelOptions& opt, const std::vector
  *  else the reason. */
 std::string call_illegal(const std::vector<const StatementWeave*>& stmts, const KernelPlan& k);
 
-/** The rule of a `warps` directive (derive-warp-recursion): at most 32 warps per thread block.
- *  Empty when legal, else the reason. */
+/** The rules of a `warps` directive (derive-warp-recursion): at most 32 warps per thread block;
+ *  `pingpong` with 8 warps (two consumer warpgroups). Empty when legal, else the reason. */
 std::string warps_illegal(const Directive& warps);
 
 /** The rules of cluster directive `dir` of plan `k` on `hw` (derive-cluster): clusters need the

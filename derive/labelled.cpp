@@ -21,7 +21,7 @@ Diagram kernel_diagram(const Program& p, const Diagram& d, const std::vector<Sta
   for (const auto* a : d.axes()) {
     AxisDecl axis = *a;  // the kernel's own labels come from its plan, not from the source's
     axis.group = axis.stream = axis.warps = axis.cluster = std::nullopt;
-    axis.stream_twice = false;
+    axis.stream_twice = axis.warps_pingpong = false;
     axis.trivia = {};
     k.items.push_back(std::move(axis));
   }
@@ -83,7 +83,7 @@ void write_labels(Diagram& k, const KernelPlan& plan, Directive::Kind kind) {
     const bool weave_or_group = dir.kind == Directive::Kind::weave || dir.kind == Directive::Kind::group;
     if (dir.kind != kind && !(weave_or_group && (kind == Directive::Kind::weave || kind == Directive::Kind::group))) continue;
     if (dir.kind == Directive::Kind::warps) {
-      if (AxisDecl* a = warp_axis(k)) a->warps = dir.size;
+      if (AxisDecl* a = warp_axis(k)) a->warps = dir.size, a->warps_pingpong = dir.pingpong;
       continue;
     }
     for (const auto& name : dir.names) {
@@ -120,8 +120,8 @@ std::optional<KernelPlan> plan_of(const Diagram& k, DiagnosticEngine& diags) {
   bool ok = true;
   for (const auto* a : k.axes()) {
     if (a->group && *a->group == 1) weave.names.push_back(a->name);
-    if (a->group && *a->group > 1) groups.push_back({Directive::Kind::group, {a->name}, {}, *a->group, 1, "", a->loc});
-    if (a->stream) streams.push_back({Directive::Kind::stream, {a->name}, {}, *a->stream, a->stream_twice ? 2 : 1, "", a->loc});
+    if (a->group && *a->group > 1) groups.push_back({Directive::Kind::group, {a->name}, {}, *a->group, 1, "", a->loc, false});
+    if (a->stream) streams.push_back({Directive::Kind::stream, {a->name}, {}, *a->stream, a->stream_twice ? 2 : 1, "", a->loc, false});
     const SourceLoc at = a->label_loc.valid() ? a->label_loc : a->loc;
     if (a->cluster) {
       if (!a->group) {
@@ -129,7 +129,7 @@ std::optional<KernelPlan> plan_of(const Diagram& k, DiagnosticEngine& diags) {
                             "' needs a group label on the same axis: a cluster is of adjacent thread blocks along a grouped axis");
         ok = false;
       }
-      tail.push_back({Directive::Kind::cluster, {a->name}, {}, *a->cluster, 1, "", a->loc});
+      tail.push_back({Directive::Kind::cluster, {a->name}, {}, *a->cluster, 1, "", a->loc, false});
     }
     if (a->warps) {
       if (warps) {
@@ -145,7 +145,7 @@ std::optional<KernelPlan> plan_of(const Diagram& k, DiagnosticEngine& diags) {
   if (!weave.names.empty()) plan.directives.push_back(weave);
   plan.directives.insert(plan.directives.end(), groups.begin(), groups.end());
   plan.directives.insert(plan.directives.end(), streams.begin(), streams.end());
-  if (warps) plan.directives.push_back({Directive::Kind::warps, {}, {}, *warps->warps, 1, "", warps->loc});
+  if (warps) plan.directives.push_back({Directive::Kind::warps, {}, {}, *warps->warps, 1, "", warps->loc, warps->warps_pingpong});
   plan.directives.insert(plan.directives.end(), tail.begin(), tail.end());
   return plan;
 }

@@ -301,6 +301,8 @@ class Searcher {
         if (std::count(axes.begin(), axes.end(), a) && !std::count(groupable.begin(), groupable.end(), a))
           std::erase_if(streams, [&](const auto& st) { return std::find(st.first.begin(), st.first.end(), a) == st.first.end(); });
       }
+    // `warps 8 pingpong` is not searched: priced as measured (its epilogue in series, session 34)
+    // it never beats the cooperative split; schedules and `bench --candidates` still take it.
     std::vector<int> warp_options = call ? std::vector<int>{4} : std::vector<int>{4, 8};
     if (honour_labels_ && labels_.warps && !call) warp_options = {static_cast<int>(labels_.warps->value)};
     for (const auto& [st, passes] : streams) {

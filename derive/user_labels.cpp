@@ -79,6 +79,7 @@ class Reader {
     }
     if (a.stream_twice) diags_.error(at, "'twice' on axis '" + a.name + "' is written by derive; napkin does not keep it as a constraint (write `stream N` alone)");
     if (a.cluster) diags_.error(at, "'cluster' on axis '" + a.name + "' is written by derive; napkin does not keep it as a constraint (schedule it: cluster " + a.name + " by N)");
+    if (a.warps_pingpong) diags_.error(at, "'pingpong' on axis '" + a.name + "' is written by derive; napkin does not keep it as a constraint (schedule it: warps 8 pingpong)");
     if (a.warps) {
       if (*a.warps < 1 || *a.warps > 32) diags_.error(at, "cannot keep 'warps " + std::to_string(*a.warps) + "': a thread block has 1 to 32 warps");
       else if (out_.warps && out_.warps->value != *a.warps) diags_.error(at, "two warp counts written ('warps " + std::to_string(out_.warps->value) + "' before); a thread block has one");

@@ -141,7 +141,8 @@ struct SizeFactor {
 /** `axis q = 8192 group 128 stream 64`: a named axis with its size (a product of factors) and
  *  its partition labels (group size, stream size; both in elements, absent until relabelled).
  *  A kernel's labels one level down and up ride on an axis too (derive/labelled.hpp):
- *  `group 128 warps 8` (8 warps split the block's tile along this axis), `group 128 cluster 2`
+ *  `group 128 warps 8` (8 warps split the block's tile along this axis; `warps 8 pingpong`: their
+ *  consumer warpgroups take tiles in turn, Directive::pingpong), `group 128 cluster 2`
  *  (clusters of 2 adjacent blocks along it), `stream 1024 twice` (a two-pass stream). */
 struct AxisDecl {
   std::string name;
@@ -151,6 +152,7 @@ struct AxisDecl {
   std::optional<std::int64_t> warps;    ///< warps per thread block (the warp split is along this axis)
   std::optional<std::int64_t> cluster;  ///< thread blocks per cluster along this axis
   bool stream_twice = false;            ///< `stream N twice`: statistics first, then the map
+  bool warps_pingpong = false;          ///< `warps N pingpong` (Directive::pingpong)
   SourceLoc label_loc;                  ///< where the first partition label is written (for diagnostics)
   Trivia trivia;
   SourceLoc loc;

@@ -165,7 +165,10 @@ class Parser {
       if (!a.label_loc.line) a.label_loc = word.loc;
       const Token& n = expect(Tok::integer, "a size after '" + word.text + "'");
       if (word.text == "group") a.group = n.int_value;
-      else if (word.text == "warps") a.warps = n.int_value;
+      else if (word.text == "warps") {
+        a.warps = n.int_value;
+        if (at_word("pingpong")) next(), a.warps_pingpong = true;
+      }
       else if (word.text == "cluster") a.cluster = n.int_value;
       else {
         a.stream = n.int_value;

@@ -73,7 +73,7 @@ std::string item_code(const Item& item) {
       s += (i ? " * " : " ") + (a->size[i].axis.empty() ? std::to_string(a->size[i].literal) : a->size[i].axis);
     if (a->group) s += " group " + std::to_string(*a->group);
     if (a->stream) s += " stream " + std::to_string(*a->stream) + (a->stream_twice ? " twice" : "");
-    if (a->warps) s += " warps " + std::to_string(*a->warps);
+    if (a->warps) s += " warps " + std::to_string(*a->warps) + (a->warps_pingpong ? " pingpong" : "");
     if (a->cluster) s += " cluster " + std::to_string(*a->cluster);
     return s;
   }

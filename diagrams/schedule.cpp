@@ -50,6 +50,11 @@ int KernelPlan::warps() const {
   return d ? static_cast<int>(d->size) : 4;
 }
 
+bool KernelPlan::pingpong() const {
+  const Directive* d = find(Directive::Kind::warps);
+  return d && d->pingpong;
+}
+
 std::optional<std::pair<std::string, std::int64_t>> KernelPlan::cluster() const {
   const Directive* d = find(Directive::Kind::cluster);
   if (!d || d->names.empty()) return std::nullopt;
@@ -184,6 +189,7 @@ class ScheduleParser {
     next();
     if (d.kind == Directive::Kind::warps) {
       d.size = positive("the number of warps");
+      if (at(Tok::ident) && peek().text == "pingpong") next(), d.pingpong = true;
     } else if (d.kind == Directive::Kind::group || d.kind == Directive::Kind::stream || d.kind == Directive::Kind::cluster) {
       d.name_locs.push_back(peek().loc);
       d.names.push_back(ident("an axis name"));
@@ -252,7 +258,7 @@ std::optional<Schedule> parse_schedule(const SourceFile& src, DiagnosticEngine& 
 
 std::string directive_text(const Directive& d) {
   std::string l = keyword(d.kind);
-  if (d.kind == Directive::Kind::warps) return l + " " + std::to_string(d.size);
+  if (d.kind == Directive::Kind::warps) return l + " " + std::to_string(d.size) + (d.pingpong ? " pingpong" : "");
   if (d.kind == Directive::Kind::group || d.kind == Directive::Kind::stream || d.kind == Directive::Kind::cluster)
     return l + " " + d.names.at(0) + " by " + std::to_string(d.size) + (d.passes == 2 ? " twice" : "");
   for (std::size_t i = 0; i < d.names.size(); ++i) l += (i ? ", " : " ") + d.names[i];

@@ -10,6 +10,8 @@
  *        stream x by 64     # x in chunks of 64, carried by an accumulator
  *                           # (`stream v by 1024 twice`: a first pass folds statistics, a second maps)
  *        warps 4            # warps per thread block, splitting the first grouped axis
+ *                           # (`warps 8 pingpong`: a gemm's two consumer warpgroups take output
+ *                           # tiles in turn instead of splitting each tile's rows)
  *        cluster q by 2     # thread-block clusters of 2 blocks along q: the tiles that do not vary
  *                           # along q are loaded once per cluster (TMA multicast, PTX ISA 9.7.9.25)
  *
@@ -37,6 +39,10 @@ struct Directive {
   int passes = 1;                      ///< stream: 2 for `stream x by 64 twice` (statistics, then a map)
   std::string comment;                 ///< trailing comment, without '#'
   SourceLoc loc;
+  /** warps: `warps 8 pingpong`, the consumer warpgroups take whole output tiles in turn (CUTLASS's
+   *  "ping-pong" Hopper GEMMs; FlashAttention-3 §3.1 names the scheduling) instead of splitting
+   *  one tile's rows between them (lower/gemm_form.hpp GemmForm::pingpong). */
+  bool pingpong = false;
   bool operator==(const Directive&) const = default;
 };
 
@@ -58,6 +64,7 @@ struct KernelPlan {
   bool streams_axis(const std::string& axis) const;
   int stream_passes() const;  ///< 1, or 2 for a two-pass stream
   int warps() const;  ///< 4 unless given
+  bool pingpong() const;  ///< `warps N pingpong` (Directive::pingpong)
   /** The axis whose adjacent thread blocks form a cluster, and the blocks per cluster, if any. */
   std::optional<std::pair<std::string, std::int64_t>> cluster() const;
   const Directive* find(Directive::Kind k, const std::string& which = "") const;

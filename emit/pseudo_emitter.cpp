@@ -244,10 +244,11 @@ class PseudoEmitter {
       line("# operand " + t.array + ": tile [" + t.rows + ":" + n(t.R) + ", " + t.cols + ":" + n(t.C) + "] " + std::string(dtype_name(g.dtype)) +
            (t.k_rows ? " (K along the rows)" : " (K contiguous)") + (s.mma_sync ? "; mma.sync: cp.async HBM -> SMEM (rows padded by " + n(gemm_mma_sync_pad_elems(g.dtype)) + "), ldmatrix -> registers" : "") +
            (s.wgmma ? "; wgmma: " + tma_mover(s, t.rows, t.cols) + " HBM -> SMEM (128-byte swizzle), read by wgmma from SMEM" : ""));
-    if (s.mma_sync) line("# mma.sync: " + atom(*s.mma_sync) + ", " + n(g.warps) + " warps split " + g.M + " in rows of " + n(s.mma_sync->m));
+    if (s.mma_sync) line("# mma.sync: " + atom(*s.mma_sync) + ", " + n(g.sync_warps()) + " warps split " + g.M + " in rows of " + n(s.mma_sync->m));
     else line("# no mma.sync path: " + std::string(dtype_name(g.dtype)) + " operands run on wgmma alone (sm_90a)");
     if (s.wgmma)
-      line("# wgmma: " + wgmma_shape(*s.wgmma_mma, n(g.TN)) + ", " + warpgroups(g.warps) + ", persistent over the output tiles");
+      line("# wgmma: " + wgmma_shape(*s.wgmma_mma, n(g.TN)) + ", " + warpgroups(g.warps) + ", persistent over the output tiles" +
+           (g.pingpong ? ", taking them in turn (pingpong: one's epilogue beside the other's MMAs)" : ""));
   }
   void gemm_body(const KernelChoice& kc, const KernelSpec& s) {
     const GemmForm& g = *s.gemm;

@@ -163,13 +163,14 @@ std::optional<GemmForm> analyse_gemm(const Diagram& d, Typer& typer, const Kerne
   auto only_in = [&](const std::string& a, const AxisList& in, const AxisList& not_in) { return contains(in, a) && !contains(not_in, a); };
   GemmForm g;
   g.warps = k.plan.warps();
+  g.pingpong = k.plan.pingpong();
   for (std::size_t i = 0; i < tiled.size() && g.M.empty(); ++i)
     for (std::size_t j = i + 1; j < tiled.size() && g.M.empty(); ++j)
       if ((only_in(tiled[i], x0, y0) && only_in(tiled[j], y0, x0)) || (only_in(tiled[i], y0, x0) && only_in(tiled[j], x0, y0))) g.M = tiled[i], g.N = tiled[j];
   if (g.M.empty()) return why = tiled.size() < 2 ? "fewer than two tiled output axes" : "no two tiled output axes are one operand's each", std::nullopt;
   g.TM = tile_along(k, g.M, 16), g.TN = tile_along(k, g.N, 16);
   // The warps split M in 16-row MMA tiles: a thin M whose tile they cannot split trades places with N.
-  const std::int64_t warp_rows = 16 * std::max(1, g.warps);
+  const std::int64_t warp_rows = 16 * std::max(1, g.sync_warps());
   if (g.TM % warp_rows != 0 && g.TN % warp_rows == 0) std::swap(g.M, g.N), std::swap(g.TM, g.TN);
   // Outputs stored with M innermost (and N not): M and N trade places where the warps split the
   // other tile as well, so that the epilogue's stores run along each output's innermost axis
@@ -304,7 +305,7 @@ int gemm_mma_sync_stages(const GemmForm& g, const Hardware& hw, std::string& why
                      t.array + " is stored " + t.cols + "-major (" + t.cols + " innermost, not " + g.K + ")",
                0;
   if (g.TK % mma->k != 0) return why = "K chunk (" + std::to_string(g.TK) + ") not a multiple of the atom's k (" + std::to_string(mma->k) + ")", 0;
-  if (g.TM % (16 * g.warps) != 0 || g.TN % 16 != 0) return why = "tiles not multiples of the mma shape per warp", 0;
+  if (g.TM % (16 * g.sync_warps()) != 0 || g.TN % 16 != 0) return why = "tiles not multiples of the mma shape per warp", 0;
   const int stages = static_cast<int>(std::min<double>(4, hw.smem_max_per_block_bytes / static_cast<double>(gemm_mma_sync_smem_bytes(g, 1))));
   if (stages < 2) return why = "two pipeline stages do not fit SMEM", 0;
   return stages;
@@ -340,7 +341,8 @@ int gemm_wgmma_stages(const GemmForm& g, const Diagram& d, const Hardware& hw, i
                0;
   const std::int64_t row = gemm_swizzle_row_elems(g.dtype);  // elements per 128-byte swizzle row
   if (g.warps % 4 != 0 || g.warps / 4 > 2) return why = "warps not 4 or 8 (one or two consumer warpgroups)", 0;
-  const int consumers = g.warps / 4;
+  if (g.pingpong && g.warps != 8) return why = "pingpong needs two consumer warpgroups (warps 8)", 0;
+  const int consumers = g.tile_consumers();  // consumer warpgroups splitting one tile's rows
   if (g.TM % (64 * consumers) != 0) return why = "T_M not a multiple of 64 rows per consumer warpgroup", 0;
   if (g.TN % 8 != 0 || g.TN > 256) return why = "T_N not a wgmma N (a multiple of 8 up to 256)", 0;
   if (g.TK % row != 0) return why = "T_K not a multiple of " + std::to_string(row) + " (one 128-byte swizzle row)", 0;
@@ -376,10 +378,10 @@ std::string gemm_tma_store_problem(const GemmForm& g, const Diagram& d, const st
     if (ax.size() > 5) return "TMA store: " + o + " has more than 5 axes (TMA's limit)";
   }
   if (g.TN % 64 != 0) return "TMA store: T_N not whole 64-column boxes";
-  if (g.TM / (g.warps / 4) > 256) return "TMA store: over 256 rows per consumer warpgroup (one TMA box)";
+  if (g.TM / g.tile_consumers() > 256) return "TMA store: over 256 rows per consumer warpgroup (one TMA box)";
   return "";
 }
 
-std::int64_t gemm_tma_store_bytes(const GemmForm& g, int buffers) { return buffers * g.TM * 64 * 2; }
+std::int64_t gemm_tma_store_bytes(const GemmForm& g, int buffers) { return buffers * g.tiles_in_flight() * g.TM * 64 * 2; }
 
 }  // namespace napkin

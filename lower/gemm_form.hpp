@@ -65,6 +65,18 @@ struct GemmForm {
   DType dtype = DType::bf16;      ///< operand dtype (bf16, fp16, int8 (int32 accumulate); fp8e4m3 or fp8e5m2 for the wgmma variant only)
   std::int64_t TM = 0, TN = 0, TK = 0;  ///< tile extents (elements); a whole M or N rounded up to the MMA's rows
   int warps = 0;                  ///< compute warps per thread block (the schedule's `warps`)
+  /** `warps 8 pingpong` (Directive::pingpong): on the wgmma path the two consumer warpgroups
+   *  take whole T_M x T_N tiles in turn, so that one's epilogue may run beside the other's MMAs
+   *  (CUTLASS's ping-pong Hopper kernels; measured on the H200 it did not: docs/benchmarks.md
+   *  session 34), instead of splitting one tile's rows; the mma.sync path runs one consumer's
+   *  warps (4) on one tile per block. */
+  bool pingpong = false;
+  /** Consumer warpgroups sharing one output tile on the wgmma path: warps / 4, or 1 with pingpong. */
+  int tile_consumers() const { return pingpong ? 1 : warps / 4; }
+  /** Output tiles a block has in flight on the wgmma path: one per consumer with pingpong, else 1. */
+  int tiles_in_flight() const { return pingpong ? warps / 4 : 1; }
+  /** Warps of the mma.sync path, which splits one tile's rows: `warps`, or 4 with pingpong. */
+  int sync_warps() const { return pingpong ? 4 : warps; }
   std::string k_note;             ///< how the schedule treats K (streamed, or kept whole) and k_outer
   /** A zero band of an operand over K and M (or N) (diagrams/zero_band.hpp): each output tile walks
    *  only the chunks of K that hold a nonzero element of its rows (or columns), the others
@@ -168,7 +180,8 @@ std::int64_t gemm_wgmma_stage_bytes(const GemmForm& g);
  *  caller (TMA's 16-byte rule, lower.cpp). */
 std::string gemm_tma_store_problem(const GemmForm& g, const Diagram& d, const std::vector<std::string>& outputs, const ModelOptions& opt);
 /** SMEM bytes of the TMA store's staging: `buffers` buffers of T_M rows x 64 columns of 16-bit
- *  elements (T_M * 128 bytes each). */
+ *  elements (T_M * 128 bytes each) for each tile in flight (GemmForm::tiles_in_flight: two with
+ *  pingpong, each consumer staging its own tile). */
 std::int64_t gemm_tma_store_bytes(const GemmForm& g, int buffers);
 
 }  // namespace napkin

@@ -286,12 +286,16 @@ std::string describe_spec(const KernelSpec& s) {
     if (s.wgmma)
       out += std::string(s.mma_sync ? " and" : " on") + " wgmma + TMA on sm_90a (" + std::to_string(s.wgmma_stages) + " stages, " + std::to_string(s.wgmma_smem_bytes) + " B SMEM" +
              (s.cluster > 1 ? ", clusters of " + std::to_string(s.cluster) + " along " + s.cluster_axis : "") +
+             (s.gemm && s.gemm->pingpong ? ", two consumer warpgroups taking the tiles in turn (pingpong)" : "") +
              (s.tma_store ? ", TMA store epilogue through " + std::to_string(s.tma_store_buffers) + " staging buffers" : "") + ")";
     else
       out += "; no wgmma: " + s.why_no_wgmma;
   } else if (s.strategy == Strategy::simt && !s.declined.empty()) {
     out += " (no tensor-core strategy: " + s.declined + ")";
   }
+  if (s.shape.plan.pingpong() && !(s.gemm && s.wgmma))
+    out += s.flash ? "; pingpong: a flash kernel's two consumer warpgroups alternate their softmax and MMAs always"
+                   : "; pingpong not applied: it is the gemm strategy's wgmma path's (the mma.sync path runs 4 warps on one tile)";
   return out;
 }
 

@@ -146,7 +146,8 @@ class KernelModel {
   void take_shape() {
     const KernelShape& k = spec_.shape;
     c_.name = plan_.name;
-    c_.warps = k.warps;
+    // a pingpong gemm's mma.sync path runs one consumer's warps (GemmForm::sync_warps)
+    c_.warps = spec_.gemm && !spec_.wgmma ? spec_.gemm->sync_warps() : k.warps;
     c_.statements = k.statements;
     c_.inputs = k.inputs;
     c_.outputs = k.outputs;
@@ -269,10 +270,12 @@ class KernelModel {
     // A gemm kernel as lowered holds its contractions' accumulators (4 bytes an element, fp32 or
     // int32) and no other tile, output or internal: the maps after them (SwiGLU's G = silu(G_v),
     // H = G * U) are computed element by element in the epilogue as it stores
-    // (emit/cuda/render_epilogue.cpp).
+    // (emit/cuda/render_epilogue.cpp). With pingpong each consumer holds a whole tile
+    // (GemmForm::tiles_in_flight on the wgmma path).
     const bool gemm_lowered = spec_.strategy == Strategy::gemm && spec_.gemm && !opt_.two_level;
     if (gemm_lowered) {
-      outputs_bytes = static_cast<double>(spec_.gemm->gemms.size()) * static_cast<double>(spec_.gemm->TM * spec_.gemm->TN) * 4;
+      const double in_flight = spec_.wgmma ? spec_.gemm->tiles_in_flight() : 1;
+      outputs_bytes = static_cast<double>(spec_.gemm->gemms.size()) * static_cast<double>(spec_.gemm->TM * spec_.gemm->TN) * 4 * in_flight;
       in_regs.clear();
     }
     c_.register_bytes = outputs_bytes + live_peak(in_regs);
@@ -668,6 +671,12 @@ class KernelModel {
     // the producer's loads go on, the tensor cores wait): in series with the tensor time.
     // Their staging of the TMA-stored tiles is theirs too, in series with the MMAs, while the
     // producer's loads and the stores already issued go on (overlapped with the memory terms).
+    // With pingpong (GemmForm::pingpong: the consumers take whole tiles in turn) the same terms,
+    // per its own tiles: measured, one consumer's epilogue did not run beside the other's MMAs
+    // (session 34, H200, 4096 x 1024 x 4096 + bias + GELU: 64x256 pingpong 95.3 us, 128x128
+    // pingpong 98.3, cooperative 128x256 94.4; priced overlapped they were 70.1 and 60.1 us, in
+    // series 92.6 and 86.6). Where K is short it overlapped by about half (8192 x 256 x 4096:
+    // 39.1 and 40.1 us against 46.9 in series and 31.4 overlapped), not priced.
     if (gemm_on_wgmma() && !opt_.two_level) {
       c_.t_epilogue_maps = c_.t_fp32 + c_.t_sfu;
       compute_t = c_.t_tensor + c_.t_tile_turnover;
@@ -760,7 +769,7 @@ class KernelModel {
   }
 
   /** m64 subtiles of a GEMM tile's rows each consumer warpgroup holds (wgmma's m64; at least 1). */
-  double m64_subtiles_per_consumer() const { return std::max(1.0, static_cast<double>(spec_.gemm->TM) / std::max(1, c_.warps / 4) / 64); }
+  double m64_subtiles_per_consumer() const { return std::max(1.0, static_cast<double>(spec_.gemm->TM) / std::max(1, spec_.gemm->tile_consumers()) / 64); }
 
   /** The persistent wgmma GEMM's TMA ring (emit/cuda/gemm.cpp): a stage's slot is refilled only
    *  after its consumers' MMAs on it completed, so it turns over once per (load round trip +

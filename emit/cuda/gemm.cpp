@@ -28,6 +28,11 @@
 //   The kernel is persistent: one block per SM walks the output tiles `gridDim.x` apart, the
 //   ring's stage and phase counting on across tiles, so the producer loads the next tile while
 //   the consumers store the last (CUTLASS's persistent kernels).
+//   With `warps 8 pingpong` (GemmForm::pingpong) the two consumers take whole tiles in turn (tile
+//   t of the block's walk is consumer t % 2's) and walk the other's chunks through the ring
+//   uncounted; named barriers 3 and 4 order their main loops (consumer 0 first, each hands over
+//   once its MMAs are issued), which also keeps a consumer from waiting on a ring stage two
+//   phases ahead of the producer (without them the kernel hung: session 34).
 // - 8-bit floats (fp8e4m3, fp8e5m2) have the wgmma path alone; where it cannot run the launcher
 //   fails with the reason.
 #include "emit/cuda/preamble.hpp"
@@ -53,8 +58,9 @@ struct GemmKernel {
 void head_comment(const GemmKernel& gk, bool warp_rows) {
   const GemmForm& g = gk.g;
   gk.code.line(describe_plan(gk.kc.plan));
-  gk.code.line("// strategy gemm: M = " + g.M + " (group " + std::to_string(g.TM) + ", " + std::to_string(g.warps) + " warps" +
-               (warp_rows ? " x " + std::to_string(g.TM / g.warps) + " rows" : std::string()) + "), N = " + g.N + " (group " + std::to_string(g.TN) +
+  const int warps = warp_rows ? g.sync_warps() : g.warps;
+  gk.code.line("// strategy gemm: M = " + g.M + " (group " + std::to_string(g.TM) + ", " + std::to_string(warps) + " warps" +
+               (warp_rows ? " x " + std::to_string(g.TM / warps) + " rows" : std::string()) + "), N = " + g.N + " (group " + std::to_string(g.TN) +
                "), K = " + g.K + " (" + g.k_note + ")");
 }
 
@@ -77,7 +83,7 @@ void head_cp_async(const GemmKernel& gk) {
   code.line("// mma.sync variant (sm_80 and later): " + std::to_string(gk.path.stages) + "-stage cp.async pipeline; " + gk.path.atom->ptx + "; " +
             (int8 ? "int32" : "fp32") + " accumulators in registers");
   head_namespace(gk);
-  code.line("constexpr int WARPS = " + std::to_string(g.warps) + ", THREADS = WARPS * 32, STAGES = " + std::to_string(gk.path.stages) + ";");
+  code.line("constexpr int WARPS = " + std::to_string(g.sync_warps()) + ", THREADS = WARPS * 32, STAGES = " + std::to_string(gk.path.stages) + ";");
   code.line("constexpr int WM = T_M / WARPS, MT = WM / 16, NT = T_N / 8;  // rows per warp; m16 and n8 tiles per warp");
   std::int64_t off = 0;
   for (const auto& t : g.tiles) {
@@ -105,7 +111,10 @@ void head_tma_constants(const GemmKernel& gk, const std::string& wg_fn) {
   const MmaShape& mma = *gk.path.atom;
   const int consumers = g.warps / 4;
   code.line("// wgmma variant (sm_90a): warpgroup 0 loads by TMA into a " + std::to_string(gk.path.stages) + "-stage ring of 128-byte-swizzled tiles;");
-  code.line("// " + std::to_string(consumers) + " consumer warpgroup(s) x " + std::to_string(g.TM / consumers) + " rows of " + g.M + " issue " +
+  if (g.pingpong)
+    code.line("// pingpong: the " + std::to_string(consumers) + " consumer warpgroups take the output tiles in turn, their main loops one after the other (named barriers " +
+              "3 + cw), so that one's epilogue may run beside the other's MMAs (CUTLASS's ping-pong Hopper kernels);");
+  code.line("// " + std::to_string(consumers) + " consumer warpgroup(s) x " + std::to_string(g.TM / g.tile_consumers()) + " rows of " + g.M + " issue " +
             mma.ptx.substr(0, mma.ptx.find(".m64")) + ".m64n" + std::to_string(g.TN) + "k" + std::to_string(mma.k) + " on SMEM descriptors, " +
             (is_integer_dtype(g.dtype) ? "int32" : "fp32") + " accumulators in registers");
   code.open("namespace wg");
@@ -121,8 +130,8 @@ void head_tma_constants(const GemmKernel& gk, const std::string& wg_fn) {
   code.line("[[maybe_unused]] constexpr int CLUSTER = " + std::to_string(spec.cluster) + ";  // blocks per cluster");
   code.line("constexpr int STAGE_BYTES = " + std::to_string(gk.stage.bytes) + ";");
   if (spec.tma_store)
-    code.line("constexpr int OUT_BYTES = T_M * 128, OUT_BUFS = " + std::to_string(spec.tma_store_buffers) +
-              ";  // the TMA store's staging buffers: T_M rows x 64 columns each, 128-byte swizzle");
+    code.line("constexpr int OUT_BYTES = " + std::string(g.pingpong ? "CONSUMERS * " : "") + "T_M * 128, OUT_BUFS = " + std::to_string(spec.tma_store_buffers) +
+              ";  // the TMA store's staging buffers: T_M rows x 64 columns each" + (g.pingpong ? " per consumer" : "") + ", 128-byte swizzle");
   code.line(std::string("constexpr size_t SMEM_BYTES = size_t{STAGES} * STAGE_BYTES") + (spec.tma_store ? " + OUT_BUFS * OUT_BYTES" : "") +
             " + 2 * STAGES * sizeof(uint64_t) + 1024;  // + barriers, + alignment");
 }
@@ -142,7 +151,8 @@ void head_tma_kernel(const GemmKernel& gk) {
   code.line(std::string("__global__ void __launch_bounds__(THREADS, 1) ") + (spec.cluster > 1 ? "NAPKIN_CLUSTER_DIMS(CLUSTER) " : "") + "kernel(" + params + ") {");
   ++code.indent;
   code.line("#if defined(__CUDA_ARCH_FEAT_SM90_ALL)");
-  code.line("constexpr int WM = T_M / CONSUMERS, MS = WM / 64;  // rows per consumer warpgroup; m64 subtiles each");
+  if (g.pingpong) code.line("constexpr int WM = T_M, MS = WM / 64;  // pingpong: every row of its own tile per consumer warpgroup; m64 subtiles");
+  else code.line("constexpr int WM = T_M / CONSUMERS, MS = WM / 64;  // rows per consumer warpgroup; m64 subtiles each");
   const std::int64_t row = gemm_swizzle_row_elems(g.dtype);  // elements per 128-byte row
   const std::string rs = std::to_string(row);
   for (const auto& L : gk.stage.tiles)
@@ -180,12 +190,14 @@ void stream_uniform(const GemmKernel& gk) {
 void stream_warp_specialised(const GemmKernel& gk) {
   Code& code = gk.code;
   const int cluster = gk.spec.cluster;
+  if (gk.g.pingpong) code.line("napkin::named_sync(3 + cw, 256);  // pingpong: this warpgroup's turn on the tensor cores");
   code.open("for (int64_t kc = 0; kc < chunks; ++kc, ++it)");
   gemm_tma_stage_wait(code);
   gemm_wgmma_issue(code, gk.g, *gk.path.atom, gk.stage.joint_first, gk.wg_name);
   code.line("if (kc > 0 && lane == 0)");
   gemm_tma_release(code, cluster, "it - 1");
   code.close();
+  if (gk.g.pingpong) code.line("napkin::named_arrive(4 - cw, 256);  // the tile's MMAs are issued: the other warpgroup's turn");
   code.line("napkin::wgmma_wait<0>();");
   gemm_wgmma_fence(code, gk.stage.joint_first >= 0 ? 1 : gk.g.gemms.size());
   code.line("if (chunks > 0 && lane == 0)  // the tile's last chunk: the producer refills it while this block stores");
@@ -205,14 +217,20 @@ void gemm_kernel(Context& c, const KernelChoice& kc, const KernelPath& path, Cod
     const std::string wg_fn = wgmma_function(*path.atom, static_cast<int>(gk.stage.joint_first >= 0 ? 2 * g.TN : g.TN), false, gk.wg_name);
     head_tma_constants(gk, wg_fn);
     head_tma_kernel(gk);
-    gemm_tma_barriers(code, spec.cluster);
+    gemm_tma_barriers(code, spec.cluster, g.tile_consumers());
     gemm_tma_producer(code, c, g, gk.stage, spec.cluster, spec.cluster_axis);
     code.line("// consumer warpgroups");
     code.line("napkin::setmaxnreg_inc<232>();");
     code.line("const int cw = threadIdx.x / 128 - 1, t = threadIdx.x % 128, warp = t / 32, lane = t % 32;");
+    if (g.pingpong) {
+      code.line("constexpr int r0 = 0;  // pingpong: this warpgroup's tile is its own, from its first row");
+      code.line("if (cw == 1) napkin::named_arrive(3, 256);  // warpgroup 0 takes the tensor cores first");
+    } else {
+      code.line("const int r0 = cw * WM;  // this warpgroup's first row of the tile");
+    }
     code.line("int64_t it = 0;  // chunks consumed by this block, over all its tiles");
     if (spec.tma_store) code.line("int sb = 0;  // staging buffers used by this warpgroup (in turn)");
-    gemm_tile_walk(code, g, spec.cluster, spec.cluster_axis);
+    gemm_tile_walk(code, g, spec.cluster, spec.cluster_axis, g.pingpong);
   } else {
     head_cp_async(gk);
     gemm_tile_origin(code, g);
@@ -226,6 +244,7 @@ void gemm_kernel(Context& c, const KernelChoice& kc, const KernelPath& path, Cod
   gemm_path_epilogue(code, c, kc, g, path, gk.stage.joint_first, stored);
   if (tma) {
     code.close();  // the tile walk
+    if (g.pingpong) code.line("if (turn % CONSUMERS == cw) napkin::named_sync(3 + cw, 256);  // the turn no tile took: the other warpgroup's last arrival");
     if (spec.tma_store) code.line("if (t == 0) napkin::bulk_wait<0>();  // this warpgroup's TMA stores are complete");
     code.close();  // the consumers' branch
     if (spec.cluster > 1) code.line("napkin::cluster_sync();  // neither block leaves while the other may still signal its barriers");

@@ -61,9 +61,11 @@ void gemm_band_chunks(Code& code, const GemmForm& g);
  *  tiles of M x tiles of N, the cluster's axis rounded up to whole clusters, x the batch axes). */
 void gemm_tile_count(Code& code, const GemmForm& g, const std::string& cluster_axis);
 /** Opens the persistent walk over output tiles (virtual block `vb` from blockIdx.x, gridDim.x
- *  apart, below tile_blocks; in band order the odd rounds mirrored, GemmForm::band_order) and
- *  decodes each tile's origin (gemm_tile_origin). The caller closes it. */
-void gemm_tile_walk(Code& code, const GemmForm& g, int cluster, const std::string& cluster_axis);
+ *  apart, below tile_blocks; in band order the odd rounds mirrored, GemmForm::band_order), counting
+ *  them in `turn`, and decodes each tile's origin (gemm_tile_origin). With `pingpong_consumer`
+ *  (GemmForm::pingpong, a consumer's walk) consumer `cw` takes the turns t with t % CONSUMERS ==
+ *  cw and passes the others' chunks in its ring count `it`. The caller closes it. */
+void gemm_tile_walk(Code& code, const GemmForm& g, int cluster, const std::string& cluster_axis, bool pingpong_consumer = false);
 
 /** Emits the flash grid decode from blockIdx.x: `tiles_q`, `o_<M>` (the q tile's origin), the
  *  batch indices `i_<b>` and `n_q` (the tile's valid rows, >= 1). Without a causal skip the q
@@ -348,8 +350,10 @@ struct GemmTmaStage {
  *  along `cluster_axis`) are split into `cluster` times as many boxes, multicast by the ranks in
  *  turn. Its bytes equal lowering's (gemm_wgmma_stage_bytes; an internal error otherwise). */
 GemmTmaStage gemm_tma_stage(const GemmForm& g, int cluster, const std::string& cluster_axis);
-/** Emits the full/empty mbarriers of the ring, initialised before any block of the cluster signals. */
-void gemm_tma_barriers(Code& code, int cluster);
+/** Emits the full/empty mbarriers of the ring, initialised before any block of the cluster
+ *  signals; a stage is empty once the 4 warps of each of `releasers` consumer warpgroups of every
+ *  block of the cluster released it (GemmForm::tile_consumers). */
+void gemm_tma_barriers(Code& code, int cluster, int releasers);
 /** Emits warpgroup 0, the producer: one thread walks this block's tiles and streams their chunks
  *  into the ring by TMA (multicast for a cluster's shared tiles), each stage reused once the
  *  consumers of every block of the cluster released it; then opens the consumers' branch

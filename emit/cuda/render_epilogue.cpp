@@ -96,7 +96,7 @@ void gemm_fragment_loops(Code& code, const KernelPath& p, bool by_32_columns, co
   code.open(by_32_columns ? "for (int ng = 0; ng < T_N / 32; ++ng)" : p.wgmma() ? "for (int nt = 0; nt < T_N / 8; ++nt)" : "for (int nt = 0; nt < NT; ++nt)");
   code.line("#pragma unroll");
   code.open("for (int h = 0; h < 2; ++h)");
-  const std::string row = p.wgmma() ? "const int row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8" : "const int row = warp * WM + mt * 16 + lane / 4 + h * 8";
+  const std::string row = p.wgmma() ? "const int row = r0 + ms * 64 + warp * 16 + lane / 4 + h * 8" : "const int row = warp * WM + mt * 16 + lane / 4 + h * 8";
   code.line(row + (by_32_columns ? ";" : ", col = nt * 8 + (lane % 4) * 2;"));
   body();
   code.close();

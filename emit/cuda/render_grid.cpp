@@ -84,12 +84,19 @@ void gemm_tile_count(Code& code, const GemmForm& g, const std::string& cluster_a
   code.line("const int64_t tile_blocks = " + total + ";  // the non-persistent grid: one block per output tile");
 }
 
-void gemm_tile_walk(Code& code, const GemmForm& g, int cluster, const std::string& cluster_axis) {
+void gemm_tile_walk(Code& code, const GemmForm& g, int cluster, const std::string& cluster_axis, bool pingpong_consumer) {
+  code.line("[[maybe_unused]] int64_t turn = 0;  // tiles this block walked");
   if (g.band_order)  // snake order: a block that took a long tile takes a short one next (GemmForm::band_order)
-    code.open("for (int64_t round = 0, vb = blockIdx.x; vb < tile_blocks; ++round, vb = round * gridDim.x + (round % 2 ? gridDim.x - 1 - blockIdx.x : blockIdx.x))");
+    code.open("for (int64_t round = 0, vb = blockIdx.x; vb < tile_blocks; ++round, ++turn, vb = round * gridDim.x + (round % 2 ? gridDim.x - 1 - blockIdx.x : blockIdx.x))");
   else
-    code.open("for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x)");
+    code.open("for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x, ++turn)");
   gemm_tile_origin(code, g, cluster, cluster_axis, "vb");
+  if (pingpong_consumer) {
+    code.open("if (turn % CONSUMERS != cw)");
+    code.line("it += chunks;  // pingpong: the other consumer's tile; its chunks pass through the ring before this one's next");
+    code.line("continue;");
+    code.close();
+  }
 }
 
 void flash_tile_origin(Code& k, const FlashForm& f) {

@@ -126,7 +126,7 @@ std::string gemm_tma_launch(const Context& c, const KernelChoice& kc, const Gemm
   std::vector<TmaOperand> ops;
   for (const auto& L : st.tiles) ops.push_back({L.t->array, L.t->cols, L.t->rows, L.box_inner, L.box_outer});
   if (spec.tma_store)
-    for (const auto& out : kc.cost.outputs) ops.push_back({out, g.N, g.M, 64, static_cast<std::uint32_t>(g.TM / (g.warps / 4)), c.dtype(out)});
+    for (const auto& out : kc.cost.outputs) ops.push_back({out, g.N, g.M, 64, static_cast<std::uint32_t>(g.TM / g.tile_consumers()), c.dtype(out)});
   // Persistent grid: at most one block per SM (the SMEM ring fills the SM), whole clusters.
   const std::string grid = "napkin::persistent_grid(blocks, " + std::to_string(spec.cluster) + ")";
   return tma_launch(c, kernel_ns(kc.plan.name), ops, g.dtype, fallback, "true", grid, spec.tma_store ? ", napkin::tma_store_enabled()" : "");

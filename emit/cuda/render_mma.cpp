@@ -185,7 +185,7 @@ void gemm_wgmma_issue(Code& code, const GemmForm& g, const MmaShape& mma, int jo
   const std::string row = std::to_string(gemm_swizzle_row_elems(g.dtype)), esize = std::to_string(dtype_bits(g.dtype) / 8);
   auto desc = [&](const GemmOperand& o, bool is_a) {
     const std::string R = is_a ? "T_M" : "T_N";
-    const std::string row0 = is_a ? "(cw * WM + ms * 64)" : "0";
+    const std::string row0 = is_a ? "(r0 + ms * 64)" : "0";
     if (o.k_inner)  // [T_K/row blocks][R rows][row]: advance 32 bytes per MMA k step inside the swizzle atom
       return "napkin::smem_desc(st + OFF_" + o.array + " + (kk / " + row + ") * " + R + " * 128 + " + row0 + " * 128 + (kk % " + row + ") * " + esize +
              ", 16, 1024)";

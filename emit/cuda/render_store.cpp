@@ -91,9 +91,10 @@ void gemm_tma_store_epilogue(Code& code, Context& c, const KernelChoice& kc, con
     code.line("napkin::named_sync(1 + cw, 128);");
     code.line("#pragma unroll");
     code.open("for (int ms = 0; ms < MS; ++ms)");
-    code.line("const int row0 = cw * WM + ms * 64 + warp * 16;  // this warp's 16 rows of the m64 subtile");
-    code.line("// stmatrix: lanes 8i..8i+7 address the rows of matrix i (rows 8 (i % 2).., 16-byte chunk i / 2 of the pair)");
-    code.line("const int srow = row0 + ((lane / 8) % 2) * 8 + lane % 8, schunk = lane / 16;");
+    code.line("const int row0 = r0 + ms * 64 + warp * 16;  // this warp's 16 rows of the m64 subtile, in the tile");
+    code.line("// stmatrix: lanes 8i..8i+7 address the rows of matrix i (rows 8 (i % 2).., 16-byte chunk i / 2 of the pair), in this");
+    code.line("// warpgroup's rows of the staging buffer (cw * WM on: with pingpong each stages its own tile)");
+    code.line("const int srow = cw * WM - r0 + row0 + ((lane / 8) % 2) * 8 + lane % 8, schunk = lane / 16;");
     code.line("#pragma unroll");
     code.open("for (int j = 0; j < 4; ++j)");
     code.line("const int nt0 = cb * 8 + j * 2;  // 8-column blocks nt0, nt0 + 1: 16-byte chunks 2j, 2j + 1 of the block's rows");
@@ -106,7 +107,7 @@ void gemm_tma_store_epilogue(Code& code, Context& c, const KernelChoice& kc, con
     code.line("napkin::fence_proxy_async();  // the writes, before the TMA store reads them");
     code.line("napkin::named_sync(1 + cw, 128);");
     code.open("if (t == 0)");
-    code.line("napkin::tma_store(&tm_" + out + ", ob + cw * WM * 128, static_cast<int>(o_" + g.N + ") + cb * 64, static_cast<int>(o_" + g.M + ") + cw * WM" +
+    code.line("napkin::tma_store(&tm_" + out + ", ob + cw * WM * 128, static_cast<int>(o_" + g.N + ") + cb * 64, static_cast<int>(o_" + g.M + ") + r0" +
               batch + ");");
     code.line("napkin::bulk_commit();");
     code.close();

@@ -68,11 +68,14 @@ GemmTmaStage gemm_tma_stage(const GemmForm& g, int cluster, const std::string& c
   return st;
 }
 
-void gemm_tma_barriers(Code& code, int cluster) {
+void gemm_tma_barriers(Code& code, int cluster, int releasers) {
   code.open("if (threadIdx.x == 0)");
   code.open("for (int s = 0; s < STAGES; ++s)");
   code.line("napkin::mbar_init(&full[s], 1);");
-  code.line("napkin::mbar_init(&empty[s], CLUSTER * CONSUMERS * 4);  // one arrival per consumer warp of every block in the cluster");
+  if (releasers == 1)
+    code.line("napkin::mbar_init(&empty[s], CLUSTER * 4);  // one arrival per warp of the consumer whose tile it holds, in every block of the cluster");
+  else
+    code.line("napkin::mbar_init(&empty[s], CLUSTER * CONSUMERS * 4);  // one arrival per consumer warp of every block in the cluster");
   code.close();
   code.line("napkin::mbar_init_fence();");
   code.close();

@@ -754,6 +754,49 @@ TEST_CASE("a wgmma gemm's tile turnover and staging run in series with its MMAs"
   CHECK(dv.chosen.cost.t_total <= wide.t_total * 1.001);
 }
 
+TEST_CASE("a pingpong wgmma gemm's consumers take whole tiles in turn, priced as measured: the epilogue in series", "[derive][gemm][pingpong]") {
+  // Y = gelu(X W + bias) at 4096 x 1024 x 4096 on the H200: the cooperative 128x256 tile against
+  // 64x256 tiles each consumer warpgroup takes whole (warps 8 pingpong). Session 34: 94.4 us and
+  // 95.3 us, the epilogue not overlapped with the other consumer's MMAs.
+  const Hardware hw = load_hardware("h200");
+  Loaded l = load("matmul_bias_gelu.napkin");
+  const std::string head = "schedule s for matmul_bias_gelu\nkernel Y\n  fuse Y\n  group t by ";
+  const KernelCost co = priced_by_schedule(l, head + "128\n  group f by 256\n  stream m by 64\n  warps 8\n", hw);
+  const std::string pingpong = head + "64\n  group f by 256\n  stream m by 64\n  warps 8 pingpong\n";
+  const KernelCost pp = priced_by_schedule(l, pingpong, hw);
+  REQUIRE(pp.spec->wgmma);
+  REQUIRE(pp.spec->gemm->pingpong);
+  REQUIRE(pp.spec->tma_store);
+  CHECK(pp.spec->gemm->tile_consumers() == 1);
+  CHECK(pp.spec->gemm->tiles_in_flight() == 2);
+  // each consumer stages its own tile for the TMA store
+  CHECK(pp.spec->wgmma_smem_bytes == gemm_wgmma_stage_bytes(*pp.spec->gemm) * pp.spec->wgmma_stages + pp.spec->tma_store_buffers * 2 * 64 * 128);
+  CHECK(pp.registers_per_thread >= 64 * 256 / 128);  // a whole 64x256 fp32 tile per consumer thread
+  CHECK(pp.blocks == 2 * co.blocks);  // the tiles of 64 rows
+  CHECK(pp.t_epilogue_maps > 0);
+  CHECK(pp.t_epilogue_maps == Approx(pp.t_fp32 + pp.t_sfu).epsilon(1e-9));
+  CHECK(pp.t_tile_turnover == Approx(static_cast<double>(pp.blocks) / hw.sm_count * (hw.gemm_tile_turnover_s + 4 * hw.staged_store_block_s)).epsilon(1e-9));
+  CHECK(pp.t_tile_turnover > co.t_tile_turnover);
+  CHECK(pp.t_total >= pp.t_tensor + pp.t_tile_turnover + pp.t_epilogue_maps);
+  // so the search keeps the cooperative split
+  const Derivation dv = derive(*l.program, *l.diagram, l.sizes, hw);
+  CHECK_FALSE(dv.chosen.kernels.at(0).cost.spec->gemm->pingpong);
+  CHECK(dv.chosen.cost.t_total <= pp.t_total);
+  // Without wgmma the mma.sync path runs one consumer's 4 warps on each tile, and says so.
+  const KernelCost a100 = priced_by_schedule(l, pingpong, load_hardware("a100"));
+  CHECK(!a100.spec->wgmma);
+  CHECK(a100.spec->strategy == Strategy::gemm);
+  CHECK(a100.warps == 4);
+  CHECK(describe_spec(*a100.spec).find("pingpong not applied") != std::string::npos);
+  // pingpong needs two consumer warpgroups
+  SourceManager sm;
+  DiagnosticEngine diags;
+  auto bad = parse_schedule(*sm.add("bad.schedule", head + "64\n  group f by 256\n  stream m by 64\n  warps 4 pingpong\n"), diags);
+  REQUIRE(bad);
+  CHECK(!check_schedule(*l.program, *l.diagram, *bad, l.sizes, hw, {}, diags));
+  CHECK(diags.render().find("'pingpong' needs 'warps 8'") != std::string::npos);
+}
+
 TEST_CASE("napkin bench --candidates: schedules near the derived one, legal, distinct, ranked by the model", "[derive][candidates]") {
   const Hardware h100 = load_hardware("h100");
   for (const char* file : {"matmul.napkin", "attention.napkin"}) {

@@ -9,6 +9,9 @@
 #include <regex>
 #include <unistd.h>
 
+#include "derive/check_schedule.hpp"
+#include "derive/derivation.hpp"
+#include "derive/search.hpp"
 #include "emit/cuda_emitter.hpp"
 #include "tests/support/run.hpp"
 
@@ -218,5 +221,100 @@ TEST_CASE("napkin emit --target cuda: a call argument the callee cannot read in 
   RunResult d = run_napkin("derive " + dir + "/c.napkin --hw h100");
   INFO(d.output);
   CHECK(d.output.find("after 1 SIMT copy of its arguments (argument 1, an expression)") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+/** `dv`'s schedule with its gemm kernels ping-ponged (`warps 8 pingpong`, M grouped by `tm`, N by
+ *  `tn` where N is grouped), checked and derived again on `hw`. */
+Derivation pingponged(const LoadedDiagram& l, const Derivation& dv, const Hardware& hw, std::int64_t tm, std::int64_t tn, bool cluster) {
+  Schedule s = dv.chosen.schedule;
+  for (std::size_t k = 0; k < s.kernels.size(); ++k) {
+    const KernelSpec& spec = *dv.chosen.kernels.at(k).cost.spec;
+    if (!spec.gemm) continue;
+    std::vector<Directive>& dirs = s.kernels[k].directives;
+    std::erase_if(dirs, [](const Directive& d) { return d.kind == Directive::Kind::warps || d.kind == Directive::Kind::cluster; });
+    for (auto& d : dirs)
+      if (d.kind == Directive::Kind::group) d.size = d.names.at(0) == spec.gemm->M ? tm : d.names.at(0) == spec.gemm->N ? tn : d.size;
+    Directive w;
+    w.kind = Directive::Kind::warps, w.size = 8, w.pingpong = true;
+    dirs.push_back(w);
+    if (cluster) {
+      Directive c;
+      c.kind = Directive::Kind::cluster, c.names = {spec.gemm->M}, c.name_locs = {SourceLoc{}}, c.size = 2;
+      dirs.push_back(c);
+    }
+  }
+  SourceManager sm;
+  DiagnosticEngine diags;
+  auto parsed = parse_schedule(*sm.add("pingpong.schedule", print_schedule(s)), diags);
+  REQUIRE(parsed);
+  CHECK(print_schedule(*parsed) == print_schedule(s));  // `warps 8 pingpong` round-trips
+  auto checked = check_schedule(*l.program, *l.diagram, *parsed, l.sizes, hw, {}, diags);
+  INFO(diags.render());
+  REQUIRE(checked);
+  return derive_given(*l.program, *l.diagram, l.sizes, hw, result_of(*parsed, *checked));
+}
+
+}  // namespace
+
+TEST_CASE("pingpong gemms: each consumer warpgroup takes whole tiles in turn, as the spec says, and compiles for sm_90a", "[emit][cuda][pingpong]") {
+  const Hardware hw = load_hardware("h100");
+  const std::string dir = std::filesystem::temp_directory_path().string() + "/napkin-pingpong-" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  struct Case {
+    std::string file;
+    std::int64_t tm, tn;
+    bool cluster;
+    SizeMap sizes;
+  };
+  // GELU epilogue through TMA stores (m64 tiles, and 128-row tiles of two m64 subtiles), in a
+  // cluster; a banded gemm (tiles of unequal chunks in snake order; rows and columns that divide
+  // no tile, rows of Ab 1024 bytes for TMA); a residual read along both output axes in the epilogue
+  // (each element's row in its tile, not in the staging buffer).
+  const std::vector<Case> cases{{"diagrams/library/matmul_bias_gelu.napkin", 64, 256, false, {}},
+                                {"diagrams/library/matmul_bias_gelu.napkin", 128, 128, true, {}},
+                                {"tests/gpu/banded_matmul.napkin", 64, 64, false, {{"k", 512}}},
+                                {"tests/gpu/matmul_residual.napkin", 64, 256, false, {}}};
+  int n = 0;
+  for (const Case& c : cases) {
+    INFO(c.file << " T_M " << c.tm << " T_N " << c.tn << (c.cluster ? " cluster" : ""));
+    LoadedDiagram l = load_library(std::string(NAPKIN_SOURCE_DIR) + "/" + c.file);
+    for (const auto& [axis, size] : c.sizes) l.sizes[axis] = size;
+    const Derivation dv = pingponged(l, derive(*l.program, *l.diagram, l.sizes, hw), hw, c.tm, c.tn, c.cluster);
+    const std::string text = emit_cuda(*l.program, *l.diagram, dv, hw);
+    for (const auto& kc : dv.chosen.kernels) {
+      const KernelSpec& spec = *kc.cost.spec;
+      if (!spec.gemm) continue;
+      INFO(describe_spec(spec));
+      REQUIRE(spec.wgmma);
+      CHECK(spec.gemm->pingpong);
+      CHECK(spec.gemm->tile_consumers() == 1);
+      CHECK(describe_spec(spec).find("(pingpong)") != std::string::npos);
+      CHECK(kc.cost.warps == 8);
+      // each consumer holds a whole tile's accumulators; the mma.sync path runs 4 warps on one tile
+      CHECK(kc.cost.registers_per_thread >= static_cast<int>(spec.gemm->TM * spec.gemm->TN / 128));
+      CHECK(text.find("constexpr int WARPS = 4,") != std::string::npos);
+      CHECK(text.find("constexpr int WM = T_M, MS = WM / 64;") != std::string::npos);
+      CHECK(text.find("napkin::mbar_init(&empty[s], CLUSTER * 4);") != std::string::npos);
+      CHECK(text.find("if (turn % CONSUMERS != cw)") != std::string::npos);
+      CHECK(count(text, "napkin::named_sync(3 + cw, 256);") == 2);  // each tile's turn, and the turn no tile took
+      CHECK(text.find("napkin::named_arrive(4 - cw, 256);") != std::string::npos);
+      if (spec.tma_store) {
+        CHECK(text.find("constexpr int OUT_BYTES = CONSUMERS * T_M * 128,") != std::string::npos);
+        CHECK(text.find("const int row0 = r0 + ms * 64 + warp * 16;") != std::string::npos);
+        CHECK(text.find("const int srow = cw * WM - r0 + row0 +") != std::string::npos);
+      }
+      ++n;
+    }
+    if (std::string(NAPKIN_NVCC).empty()) continue;
+    const std::string cu = dir + "/pingpong" + std::to_string(n) + ".cu";
+    std::ofstream(cu) << text;
+    const std::string ptx = ptx_of(cu, "sm_90a", dir);
+    CHECK(count(ptx, "wgmma.mma_async") > 0);
+    CHECK(count(ptx, "bar.arrive") > 0);
+  }
+  CHECK(n == 4);
   std::filesystem::remove_all(dir);
 }

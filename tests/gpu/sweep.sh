@@ -51,6 +51,8 @@ add mm-1000x1000x1000 "$lib/matmul.napkin" --set a=1000 --set b=1000 --set c=100
 add mm-777x333x1001 "$lib/matmul.napkin" --set a=777 --set b=333 --set c=1001
 add mm-fp16-1000x520x3000 "$gpu/matmul_fp16.napkin" --set a=1000 --set b=520 --set c=3000
 add mm-out-transposed "$gpu/matmul_out_transposed.napkin"
+# two consumer warpgroups taking tiles in turn (warps 8 pingpong), an epilogue input read along both axes
+add mm-residual-pingpong-333x512x520 "$gpu/matmul_residual.napkin" --schedule "$gpu/matmul_residual_pingpong.schedule" --set t=333 --set m=512 --set f=520
 add mm-out-transposed-1000x333x520 "$gpu/matmul_out_transposed.napkin" --set a=1000 --set b=333 --set c=520
 add dual-gemm-1000x520x3000 "$gpu/dual_gemm.napkin" --set t=1000 --set m=520 --set f=3000
 add dual-gemm-333x200x130 "$gpu/dual_gemm.napkin" --set t=333 --set m=200 --set f=130

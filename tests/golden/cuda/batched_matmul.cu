@@ -887,7 +887,8 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
       napkin::setmaxnreg_dec<40>();
       if (threadIdx.x == 0) {
         int64_t it = 0;  // chunks loaded by this block, over all its tiles
-        for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x) {
+        [[maybe_unused]] int64_t turn = 0;  // tiles this block walked
+        for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x, ++turn) {
           // grid: clusters of 2 blocks over 2 tiles of a and one of c; cluster rows of a x tiles of c, in groups of 8 a tiles; then batch axes n
           const int64_t tiles_m = (N_a + T_M - 1) / T_M, tiles_n = (N_c + T_N - 1) / T_N;
           const int64_t rows = (tiles_m + CLUSTER - 1) / CLUSTER;
@@ -921,9 +922,11 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
       // consumer warpgroups
       napkin::setmaxnreg_inc<232>();
       const int cw = threadIdx.x / 128 - 1, t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
+      const int r0 = cw * WM;  // this warpgroup's first row of the tile
       int64_t it = 0;  // chunks consumed by this block, over all its tiles
       int sb = 0;  // staging buffers used by this warpgroup (in turn)
-      for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x) {
+      [[maybe_unused]] int64_t turn = 0;  // tiles this block walked
+      for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x, ++turn) {
         // grid: clusters of 2 blocks over 2 tiles of a and one of c; cluster rows of a x tiles of c, in groups of 8 a tiles; then batch axes n
         const int64_t tiles_m = (N_a + T_M - 1) / T_M, tiles_n = (N_c + T_N - 1) / T_N;
         const int64_t rows = (tiles_m + CLUSTER - 1) / CLUSTER;
@@ -950,7 +953,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
             const uint64_t db_B = napkin::smem_desc(st + OFF_B + 0 / 64 * T_K * 128 + kk * 128, T_K * 128, 1024);
             #pragma unroll
             for (int ms = 0; ms < MS; ++ms) {
-              const uint64_t da = napkin::smem_desc(st + OFF_A + (kk / 64) * T_M * 128 + (cw * WM + ms * 64) * 128 + (kk % 64) * 2, 16, 1024);
+              const uint64_t da = napkin::smem_desc(st + OFF_A + (kk / 64) * T_M * 128 + (r0 + ms * 64) * 128 + (kk % 64) * 2, 16, 1024);
               wgmma_m64n256k16_bf16<0, 1>(acc0[ms], da, db_B);
             }
           }
@@ -983,9 +986,10 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
               napkin::named_sync(1 + cw, 128);
               #pragma unroll
               for (int ms = 0; ms < MS; ++ms) {
-                const int row0 = cw * WM + ms * 64 + warp * 16;  // this warp's 16 rows of the m64 subtile
-                // stmatrix: lanes 8i..8i+7 address the rows of matrix i (rows 8 (i % 2).., 16-byte chunk i / 2 of the pair)
-                const int srow = row0 + ((lane / 8) % 2) * 8 + lane % 8, schunk = lane / 16;
+                const int row0 = r0 + ms * 64 + warp * 16;  // this warp's 16 rows of the m64 subtile, in the tile
+                // stmatrix: lanes 8i..8i+7 address the rows of matrix i (rows 8 (i % 2).., 16-byte chunk i / 2 of the pair), in this
+                // warpgroup's rows of the staging buffer (cw * WM on: with pingpong each stages its own tile)
+                const int srow = cw * WM - r0 + row0 + ((lane / 8) % 2) * 8 + lane % 8, schunk = lane / 16;
                 #pragma unroll
                 for (int j = 0; j < 4; ++j) {
                   const int nt0 = cb * 8 + j * 2;  // 8-column blocks nt0, nt0 + 1: 16-byte chunks 2j, 2j + 1 of the block's rows
@@ -1009,7 +1013,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
               napkin::fence_proxy_async();  // the writes, before the TMA store reads them
               napkin::named_sync(1 + cw, 128);
               if (t == 0) {
-                napkin::tma_store(&tm_C, ob + cw * WM * 128, static_cast<int>(o_c) + cb * 64, static_cast<int>(o_a) + cw * WM, static_cast<int>(i_n));
+                napkin::tma_store(&tm_C, ob + cw * WM * 128, static_cast<int>(o_c) + cb * 64, static_cast<int>(o_a) + r0, static_cast<int>(i_n));
                 napkin::bulk_commit();
               }
               ++sb;
@@ -1024,7 +1028,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
               for (int nt = 0; nt < T_N / 8; ++nt) {
                 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
-                  const int row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;
+                  const int row = r0 + ms * 64 + warp * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;
                   const int64_t i_a = o_a + row;
                   float v_C[2];
                   #pragma unroll
@@ -1043,7 +1047,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
               for (int nt = 0; nt < T_N / 8; ++nt) {
                 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
-                  const int row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;
+                  const int row = r0 + ms * 64 + warp * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;
                   if (row < n_M && col < n_N) {
                     const int64_t i_a = o_a + row;
                     float v_C[2] = {}; int64_t x_C[2] = {};

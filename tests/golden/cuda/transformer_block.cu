@@ -1077,7 +1077,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16(float (&d)[64], uint64_t d
     if (threadIdx.x == 0) {
       for (int s = 0; s < STAGES; ++s) {
         napkin::mbar_init(&full[s], 1);
-        napkin::mbar_init(&empty[s], CLUSTER * CONSUMERS * 4);  // one arrival per consumer warp of every block in the cluster
+        napkin::mbar_init(&empty[s], CLUSTER * 4);  // one arrival per warp of the consumer whose tile it holds, in every block of the cluster
       }
       napkin::mbar_init_fence();
     }
@@ -1087,7 +1087,8 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16(float (&d)[64], uint64_t d
       napkin::setmaxnreg_dec<40>();
       if (threadIdx.x == 0) {
         int64_t it = 0;  // chunks loaded by this block, over all its tiles
-        for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x) {
+        [[maybe_unused]] int64_t turn = 0;  // tiles this block walked
+        for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x, ++turn) {
           // grid: tiles of s x tiles of d, in groups of 8 s tiles; then batch axes b, g, r
           const int64_t tiles_m = (N_s + T_M - 1) / T_M, tiles_n = (N_d + T_N - 1) / T_N;
           int64_t bid = vb;
@@ -1116,9 +1117,11 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16(float (&d)[64], uint64_t d
       // consumer warpgroups
       napkin::setmaxnreg_inc<232>();
       const int cw = threadIdx.x / 128 - 1, t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
+      const int r0 = cw * WM;  // this warpgroup's first row of the tile
       int64_t it = 0;  // chunks consumed by this block, over all its tiles
       int sb = 0;  // staging buffers used by this warpgroup (in turn)
-      for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x) {
+      [[maybe_unused]] int64_t turn = 0;  // tiles this block walked
+      for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x, ++turn) {
         // grid: tiles of s x tiles of d, in groups of 8 s tiles; then batch axes b, g, r
         const int64_t tiles_m = (N_s + T_M - 1) / T_M, tiles_n = (N_d + T_N - 1) / T_N;
         int64_t bid = vb;
@@ -1146,7 +1149,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16(float (&d)[64], uint64_t d
             const uint64_t db_Wq = napkin::smem_desc(st + OFF_Wq + 0 / 64 * T_K * 128 + kk * 128, T_K * 128, 1024);
             #pragma unroll
             for (int ms = 0; ms < MS; ++ms) {
-              const uint64_t da = napkin::smem_desc(st + OFF_H1 + (kk / 64) * T_M * 128 + (cw * WM + ms * 64) * 128 + (kk % 64) * 2, 16, 1024);
+              const uint64_t da = napkin::smem_desc(st + OFF_H1 + (kk / 64) * T_M * 128 + (r0 + ms * 64) * 128 + (kk % 64) * 2, 16, 1024);
               wgmma_m64n128k16_bf16<0, 1>(acc0[ms], da, db_Wq);
             }
           }
@@ -1179,9 +1182,10 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16(float (&d)[64], uint64_t d
               napkin::named_sync(1 + cw, 128);
               #pragma unroll
               for (int ms = 0; ms < MS; ++ms) {
-                const int row0 = cw * WM + ms * 64 + warp * 16;  // this warp's 16 rows of the m64 subtile
-                // stmatrix: lanes 8i..8i+7 address the rows of matrix i (rows 8 (i % 2).., 16-byte chunk i / 2 of the pair)
-                const int srow = row0 + ((lane / 8) % 2) * 8 + lane % 8, schunk = lane / 16;
+                const int row0 = r0 + ms * 64 + warp * 16;  // this warp's 16 rows of the m64 subtile, in the tile
+                // stmatrix: lanes 8i..8i+7 address the rows of matrix i (rows 8 (i % 2).., 16-byte chunk i / 2 of the pair), in this
+                // warpgroup's rows of the staging buffer (cw * WM on: with pingpong each stages its own tile)
+                const int srow = cw * WM - r0 + row0 + ((lane / 8) % 2) * 8 + lane % 8, schunk = lane / 16;
                 #pragma unroll
                 for (int j = 0; j < 4; ++j) {
                   const int nt0 = cb * 8 + j * 2;  // 8-column blocks nt0, nt0 + 1: 16-byte chunks 2j, 2j + 1 of the block's rows
@@ -1205,7 +1209,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16(float (&d)[64], uint64_t d
               napkin::fence_proxy_async();  // the writes, before the TMA store reads them
               napkin::named_sync(1 + cw, 128);
               if (t == 0) {
-                napkin::tma_store(&tm_Q, ob + cw * WM * 128, static_cast<int>(o_d) + cb * 64, static_cast<int>(o_s) + cw * WM, static_cast<int>(i_r), static_cast<int>(i_g), static_cast<int>(i_b));
+                napkin::tma_store(&tm_Q, ob + cw * WM * 128, static_cast<int>(o_d) + cb * 64, static_cast<int>(o_s) + r0, static_cast<int>(i_r), static_cast<int>(i_g), static_cast<int>(i_b));
                 napkin::bulk_commit();
               }
               ++sb;
@@ -1220,7 +1224,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16(float (&d)[64], uint64_t d
               for (int nt = 0; nt < T_N / 8; ++nt) {
                 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
-                  const int row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;
+                  const int row = r0 + ms * 64 + warp * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;
                   const int64_t i_s = o_s + row;
                   float v_Q[2];
                   #pragma unroll
@@ -1239,7 +1243,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16(float (&d)[64], uint64_t d
               for (int nt = 0; nt < T_N / 8; ++nt) {
                 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
-                  const int row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;
+                  const int row = r0 + ms * 64 + warp * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;
                   if (row < n_M && col < n_N) {
                     const int64_t i_s = o_s + row;
                     float v_Q[2] = {}; int64_t x_Q[2] = {};
@@ -1448,7 +1452,8 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
       napkin::setmaxnreg_dec<40>();
       if (threadIdx.x == 0) {
         int64_t it = 0;  // chunks loaded by this block, over all its tiles
-        for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x) {
+        [[maybe_unused]] int64_t turn = 0;  // tiles this block walked
+        for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x, ++turn) {
           // grid: tiles of s x tiles of d, in groups of 8 s tiles; then batch axes b, g
           const int64_t tiles_m = (N_s + T_M - 1) / T_M, tiles_n = (N_d + T_N - 1) / T_N;
           int64_t bid = vb;
@@ -1478,9 +1483,11 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
       // consumer warpgroups
       napkin::setmaxnreg_inc<232>();
       const int cw = threadIdx.x / 128 - 1, t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
+      const int r0 = cw * WM;  // this warpgroup's first row of the tile
       int64_t it = 0;  // chunks consumed by this block, over all its tiles
       int sb = 0;  // staging buffers used by this warpgroup (in turn)
-      for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x) {
+      [[maybe_unused]] int64_t turn = 0;  // tiles this block walked
+      for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x, ++turn) {
         // grid: tiles of s x tiles of d, in groups of 8 s tiles; then batch axes b, g
         const int64_t tiles_m = (N_s + T_M - 1) / T_M, tiles_n = (N_d + T_N - 1) / T_N;
         int64_t bid = vb;
@@ -1507,7 +1514,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
             const uint64_t db_Wv = napkin::smem_desc(st + OFF_Wv + 0 / 64 * T_K * 128 + kk * 128, T_K * 128, 1024);  // and the B tile after it: N = 2 T_N
             #pragma unroll
             for (int ms = 0; ms < MS; ++ms) {
-              const uint64_t da = napkin::smem_desc(st + OFF_H1 + (kk / 64) * T_M * 128 + (cw * WM + ms * 64) * 128 + (kk % 64) * 2, 16, 1024);
+              const uint64_t da = napkin::smem_desc(st + OFF_H1 + (kk / 64) * T_M * 128 + (r0 + ms * 64) * 128 + (kk % 64) * 2, 16, 1024);
               wgmma_m64n256k16_bf16<0, 1>(acc0[ms], da, db_Wv);
             }
           }
@@ -1540,9 +1547,10 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
               napkin::named_sync(1 + cw, 128);
               #pragma unroll
               for (int ms = 0; ms < MS; ++ms) {
-                const int row0 = cw * WM + ms * 64 + warp * 16;  // this warp's 16 rows of the m64 subtile
-                // stmatrix: lanes 8i..8i+7 address the rows of matrix i (rows 8 (i % 2).., 16-byte chunk i / 2 of the pair)
-                const int srow = row0 + ((lane / 8) % 2) * 8 + lane % 8, schunk = lane / 16;
+                const int row0 = r0 + ms * 64 + warp * 16;  // this warp's 16 rows of the m64 subtile, in the tile
+                // stmatrix: lanes 8i..8i+7 address the rows of matrix i (rows 8 (i % 2).., 16-byte chunk i / 2 of the pair), in this
+                // warpgroup's rows of the staging buffer (cw * WM on: with pingpong each stages its own tile)
+                const int srow = cw * WM - r0 + row0 + ((lane / 8) % 2) * 8 + lane % 8, schunk = lane / 16;
                 #pragma unroll
                 for (int j = 0; j < 4; ++j) {
                   const int nt0 = cb * 8 + j * 2;  // 8-column blocks nt0, nt0 + 1: 16-byte chunks 2j, 2j + 1 of the block's rows
@@ -1566,7 +1574,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
               napkin::fence_proxy_async();  // the writes, before the TMA store reads them
               napkin::named_sync(1 + cw, 128);
               if (t == 0) {
-                napkin::tma_store(&tm_V, ob + cw * WM * 128, static_cast<int>(o_d) + cb * 64, static_cast<int>(o_s) + cw * WM, static_cast<int>(i_g), static_cast<int>(i_b));
+                napkin::tma_store(&tm_V, ob + cw * WM * 128, static_cast<int>(o_d) + cb * 64, static_cast<int>(o_s) + r0, static_cast<int>(i_g), static_cast<int>(i_b));
                 napkin::bulk_commit();
               }
               ++sb;
@@ -1577,9 +1585,10 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
               napkin::named_sync(1 + cw, 128);
               #pragma unroll
               for (int ms = 0; ms < MS; ++ms) {
-                const int row0 = cw * WM + ms * 64 + warp * 16;  // this warp's 16 rows of the m64 subtile
-                // stmatrix: lanes 8i..8i+7 address the rows of matrix i (rows 8 (i % 2).., 16-byte chunk i / 2 of the pair)
-                const int srow = row0 + ((lane / 8) % 2) * 8 + lane % 8, schunk = lane / 16;
+                const int row0 = r0 + ms * 64 + warp * 16;  // this warp's 16 rows of the m64 subtile, in the tile
+                // stmatrix: lanes 8i..8i+7 address the rows of matrix i (rows 8 (i % 2).., 16-byte chunk i / 2 of the pair), in this
+                // warpgroup's rows of the staging buffer (cw * WM on: with pingpong each stages its own tile)
+                const int srow = cw * WM - r0 + row0 + ((lane / 8) % 2) * 8 + lane % 8, schunk = lane / 16;
                 #pragma unroll
                 for (int j = 0; j < 4; ++j) {
                   const int nt0 = cb * 8 + j * 2;  // 8-column blocks nt0, nt0 + 1: 16-byte chunks 2j, 2j + 1 of the block's rows
@@ -1603,7 +1612,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
               napkin::fence_proxy_async();  // the writes, before the TMA store reads them
               napkin::named_sync(1 + cw, 128);
               if (t == 0) {
-                napkin::tma_store(&tm_K, ob + cw * WM * 128, static_cast<int>(o_d) + cb * 64, static_cast<int>(o_s) + cw * WM, static_cast<int>(i_g), static_cast<int>(i_b));
+                napkin::tma_store(&tm_K, ob + cw * WM * 128, static_cast<int>(o_d) + cb * 64, static_cast<int>(o_s) + r0, static_cast<int>(i_g), static_cast<int>(i_b));
                 napkin::bulk_commit();
               }
               ++sb;
@@ -1618,7 +1627,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
               for (int nt = 0; nt < T_N / 8; ++nt) {
                 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
-                  const int row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;
+                  const int row = r0 + ms * 64 + warp * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;
                   const int64_t i_s = o_s + row;
                   float v_V[2];
                   float v_K[2];
@@ -1640,7 +1649,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
               for (int nt = 0; nt < T_N / 8; ++nt) {
                 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
-                  const int row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;
+                  const int row = r0 + ms * 64 + warp * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;
                   if (row < n_M && col < n_N) {
                     const int64_t i_s = o_s + row;
                     float v_V[2] = {}; int64_t x_V[2] = {};
@@ -2390,7 +2399,8 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
       napkin::setmaxnreg_dec<40>();
       if (threadIdx.x == 0) {
         int64_t it = 0;  // chunks loaded by this block, over all its tiles
-        for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x) {
+        [[maybe_unused]] int64_t turn = 0;  // tiles this block walked
+        for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x, ++turn) {
           // grid: clusters of 2 blocks over 2 tiles of s and one of m; cluster rows of s x tiles of m, in groups of 8 s tiles; then batch axes b
           const int64_t tiles_m = (N_s + T_M - 1) / T_M, tiles_n = (N_m + T_N - 1) / T_N;
           const int64_t rows = (tiles_m + CLUSTER - 1) / CLUSTER;
@@ -2427,9 +2437,11 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
       // consumer warpgroups
       napkin::setmaxnreg_inc<232>();
       const int cw = threadIdx.x / 128 - 1, t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
+      const int r0 = cw * WM;  // this warpgroup's first row of the tile
       int64_t it = 0;  // chunks consumed by this block, over all its tiles
       int sb = 0;  // staging buffers used by this warpgroup (in turn)
-      for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x) {
+      [[maybe_unused]] int64_t turn = 0;  // tiles this block walked
+      for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x, ++turn) {
         // grid: clusters of 2 blocks over 2 tiles of s and one of m; cluster rows of s x tiles of m, in groups of 8 s tiles; then batch axes b
         const int64_t tiles_m = (N_s + T_M - 1) / T_M, tiles_n = (N_m + T_N - 1) / T_N;
         const int64_t rows = (tiles_m + CLUSTER - 1) / CLUSTER;
@@ -2456,7 +2468,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
             const uint64_t db_Wo = napkin::smem_desc(st + OFF_Wo + 0 / 64 * T_K * 128 + kk * 128, T_K * 128, 1024);
             #pragma unroll
             for (int ms = 0; ms < MS; ++ms) {
-              const uint64_t da = napkin::smem_desc(st + OFF_A + (kk / 64) * T_M * 128 + (cw * WM + ms * 64) * 128 + (kk % 64) * 2, 16, 1024);
+              const uint64_t da = napkin::smem_desc(st + OFF_A + (kk / 64) * T_M * 128 + (r0 + ms * 64) * 128 + (kk % 64) * 2, 16, 1024);
               wgmma_m64n256k16_bf16<0, 1>(acc0[ms], da, db_Wo);
             }
           }
@@ -2489,9 +2501,10 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
               napkin::named_sync(1 + cw, 128);
               #pragma unroll
               for (int ms = 0; ms < MS; ++ms) {
-                const int row0 = cw * WM + ms * 64 + warp * 16;  // this warp's 16 rows of the m64 subtile
-                // stmatrix: lanes 8i..8i+7 address the rows of matrix i (rows 8 (i % 2).., 16-byte chunk i / 2 of the pair)
-                const int srow = row0 + ((lane / 8) % 2) * 8 + lane % 8, schunk = lane / 16;
+                const int row0 = r0 + ms * 64 + warp * 16;  // this warp's 16 rows of the m64 subtile, in the tile
+                // stmatrix: lanes 8i..8i+7 address the rows of matrix i (rows 8 (i % 2).., 16-byte chunk i / 2 of the pair), in this
+                // warpgroup's rows of the staging buffer (cw * WM on: with pingpong each stages its own tile)
+                const int srow = cw * WM - r0 + row0 + ((lane / 8) % 2) * 8 + lane % 8, schunk = lane / 16;
                 #pragma unroll
                 for (int j = 0; j < 4; ++j) {
                   const int nt0 = cb * 8 + j * 2;  // 8-column blocks nt0, nt0 + 1: 16-byte chunks 2j, 2j + 1 of the block's rows
@@ -2515,7 +2528,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
               napkin::fence_proxy_async();  // the writes, before the TMA store reads them
               napkin::named_sync(1 + cw, 128);
               if (t == 0) {
-                napkin::tma_store(&tm_X2, ob + cw * WM * 128, static_cast<int>(o_m) + cb * 64, static_cast<int>(o_s) + cw * WM, static_cast<int>(i_b));
+                napkin::tma_store(&tm_X2, ob + cw * WM * 128, static_cast<int>(o_m) + cb * 64, static_cast<int>(o_s) + r0, static_cast<int>(i_b));
                 napkin::bulk_commit();
               }
               ++sb;
@@ -2530,7 +2543,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
               for (int nt = 0; nt < T_N / 8; ++nt) {
                 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
-                  const int row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;
+                  const int row = r0 + ms * 64 + warp * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;
                   const int64_t i_s = o_s + row;
                   float v_X2[2];
                   #pragma unroll
@@ -2550,7 +2563,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
               for (int nt = 0; nt < T_N / 8; ++nt) {
                 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
-                  const int row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;
+                  const int row = r0 + ms * 64 + warp * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;
                   if (row < n_M && col < n_N) {
                     const int64_t i_s = o_s + row;
                     float v_X2[2] = {}; int64_t x_X2[2] = {};
@@ -2944,7 +2957,8 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
       napkin::setmaxnreg_dec<40>();
       if (threadIdx.x == 0) {
         int64_t it = 0;  // chunks loaded by this block, over all its tiles
-        for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x) {
+        [[maybe_unused]] int64_t turn = 0;  // tiles this block walked
+        for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x, ++turn) {
           // grid: clusters of 2 blocks over 2 tiles of t and one of f; cluster rows of t x tiles of f, in groups of 8 t tiles; then batch axes b
           const int64_t tiles_m = (N_t + T_M - 1) / T_M, tiles_n = (N_f + T_N - 1) / T_N;
           const int64_t rows = (tiles_m + CLUSTER - 1) / CLUSTER;
@@ -2978,9 +2992,11 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
       // consumer warpgroups
       napkin::setmaxnreg_inc<232>();
       const int cw = threadIdx.x / 128 - 1, t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
+      const int r0 = cw * WM;  // this warpgroup's first row of the tile
       int64_t it = 0;  // chunks consumed by this block, over all its tiles
       int sb = 0;  // staging buffers used by this warpgroup (in turn)
-      for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x) {
+      [[maybe_unused]] int64_t turn = 0;  // tiles this block walked
+      for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x, ++turn) {
         // grid: clusters of 2 blocks over 2 tiles of t and one of f; cluster rows of t x tiles of f, in groups of 8 t tiles; then batch axes b
         const int64_t tiles_m = (N_t + T_M - 1) / T_M, tiles_n = (N_f + T_N - 1) / T_N;
         const int64_t rows = (tiles_m + CLUSTER - 1) / CLUSTER;
@@ -3007,7 +3023,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
             const uint64_t db_W3 = napkin::smem_desc(st + OFF_W3 + 0 / 64 * T_K * 128 + kk * 128, T_K * 128, 1024);  // and the B tile after it: N = 2 T_N
             #pragma unroll
             for (int ms = 0; ms < MS; ++ms) {
-              const uint64_t da = napkin::smem_desc(st + OFF_X + (kk / 64) * T_M * 128 + (cw * WM + ms * 64) * 128 + (kk % 64) * 2, 16, 1024);
+              const uint64_t da = napkin::smem_desc(st + OFF_X + (kk / 64) * T_M * 128 + (r0 + ms * 64) * 128 + (kk % 64) * 2, 16, 1024);
               wgmma_m64n256k16_bf16<0, 1>(acc0[ms], da, db_W3);
             }
           }
@@ -3040,9 +3056,10 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
               napkin::named_sync(1 + cw, 128);
               #pragma unroll
               for (int ms = 0; ms < MS; ++ms) {
-                const int row0 = cw * WM + ms * 64 + warp * 16;  // this warp's 16 rows of the m64 subtile
-                // stmatrix: lanes 8i..8i+7 address the rows of matrix i (rows 8 (i % 2).., 16-byte chunk i / 2 of the pair)
-                const int srow = row0 + ((lane / 8) % 2) * 8 + lane % 8, schunk = lane / 16;
+                const int row0 = r0 + ms * 64 + warp * 16;  // this warp's 16 rows of the m64 subtile, in the tile
+                // stmatrix: lanes 8i..8i+7 address the rows of matrix i (rows 8 (i % 2).., 16-byte chunk i / 2 of the pair), in this
+                // warpgroup's rows of the staging buffer (cw * WM on: with pingpong each stages its own tile)
+                const int srow = cw * WM - r0 + row0 + ((lane / 8) % 2) * 8 + lane % 8, schunk = lane / 16;
                 #pragma unroll
                 for (int j = 0; j < 4; ++j) {
                   const int nt0 = cb * 8 + j * 2;  // 8-column blocks nt0, nt0 + 1: 16-byte chunks 2j, 2j + 1 of the block's rows
@@ -3066,7 +3083,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
               napkin::fence_proxy_async();  // the writes, before the TMA store reads them
               napkin::named_sync(1 + cw, 128);
               if (t == 0) {
-                napkin::tma_store(&tm_H, ob + cw * WM * 128, static_cast<int>(o_f) + cb * 64, static_cast<int>(o_t) + cw * WM, static_cast<int>(i_b));
+                napkin::tma_store(&tm_H, ob + cw * WM * 128, static_cast<int>(o_f) + cb * 64, static_cast<int>(o_t) + r0, static_cast<int>(i_b));
                 napkin::bulk_commit();
               }
               ++sb;
@@ -3081,7 +3098,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
               for (int nt = 0; nt < T_N / 8; ++nt) {
                 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
-                  const int row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;
+                  const int row = r0 + ms * 64 + warp * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;
                   const int64_t i_t = o_t + row;
                   float v_H[2];
                   #pragma unroll
@@ -3100,7 +3117,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
               for (int nt = 0; nt < T_N / 8; ++nt) {
                 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
-                  const int row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;
+                  const int row = r0 + ms * 64 + warp * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;
                   if (row < n_M && col < n_N) {
                     const int64_t i_t = o_t + row;
                     float v_H[2] = {}; int64_t x_H[2] = {};
@@ -3292,7 +3309,8 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
       napkin::setmaxnreg_dec<40>();
       if (threadIdx.x == 0) {
         int64_t it = 0;  // chunks loaded by this block, over all its tiles
-        for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x) {
+        [[maybe_unused]] int64_t turn = 0;  // tiles this block walked
+        for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x, ++turn) {
           // grid: clusters of 2 blocks over 2 tiles of t and one of m; cluster rows of t x tiles of m, in groups of 8 t tiles; then batch axes b
           const int64_t tiles_m = (N_t + T_M - 1) / T_M, tiles_n = (N_m + T_N - 1) / T_N;
           const int64_t rows = (tiles_m + CLUSTER - 1) / CLUSTER;
@@ -3326,9 +3344,11 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
       // consumer warpgroups
       napkin::setmaxnreg_inc<232>();
       const int cw = threadIdx.x / 128 - 1, t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
+      const int r0 = cw * WM;  // this warpgroup's first row of the tile
       int64_t it = 0;  // chunks consumed by this block, over all its tiles
       int sb = 0;  // staging buffers used by this warpgroup (in turn)
-      for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x) {
+      [[maybe_unused]] int64_t turn = 0;  // tiles this block walked
+      for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x, ++turn) {
         // grid: clusters of 2 blocks over 2 tiles of t and one of m; cluster rows of t x tiles of m, in groups of 8 t tiles; then batch axes b
         const int64_t tiles_m = (N_t + T_M - 1) / T_M, tiles_n = (N_m + T_N - 1) / T_N;
         const int64_t rows = (tiles_m + CLUSTER - 1) / CLUSTER;
@@ -3355,7 +3375,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
             const uint64_t db_W2 = napkin::smem_desc(st + OFF_W2 + 0 / 64 * T_K * 128 + kk * 128, T_K * 128, 1024);
             #pragma unroll
             for (int ms = 0; ms < MS; ++ms) {
-              const uint64_t da = napkin::smem_desc(st + OFF_H + (kk / 64) * T_M * 128 + (cw * WM + ms * 64) * 128 + (kk % 64) * 2, 16, 1024);
+              const uint64_t da = napkin::smem_desc(st + OFF_H + (kk / 64) * T_M * 128 + (r0 + ms * 64) * 128 + (kk % 64) * 2, 16, 1024);
               wgmma_m64n256k16_bf16<0, 1>(acc0[ms], da, db_W2);
             }
           }
@@ -3388,9 +3408,10 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
               napkin::named_sync(1 + cw, 128);
               #pragma unroll
               for (int ms = 0; ms < MS; ++ms) {
-                const int row0 = cw * WM + ms * 64 + warp * 16;  // this warp's 16 rows of the m64 subtile
-                // stmatrix: lanes 8i..8i+7 address the rows of matrix i (rows 8 (i % 2).., 16-byte chunk i / 2 of the pair)
-                const int srow = row0 + ((lane / 8) % 2) * 8 + lane % 8, schunk = lane / 16;
+                const int row0 = r0 + ms * 64 + warp * 16;  // this warp's 16 rows of the m64 subtile, in the tile
+                // stmatrix: lanes 8i..8i+7 address the rows of matrix i (rows 8 (i % 2).., 16-byte chunk i / 2 of the pair), in this
+                // warpgroup's rows of the staging buffer (cw * WM on: with pingpong each stages its own tile)
+                const int srow = cw * WM - r0 + row0 + ((lane / 8) % 2) * 8 + lane % 8, schunk = lane / 16;
                 #pragma unroll
                 for (int j = 0; j < 4; ++j) {
                   const int nt0 = cb * 8 + j * 2;  // 8-column blocks nt0, nt0 + 1: 16-byte chunks 2j, 2j + 1 of the block's rows
@@ -3414,7 +3435,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
               napkin::fence_proxy_async();  // the writes, before the TMA store reads them
               napkin::named_sync(1 + cw, 128);
               if (t == 0) {
-                napkin::tma_store(&tm_Y, ob + cw * WM * 128, static_cast<int>(o_m) + cb * 64, static_cast<int>(o_t) + cw * WM, static_cast<int>(i_b));
+                napkin::tma_store(&tm_Y, ob + cw * WM * 128, static_cast<int>(o_m) + cb * 64, static_cast<int>(o_t) + r0, static_cast<int>(i_b));
                 napkin::bulk_commit();
               }
               ++sb;
@@ -3429,7 +3450,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
               for (int nt = 0; nt < T_N / 8; ++nt) {
                 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
-                  const int row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;
+                  const int row = r0 + ms * 64 + warp * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;
                   const int64_t i_t = o_t + row;
                   float v_Y[2];
                   #pragma unroll
@@ -3448,7 +3469,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
               for (int nt = 0; nt < T_N / 8; ++nt) {
                 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
-                  const int row = cw * WM + ms * 64 + warp * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;
+                  const int row = r0 + ms * 64 + warp * 16 + lane / 4 + h * 8, col = nt * 8 + (lane % 4) * 2;
                   if (row < n_M && col < n_N) {
                     const int64_t i_t = o_t + row;
                     float v_Y[2] = {}; int64_t x_Y[2] = {};
