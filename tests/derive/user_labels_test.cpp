@@ -59,8 +59,10 @@ TEST_CASE("labels that cannot hold are located errors that say why", "[derive][l
       {"out O : bf16", "out O : bf16 @smem", "output.napkin:15:1: error: 'O' is an output: it is written to HBM, so '@smem' cannot hold"},
       {"contract\\(Q, K; d\\)", "contract(Q@reg, K; d)", "input.napkin:12:23: error: cannot keep 'Q@reg': every lowering reads an input from HBM through SMEM"},
       {"axis q = 8192 ", "axis q = 8192 group 8192 ", "nofit.napkin:6:15: error: no schedule of diagram 'attention' on H100-SXM5 keeps the labels written in it"},
+      {"axis q = 8192 ", "axis q = 8192 group 128 warps 8 pingpong ",
+       "pingpong.napkin:6:15: error: 'pingpong' on axis 'q' is written by derive; napkin does not keep it as a constraint (schedule it: warps 8 pingpong)"},
   };
-  const char* names[] = {"group.napkin", "stream.napkin", "output.napkin", "input.napkin", "nofit.napkin"};
+  const char* names[] = {"group.napkin", "stream.napkin", "output.napkin", "input.napkin", "nofit.napkin", "pingpong.napkin"};
   for (std::size_t i = 0; i < std::size(cases); ++i) {
     INFO(cases[i].to);
     RunResult r = derive_edited(cases[i].from, cases[i].to, names[i]);
