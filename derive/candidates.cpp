@@ -91,6 +91,10 @@ std::vector<SearchResult> candidate_schedules(const Program& p, const Diagram& d
       if (required) throw UserError("the schedule to start the candidates from does not check:\n" + diags.render());
       return false;
     }
+    // a pingpong no kernel takes (no gemm on wgmma) is the same kernel as without it: not a candidate
+    const std::vector<KernelCost>& kernels = checked->cost.kernels;  // one per kernel of s, in order
+    for (std::size_t i = 0; !required && i < s.kernels.size() && i < kernels.size(); ++i)
+      if (s.kernels[i].pingpong() && !(kernels[i].spec->gemm && kernels[i].spec->wgmma)) return false;
     found.push_back(result_of(s, *checked));
     return true;
   };

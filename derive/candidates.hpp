@@ -5,7 +5,8 @@
  *
  *  Neighbours of a schedule, one move in one kernel: a grouped axis's size doubled or halved, a
  *  streamed axis's chunk doubled or halved, 4 warps for 8 or 8 for 4, on 8 warps pingpong put
- *  in or taken out (GemmForm::pingpong), a cluster taken out, or one
+ *  in or taken out (GemmForm::pingpong; dropped where no gemm on wgmma takes it), a cluster
+ *  taken out, or one
  *  of 2 blocks added along the kernel's first axis grouped by more than 1. Two rounds of moves from
  *  the start (neighbours of neighbours); each is checked as a hand-written schedule
  *  (check_schedule: legality, the hardware's limits) and the illegal ones dropped. The start and

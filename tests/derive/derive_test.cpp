@@ -823,6 +823,11 @@ TEST_CASE("napkin bench --candidates: schedules near the derived one, legal, dis
     CHECK(texts.size() == c.size());
     CHECK(derived_in);
     CHECK(c.front().cost.t_total <= dv.chosen.cost.t_total * (1 + 1e-9));
+    // pingpong on 8 warps is a neighbour where a gemm on wgmma takes it, and only there
+    int pingpong = 0;
+    for (const SearchResult& r : candidate_schedules(*l.program, *l.diagram, l.sizes, h100, dv.chosen.schedule, 1000))
+      for (const KernelPlan& k : r.schedule.kernels) pingpong += k.pingpong() ? 1 : 0;
+    CHECK((pingpong > 0) == (std::string(file) == "matmul.napkin"));
   }
   // A start that does not check is the caller's error, with the checker's reasons.
   Loaded l = load("matmul.napkin");
