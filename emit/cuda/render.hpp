@@ -61,10 +61,10 @@ void gemm_band_chunks(Code& code, const GemmForm& g);
  *  tiles of M x tiles of N, the cluster's axis rounded up to whole clusters, x the batch axes). */
 void gemm_tile_count(Code& code, const GemmForm& g, const std::string& cluster_axis);
 /** Opens the persistent walk over output tiles (virtual block `vb` from blockIdx.x, gridDim.x
- *  apart, below tile_blocks; in band order the odd rounds mirrored, GemmForm::band_order), counting
- *  them in `turn`, and decodes each tile's origin (gemm_tile_origin). With `pingpong_consumer`
- *  (GemmForm::pingpong, a consumer's walk) consumer `cw` takes the turns t with t % CONSUMERS ==
- *  cw and passes the others' chunks in its ring count `it`. The caller closes it. */
+ *  apart, below tile_blocks; in band order the odd rounds mirrored, GemmForm::band_order) and
+ *  decodes each tile's origin (gemm_tile_origin). With `pingpong_consumer` (GemmForm::pingpong, a
+ *  consumer's walk) it counts the tiles in `turn`: consumer `cw` takes the turns t with
+ *  t % CONSUMERS == cw and passes the others' chunks in its ring count `it`. The caller closes it. */
 void gemm_tile_walk(Code& code, const GemmForm& g, int cluster, const std::string& cluster_axis, bool pingpong_consumer = false);
 
 /** Emits the flash grid decode from blockIdx.x: `tiles_q`, `o_<M>` (the q tile's origin), the

@@ -85,11 +85,14 @@ void gemm_tile_count(Code& code, const GemmForm& g, const std::string& cluster_a
 }
 
 void gemm_tile_walk(Code& code, const GemmForm& g, int cluster, const std::string& cluster_axis, bool pingpong_consumer) {
-  code.line("[[maybe_unused]] int64_t turn = 0;  // tiles this block walked");
+  // A pingpong consumer counts the block's tiles (`turn`) to take every CONSUMERS-th; nothing else reads it.
+  const std::string turn = pingpong_consumer ? ", ++turn" : "";
+  if (pingpong_consumer) code.line("int64_t turn = 0;  // tiles this block walked");
   if (g.band_order)  // snake order: a block that took a long tile takes a short one next (GemmForm::band_order)
-    code.open("for (int64_t round = 0, vb = blockIdx.x; vb < tile_blocks; ++round, ++turn, vb = round * gridDim.x + (round % 2 ? gridDim.x - 1 - blockIdx.x : blockIdx.x))");
+    code.open("for (int64_t round = 0, vb = blockIdx.x; vb < tile_blocks; ++round" + turn +
+              ", vb = round * gridDim.x + (round % 2 ? gridDim.x - 1 - blockIdx.x : blockIdx.x))");
   else
-    code.open("for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x, ++turn)");
+    code.open("for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x" + turn + ")");
   gemm_tile_origin(code, g, cluster, cluster_axis, "vb");
   if (pingpong_consumer) {
     code.open("if (turn % CONSUMERS != cw)");

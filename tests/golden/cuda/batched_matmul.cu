@@ -887,8 +887,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
       napkin::setmaxnreg_dec<40>();
       if (threadIdx.x == 0) {
         int64_t it = 0;  // chunks loaded by this block, over all its tiles
-        [[maybe_unused]] int64_t turn = 0;  // tiles this block walked
-        for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x, ++turn) {
+        for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x) {
           // grid: clusters of 2 blocks over 2 tiles of a and one of c; cluster rows of a x tiles of c, in groups of 8 a tiles; then batch axes n
           const int64_t tiles_m = (N_a + T_M - 1) / T_M, tiles_n = (N_c + T_N - 1) / T_N;
           const int64_t rows = (tiles_m + CLUSTER - 1) / CLUSTER;
@@ -925,8 +924,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
       const int r0 = cw * WM;  // this warpgroup's first row of the tile
       int64_t it = 0;  // chunks consumed by this block, over all its tiles
       int sb = 0;  // staging buffers used by this warpgroup (in turn)
-      [[maybe_unused]] int64_t turn = 0;  // tiles this block walked
-      for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x, ++turn) {
+      for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x) {
         // grid: clusters of 2 blocks over 2 tiles of a and one of c; cluster rows of a x tiles of c, in groups of 8 a tiles; then batch axes n
         const int64_t tiles_m = (N_a + T_M - 1) / T_M, tiles_n = (N_c + T_N - 1) / T_N;
         const int64_t rows = (tiles_m + CLUSTER - 1) / CLUSTER;

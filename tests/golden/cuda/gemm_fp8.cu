@@ -856,8 +856,7 @@ __device__ __forceinline__ void wgmma_m64n256k32_fp8e4m3(float (&d)[128], uint64
       napkin::setmaxnreg_dec<40>();
       if (threadIdx.x == 0) {
         int64_t it = 0;  // chunks loaded by this block, over all its tiles
-        [[maybe_unused]] int64_t turn = 0;  // tiles this block walked
-        for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x, ++turn) {
+        for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x) {
           // grid: clusters of 2 blocks over 2 tiles of i and one of j; cluster rows of i x tiles of j, in groups of 8 i tiles; then no batch axes
           const int64_t tiles_m = (N_i + T_M - 1) / T_M, tiles_n = (N_j + T_N - 1) / T_N;
           const int64_t rows = (tiles_m + CLUSTER - 1) / CLUSTER;
@@ -887,8 +886,7 @@ __device__ __forceinline__ void wgmma_m64n256k32_fp8e4m3(float (&d)[128], uint64
       const int r0 = cw * WM;  // this warpgroup's first row of the tile
       int64_t it = 0;  // chunks consumed by this block, over all its tiles
       int sb = 0;  // staging buffers used by this warpgroup (in turn)
-      [[maybe_unused]] int64_t turn = 0;  // tiles this block walked
-      for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x, ++turn) {
+      for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x) {
         // grid: clusters of 2 blocks over 2 tiles of i and one of j; cluster rows of i x tiles of j, in groups of 8 i tiles; then no batch axes
         const int64_t tiles_m = (N_i + T_M - 1) / T_M, tiles_n = (N_j + T_N - 1) / T_N;
         const int64_t rows = (tiles_m + CLUSTER - 1) / CLUSTER;

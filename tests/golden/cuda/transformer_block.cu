@@ -1087,8 +1087,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16(float (&d)[64], uint64_t d
       napkin::setmaxnreg_dec<40>();
       if (threadIdx.x == 0) {
         int64_t it = 0;  // chunks loaded by this block, over all its tiles
-        [[maybe_unused]] int64_t turn = 0;  // tiles this block walked
-        for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x, ++turn) {
+        for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x) {
           // grid: tiles of s x tiles of d, in groups of 8 s tiles; then batch axes b, g, r
           const int64_t tiles_m = (N_s + T_M - 1) / T_M, tiles_n = (N_d + T_N - 1) / T_N;
           int64_t bid = vb;
@@ -1120,8 +1119,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16(float (&d)[64], uint64_t d
       const int r0 = cw * WM;  // this warpgroup's first row of the tile
       int64_t it = 0;  // chunks consumed by this block, over all its tiles
       int sb = 0;  // staging buffers used by this warpgroup (in turn)
-      [[maybe_unused]] int64_t turn = 0;  // tiles this block walked
-      for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x, ++turn) {
+      for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x) {
         // grid: tiles of s x tiles of d, in groups of 8 s tiles; then batch axes b, g, r
         const int64_t tiles_m = (N_s + T_M - 1) / T_M, tiles_n = (N_d + T_N - 1) / T_N;
         int64_t bid = vb;
@@ -1452,8 +1450,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
       napkin::setmaxnreg_dec<40>();
       if (threadIdx.x == 0) {
         int64_t it = 0;  // chunks loaded by this block, over all its tiles
-        [[maybe_unused]] int64_t turn = 0;  // tiles this block walked
-        for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x, ++turn) {
+        for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x) {
           // grid: tiles of s x tiles of d, in groups of 8 s tiles; then batch axes b, g
           const int64_t tiles_m = (N_s + T_M - 1) / T_M, tiles_n = (N_d + T_N - 1) / T_N;
           int64_t bid = vb;
@@ -1486,8 +1483,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
       const int r0 = cw * WM;  // this warpgroup's first row of the tile
       int64_t it = 0;  // chunks consumed by this block, over all its tiles
       int sb = 0;  // staging buffers used by this warpgroup (in turn)
-      [[maybe_unused]] int64_t turn = 0;  // tiles this block walked
-      for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x, ++turn) {
+      for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x) {
         // grid: tiles of s x tiles of d, in groups of 8 s tiles; then batch axes b, g
         const int64_t tiles_m = (N_s + T_M - 1) / T_M, tiles_n = (N_d + T_N - 1) / T_N;
         int64_t bid = vb;
@@ -2399,8 +2395,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
       napkin::setmaxnreg_dec<40>();
       if (threadIdx.x == 0) {
         int64_t it = 0;  // chunks loaded by this block, over all its tiles
-        [[maybe_unused]] int64_t turn = 0;  // tiles this block walked
-        for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x, ++turn) {
+        for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x) {
           // grid: clusters of 2 blocks over 2 tiles of s and one of m; cluster rows of s x tiles of m, in groups of 8 s tiles; then batch axes b
           const int64_t tiles_m = (N_s + T_M - 1) / T_M, tiles_n = (N_m + T_N - 1) / T_N;
           const int64_t rows = (tiles_m + CLUSTER - 1) / CLUSTER;
@@ -2440,8 +2435,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
       const int r0 = cw * WM;  // this warpgroup's first row of the tile
       int64_t it = 0;  // chunks consumed by this block, over all its tiles
       int sb = 0;  // staging buffers used by this warpgroup (in turn)
-      [[maybe_unused]] int64_t turn = 0;  // tiles this block walked
-      for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x, ++turn) {
+      for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x) {
         // grid: clusters of 2 blocks over 2 tiles of s and one of m; cluster rows of s x tiles of m, in groups of 8 s tiles; then batch axes b
         const int64_t tiles_m = (N_s + T_M - 1) / T_M, tiles_n = (N_m + T_N - 1) / T_N;
         const int64_t rows = (tiles_m + CLUSTER - 1) / CLUSTER;
@@ -2957,8 +2951,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
       napkin::setmaxnreg_dec<40>();
       if (threadIdx.x == 0) {
         int64_t it = 0;  // chunks loaded by this block, over all its tiles
-        [[maybe_unused]] int64_t turn = 0;  // tiles this block walked
-        for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x, ++turn) {
+        for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x) {
           // grid: clusters of 2 blocks over 2 tiles of t and one of f; cluster rows of t x tiles of f, in groups of 8 t tiles; then batch axes b
           const int64_t tiles_m = (N_t + T_M - 1) / T_M, tiles_n = (N_f + T_N - 1) / T_N;
           const int64_t rows = (tiles_m + CLUSTER - 1) / CLUSTER;
@@ -2995,8 +2988,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
       const int r0 = cw * WM;  // this warpgroup's first row of the tile
       int64_t it = 0;  // chunks consumed by this block, over all its tiles
       int sb = 0;  // staging buffers used by this warpgroup (in turn)
-      [[maybe_unused]] int64_t turn = 0;  // tiles this block walked
-      for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x, ++turn) {
+      for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x) {
         // grid: clusters of 2 blocks over 2 tiles of t and one of f; cluster rows of t x tiles of f, in groups of 8 t tiles; then batch axes b
         const int64_t tiles_m = (N_t + T_M - 1) / T_M, tiles_n = (N_f + T_N - 1) / T_N;
         const int64_t rows = (tiles_m + CLUSTER - 1) / CLUSTER;
@@ -3309,8 +3301,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
       napkin::setmaxnreg_dec<40>();
       if (threadIdx.x == 0) {
         int64_t it = 0;  // chunks loaded by this block, over all its tiles
-        [[maybe_unused]] int64_t turn = 0;  // tiles this block walked
-        for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x, ++turn) {
+        for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x) {
           // grid: clusters of 2 blocks over 2 tiles of t and one of m; cluster rows of t x tiles of m, in groups of 8 t tiles; then batch axes b
           const int64_t tiles_m = (N_t + T_M - 1) / T_M, tiles_n = (N_m + T_N - 1) / T_N;
           const int64_t rows = (tiles_m + CLUSTER - 1) / CLUSTER;
@@ -3347,8 +3338,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
       const int r0 = cw * WM;  // this warpgroup's first row of the tile
       int64_t it = 0;  // chunks consumed by this block, over all its tiles
       int sb = 0;  // staging buffers used by this warpgroup (in turn)
-      [[maybe_unused]] int64_t turn = 0;  // tiles this block walked
-      for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x, ++turn) {
+      for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x) {
         // grid: clusters of 2 blocks over 2 tiles of t and one of m; cluster rows of t x tiles of m, in groups of 8 t tiles; then batch axes b
         const int64_t tiles_m = (N_t + T_M - 1) / T_M, tiles_n = (N_m + T_N - 1) / T_N;
         const int64_t rows = (tiles_m + CLUSTER - 1) / CLUSTER;
