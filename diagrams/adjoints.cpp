@@ -81,6 +81,14 @@ std::optional<Term> elementwise_unary(const Expr& node, const RuleContext& ctx) 
       Term pdf = mul(unary(Op::exp, neg(mul(mul(number(0.5), x()), x()))), number(0.3989422804014327));
       return mul(c, binary(Op::add, cdf, mul(x(), pdf)));
     }
+    case Op::gelu_tanh: {  // (1 + t)/2 + x/2 (1 - t^2) k (1 + 3 c x^2), t = tanh(k (x + c x^3))
+      const double k = 0.7978845608028654, cubic = 0.044715;
+      Term x2 = mul(x(), x());
+      Term t = unary(Op::tanh, mul(number(k), binary(Op::add, x(), mul(number(cubic), mul(x2, x())))));
+      Term slope = mul(number(0.5 * k), binary(Op::add, number(1), mul(number(3 * cubic), x2)));
+      Term half_cdf = mul(number(0.5), binary(Op::add, number(1), t));
+      return mul(c, binary(Op::add, half_cdf, mul(mul(x(), slope), binary(Op::sub, number(1), mul(t, t)))));
+    }
     default: return std::nullopt;
   }
 }
@@ -280,8 +288,8 @@ Term unbroadcast(const Term& c, const AxisList& target, const AxisList& full) {
 std::optional<Term> operand_cotangent(const Expr& node, std::size_t i, const RuleContext& ctx) {
   NAPKIN_ASSERT(node.kind == Expr::Kind::apply && i < node.args.size()) << "operand_cotangent of a leaf";
   switch (node.op) {
-    case Op::neg: case Op::exp: case Op::log: case Op::relu: case Op::gelu: case Op::silu: case Op::sigmoid:
-    case Op::tanh: case Op::rsqrt: case Op::sqrt: case Op::abs: case Op::step: case Op::erf: case Op::cast:
+    case Op::neg: case Op::exp: case Op::log: case Op::relu: case Op::gelu: case Op::gelu_tanh: case Op::silu:
+    case Op::sigmoid: case Op::tanh: case Op::rsqrt: case Op::sqrt: case Op::abs: case Op::step: case Op::erf: case Op::cast:
       return elementwise_unary(node, ctx);
     case Op::add: case Op::sub: case Op::mul: case Op::div: case Op::minimum: case Op::maximum: case Op::pow:
       return elementwise_binary(node, i, ctx);
@@ -299,7 +307,7 @@ std::optional<Term> operand_cotangent(const Expr& node, std::size_t i, const Rul
 
 bool adjoint_reads_argument(Op op) {  // the cases of elementwise_unary that call x()
   switch (op) {
-    case Op::log: case Op::relu: case Op::abs: case Op::erf: case Op::silu: case Op::gelu: return true;
+    case Op::log: case Op::relu: case Op::abs: case Op::erf: case Op::silu: case Op::gelu: case Op::gelu_tanh: return true;
     default: return false;
   }
 }

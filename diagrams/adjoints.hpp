@@ -10,7 +10,8 @@
  *  Rules and their sources (standard calculus; the normalisers' closed forms as in the references):
  *  - element-wise maps: the chain rule with the derivative of each map; relu' = step (relu'(0) = 0,
  *    PyTorch's threshold_backward), gelu'(x) = Phi(x) + x phi(x) (Hendrycks and Gimpel 2016, exact erf
- *    form), silu' = s (1 + x (1 - s)) with s = sigmoid, tanh' = 1 - tanh^2, rsqrt' = -rsqrt^3 / 2,
+ *    form), gelu_tanh'(x) = (1 + t)/2 + x (1 - t^2) k (1 + 3 c x^2) / 2 with t = tanh(k (x + c x^3)),
+ *    k = sqrt(2/pi), c = 0.044715, silu' = s (1 + x (1 - s)) with s = sigmoid, tanh' = 1 - tanh^2, rsqrt' = -rsqrt^3 / 2,
  *    erf' = 2/sqrt(pi) exp(-x^2), abs' = step(x) - step(-x), pow(x, p)' = p pow(x, p - 1); step has
  *    derivative 0; cast passes the cotangent through (the straight-through estimator: rounding has
  *    derivative 0 almost everywhere, and the gradient of the real-valued function is what is wanted);
@@ -111,7 +112,7 @@ struct RuleContext {
 std::optional<Term> operand_cotangent(const Expr& node, std::size_t i, const RuleContext& ctx);
 
 /** Whether the adjoint rule of the one-operand element-wise `op` (elementwise_unary) reads the
- *  operand's value (log, relu, abs, erf, silu, gelu), not only the node's own value (exp,
+ *  operand's value (log, relu, abs, erf, silu, gelu, gelu_tanh), not only the node's own value (exp,
  *  sigmoid, tanh, sqrt, rsqrt) or nothing (neg, cast). */
 bool adjoint_reads_argument(Op op);
 

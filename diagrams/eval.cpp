@@ -162,6 +162,8 @@ class Evaluator {
       case Op::log: return map1(a[0], [](double x) { return std::log(x); });
       case Op::relu: return map1(a[0], [](double x) { return x > 0 ? x : 0.0; });
       case Op::gelu: return map1(a[0], [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); });
+      case Op::gelu_tanh:
+        return map1(a[0], [](double x) { return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); });
       case Op::silu: return map1(a[0], [](double x) { return x / (1 + std::exp(-x)); });
       case Op::sigmoid: return map1(a[0], [](double x) { return 1 / (1 + std::exp(-x)); });
       case Op::tanh: return map1(a[0], [](double x) { return std::tanh(x); });

@@ -5,7 +5,8 @@
  *  Semantics (docs/diagram-language.md): contractions and reductions accumulate in fp64;
  *  softmax(X; a) = exp(X - max_a X) / sum_a exp(X - max_a X); layernorm uses the population
  *  variance, (X - mean) / sqrt(var + eps) * W + B; rmsnorm is X / sqrt(mean(X^2) + eps) * W; eps
- *  defaults to 1e-5; gelu is the exact erf form x/2 (1 + erf(x / sqrt 2)); mask puts -inf where
+ *  defaults to 1e-5; gelu is the exact erf form x/2 (1 + erf(x / sqrt 2)), gelu_tanh its tanh
+ *  approximation x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); mask puts -inf where
  *  the mask is 0; causal(q, x) is 1 where index(x) <= index(q). A statement with a dtype label is
  *  rounded to that dtype (round_to_dtype); outputs are kept in fp64, unrounded.
  */

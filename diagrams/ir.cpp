@@ -107,7 +107,7 @@ const std::vector<std::string>* Diagram::array_axes(const std::string& n) const 
 namespace {
 // The element-wise max and min are spelled like the reduction max: the parser tells them apart by
 // their operands (max(X; v) reduces, max(A, B) is element-wise); builtin_op("max") is Op::max.
-constexpr std::array<std::pair<Op, std::string_view>, 37> kOps{{
+constexpr std::array<std::pair<Op, std::string_view>, 38> kOps{{
     {Op::neg, "neg"},         {Op::exp, "exp"},         {Op::log, "log"},
     {Op::relu, "relu"},       {Op::gelu, "gelu"},       {Op::silu, "silu"},
     {Op::sigmoid, "sigmoid"}, {Op::tanh, "tanh"},       {Op::rsqrt, "rsqrt"},
@@ -120,7 +120,7 @@ constexpr std::array<std::pair<Op, std::string_view>, 37> kOps{{
     {Op::minimum, "min"},     {Op::maximum, "max"},     {Op::band, "band"},
     {Op::pos, "pos"},         {Op::logsumexp, "logsumexp"}, {Op::l2norm, "l2norm"},
     {Op::gather, "gather"},   {Op::pick, "pick"},       {Op::step, "step"},
-    {Op::erf, "erf"},
+    {Op::erf, "erf"},         {Op::gelu_tanh, "gelu_tanh"},
 }};
 }  // namespace
 
@@ -143,7 +143,7 @@ bool is_normaliser(const Expr& e) { return e.kind == Expr::Kind::apply && (e.op 
 
 bool is_elementwise(Op op) {
   switch (op) {
-    case Op::neg: case Op::exp: case Op::log: case Op::relu: case Op::gelu: case Op::silu:
+    case Op::neg: case Op::exp: case Op::log: case Op::relu: case Op::gelu: case Op::gelu_tanh: case Op::silu:
     case Op::sigmoid: case Op::tanh: case Op::rsqrt: case Op::sqrt: case Op::add: case Op::sub:
     case Op::mul: case Op::div: case Op::cast: case Op::mask: case Op::abs: case Op::step: case Op::erf: case Op::pow:
     case Op::minimum: case Op::maximum: case Op::pick:

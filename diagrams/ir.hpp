@@ -45,6 +45,9 @@ struct Number {
 enum class Op {
   // element-wise, one operand
   neg, exp, log, relu, gelu, silu, sigmoid, tanh, rsqrt, sqrt, abs,
+  // gelu_tanh(X): GELU's tanh approximation x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+  // (Hendrycks and Gimpel 2016, section 2; PyTorch's F.gelu(approximate='tanh'), cuBLASLt's GELU epilogue)
+  gelu_tanh,
   // step(X): 1 where X > 0, 0 where X <= 0, NaN where X is NaN (the derivative of relu);
   // erf(X): the error function (the derivative of gelu is written with it)
   step, erf,

@@ -130,6 +130,7 @@ class FunctionEmitter {
       case Op::log: return "std::log(" + v(0) + ")";
       case Op::relu: return "napkin_relu(" + v(0) + ")";
       case Op::gelu: return "napkin_gelu(" + v(0) + ")";
+      case Op::gelu_tanh: return "napkin_gelu_tanh(" + v(0) + ")";
       case Op::silu: return "napkin_silu(" + v(0) + ")";
       case Op::sigmoid: return "napkin_sigmoid(" + v(0) + ")";
       case Op::tanh: return "std::tanh(" + v(0) + ")";
@@ -860,6 +861,7 @@ static inline double napkin_relu(double x) { return x > 0 ? x : 0.0; }
 /** 1 where x > 0, 0 where x <= 0, NaN where x is NaN (diagrams/eval.cpp). */
 static inline double napkin_step(double x) { return std::isnan(x) ? x : x > 0 ? 1.0 : 0.0; }
 static inline double napkin_gelu(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
+static inline double napkin_gelu_tanh(double x) { return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
 static inline double napkin_silu(double x) { return x / (1 + std::exp(-x)); }
 static inline double napkin_sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
 /** exp(e - m), 0 where e = -inf (its value at every finite m; derive/lemmas: online-rescaled-sum). */

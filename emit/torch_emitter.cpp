@@ -190,6 +190,7 @@ class FunctionWriter {
     if (e.op == Op::neg) return {"(-" + x.code + ")", x.axes, x.scalar};
     std::string name(op_name(e.op));
     if (x.scalar) return {"_s_" + name + "(" + x.code + ")", {}, true};
+    if (e.op == Op::gelu_tanh) return {"F.gelu(" + x.code + ", approximate='tanh')", x.axes, false};
     std::string fn = e.op == Op::gelu || e.op == Op::silu ? "F." + name : e.op == Op::step ? "_step" : "torch." + name;
     return {fn + "(" + x.code + ")", x.axes, false};
   }

@@ -85,9 +85,9 @@ std::string tail(const std::string& s, std::size_t n = 3000) { return s.size() >
 
 
 /** kEpilogues of bench_spec.h: the contractions whose statement is a diagram output of the form
- *  [gelu|relu]( contract(A, B) [+ bias[N]] ), A and B inputs, no batch axes, which cuBLASLt runs
- *  with a fused epilogue (cublasLtEpilogue_t: BIAS, RELU_BIAS, GELU_BIAS, RELU, GELU; its GELU is
- *  the tanh approximation, within bf16 rounding of the erf form). Codes: 1 bias, 2 relu + bias,
+ *  [gelu|gelu_tanh|relu]( contract(A, B) [+ bias[N]] ), A and B inputs, no batch axes, which cuBLASLt
+ *  runs with a fused epilogue (cublasLtEpilogue_t: BIAS, RELU_BIAS, GELU_BIAS, RELU, GELU; its GELU
+ *  is the tanh approximation: gelu_tanh's function, within bf16 rounding of gelu's erf form). Codes: 1 bias, 2 relu + bias,
  *  3 gelu + bias, 4 relu, 5 gelu. */
 std::string epilogue_specs(const Diagram& d, const std::vector<std::string>& gemm_statements) {
   auto index_of = [](const auto& decls, const std::string& name) {  // in d.inputs() or d.outputs(), -1: absent
@@ -101,8 +101,8 @@ std::string epilogue_specs(const Diagram& d, const std::vector<std::string>& gem
   for (std::size_t g = 0; g < gemm_statements.size(); ++g) {
     const Statement* st = d.find_statement(gemm_statements[g]);
     const Expr* e = &*st->expr;
-    int act = 0;  // 0 none, 1 relu, 2 gelu
-    if (e->kind == Expr::Kind::apply && (e->op == Op::relu || e->op == Op::gelu) && e->args.size() == 1)
+    int act = 0;  // 0 none, 1 relu, 2 gelu (gelu_tanh exactly, gelu within bf16 rounding)
+    if (e->kind == Expr::Kind::apply && (e->op == Op::relu || e->op == Op::gelu || e->op == Op::gelu_tanh) && e->args.size() == 1)
       act = e->op == Op::relu ? 1 : 2, e = &*e->args[0];
     const Expr* bias = nullptr;
     if (e->kind == Expr::Kind::apply && e->op == Op::add && e->args.size() == 2) {

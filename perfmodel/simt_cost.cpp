@@ -88,9 +88,10 @@ class Counter {
       case Op::layernorm: return args.times(3 * n + 1) += Work{4 * n + 4, 1, 0};
       case Op::rmsnorm: return args.times(2 * n + 1) += Work{2 * n + 3, 1, 0};
       case Op::exp: case Op::log: case Op::tanh: case Op::sigmoid: case Op::silu: case Op::rsqrt: case Op::sqrt:
-        return args += Work{1, 1, 0};
-      case Op::erf: return args += Work{kErfFp32Flops, 1, 0};
-      case Op::gelu: return args += Work{kGeluFp32Flops, 1, 0};
+      case Op::erf: case Op::gelu: case Op::gelu_tanh: {
+        const MapWork mw = *map_work(e.op);
+        return args += Work{mw.fp32_flops, mw.sfu_ops, 0};
+      }
       case Op::pow: return args += Work{2, 2, 0};  // exp2(p * log2(x))
       case Op::pick: return args += Work{2, 0, 0};  // a gather's compare and select
       default: return args += Work{1, 0, 0};  // + - * / neg abs step min max relu mask causal band pos cast
@@ -119,6 +120,16 @@ double elements_of(const AxisList& axes, const SizeMap& sizes) {
 }
 
 }  // namespace
+
+std::optional<MapWork> map_work(Op op) {
+  switch (op) {
+    case Op::exp: case Op::log: case Op::tanh: case Op::sigmoid: case Op::silu: case Op::rsqrt: case Op::sqrt: return MapWork{1, 1};
+    case Op::erf: return MapWork{64, 1};
+    case Op::gelu: return MapWork{42, 2};
+    case Op::gelu_tanh: return MapWork{10, 2};
+    default: return std::nullopt;
+  }
+}
 
 SimtCost price_simt(const Diagram& d, const std::vector<std::string>& statements, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt) {
   SimtCost c;

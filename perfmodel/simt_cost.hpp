@@ -31,6 +31,7 @@
  *  training profile), which the throughput terms alone put at 37.5 us.
  */
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,15 +43,24 @@
 
 namespace napkin {
 
-/** FP32 work of one erff as nvcc 13.0 writes it (its PTX, counted in session 32: 7 fma.rn, 3 mul
- *  or sub, 8 selp, 2 setp and a copysign, with one ex2.approx on the |x| >= 1 side, an SFU op),
- *  in FLOPs as Hardware::fp32_flops_per_s counts them (2 per fused multiply-add issue slot): the
- *  10 FMA-pipe instructions as 20, and the 11 compares and selects, which issue on the ALU at half
- *  the FMA pipe's rate (CUDA C++ Programming Guide, throughput of native arithmetic
- *  instructions, compute capability 9.0: 64 results per clock per SM against 128), as 44. */
-inline constexpr double kErfFp32Flops = 64;
-/** gelu(x) = x/2 (1 + erf(x / sqrt 2)): erff and 3 instructions (2 mul, 1 add), 6 FLOPs. */
-inline constexpr double kGeluFp32Flops = kErfFp32Flops + 6;
+/** FP32 and special-function work of one element of a one-operand map as the CUDA emitter writes
+ *  it (emit/cuda/context.cpp, emit/cuda/device/numeric.cuh), in FLOPs as Hardware::fp32_flops_per_s
+ *  counts them (2 per FMA-pipe issue slot: an add or a mul counts 2 like a fused multiply-add;
+ *  compares and selects, which issue on the ALU at half the FMA pipe's rate, 4: CUDA C++
+ *  Programming Guide, throughput of native arithmetic instructions, compute capability 9.0, 64
+ *  results per clock per SM against 128) and MUFU operations (ex2, rcp, rsqrt, lg2, sqrt):
+ *  - erf: erff as nvcc 13.0 writes it (its PTX, counted in session 32: 7 fma.rn, 3 mul or sub,
+ *    8 selp, 2 setp and a copysign, one ex2.approx): 64 FLOPs, 1 MUFU;
+ *  - gelu: numeric.cuh's erfc form: 17 FMA-pipe instructions (9 of the polynomial) and a compare and
+ *    select, 42 FLOPs; rcp and ex2, 2 MUFU;
+ *  - gelu_tanh: x / (1 + 2^(-2u log2 e)): 5 FMA-pipe instructions, 10 FLOPs; ex2 and rcp, 2 MUFU;
+ *  - exp, log, tanh, sigmoid, silu, rsqrt, sqrt: 1 FLOP and 1 MUFU (the MUFU op and its scaling;
+ *    sigmoid and silu issue a second MUFU op, rcp, not counted here: [EST], see docs/cost-model.md).
+ *  Returns nullopt for any other operation. */
+struct MapWork {
+  double fp32_flops = 0, sfu_ops = 0;  ///< per element
+};
+std::optional<MapWork> map_work(Op op);
 
 struct SimtCost {
   double flops_fp32 = 0, sfu_ops = 0;  ///< operations, whole kernel

@@ -160,7 +160,8 @@ std::string Context::value(const Expr& e, const NodeOverride& over, const std::v
     case Op::exp: return "expf(" + v(0) + ")";
     case Op::log: return "logf(" + v(0) + ")";
     case Op::relu: return "napkin::relu(" + v(0) + ")";
-    case Op::gelu: return "napkin::gelu(" + v(0) + ")";
+    case Op::gelu: return (opt_.reference ? "napkin::gelu_precise(" : "napkin::gelu(") + v(0) + ")";
+    case Op::gelu_tanh: return (opt_.reference ? "napkin::gelu_tanh_precise(" : "napkin::gelu_tanh(") + v(0) + ")";
     case Op::silu: return "napkin::silu(" + v(0) + ")";
     case Op::sigmoid: return "napkin::sigmoid(" + v(0) + ")";
     case Op::tanh: return "tanhf(" + v(0) + ")";

@@ -318,3 +318,23 @@ TEST_CASE("pingpong gemms: each consumer warpgroup takes whole tiles in turn, as
   CHECK(n == 4);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("gelu and gelu_tanh: the kernels write the MUFU forms, the fp32 GPU reference CUDA's erff and tanhf", "[emit][cuda]") {
+  const Hardware hw = load_hardware("h100");
+  for (const std::string op : {"gelu", "gelu_tanh"}) {
+    INFO(op);
+    LoadedDiagram l = load_text("diagram g\naxis t = 300\naxis f = 520\nin X[t,f] : bf16\nin B[f] : bf16\nY[t,f] = " + op + "(X + B) * 2\nout Y : bf16\n");
+    const Derivation dv = derive(*l.program, *l.diagram, l.sizes, hw);
+    const std::string text = emit_cuda(*l.program, *l.diagram, dv, hw);
+    CHECK(text.find("napkin::" + op + "(") != std::string::npos);
+    CHECK(text.find("napkin::" + op + "_precise(") == std::string::npos);
+    Derivation unf = dv;
+    unf.chosen = dv.unfused;
+    cuda::EmitOptions o;
+    o.prefix = "ref_";
+    o.reference = true;
+    const std::string ref = emit_cuda(*l.program, *l.diagram, unf, hw, o);
+    CHECK(ref.find("napkin::" + op + "_precise(") != std::string::npos);
+    CHECK(ref.find("napkin::" + op + "(") == std::string::npos);
+  }
+}

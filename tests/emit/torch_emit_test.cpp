@@ -106,7 +106,7 @@ TEST_CASE("torch modules rename arrays that Python reserves and weave calls over
 }
 
 TEST_CASE("torch modules apply every operation to tensors and to scalars (axis sizes, numbers)", "[emit][torch]") {
-  std::string ops = "exp log relu gelu silu sigmoid tanh rsqrt sqrt abs";
+  std::string ops = "exp log relu gelu silu sigmoid tanh rsqrt sqrt abs gelu_tanh";
   std::string body = "diagram every\naxis d = 4\naxis x = 3\nin  X[d,x] : bf16\nin  M[x,d] : fp16\nin  I[x] : int32\n";
   std::string scalar = "-d / 2", tensor = "-X / 2";
   for (std::size_t at = 0, end; at < ops.size(); at = end + 1) {
@@ -125,7 +125,7 @@ TEST_CASE("torch modules apply every operation to tensors and to scalars (axis s
   LoadedDiagram l = load_text(body);
   fs::path dir = fresh_dir("every");
   std::string text = module_of(l);
-  for (const char* helper : {"_s_tanh(", "_s_gelu(", "_s_rsqrt(", "_s_div(", "_round_scalar(", "_cast(", "torch.tanh(", "F.gelu(",
+  for (const char* helper : {"_s_tanh(", "_s_gelu(", "_s_gelu_tanh(", "approximate='tanh')", "_s_rsqrt(", "_s_div(", "_round_scalar(", "_cast(", "torch.tanh(", "F.gelu(",
                              "_layer_norm(", "_rms_norm(", "masked_fill(", "_band(", ".amax(dim=", "torch.abs(", "_s_abs(",
                              "torch.pow(", "_s_pow(", "torch.fmax(", "torch.fmin(", "_s_fmin(", "_s_fmax(", "_pos(", "_gather(",
                              "torch.where("})

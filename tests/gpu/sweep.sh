@@ -58,6 +58,8 @@ add dual-gemm-1000x520x3000 "$gpu/dual_gemm.napkin" --set t=1000 --set m=520 --s
 add dual-gemm-333x200x130 "$gpu/dual_gemm.napkin" --set t=333 --set m=200 --set f=130
 add mlp-300x256x520 "$lib/mlp_swiglu.napkin" --set t=300 --set m=256 --set f=520
 add gelu-300x256x520 "$lib/matmul_bias_gelu.napkin" --set t=300 --set m=256 --set f=520
+add gelu-tanh-300x256x520 "$lib/matmul_bias_gelu_tanh.napkin" --set t=300 --set m=256 --set f=520
+add gelu-tanh-333x512x1000 "$lib/matmul_bias_gelu_tanh.napkin" --set t=333 --set m=512 --set f=1000  # edge tiles along t and f
 add bmm-3x200x128x300 "$lib/batched_matmul.napkin" --set n=3 --set a=200 --set b=128 --set c=300
 add softmax-50x5000 "$lib/softmax.napkin" --set t=50 --set v=5000
 add layernorm-100x1000 "$lib/layernorm.napkin" --set t=100 --set m=1000

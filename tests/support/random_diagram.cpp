@@ -89,11 +89,11 @@ class Generator {
     const Array x = any();  // a copy: some kinds add an array to the pool first
     std::vector<std::string> axes = x.axes;
     std::string e;
-    static const char* maps[] = {"exp", "relu", "gelu", "silu", "sigmoid", "tanh", "abs", "step", "erf"};
+    static const char* maps[] = {"exp", "relu", "gelu", "silu", "sigmoid", "tanh", "abs", "step", "erf", "gelu_tanh"};
     int kind = pick(0, 13);
     if (x.axes.empty() && kind >= 4 && kind != 9) kind = 0;  // these need an axis of x
     switch (kind) {
-      case 0: e = std::string(maps[pick(0, 8)]) + "(" + ref(x) + ")"; break;
+      case 0: e = std::string(maps[pick(0, 9)]) + "(" + ref(x) + ")"; break;
       case 1: {
         const Array& y = any();
         static const char* ops[] = {" + ", " - ", " * "};

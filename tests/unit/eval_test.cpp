@@ -109,12 +109,16 @@ TEST_CASE("a call is woven over the caller's extra axes", "[eval][composition]")
 
 TEST_CASE("element-wise maps, broadcasting and casts", "[eval]") {
   Run r = load("diagram ew\naxis i = 2\naxis j = 2\nin A[i] : fp32\nin B[j] : fp32\n"
-               "C[i,j] = relu(A - B) + cast(A / 3, bf16) * 0\nD[i] = gelu(A) + silu(A) + sigmoid(A) + tanh(A)\nout C : fp32\nout D : fp32\n");
+               "C[i,j] = relu(A - B) + cast(A / 3, bf16) * 0\nD[i] = gelu(A) + silu(A) + sigmoid(A) + tanh(A) + gelu_tanh(A)\nout C : fp32\nout D : fp32\n");
   auto out = evaluate(*r.p, *r.d, r.sizes, {{"A", tensor({"i"}, {2}, {1, 4})}, {"B", tensor({"j"}, {2}, {2, 0})}});
   CHECK(out["C"].data == std::vector<double>{0, 1, 2, 4});
   double a = 1;
-  double d = 0.5 * a * (1 + std::erf(a / std::sqrt(2.0))) + a / (1 + std::exp(-a)) + 1 / (1 + std::exp(-a)) + std::tanh(a);
+  double d = 0.5 * a * (1 + std::erf(a / std::sqrt(2.0))) + a / (1 + std::exp(-a)) + 1 / (1 + std::exp(-a)) + std::tanh(a) +
+             0.5 * a * (1 + std::tanh(std::sqrt(2 / M_PI) * (a + 0.044715 * a * a * a)));  // gelu_tanh(1) = 0.841192...
   CHECK(out["D"].data[0] == Approx(d).epsilon(1e-15));
+  // gelu_tanh is its own function, not gelu: gelu_tanh(1) - gelu(1) = -1.53e-4
+  Run g = load("diagram g\naxis i = 1\nin A[i] : fp32\nD[i] = gelu_tanh(A) - gelu(A)\nout D : fp32\n");
+  CHECK(evaluate(*g.p, *g.d, g.sizes, {{"A", tensor({"i"}, {1}, {1})}}).at("D").data[0] == Approx(-1.5275546e-4).epsilon(1e-6));
 }
 
 TEST_CASE("random inputs are seeded, rounded to their dtype and roughly standard normal", "[eval]") {

@@ -201,7 +201,7 @@ in  W[m] : bf16
 in  B[m] : fp32
 in  L[t,v] : fp32
 in  T[t] : int32
-A[t,m] = gelu(X) * W + silu(X) - tanh(X) / (2 + sigmoid(X) * relu(X)) + X * step(X)
+A[t,m] = gelu(X) * W + silu(X) - tanh(X) / (2 + sigmoid(X) * relu(X)) + X * step(X) + gelu_tanh(X * 2) * W
 C[t,m] = abs(X) * erf(X) + pow(X * X + 1, 1.5) + exp(-X) * rsqrt(X * X + 1) + sqrt(X * X + 2) + log(X * X + 1)
 E[t] = max(A; m) + mean(C; m) + sum(min(A, C) * max(A, W); m)
 F[t,m] = layernorm(X, W, B; m, eps=1e-3) + rmsnorm(C, W; m) + l2norm(A; m)

@@ -26,7 +26,7 @@ torch_vs_eval() {  # every bundled diagram at evaluator sizes: the torch modules
     -- gqa_attention --set g=2 --set r=2 --set q=20 --set x=20 --set d=8 -- cross_attention --set h=2 --set q=40 --set x=50
     --set dk=24 --set dv=16 -- sigmoid_attention --set h=2 --set q=40 --set x=50 --set d=16 -- l2norm_attention --set h=2
     --set q=40 --set x=50 --set d=16 -- layernorm --set t=10 --set m=30 -- rmsnorm --set t=10 --set m=30 -- softmax --set t=5
-    --set v=100 -- matmul --set a=20 --set b=30 --set c=10 -- matmul_bias_gelu --set t=10 --set m=20 --set f=30 -- mlp_swiglu
+    --set v=100 -- matmul --set a=20 --set b=30 --set c=10 -- matmul_bias_gelu --set t=10 --set m=20 --set f=30 -- matmul_bias_gelu_tanh --set t=10 --set m=20 --set f=30 -- mlp_swiglu
     --set t=10 --set m=20 --set f=30 -- batched_matmul --set n=3 --set a=5 --set b=7 --set c=4 -- rmsnorm_linear --set t=30
     --set m=20 --set f=30 -- grouped_linear --set t=30 --set g=3 --set i=20 --set o=25 -- transformer_block --set b=2
     --set s=21 --set m=40 --set g=2 --set r=2 --set d=12 --set f=70)

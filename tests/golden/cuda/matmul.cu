@@ -103,7 +103,44 @@ __device__ __forceinline__ float exp2_ftz(float x) {
 __device__ __forceinline__ float relu(float x) { return fmaxf(x, 0.0f); }
 // step: 1 where x > 0, 0 where x <= 0, NaN where x is NaN (the evaluator's, diagrams/eval.cpp).
 __device__ __forceinline__ float step(float x) { return x > 0.0f ? 1.0f : x == x ? 0.0f : x; }
-__device__ __forceinline__ float gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678f)); }
+/** gelu(x) = x Phi(x), Phi the normal CDF, with Phi(x) = erfc(-x / sqrt 2) / 2 and, for z = |x| / sqrt 2,
+ *  erfc(z) = t exp(-z^2 + P(t)), t = 1 / (1 + z/2), P the degree-9 Chebyshev fit of Press et al.,
+ *  Numerical Recipes (2nd ed.), section 6.2, function erfcc: fractional error under 1.2e-7 for every
+ *  z >= 0, so x < 0 keeps its relative accuracy where 1 + erff(x / sqrt 2) cancels. Two MUFU ops
+ *  (rcp, ex2) and 18 FP32 instructions (perfmodel/simt_cost.hpp prices it so) against erff's 21 and
+ *  its ALU selects at half rate. tests/gpu/tiles_test.cu bounds its error against fp64 on the GPU;
+ *  the GPU reference (reference mode) writes gelu_precise. */
+__device__ __forceinline__ float gelu(float x) {
+  const float z = fabsf(x) * 0.70710678f;
+  const float t = __fdividef(1.0f, fmaf(0.5f, z, 1.0f));
+  float p = fmaf(t, 0.17087277f, -0.82215223f);
+  p = fmaf(t, p, 1.48851587f);
+  p = fmaf(t, p, -1.13520398f);
+  p = fmaf(t, p, 0.27886807f);
+  p = fmaf(t, p, -0.18628806f);
+  p = fmaf(t, p, 0.09678418f);
+  p = fmaf(t, p, 0.37409196f);
+  p = fmaf(t, p, 1.00002368f);
+  p = fmaf(t, p, -1.26551223f);
+  const float half_erfc = 0.5f * t * exp2_ftz(fmaf(-z, z, p) * 1.44269504f);  // Phi(-|x|)
+  return x * (x >= 0.0f ? 1.0f - half_erfc : half_erfc);
+}
+/** gelu through CUDA's erff (2 ulp; CUDA C++ Programming Guide, mathematical functions): the GPU
+ *  reference's form. */
+__device__ __forceinline__ float gelu_precise(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678f)); }
+/** gelu_tanh(x) = x/2 (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), written as x sigmoid(2u) =
+ *  x / (1 + 2^(-2u log2 e)) (1 + tanh u = 2 sigmoid(2u)), the constants scaled by log2 e: MUFU ex2
+ *  (exp2_ftz) and rcp (__fdividef, 2 ulp) and 5 FP32 instructions. Large negative x: the
+ *  exponential overflows to inf and the quotient is 0 (__fdividef returns 0 for divisors over
+ *  2^126), as gelu_tanh's limit. */
+__device__ __forceinline__ float gelu_tanh(float x) {
+  const float e = exp2_ftz(x * fmaf(-0.10294324f, x * x, -2.3022082f));  // 2^(-2u log2 e)
+  return __fdividef(x, 1.0f + e);
+}
+/** gelu_tanh through CUDA's tanhf (2 ulp): the GPU reference's form. */
+__device__ __forceinline__ float gelu_tanh_precise(float x) {
+  return 0.5f * x * (1.0f + tanhf(0.7978845608f * (x + 0.044715f * x * x * x)));
+}
 // sigmoid: MUFU ex2 and rcp (CUDA C++ Programming Guide, intrinsic functions: __expf, __fdividef,
 // 2 ulp); 1 + exp(-x) overflowing to inf gives 0, as it should.
 __device__ __forceinline__ float sigmoid(float x) { return __fdividef(1.0f, 1.0f + __expf(-x)); }

@@ -285,6 +285,10 @@ def _s_gelu(x):
     return 0.5 * x * (1.0 + math.erf(x / math.sqrt(2.0)))
 
 
+def _s_gelu_tanh(x):
+    return 0.5 * x * (1.0 + math.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
+
+
 def _s_relu(x):
     return x if x > 0 else 0.0
 
