@@ -373,14 +373,21 @@ class PseudoEmitter {
     ++indent_;
     auto at = [&](const std::string& a) { return chunk_of(a, f.axis); };  // at the team's row, the walk's chunk
     for (const auto& a : f.row_arrays) line("load " + at(a) + "  # once per row");
-    auto walk = [&](const RowsWalk& w, const std::string& what) {
-      line("for " + f.axis + "0 in 0.." + n(f.extent) + " step " + n(f.elements_per_round()) + "  # " + what + ": " + n(f.rounds_per_walk()) +
-           (f.rounds_per_walk() == 1 ? " round" : " rounds") + (f.vector ? ", " + n(f.unroll) + " 16-byte accesses in flight a lane" : ", one element an access"));
+    auto staged = [&](const std::string& a) { return f.staged > 0 && std::count(f.staged_arrays.begin(), f.staged_arrays.end(), a) > 0; };
+    auto walk = [&](const RowsWalk& w, const std::string& what, bool map_walk) {
+      const std::int64_t rounds = map_walk ? f.map_rounds() : f.rounds_per_walk();
+      line("for " + f.axis + "0 in " + (map_walk ? n(f.extent) + " down to 0" : "0.." + n(f.extent)) + " step " + n(f.elements_per_round()) + "  # " + what + ": " +
+           n(rounds) + (rounds == 1 ? " round" : " rounds") + (map_walk && f.staged > 0 ? " from L2 or HBM" : "") +
+           (f.vector ? ", " + n(f.unroll) + " 16-byte accesses in flight a lane" : ", one element an access") + (map_walk ? "; the row's last chunk first" : ""));
       ++indent_;
-      for (const auto& a : w.vector_arrays) line("load " + at(a) + "  # 8 elements an access");
+      for (const auto& a : w.vector_arrays) {
+        if (!staged(a)) line("load " + at(a) + "  # 8 elements an access");
+        else if (map_walk) line("load " + at(a) + "  # 8 elements an access, from SMEM below " + f.axis + " = " + n(f.staged));
+        else line("load " + at(a) + "  # 8 elements an access; kept in SMEM below " + f.axis + " = " + n(f.staged) + " for the map walk");
+      }
       for (const auto& a : w.scalar_arrays) line("load " + at(a) + "  # one element an access");
     };
-    walk(f.statistics, "statistics walk");
+    walk(f.statistics, "statistics walk", false);
     for (const auto& p : f.parts)
       if (p.kind != RowsPart::Kind::map) {
         const Statement& st = *d_.find_statement(p.statement);
@@ -391,7 +398,7 @@ class PseudoEmitter {
     for (const auto& p : f.parts)
       if (p.per_row() && p.stored) line("save " + at(p.statement) + "  # the team's first lane");
     if (!f.reduction) {
-      walk(f.map, "map walk");
+      walk(f.map, "map walk", true);
       for (const auto& p : f.parts)
         if (!p.per_row() && p.stored)
           line(at(p.statement) + " = " + print_expr(*d_.find_statement(p.statement)->expr) + (p.vector_output ? "  # stored 8 elements an access" : ""));

@@ -2,6 +2,7 @@
 #include "lower/rows_form.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <set>
 
@@ -139,6 +140,29 @@ bool rows_parts(const Diagram& d, const KernelShape& k, RowsForm& r, std::vector
   return true;
 }
 
+/** Sets `r.staged`, `r.staged_arrays`, `r.smem_bytes` and `r.blocks_per_sm` by the rule in
+ *  rows_form.hpp (RowsForm::staged); leaves `r` as it is where the rule stages nothing. */
+void stage_rows(RowsForm& r, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt) {
+  if (!r.vector || r.reduction || r.team_lanes != 32) return;
+  std::vector<std::string> both;
+  for (const auto& a : r.statistics.vector_arrays)
+    if (std::count(r.map.vector_arrays.begin(), r.map.vector_arrays.end(), a)) both.push_back(a);
+  const auto capacity = static_cast<double>(hw.l2.capacity_bytes);
+  if (both.empty() || capacity <= 0 || rows_in_flight_bytes(r, resident_teams(r, r.blocks_per_sm, hw), d, sizes, opt) <= capacity) return;
+  // Little's law: the bytes per SM in flight that keep the HBM busy, and the blocks that hold them
+  const double needed = hw.hbm.bandwidth_bytes_per_s * hw.loaded_latency_s() / hw.sm_count;
+  const double per_block = static_cast<double>(r.threads()) * r.unroll * 16;
+  const int blocks = std::clamp(static_cast<int>(std::ceil(needed / per_block)), 1, r.blocks_per_sm);
+  const auto budget = static_cast<std::int64_t>(std::min(hw.smem.capacity_bytes / blocks - 1024, hw.smem_max_per_block_bytes)) - r.smem_bytes;
+  const std::int64_t per_element = 2 * static_cast<std::int64_t>(both.size()) * r.teams_per_block();
+  const std::int64_t staged = std::min(r.extent, budget / per_element / 8 * 8);
+  if (staged <= 0) return;
+  r.staged = staged;
+  r.staged_arrays = both;
+  r.smem_bytes += r.teams_per_block() * r.staged_bytes_per_team();
+  r.blocks_per_sm = resident_blocks_per_sm(hw, r.warps, r.registers, r.smem_bytes);
+}
+
 }  // namespace
 
 std::optional<RowsForm> analyse_rows(const Diagram& d, const KernelShape& k, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt,
@@ -195,7 +219,33 @@ std::optional<RowsForm> analyse_rows(const Diagram& d, const KernelShape& k, con
   r.registers = 32 + (r.vector ? 4 * r.unroll * (walked <= 2 ? 1 : static_cast<int>(walked)) : 0);
   r.smem_bytes = std::int64_t{r.warps} * 3 * 4;
   r.blocks_per_sm = resident_blocks_per_sm(hw, r.warps, r.registers, r.smem_bytes);
+  stage_rows(r, d, sizes, hw, opt);
   return r;
+}
+
+double stored_array_bytes(const Diagram& d, const std::string& array, const SizeMap& sizes, const ModelOptions& opt) {
+  double n = dtype_bits(storage_dtype(d, array, opt)) / 8.0;
+  for (const auto& a : *d.array_axes(array)) n *= static_cast<double>(sizes.at(a));
+  return n;
+}
+
+double rows_in_flight_bytes(const RowsForm& form, double resident_teams, const Diagram& d, const SizeMap& sizes, const ModelOptions& opt) {
+  if (form.rows_total <= 0) return 0;
+  std::set<std::string> touched;
+  for (const auto* w : {&form.statistics, &form.map})
+    for (const auto* list : {&w->vector_arrays, &w->scalar_arrays}) touched.insert(list->begin(), list->end());
+  for (const auto& p : form.parts)
+    if (p.stored && !p.per_row()) touched.insert(p.statement);
+  double per_row = 0;
+  for (const auto& a : touched) per_row += stored_array_bytes(d, a, sizes, opt) / static_cast<double>(form.rows_total);
+  return resident_teams * per_row;
+}
+
+double resident_teams(const RowsForm& form, int blocks_per_sm, const Hardware& hw) {
+  const double sms = hw.sm_count;
+  const double blocks = std::min<double>(blocks_per_sm, static_cast<double>(form.blocks) / sms);
+  const double teams_per_block = std::min<double>(form.teams_per_block(), static_cast<double>(form.rows_per_block));
+  return std::max(1.0, sms * blocks * teams_per_block);
 }
 
 int resident_blocks_per_sm(const Hardware& hw, int warps, int registers, std::int64_t smem_bytes) {

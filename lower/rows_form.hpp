@@ -83,7 +83,17 @@ struct RowsForm {
    *  shape; three arrays spilled at 48 and 64, none at 80). */
   int registers = 32;
   int blocks_per_sm = 1;           ///< resident blocks per SM: the launch bounds' minimum
-  std::int64_t smem_bytes = 0;     ///< the cross-warp merge: WARPS x 3 floats
+  /** Elements of each row (a prefix, a multiple of 8) the statistics walk keeps in SMEM for the
+   *  map walk, which reads them there instead of re-reading them from L2 or HBM; 0: none. Set
+   *  where the re-read would come from HBM (the rows in flight, rows_in_flight_bytes(), over the
+   *  L2's capacity) on the vector path with whole-warp teams; sized for the fewest blocks per SM
+   *  whose accesses in flight cover the HBM's bandwidth-latency product (Little's law:
+   *  bandwidth x loaded latency / SMs bytes per SM), the SMEM split between them. */
+  std::int64_t staged = 0;
+  std::vector<std::string> staged_arrays;  ///< the 16-bit arrays both walks read, staged (sorted)
+  /** SMEM bytes: the cross-warp merge (WARPS x 3 floats) and each team's staged prefix of every
+   *  staged array (teams_per_block x staged x 2 bytes per array). */
+  std::int64_t smem_bytes = 0;
 
   int threads() const { return warps * 32; }
   int teams_per_block() const { return warps / team_warps * (32 / team_lanes); }
@@ -95,7 +105,25 @@ struct RowsForm {
   std::int64_t elements_per_round() const { return std::int64_t{team_warps} * team_lanes * (vector ? 8 * unroll : 1); }
   /** Dependent rounds of loads a team needs for one walk over a row. */
   std::int64_t rounds_per_walk() const { return (extent + elements_per_round() - 1) / elements_per_round(); }
+  /** Rounds of loads from L2 or HBM of the map walk: those past the staged prefix (the staged
+   *  elements come from SMEM). */
+  std::int64_t map_rounds() const { return (extent - staged + elements_per_round() - 1) / elements_per_round(); }
+  /** SMEM bytes of one team's staged rows. */
+  std::int64_t staged_bytes_per_team() const { return staged * 2 * static_cast<std::int64_t>(staged_arrays.size()); }
 };
+
+/** Bytes of array `array` of `d` at `sizes` in its storage dtype under `opt`. Raises nothing
+ *  (the array must exist). */
+double stored_array_bytes(const Diagram& d, const std::string& array, const SizeMap& sizes, const ModelOptions& opt);
+
+/** The bytes of the rows in flight: resident teams (`resident_teams`, over the GPU) times the bytes
+ *  a team touches per row, every array its walks load and every per-element output it stores
+ *  (each passes through L2). perfmodel/rows_cost.hpp compares it with the L2's capacity. */
+double rows_in_flight_bytes(const RowsForm& form, double resident_teams, const Diagram& d, const SizeMap& sizes, const ModelOptions& opt);
+
+/** Teams of `form` resident over `hw`'s SMs at `blocks_per_sm` blocks per SM (fewer where the
+ *  grid does not fill them; at least 1). */
+double resident_teams(const RowsForm& form, int blocks_per_sm, const Hardware& hw);
 
 /** The rows form of `k` (statements of `d` as the file comment lists them) at `sizes` on `hw`, or
  *  nullopt with the reason in `why`. Raises nothing. */

@@ -538,6 +538,10 @@ class KernelModel {
         std::vector<AxisList> args;
         for (const auto& a : n.args) args.push_back(typer.axes_of(*a).value_or(AxisList{}));
         double e = elements(out) * scale;
+        if (const auto mw = map_work(n.op)) {  // the element-wise maps as numeric.cuh writes them (simt_cost.hpp)
+          c_.sfu_ops += mw->sfu_ops * e, c_.flops_fp32 += mw->fp32_flops * e;
+          return;
+        }
         switch (n.op) {
           case Op::contract: {
             double dom = elements(axis_union(args)) * scale;
@@ -550,12 +554,6 @@ class KernelModel {
           case Op::sum: case Op::max: case Op::mean: c_.flops_fp32 += elements(args[0]) * scale; break;
           case Op::softmax: c_.sfu_ops += e, c_.flops_fp32 += 4 * e; break;
           case Op::layernorm: case Op::rmsnorm: c_.flops_fp32 += 6 * e, c_.sfu_ops += e / static_cast<double>(sizes_.at(n.axes[0])); break;
-          case Op::exp: case Op::log: case Op::tanh: case Op::sigmoid: case Op::silu: case Op::rsqrt: case Op::sqrt:
-          case Op::erf: case Op::gelu: case Op::gelu_tanh: {  // as numeric.cuh writes them (simt_cost.hpp)
-            const MapWork mw = *map_work(n.op);
-            c_.sfu_ops += mw.sfu_ops * e, c_.flops_fp32 += mw.fp32_flops * e;
-            break;
-          }
           case Op::pow: c_.sfu_ops += 2 * e, c_.flops_fp32 += e; break;  // exp2(p * log2(x))
           case Op::pick: c_.flops_fp32 += 2 * e; break;  // a gather: one compare and one select per element of L
           default: c_.flops_fp32 += e; break;  // + - * / neg abs step min max mask causal band pos cast

@@ -10,17 +10,22 @@ namespace napkin {
 namespace {
 
 double array_bytes(const Diagram& d, const std::string& array, const SizeMap& sizes, const ModelOptions& opt) {
-  double n = dtype_bits(storage_dtype(d, array, opt)) / 8.0;
-  for (const auto& a : *d.array_axes(array)) n *= static_cast<double>(sizes.at(a));
-  return n;
+  return stored_array_bytes(d, array, sizes, opt);
+}
+
+/** The share of array `a`'s rows the map walk reads from SMEM (RowsForm::staged). */
+double staged_fraction(const RowsForm& form, const std::string& a) {
+  if (form.staged <= 0 || !std::count(form.staged_arrays.begin(), form.staged_arrays.end(), a)) return 0;
+  return static_cast<double>(form.staged) / static_cast<double>(form.extent);
 }
 
 /** Bytes a walk along `axis` loads from L2: a scalar array whose innermost axis is another one
  *  is strided along the walk, each element a 32-byte sector of its own (CUDA C++ Best Practices
  *  Guide, coalesced access to global memory). */
-double walk_bytes(const RowsWalk& w, const std::string& axis, const Diagram& d, const SizeMap& sizes, const ModelOptions& opt) {
+double walk_bytes(const RowsWalk& w, const RowsForm& form, bool map_walk, const Diagram& d, const SizeMap& sizes, const ModelOptions& opt) {
+  const std::string& axis = form.axis;
   double b = 0;
-  for (const auto& a : w.vector_arrays) b += array_bytes(d, a, sizes, opt);
+  for (const auto& a : w.vector_arrays) b += array_bytes(d, a, sizes, opt) * (map_walk ? 1.0 - staged_fraction(form, a) : 1.0);
   for (const auto& a : w.scalar_arrays) {
     const double e = dtype_bits(storage_dtype(d, a, opt)) / 8.0;
     b += array_bytes(d, a, sizes, opt) * (d.array_axes(a)->back() == axis ? 1.0 : 32.0 / e);
@@ -28,28 +33,21 @@ double walk_bytes(const RowsWalk& w, const std::string& axis, const Diagram& d, 
   return b;
 }
 
-/** The second walk's re-reads (the arrays both walks load), from HBM where the rows in flight
- *  do not fit in L2 (see rows_cost.hpp): sets c.rows_in_flight_bytes and c.reread_hbm_bytes and
- *  adds the latter to c.hbm_bytes. `c.resident_teams` must be set. */
+/** The second walk's re-reads (the arrays both walks load, past the staged prefix), from HBM
+ *  where the rows in flight do not fit in L2 (see rows_cost.hpp): sets c.rows_in_flight_bytes and
+ *  c.reread_hbm_bytes and adds the latter to c.hbm_bytes. `c.resident_teams` must be set. */
 void reread_misses(RowsCost& c, const RowsForm& form, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt) {
   if (form.reduction || form.rows_total <= 0) return;
-  const double rows = static_cast<double>(form.rows_total);
   const auto walked = [&](const RowsWalk& w) {
     std::set<std::string> s(w.vector_arrays.begin(), w.vector_arrays.end());
     s.insert(w.scalar_arrays.begin(), w.scalar_arrays.end());
     return s;
   };
   const std::set<std::string> first = walked(form.statistics), second = walked(form.map);
-  double per_row = 0, reread = 0;  // bytes of a row the team touches (loads and stores); of the arrays loaded twice
-  for (const auto& a : first) {
-    per_row += array_bytes(d, a, sizes, opt) / rows;
-    if (second.count(a)) reread += array_bytes(d, a, sizes, opt);
-  }
-  for (const auto& a : second)
-    if (!first.count(a)) per_row += array_bytes(d, a, sizes, opt) / rows;
-  for (const auto& p : form.parts)
-    if (p.stored && !p.per_row()) per_row += array_bytes(d, p.statement, sizes, opt) / rows;
-  c.rows_in_flight_bytes = c.resident_teams * per_row;
+  double reread = 0;  // bytes of the arrays loaded twice, outside SMEM
+  for (const auto& a : first)
+    if (second.count(a)) reread += array_bytes(d, a, sizes, opt) * (1.0 - staged_fraction(form, a));
+  c.rows_in_flight_bytes = rows_in_flight_bytes(form, c.resident_teams, d, sizes, opt);
   if (hw.l2.capacity_bytes > 0 && c.rows_in_flight_bytes > static_cast<double>(hw.l2.capacity_bytes)) {
     c.reread_hbm_bytes = reread;
     c.hbm_bytes += reread;
@@ -67,13 +65,12 @@ RowsCost price_rows(const RowsForm& form, const Diagram& d, const SizeMap& sizes
   for (const auto& a : read) c.hbm_bytes += array_bytes(d, a, sizes, opt);
   for (const auto& p : form.parts)
     if (p.stored) c.hbm_bytes += array_bytes(d, p.statement, sizes, opt);
-  c.l2_bytes = walk_bytes(form.statistics, form.axis, d, sizes, opt) + walk_bytes(form.map, form.axis, d, sizes, opt);
+  c.l2_bytes = walk_bytes(form.statistics, form, false, d, sizes, opt) + walk_bytes(form.map, form, true, d, sizes, opt);
   const double sms = hw.sm_count;
-  const double blocks_per_sm = std::min<double>(form.blocks_per_sm, static_cast<double>(form.blocks) / sms);
-  const double teams_per_block = std::min<double>(form.teams_per_block(), static_cast<double>(form.rows_per_block));
-  c.resident_teams = std::max(1.0, sms * blocks_per_sm * teams_per_block);
+  c.resident_teams = resident_teams(form, form.blocks_per_sm, hw);
   reread_misses(c, form, d, sizes, hw, opt);
-  const double team_rounds = static_cast<double>(form.rows_total) * form.walks() * static_cast<double>(form.rounds_per_walk());
+  const double walk_rounds = static_cast<double>(form.rounds_per_walk() + (form.reduction ? 0 : form.map_rounds()));
+  const double team_rounds = static_cast<double>(form.rows_total) * walk_rounds;
   c.rounds = team_rounds / c.resident_teams;
   const double mem_util = std::min(1.0, static_cast<double>(form.blocks) / sms);
   c.t_hbm = c.hbm_bytes / hw.hbm.bandwidth_bytes_per_s / mem_util;

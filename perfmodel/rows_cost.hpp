@@ -12,11 +12,17 @@
  *    HBM: rows re-read in the order first read, at a reuse distance over the capacity, leave an
  *    LRU cache nothing to hit (H200, session 32: softmax over 32768 and 128256 bf16 columns, 87
  *    and 339 MB in flight against 60 MiB, both took 781-800 us: 3.15 GB, two reads and a write,
- *    at 3.9-4.0 TB/s, the HBM's measured streaming rate).
+ *    at 3.9-4.0 TB/s, the HBM's measured streaming rate). The map walk takes the row's chunks
+ *    last first (emit/cuda/rows.cpp), which an LRU cache would reward with hits on the last
+ *    C / (rows in flight) of every row; the H200 gave far less (session 36: 0.8% and 2.3% faster
+ *    at 339 and 87 MB in flight, 2-7% of the re-read), so the model counts none. Where lowering
+ *    stages a prefix of each row in SMEM (RowsForm::staged), the map walk reads it there: only the
+ *    rest is re-read (from L2 or HBM as above), and the SMEM bytes lower the blocks per SM.
  *  - L2 bytes: the walks' loads; a scalar array strided along the walk (another axis innermost)
  *    costs a 32-byte sector per element.
  *  - Latency: a walk over a row is rounds_per_walk() dependent rounds of loads (each lane keeps one
- *    16-byte access per unroll step in flight, then consumes them). The rows' rounds are spread
+ *    16-byte access per unroll step in flight, then consumes them), the map walk map_rounds() (those
+ *    past the staged prefix; SMEM's latency is not counted). The rows' rounds are spread
  *    over the teams resident at once (blocks per SM from the form's registers and warps, or fewer
  *    where the grid does not fill the GPU), so the kernel takes
  *        t_latency = rows x (rounds of the walks) / resident teams x L

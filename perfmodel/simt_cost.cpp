@@ -82,16 +82,12 @@ class Counter {
       const auto band = loop_band(e, a);
       n *= band ? loop_band_steps(*band, sizes_.at(a), sizes_.at(band->outer)) : static_cast<double>(sizes_.at(a));
     }
+    if (const auto mw = map_work(e.op)) return args += Work{mw->fp32_flops, mw->sfu_ops, 0};
     switch (e.op) {
       case Op::contract: case Op::sum: case Op::max: case Op::mean: return (args += Work{static_cast<double>(std::max<std::size_t>(1, e.args.size())), 0, 0}).times(n);
       case Op::softmax: return args.times(2 * n + 1) += Work{3 * n, n + 1, 0};
       case Op::layernorm: return args.times(3 * n + 1) += Work{4 * n + 4, 1, 0};
       case Op::rmsnorm: return args.times(2 * n + 1) += Work{2 * n + 3, 1, 0};
-      case Op::exp: case Op::log: case Op::tanh: case Op::sigmoid: case Op::silu: case Op::rsqrt: case Op::sqrt:
-      case Op::erf: case Op::gelu: case Op::gelu_tanh: {
-        const MapWork mw = *map_work(e.op);
-        return args += Work{mw.fp32_flops, mw.sfu_ops, 0};
-      }
       case Op::pow: return args += Work{2, 2, 0};  // exp2(p * log2(x))
       case Op::pick: return args += Work{2, 0, 0};  // a gather's compare and select
       default: return args += Work{1, 0, 0};  // + - * / neg abs step min max relu mask causal band pos cast

@@ -152,9 +152,16 @@ struct RowsLemma {
   void init(Code& k) const;
   /** Per element of the first walk, with its argument in `var("v")`. */
   void update(Code& k) const;
+  /** Per 16-byte access of the first walk (the vector path), with the argument's 8 values in
+   *  `var("vg")[0..7]`. Softmax takes the 8 values' max first and rescales the sum at most once
+   *  (paper §4's online softmax over a block of 8: l = l 2^((m - m') log2 e) + sum_j
+   *  2^(v_j log2 e - m' log2 e), each term one FFMA and one ex2); every other lemma runs update()
+   *  per value. */
+  void update_group(Code& k) const;
   /** Reduces the statistics over the team's TEAM_LANES lanes, then over its TEAM_WARPS warps. */
   void merge(Code& k) const;
-  /** From the statistics to what the map needs (inv_l; mean and inv). */
+  /** From the statistics to what the map needs (softmax: mlog = m log2 e + log2 l, NaN for a row
+   *  masked throughout; the norms: mean and inv). */
   void finalise(Code& k) const;
   /** The output element, from `v`, `w` and `bias` (the normaliser's arguments in order); a
    *  reduction's value. */
@@ -452,11 +459,12 @@ void gemm_launch_blocks(Code& l, const GemmForm& g);
  *  it is empty. `ns`: the kernel's namespace. */
 void flash_launch_blocks(Code& l, const FlashForm& f, const std::string& ns);
 /** Host statements launching `ns`::kernel on `blocks` blocks (a host expression over `a`) of
- *  `ns`::THREADS threads, none where it is 0. */
-void grid_launch(Code& l, const std::string& blocks, const std::string& ns);
+ *  `ns`::THREADS threads, none where it is 0; with `dynamic_smem`, `ns`::SMEM_BYTES of dynamic
+ *  SMEM (its limit raised once per kernel and device: host.cuh smem_limit_once). */
+void grid_launch(Code& l, const std::string& blocks, const std::string& ns, bool dynamic_smem = false);
 /** Host statements launching rows kernel `ns`::kernel over the product of `rows`' extents,
- *  `rows_per_block` rows per block. */
-void rows_launch(Code& l, const AxisList& rows, std::int64_t rows_per_block, const std::string& ns);
+ *  `rows_per_block` rows per block (`dynamic_smem`: as grid_launch). */
+void rows_launch(Code& l, const AxisList& rows, std::int64_t rows_per_block, const std::string& ns, bool dynamic_smem = false);
 /** Adds the paths of a gemm or flash spec to its unit: with the mma.sync path,
  *  add_hopper_variant (`make` renders the wgmma path given the mma.sync launch as its fallback);
  *  without it (8-bit floats: the wgmma path alone), `make` given a fallback that fails with

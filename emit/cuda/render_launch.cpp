@@ -22,16 +22,17 @@ void flash_launch_blocks(Code& l, const FlashForm& f, const std::string& ns) {
   l.line("if (blocks == 0) return 0;");
 }
 
-void grid_launch(Code& l, const std::string& blocks, const std::string& ns) {
+void grid_launch(Code& l, const std::string& blocks, const std::string& ns, bool dynamic_smem) {
   l.line("const int64_t blocks = " + blocks + ";");
   l.line("if (blocks == 0) return 0;");
-  l.line(ns + "::kernel<<<static_cast<unsigned>(blocks), " + ns + "::THREADS, 0, stream>>>(a);");
+  if (dynamic_smem) l.line("NAPKIN_CUDA(napkin::smem_limit_once(reinterpret_cast<const void*>(" + ns + "::kernel), static_cast<int>(" + ns + "::SMEM_BYTES)));");
+  l.line(ns + "::kernel<<<static_cast<unsigned>(blocks), " + ns + "::THREADS, " + (dynamic_smem ? ns + "::SMEM_BYTES" : std::string("0")) + ", stream>>>(a);");
 }
 
-void rows_launch(Code& l, const AxisList& rows, std::int64_t rows_per_block, const std::string& ns) {
+void rows_launch(Code& l, const AxisList& rows, std::int64_t rows_per_block, const std::string& ns, bool dynamic_smem) {
   std::string rows_total = "int64_t{1}";
   for (const auto& rw : rows) rows_total += " * a.N_" + rw;
-  grid_launch(l, "(" + rows_total + " + " + std::to_string(rows_per_block) + " - 1) / " + std::to_string(rows_per_block), ns);
+  grid_launch(l, "(" + rows_total + " + " + std::to_string(rows_per_block) + " - 1) / " + std::to_string(rows_per_block), ns, dynamic_smem);
 }
 
 std::string tma_launch(const Context& c, const std::string& ns, const std::vector<TmaOperand>& ops, DType dtype, const std::string& fallback,

@@ -138,6 +138,28 @@ void RowsLemma::update(Code& k) const {
   k.line(var("n") + " += 1.0f; " + s1 + " += " + dv + "; " + var("s2") + " += " + dv + " * " + dv + ";");
 }
 
+void RowsLemma::update_group(Code& k) const {
+  const std::string vg = var("vg");
+  if (e_.op != Op::softmax) {
+    k.line("#pragma unroll");
+    k.open("for (int j = 0; j < 8; ++j)");
+    k.line("const float " + var("v") + " = " + vg + "[j];");
+    update(k);
+    k.close();
+    return;
+  }
+  const std::string m = var("m"), l = var("l"), gm = var("gm"), mL = var("mL");
+  auto mx = [&](const std::string& a, const std::string& b) { return "fmaxf(" + a + ", " + b + ")"; };
+  auto at = [&](int j) { return vg + "[" + std::to_string(j) + "]"; };
+  k.line("const float " + gm + " = " + mx(mx(mx(at(0), at(1)), mx(at(2), at(3))), mx(mx(at(4), at(5)), mx(at(6), at(7)))) + ";  // the access's max");
+  k.line("if (" + gm + " > " + m + ") { " + l + " *= " + m + " == -INFINITY ? 0.0f : napkin::exp2_ftz((" + m + " - " + gm + ") * 1.44269504f); " + m + " = " + gm + "; }");
+  k.open("if (" + m + " != -INFINITY)");  // else every value so far is -inf: nothing to add (and -inf - -inf is NaN)
+  k.line("const float " + mL + " = " + m + " * 1.44269504f;");
+  k.line("#pragma unroll");
+  k.line("for (int j = 0; j < 8; ++j) " + l + " += napkin::exp2_ftz(fmaf(" + vg + "[j], 1.44269504f, -" + mL + "));  // 2^(-inf) = 0 for a masked value");
+  k.close();
+}
+
 void RowsLemma::merge(Code& k) const {
   const bool softmax = e_.op == Op::softmax;
   const std::string m = var("m"), l = var("l"), n = var("n"), s1 = var("s1"), s2 = var("s2");
@@ -189,8 +211,9 @@ void RowsLemma::merge(Code& k) const {
 void RowsLemma::finalise(Code& k) const {
   if (reduction()) return;
   if (e_.op == Op::softmax) {
-    k.line("const float " + var("inv_l") + " = " + var("l") + " > 0.0f ? 1.0f / " + var("l") + " : " + std::string(kNanF) +
-           ";  // l = 0: a row masked throughout, NaN as in the fp64 evaluator");
+    const std::string m = var("m"), l = var("l");
+    k.line("const float " + var("mlog") + " = " + m + " == -INFINITY || !(" + l + " > 0.0f) ? " + std::string(kNanF) + " : fmaf(" + m +
+           ", 1.44269504f, __log2f(" + l + "));  // y = 2^(v log2 e - mlog) = e^(v - m) / l; a row masked throughout: NaN as in the fp64 evaluator");
     return;
   }
   const std::string n = var("n"), s1 = var("s1"), s2 = var("s2"), m2 = var("m2");
@@ -208,8 +231,7 @@ std::string RowsLemma::map() const {
   if (e_.op == Op::max) return m;
   if (e_.op == Op::sum) return var("s1");
   if (e_.op == Op::mean) return var("s1") + " / static_cast<float>(N_" + e_.axes[0] + ")";
-  if (e_.op == Op::softmax)
-    return "(" + m + " == -INFINITY ? " + std::string(kNanF) + " : __expf(" + v + " - " + m + ") * " + var("inv_l") + ")";  // a row masked throughout: NaN
+  if (e_.op == Op::softmax) return "napkin::exp2_ftz(fmaf(" + v + ", 1.44269504f, -" + var("mlog") + "))";  // mlog NaN: a row masked throughout
   std::string y = e_.op == Op::layernorm ? "(" + v + " - " + var("mean") + ") * " + var("inv") : v + " * " + var("inv");
   if (e_.args.size() > 1) y += " * " + var("w");
   if (e_.args.size() > 2) y += " + " + var("bias");

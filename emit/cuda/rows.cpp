@@ -8,7 +8,10 @@
 // sum and sum of squares for the norms, shifted by the row's first element for layernorm; a
 // running sum or max for a reduction) that warp shuffles (and SMEM across warps) combine; one lane
 // stores each reduction's value, and a second walk (none where every statement is a reduction)
-// writes the per-element outputs. Where the axis is innermost and contiguous (16-bit arrays,
+// writes the per-element outputs, taking the row's chunks last first (what the first walk loaded
+// last is likeliest still in L2: perfmodel/rows_cost.hpp), and reading the row's first STAGED
+// elements from the SMEM where the first walk kept them (RowsForm::staged, dynamic SMEM per team).
+// Where the axis is innermost and contiguous (16-bit arrays,
 // N % 8 == 0, 16-byte aligned pointers: checked at run time), each thread moves 8 elements per
 // coalesced 16-byte access and has U = 4 of them in flight, so the HBM latency is covered by few warps.
 #include <memory>
@@ -29,7 +32,14 @@ struct RowsKernel {
   std::set<std::string> vec_arrays, vec_outs;
   bool has_vec = false;
   Code& k;
+  std::set<std::string> staged;  ///< arrays whose first STAGED elements of a row the team keeps in SMEM (RowsForm::staged)
 };
+
+/** What a walk does with the staged prefix of a row (RowsForm::staged): nothing, keeps it in SMEM
+ *  as it loads it (the statistics walk), or reads it from there (the map walk). Each thread keeps
+ *  and reads the same 16-byte vectors (both walks give a thread the same elements of every chunk),
+ *  so no barrier orders them. */
+enum class Stage { none, keep, read };
 
 /** One store of a walk: the output and its value (an expression over what the walk's body defined). */
 struct RowStore {
@@ -62,8 +72,12 @@ void store_vector(RowsKernel& r, const std::string& out) {
 
 /** One walk of the team over the row: `body(over)` emits the work at element i_<ax> (its loads
  *  rendered through `over`), then each of `stores` is written. On the vector path each thread
- *  takes 8 elements per 16-byte access, U accesses in flight; else one element per step. */
-void walk_row(RowsKernel& r, const std::vector<const Expr*>& roots, const std::function<void(const NodeOverride&)>& body, const std::vector<RowStore>& stores) {
+ *  takes 8 elements per 16-byte access, U accesses in flight; else one element per step.
+ *  `from_end`: the walk takes the row's chunks (a team's accesses in flight, TEAM x 8 x U
+ *  elements, or TEAM scalars) last first, so the map walk re-reads first what the statistics
+ *  walk loaded last, the lines the L2 is likeliest still to hold (perfmodel/rows_cost.hpp). */
+void walk_row(RowsKernel& r, const std::vector<const Expr*>& roots, const std::function<void(const NodeOverride&)>& body, const std::vector<RowStore>& stores,
+              bool from_end, Stage stage, const std::function<void(const NodeOverride&)>& group = {}) {
   Code& k = r.k;
   const std::string& ax = r.ax;
   std::set<std::string> used;  // the vector arrays this walk reads
@@ -75,7 +89,14 @@ void walk_row(RowsKernel& r, const std::vector<const Expr*>& roots, const std::f
     k.line("a." + s.out + "[" + r.c.index(s.out) + "] = napkin::from_f<" + r.c.ctype_of(s.out) + ">(" + s.value + ");");
   };
   auto scalar = [&] {
-    k.open("for (int64_t i_" + ax + " = t; i_" + ax + " < N_" + ax + "; i_" + ax + " += TEAM)");
+    if (from_end) {
+      k.line("const int64_t chunks = (N_" + ax + " + TEAM - 1) / TEAM;  // the walk from the row's end, TEAM elements a chunk");
+      k.open("for (int64_t q = 0; q < chunks; ++q)");
+      k.line("const int64_t i_" + ax + " = (chunks - 1 - q) * TEAM + t;");
+      k.line("if (i_" + ax + " >= N_" + ax + ") continue;");
+    } else {
+      k.open("for (int64_t i_" + ax + " = t; i_" + ax + " < N_" + ax + "; i_" + ax + " += TEAM)");
+    }
     body({});
     for (const auto& s : stores) scalar_store(s);
     k.close();
@@ -87,29 +108,47 @@ void walk_row(RowsKernel& r, const std::vector<const Expr*>& roots, const std::f
     return std::nullopt;
   };
   k.open("if (vec)");
-  k.open("for (int64_t b0 = int64_t{t} * 8; b0 < N_" + ax + "; b0 += int64_t{TEAM} * 8 * U)");
+  if (from_end) {
+    k.line("const int64_t chunks = (N_" + ax + " + int64_t{TEAM} * 8 * U - 1) / (int64_t{TEAM} * 8 * U);  // the walk from the row's end, TEAM x 8 x U elements a chunk");
+    k.open("for (int64_t q = 0; q < chunks; ++q)");
+    k.line("const int64_t b0 = (chunks - 1 - q) * (int64_t{TEAM} * 8 * U) + int64_t{t} * 8;");
+  } else {
+    k.open("for (int64_t b0 = int64_t{t} * 8; b0 < N_" + ax + "; b0 += int64_t{TEAM} * 8 * U)");
+  }
   for (const auto& arr : used) k.line("uint4 " + arr + "_reg[U] = {};  // registers: U 16-byte vectors of " + arr);
   k.line("#pragma unroll");
   k.open("for (int u = 0; u < U; ++u)");
   k.line("const int64_t i_" + ax + " = b0 + int64_t{u} * TEAM * 8;");
   k.line("if (i_" + ax + " >= N_" + ax + ") break;");
-  for (const auto& arr : used) k.line(arr + "_reg[u] = *reinterpret_cast<const uint4*>(a." + arr + " + " + r.c.index(arr) + ");");
+  for (const auto& arr : used) {
+    const std::string global = "*reinterpret_cast<const uint4*>(a." + arr + " + " + r.c.index(arr) + ")";
+    if (stage == Stage::read && r.staged.count(arr)) k.line(arr + "_reg[u] = i_" + ax + " < STAGED ? " + arr + "_smem[i_" + ax + " / 8] : " + global + ";");
+    else k.line(arr + "_reg[u] = " + global + ";");
+  }
   k.close();
   k.line("#pragma unroll");
   k.open("for (int u = 0; u < U; ++u)");
   k.line("if (b0 + int64_t{u} * TEAM * 8 >= N_" + ax + ") break;");
+  if (stage == Stage::keep)  // after every load of the round is issued: a store waits for its load
+    for (const auto& arr : used)
+      if (r.staged.count(arr)) k.line("if (b0 + int64_t{u} * TEAM * 8 < STAGED) " + arr + "_smem[(b0 + int64_t{u} * TEAM * 8) / 8] = " + arr + "_reg[u];");
   for (const auto& s : stores)
     if (r.vec_outs.count(s.out)) k.line("float " + s.out + "_reg[8];");
-  k.line("#pragma unroll");
-  k.open("for (int j = 0; j < 8; ++j)");
-  k.line("const int64_t i_" + ax + " = b0 + int64_t{u} * TEAM * 8 + j;");
-  k.line("(void)i_" + ax + ";");
-  body(over_vec);
-  for (const auto& s : stores) {
-    if (r.vec_outs.count(s.out)) k.line(s.out + "_reg[j] = " + s.value + ";");
-    else scalar_store(s);
+  if (group) {  // the 8 elements of the access at once (their loads rendered through over_vec, j bound by the callee)
+    NAPKIN_ASSERT(stores.empty()) << "a walk with a per-access body stores nothing";
+    group(over_vec);
+  } else {
+    k.line("#pragma unroll");
+    k.open("for (int j = 0; j < 8; ++j)");
+    k.line("const int64_t i_" + ax + " = b0 + int64_t{u} * TEAM * 8 + j;");
+    k.line("(void)i_" + ax + ";");
+    body(over_vec);
+    for (const auto& s : stores) {
+      if (r.vec_outs.count(s.out)) k.line(s.out + "_reg[j] = " + s.value + ";");
+      else scalar_store(s);
+    }
+    k.close();
   }
-  k.close();
   bool vector_stores = false;
   for (const auto& s : stores) vector_stores = vector_stores || r.vec_outs.count(s.out) > 0;
   if (vector_stores) k.line("const int64_t i_" + ax + " = b0 + int64_t{u} * TEAM * 8;");
@@ -165,7 +204,20 @@ void row_body(RowsKernel& r, std::vector<RowsItem>& items) {
       r.k.line("const float " + it.lemma->var("v") + " = " + r.c.value(*it.core->args[0], over) + ";");
       it.lemma->update(r.k);
     }
-  }, {});
+  }, {}, false, Stage::keep, [&](const NodeOverride& over) {  // the vector path: each lemma's update over an access's 8 values
+    for (const auto& it : items) {
+      if (!it.lemma) continue;
+      const std::string vg = it.lemma->var("vg");
+      r.k.line("float " + vg + "[8];  // registers: the lemma's argument at the access's 8 elements");
+      r.k.line("#pragma unroll");
+      r.k.open("for (int j = 0; j < 8; ++j)");
+      r.k.line("const int64_t i_" + r.ax + " = b0 + int64_t{u} * TEAM * 8 + j;");
+      r.k.line("(void)i_" + r.ax + ";");
+      r.k.line(vg + "[j] = " + r.c.value(*it.core->args[0], over) + ";");
+      r.k.close();
+      it.lemma->update_group(r.k);
+    }
+  });
   for (const auto& it : items)
     if (it.lemma) it.lemma->merge(r.k);
   for (const auto& it : items) {
@@ -215,7 +267,7 @@ void row_body(RowsKernel& r, std::vector<RowsItem>& items) {
     for (const auto& it : items)
       if (it.part.kind == RowsPart::Kind::map) stores.push_back({it.st.name, it.st.name + "_val"});
     return stores;
-  }());
+  }(), true, Stage::read);
 }
 
 }  // namespace
@@ -246,14 +298,26 @@ KernelEmit emit_rows(Context& c, const KernelChoice& kc) {
   const std::string per_row = form.team_lanes < 32 ? std::to_string(form.team_lanes) + " lanes" : std::to_string(team) + " warp(s)";
   k.line("// strategy rows: " + ops + " along " + ax + "; " + std::to_string(R) + " rows per block, " + per_row + " per row; " +
          (form.reduction ? std::string("one pass, the team's first lane stores the value") + (post ? " through the statement's element-wise map" : "")
-                         : std::string("pass 1 statistics, pass 2 the map (its re-read of the row comes from L2 where the rows in flight fit there, else from HBM: perfmodel/rows_cost.hpp)")));
+                         : std::string("pass 1 statistics, pass 2 the map from the row's end (its re-read comes from L2 where the rows in flight fit there, else in part from HBM: perfmodel/rows_cost.hpp)")));
   k.open("namespace " + ns);
   k.line("constexpr int WARPS = " + std::to_string(warps) + ", THREADS = WARPS * 32, ROWS = " + std::to_string(R) + ", TEAM_WARPS = " + std::to_string(team) +
          ", TEAM_LANES = " + std::to_string(form.team_lanes) + ", TEAM = TEAM_WARPS * TEAM_LANES;");
   k.line("constexpr int TEAMS_PER_WARP = 32 / TEAM_LANES, TEAMS = WARPS / TEAM_WARPS * TEAMS_PER_WARP;  // teams of a block, rows walked at once");
   k.line("[[maybe_unused]] constexpr int U = " + std::to_string(form.unroll) + ";  // 16-byte accesses in flight per lane (the vector path)");
+  // Reference mode (the fp32 check) has no vector path, so nothing to stage.
+  const bool staging = form.staged > 0 && !c.options().reference;
+  if (staging) {
+    k.line("constexpr int64_t STAGED = " + std::to_string(form.staged) + ";  // elements of a row kept in SMEM by the statistics walk for the map walk (lower/rows_form.hpp)");
+    k.line("constexpr size_t SMEM_BYTES = size_t{TEAMS} * " + std::to_string(form.staged_arrays.size()) + " * STAGED * 2;  // dynamic SMEM: each team's staged rows");
+  }
   open_bounded_kernel(k, c, form.registers, form.blocks_per_sm, "lower/rows_form.hpp");
   k.line("__shared__ float stats_smem[WARPS][3];  // SMEM: each warp's statistics, merged across a team");
+  if (staging) {
+    k.line("extern __shared__ uint4 stage_smem[];  // SMEM: per team, the first STAGED elements of its row of every staged array");
+    for (std::size_t i = 0; i < form.staged_arrays.size(); ++i)
+      k.line("uint4* const " + form.staged_arrays[i] + "_smem = stage_smem + (int64_t{threadIdx.x / 32 / TEAM_WARPS} * " + std::to_string(form.staged_arrays.size()) +
+             " + " + std::to_string(i) + ") * (STAGED / 8);  // this team's staged " + form.staged_arrays[i]);
+  }
   k.line("const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, t = (warp % TEAM_WARPS) * 32 + lane % TEAM_LANES;");
   std::string total = "int64_t{1}";
   for (const auto& r : rows) total += " * N_" + r;
@@ -266,7 +330,8 @@ KernelEmit emit_rows(Context& c, const KernelChoice& kc) {
   k.line("if (TEAM_WARPS == 1 && !__any_sync(0xffffffffu, live)) break;");
   k.line("if (!live) row = 0;");
   decompose(k, "row", rows);
-  RowsKernel rk{c, form, ax, {}, {}, false, k};
+  RowsKernel rk{c, form, ax, {}, {}, false, k, {}};
+  if (staging) rk.staged.insert(form.staged_arrays.begin(), form.staged_arrays.end());
   vector_path(rk);
   row_body(rk, items);
   k.close();
@@ -279,7 +344,7 @@ KernelEmit emit_rows(Context& c, const KernelChoice& kc) {
     if (p.stored) r.stored.insert(p.statement);
   r.device_code = k.text;
   Code l;
-  rows_launch(l, rows, R, ns);
+  rows_launch(l, rows, R, ns, staging);
   r.launch_code = l.text;
   return r;
 }

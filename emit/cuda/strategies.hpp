@@ -17,7 +17,8 @@
  *           with the spec's wgmma path also an sm_90a variant (flash_bwd_wgmma.cpp: a producer
  *           warpgroup streaming by TMA, consumer warpgroups of 64 rows on wgmma);
  *  - rows:  a normaliser (softmax, layernorm, rmsnorm) along an axis kept whole or streamed: one
- *           warp (or several) per row, statistics reduced with shuffles, then the map;
+ *           warp (or several) per row, statistics reduced with shuffles, then the map (from the
+ *           row's end; a staged prefix of the row read back from SMEM);
  *  - cols:  a reduction down the columns (cols.cpp): lanes across columns, threads splitting the
  *           reduced axis, partials added in SMEM in a fixed order;
  *  - transpose: a copy into another order with another innermost axis (transpose.cpp): tiles

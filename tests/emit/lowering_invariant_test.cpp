@@ -57,6 +57,11 @@ int check_invariant(const Derivation& dv, const std::string& text) {
       CHECK(sec.find("__launch_bounds__(THREADS, " + std::to_string(f.blocks_per_sm) + ")") != std::string::npos);
       CHECK(kc.cost.blocks_per_sm == f.blocks_per_sm);
       CHECK(kc.cost.registers_per_thread == f.registers);
+      // the staged prefix (RowsForm::staged) and its dynamic SMEM, as priced
+      CHECK(constant(sec, "STAGED") == (f.staged > 0 ? f.staged : -1));
+      CHECK(f.smem_bytes == std::int64_t{f.warps} * 3 * 4 + f.teams_per_block() * f.staged_bytes_per_team());
+      if (f.staged > 0)
+        CHECK(sec.find("SMEM_BYTES = size_t{TEAMS} * " + std::to_string(f.staged_arrays.size()) + " * STAGED * 2;") != std::string::npos);
     }
     if (!spec.tensor_cores()) {
       CHECK(sec.find("napkin::mma_") == std::string::npos);

@@ -64,6 +64,14 @@ add bmm-3x200x128x300 "$lib/batched_matmul.napkin" --set n=3 --set a=200 --set b
 add softmax-50x5000 "$lib/softmax.napkin" --set t=50 --set v=5000
 add layernorm-100x1000 "$lib/layernorm.napkin" --set t=100 --set m=1000
 add rmsnorm-100x1000 "$lib/rmsnorm.napkin" --set t=100 --set m=1000
+# rows whose re-read would miss the L2: a prefix of each row kept in SMEM by the statistics walk
+# (lower/rows_form.hpp RowsForm::staged), the prefix's end inside a chunk of the walk
+add softmax-staged-1000x50008 "$lib/softmax.napkin" --set t=1000 --set v=50008
+add layernorm-staged-1000x50000 "$lib/layernorm.napkin" --set t=1000 --set m=50000
+add rows-fused-staged-700x65536 "$root/tests/language/rmsnorm_rows_fused.napkin" --set t=700 --set m=65536
+# rows masked throughout (NaN) and rows that start masked: softmax's update per 16-byte access and its map
+add softmax-masked-rows-1100x1000 "$gpu/softmax_masked_rows.napkin"
+add softmax-masked-rows-1100x1001 "$gpu/softmax_masked_rows.napkin" --set v=1001
 # rows of a length that is not a multiple of 8: the scalar path of the rows kernel
 add softmax-50x5003 "$lib/softmax.napkin" --set t=50 --set v=5003
 add layernorm-100x1001 "$lib/layernorm.napkin" --set t=100 --set m=1001

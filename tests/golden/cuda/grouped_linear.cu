@@ -107,7 +107,7 @@ __device__ __forceinline__ float step(float x) { return x > 0.0f ? 1.0f : x == x
  *  erfc(z) = t exp(-z^2 + P(t)), t = 1 / (1 + z/2), P the degree-9 Chebyshev fit of Press et al.,
  *  Numerical Recipes (2nd ed.), section 6.2, function erfcc: fractional error under 1.2e-7 for every
  *  z >= 0, so x < 0 keeps its relative accuracy where 1 + erff(x / sqrt 2) cancels. Two MUFU ops
- *  (rcp, ex2) and 18 FP32 instructions (perfmodel/simt_cost.hpp prices it so) against erff's 21 and
+ *  (rcp, ex2) and 17 FP32 instructions, a compare and a select (perfmodel/simt_cost.hpp prices it so) against erff's 21 and
  *  its ALU selects at half rate. tests/gpu/tiles_test.cu bounds its error against fp64 on the GPU;
  *  the GPU reference (reference mode) writes gelu_precise. */
 __device__ __forceinline__ float gelu(float x) {

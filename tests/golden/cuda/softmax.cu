@@ -107,7 +107,7 @@ __device__ __forceinline__ float step(float x) { return x > 0.0f ? 1.0f : x == x
  *  erfc(z) = t exp(-z^2 + P(t)), t = 1 / (1 + z/2), P the degree-9 Chebyshev fit of Press et al.,
  *  Numerical Recipes (2nd ed.), section 6.2, function erfcc: fractional error under 1.2e-7 for every
  *  z >= 0, so x < 0 keeps its relative accuracy where 1 + erff(x / sqrt 2) cancels. Two MUFU ops
- *  (rcp, ex2) and 18 FP32 instructions (perfmodel/simt_cost.hpp prices it so) against erff's 21 and
+ *  (rcp, ex2) and 17 FP32 instructions, a compare and a select (perfmodel/simt_cost.hpp prices it so) against erff's 21 and
  *  its ALU selects at half rate. tests/gpu/tiles_test.cu bounds its error against fp64 on the GPU;
  *  the GPU reference (reference mode) writes gelu_precise. */
 __device__ __forceinline__ float gelu(float x) {
@@ -472,16 +472,20 @@ static int napkin_fail(const char* message) {
   };
 
 // kernel P: fuse P; weave t; stream v by 32768 twice; warps 8
-// strategy rows: softmax along v; 1 rows per block, 8 warp(s) per row; pass 1 statistics, pass 2 the map (its re-read of the row comes from L2 where the rows in flight fit there, else from HBM: perfmodel/rows_cost.hpp)
+// strategy rows: softmax along v; 1 rows per block, 8 warp(s) per row; pass 1 statistics, pass 2 the map from the row's end (its re-read comes from L2 where the rows in flight fit there, else in part from HBM: perfmodel/rows_cost.hpp)
 namespace k_P {
   constexpr int WARPS = 8, THREADS = WARPS * 32, ROWS = 1, TEAM_WARPS = 8, TEAM_LANES = 32, TEAM = TEAM_WARPS * TEAM_LANES;
   constexpr int TEAMS_PER_WARP = 32 / TEAM_LANES, TEAMS = WARPS / TEAM_WARPS * TEAMS_PER_WARP;  // teams of a block, rows walked at once
   [[maybe_unused]] constexpr int U = 4;  // 16-byte accesses in flight per lane (the vector path)
+  constexpr int64_t STAGED = 22784;  // elements of a row kept in SMEM by the statistics walk for the map walk (lower/rows_form.hpp)
+  constexpr size_t SMEM_BYTES = size_t{TEAMS} * 1 * STAGED * 2;  // dynamic SMEM: each team's staged rows
   // at most 48 registers per thread: 5 blocks per SM resident, as the model prices it (lower/rows_form.hpp)
 
   __global__ void __launch_bounds__(THREADS, 5) kernel(const Args a) {
     [[maybe_unused]] const int64_t N_t = a.N_t, N_v = a.N_v;
     __shared__ float stats_smem[WARPS][3];  // SMEM: each warp's statistics, merged across a team
+    extern __shared__ uint4 stage_smem[];  // SMEM: per team, the first STAGED elements of its row of every staged array
+    uint4* const L_smem = stage_smem + (int64_t{threadIdx.x / 32 / TEAM_WARPS} * 1 + 0) * (STAGED / 8);  // this team's staged L
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, t = (warp % TEAM_WARPS) * 32 + lane % TEAM_LANES;
     const int64_t total_rows = int64_t{1} * N_t;
     // every lane of a warp runs the same iterations (the shuffles name the whole warp); a team past the rows walks row 0 and stores nothing
@@ -506,13 +510,20 @@ namespace k_P {
           #pragma unroll
           for (int u = 0; u < U; ++u) {
             if (b0 + int64_t{u} * TEAM * 8 >= N_v) break;
+            if (b0 + int64_t{u} * TEAM * 8 < STAGED) L_smem[(b0 + int64_t{u} * TEAM * 8) / 8] = L_reg[u];
+            float vg[8];  // registers: the lemma's argument at the access's 8 elements
             #pragma unroll
             for (int j = 0; j < 8; ++j) {
               const int64_t i_v = b0 + int64_t{u} * TEAM * 8 + j;
               (void)i_v;
-              const float v = napkin::to_f(reinterpret_cast<const __nv_bfloat16*>(&L_reg[u])[j]);
-              if (v > m) { l = l * (m == -INFINITY ? 0.0f : __expf(m - v)); m = v; }
-              l += v == -INFINITY ? 0.0f : __expf(v - m);
+              vg[j] = napkin::to_f(reinterpret_cast<const __nv_bfloat16*>(&L_reg[u])[j]);
+            }
+            const float gm = fmaxf(fmaxf(fmaxf(vg[0], vg[1]), fmaxf(vg[2], vg[3])), fmaxf(fmaxf(vg[4], vg[5]), fmaxf(vg[6], vg[7])));  // the access's max
+            if (gm > m) { l *= m == -INFINITY ? 0.0f : napkin::exp2_ftz((m - gm) * 1.44269504f); m = gm; }
+            if (m != -INFINITY) {
+              const float mL = m * 1.44269504f;
+              #pragma unroll
+              for (int j = 0; j < 8; ++j) l += napkin::exp2_ftz(fmaf(vg[j], 1.44269504f, -mL));  // 2^(-inf) = 0 for a masked value
             }
           }
         }
@@ -540,16 +551,18 @@ namespace k_P {
         for (int w = 0; w < TEAM_WARPS; ++w) l += stats_smem[first + w][0] == -INFINITY ? 0.0f : stats_smem[first + w][1] * __expf(stats_smem[first + w][0] - m);
         __syncthreads();
       }
-      const float inv_l = l > 0.0f ? 1.0f / l : __int_as_float(0x7fc00000);  // l = 0: a row masked throughout, NaN as in the fp64 evaluator
+      const float mlog = m == -INFINITY || !(l > 0.0f) ? __int_as_float(0x7fc00000) : fmaf(m, 1.44269504f, __log2f(l));  // y = 2^(v log2 e - mlog) = e^(v - m) / l; a row masked throughout: NaN as in the fp64 evaluator
       if (!live) continue;
       if (vec) {
-        for (int64_t b0 = int64_t{t} * 8; b0 < N_v; b0 += int64_t{TEAM} * 8 * U) {
+        const int64_t chunks = (N_v + int64_t{TEAM} * 8 * U - 1) / (int64_t{TEAM} * 8 * U);  // the walk from the row's end, TEAM x 8 x U elements a chunk
+        for (int64_t q = 0; q < chunks; ++q) {
+          const int64_t b0 = (chunks - 1 - q) * (int64_t{TEAM} * 8 * U) + int64_t{t} * 8;
           uint4 L_reg[U] = {};  // registers: U 16-byte vectors of L
           #pragma unroll
           for (int u = 0; u < U; ++u) {
             const int64_t i_v = b0 + int64_t{u} * TEAM * 8;
             if (i_v >= N_v) break;
-            L_reg[u] = *reinterpret_cast<const uint4*>(a.L + (i_t) * N_v + i_v);
+            L_reg[u] = i_v < STAGED ? L_smem[i_v / 8] : *reinterpret_cast<const uint4*>(a.L + (i_t) * N_v + i_v);
           }
           #pragma unroll
           for (int u = 0; u < U; ++u) {
@@ -560,16 +573,19 @@ namespace k_P {
               const int64_t i_v = b0 + int64_t{u} * TEAM * 8 + j;
               (void)i_v;
               const float v = napkin::to_f(reinterpret_cast<const __nv_bfloat16*>(&L_reg[u])[j]);
-              P_reg[j] = (m == -INFINITY ? __int_as_float(0x7fc00000) : __expf(v - m) * inv_l);
+              P_reg[j] = napkin::exp2_ftz(fmaf(v, 1.44269504f, -mlog));
             }
             const int64_t i_v = b0 + int64_t{u} * TEAM * 8;
             *reinterpret_cast<uint4*>(a.P + (i_t) * N_v + i_v) = make_uint4(napkin::pack2<__nv_bfloat16>(P_reg[0], P_reg[1]), napkin::pack2<__nv_bfloat16>(P_reg[2], P_reg[3]), napkin::pack2<__nv_bfloat16>(P_reg[4], P_reg[5]), napkin::pack2<__nv_bfloat16>(P_reg[6], P_reg[7]));
           }
         }
       } else {
-        for (int64_t i_v = t; i_v < N_v; i_v += TEAM) {
+        const int64_t chunks = (N_v + TEAM - 1) / TEAM;  // the walk from the row's end, TEAM elements a chunk
+        for (int64_t q = 0; q < chunks; ++q) {
+          const int64_t i_v = (chunks - 1 - q) * TEAM + t;
+          if (i_v >= N_v) continue;
           const float v = napkin::to_f(a.L[(i_t) * N_v + i_v]);
-          a.P[(i_t) * N_v + i_v] = napkin::from_f<__nv_bfloat16>((m == -INFINITY ? __int_as_float(0x7fc00000) : __expf(v - m) * inv_l));
+          a.P[(i_t) * N_v + i_v] = napkin::from_f<__nv_bfloat16>(napkin::exp2_ftz(fmaf(v, 1.44269504f, -mlog)));
         }
       }
     }
@@ -605,7 +621,8 @@ namespace k_P {
         napkin_variant = "rows";
         const int64_t blocks = (int64_t{1} * a.N_t + 1 - 1) / 1;
         if (blocks == 0) return 0;
-        k_P::kernel<<<static_cast<unsigned>(blocks), k_P::THREADS, 0, stream>>>(a);
+        NAPKIN_CUDA(napkin::smem_limit_once(reinterpret_cast<const void*>(k_P::kernel), static_cast<int>(k_P::SMEM_BYTES)));
+        k_P::kernel<<<static_cast<unsigned>(blocks), k_P::THREADS, k_P::SMEM_BYTES, stream>>>(a);
         NAPKIN_CUDA(cudaGetLastError());
         return 0;
       }

@@ -113,7 +113,7 @@ __device__ __forceinline__ float step(float x) { return x > 0.0f ? 1.0f : x == x
  *  erfc(z) = t exp(-z^2 + P(t)), t = 1 / (1 + z/2), P the degree-9 Chebyshev fit of Press et al.,
  *  Numerical Recipes (2nd ed.), section 6.2, function erfcc: fractional error under 1.2e-7 for every
  *  z >= 0, so x < 0 keeps its relative accuracy where 1 + erff(x / sqrt 2) cancels. Two MUFU ops
- *  (rcp, ex2) and 18 FP32 instructions (perfmodel/simt_cost.hpp prices it so) against erff's 21 and
+ *  (rcp, ex2) and 17 FP32 instructions, a compare and a select (perfmodel/simt_cost.hpp prices it so) against erff's 21 and
  *  its ALU selects at half rate. tests/gpu/tiles_test.cu bounds its error against fp64 on the GPU;
  *  the GPU reference (reference mode) writes gelu_precise. */
 __device__ __forceinline__ float gelu(float x) {
@@ -803,7 +803,7 @@ namespace call_H1 {
   };
 
 // kernel Y: fuse Y; weave t; warps 4
-// strategy rows: rmsnorm along m; 1 rows per block, 4 warp(s) per row; pass 1 statistics, pass 2 the map (its re-read of the row comes from L2 where the rows in flight fit there, else from HBM: perfmodel/rows_cost.hpp)
+// strategy rows: rmsnorm along m; 1 rows per block, 4 warp(s) per row; pass 1 statistics, pass 2 the map from the row's end (its re-read comes from L2 where the rows in flight fit there, else in part from HBM: perfmodel/rows_cost.hpp)
 namespace k_Y {
   constexpr int WARPS = 4, THREADS = WARPS * 32, ROWS = 1, TEAM_WARPS = 4, TEAM_LANES = 32, TEAM = TEAM_WARPS * TEAM_LANES;
   constexpr int TEAMS_PER_WARP = 32 / TEAM_LANES, TEAMS = WARPS / TEAM_WARPS * TEAMS_PER_WARP;  // teams of a block, rows walked at once
@@ -838,11 +838,16 @@ namespace k_Y {
           #pragma unroll
           for (int u = 0; u < U; ++u) {
             if (b0 + int64_t{u} * TEAM * 8 >= N_m) break;
+            float vg[8];  // registers: the lemma's argument at the access's 8 elements
             #pragma unroll
             for (int j = 0; j < 8; ++j) {
               const int64_t i_m = b0 + int64_t{u} * TEAM * 8 + j;
               (void)i_m;
-              const float v = napkin::to_f(reinterpret_cast<const __nv_bfloat16*>(&X_reg[u])[j]);
+              vg[j] = napkin::to_f(reinterpret_cast<const __nv_bfloat16*>(&X_reg[u])[j]);
+            }
+            #pragma unroll
+            for (int j = 0; j < 8; ++j) {
+              const float v = vg[j];
               const float dv = v;
               n += 1.0f; s1 += dv; s2 += dv * dv;
             }
@@ -871,7 +876,9 @@ namespace k_Y {
       const float inv = rsqrtf(m2 / n + 1e-05f);
       if (!live) continue;
       if (vec) {
-        for (int64_t b0 = int64_t{t} * 8; b0 < N_m; b0 += int64_t{TEAM} * 8 * U) {
+        const int64_t chunks = (N_m + int64_t{TEAM} * 8 * U - 1) / (int64_t{TEAM} * 8 * U);  // the walk from the row's end, TEAM x 8 x U elements a chunk
+        for (int64_t q = 0; q < chunks; ++q) {
+          const int64_t b0 = (chunks - 1 - q) * (int64_t{TEAM} * 8 * U) + int64_t{t} * 8;
           uint4 W_reg[U] = {};  // registers: U 16-byte vectors of W
           uint4 X_reg[U] = {};  // registers: U 16-byte vectors of X
           #pragma unroll
@@ -898,7 +905,10 @@ namespace k_Y {
           }
         }
       } else {
-        for (int64_t i_m = t; i_m < N_m; i_m += TEAM) {
+        const int64_t chunks = (N_m + TEAM - 1) / TEAM;  // the walk from the row's end, TEAM elements a chunk
+        for (int64_t q = 0; q < chunks; ++q) {
+          const int64_t i_m = (chunks - 1 - q) * TEAM + t;
+          if (i_m >= N_m) continue;
           const float v = napkin::to_f(a.X[((i_b) * N_t + i_t) * N_m + i_m]);
           const float w = napkin::to_f(a.W[i_m]);
           a.Y[((i_b) * N_t + i_t) * N_m + i_m] = napkin::from_f<__nv_bfloat16>(v * inv * w);
@@ -2636,7 +2646,7 @@ namespace call_H2 {
   };
 
 // kernel Y: fuse Y; weave t; warps 4
-// strategy rows: rmsnorm along m; 1 rows per block, 4 warp(s) per row; pass 1 statistics, pass 2 the map (its re-read of the row comes from L2 where the rows in flight fit there, else from HBM: perfmodel/rows_cost.hpp)
+// strategy rows: rmsnorm along m; 1 rows per block, 4 warp(s) per row; pass 1 statistics, pass 2 the map from the row's end (its re-read comes from L2 where the rows in flight fit there, else in part from HBM: perfmodel/rows_cost.hpp)
 namespace k_Y {
   constexpr int WARPS = 4, THREADS = WARPS * 32, ROWS = 1, TEAM_WARPS = 4, TEAM_LANES = 32, TEAM = TEAM_WARPS * TEAM_LANES;
   constexpr int TEAMS_PER_WARP = 32 / TEAM_LANES, TEAMS = WARPS / TEAM_WARPS * TEAMS_PER_WARP;  // teams of a block, rows walked at once
@@ -2671,11 +2681,16 @@ namespace k_Y {
           #pragma unroll
           for (int u = 0; u < U; ++u) {
             if (b0 + int64_t{u} * TEAM * 8 >= N_m) break;
+            float vg[8];  // registers: the lemma's argument at the access's 8 elements
             #pragma unroll
             for (int j = 0; j < 8; ++j) {
               const int64_t i_m = b0 + int64_t{u} * TEAM * 8 + j;
               (void)i_m;
-              const float v = napkin::to_f(reinterpret_cast<const __nv_bfloat16*>(&X_reg[u])[j]);
+              vg[j] = napkin::to_f(reinterpret_cast<const __nv_bfloat16*>(&X_reg[u])[j]);
+            }
+            #pragma unroll
+            for (int j = 0; j < 8; ++j) {
+              const float v = vg[j];
               const float dv = v;
               n += 1.0f; s1 += dv; s2 += dv * dv;
             }
@@ -2704,7 +2719,9 @@ namespace k_Y {
       const float inv = rsqrtf(m2 / n + 1e-05f);
       if (!live) continue;
       if (vec) {
-        for (int64_t b0 = int64_t{t} * 8; b0 < N_m; b0 += int64_t{TEAM} * 8 * U) {
+        const int64_t chunks = (N_m + int64_t{TEAM} * 8 * U - 1) / (int64_t{TEAM} * 8 * U);  // the walk from the row's end, TEAM x 8 x U elements a chunk
+        for (int64_t q = 0; q < chunks; ++q) {
+          const int64_t b0 = (chunks - 1 - q) * (int64_t{TEAM} * 8 * U) + int64_t{t} * 8;
           uint4 W_reg[U] = {};  // registers: U 16-byte vectors of W
           uint4 X_reg[U] = {};  // registers: U 16-byte vectors of X
           #pragma unroll
@@ -2731,7 +2748,10 @@ namespace k_Y {
           }
         }
       } else {
-        for (int64_t i_m = t; i_m < N_m; i_m += TEAM) {
+        const int64_t chunks = (N_m + TEAM - 1) / TEAM;  // the walk from the row's end, TEAM elements a chunk
+        for (int64_t q = 0; q < chunks; ++q) {
+          const int64_t i_m = (chunks - 1 - q) * TEAM + t;
+          if (i_m >= N_m) continue;
           const float v = napkin::to_f(a.X[((i_b) * N_t + i_t) * N_m + i_m]);
           const float w = napkin::to_f(a.W[i_m]);
           a.Y[((i_b) * N_t + i_t) * N_m + i_m] = napkin::from_f<__nv_bfloat16>(v * inv * w);
