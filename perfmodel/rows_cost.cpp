@@ -9,10 +9,6 @@ namespace napkin {
 
 namespace {
 
-double array_bytes(const Diagram& d, const std::string& array, const SizeMap& sizes, const ModelOptions& opt) {
-  return stored_array_bytes(d, array, sizes, opt);
-}
-
 /** The share of array `a`'s rows the map walk reads from SMEM (RowsForm::staged). */
 double staged_fraction(const RowsForm& form, const std::string& a) {
   if (form.staged <= 0 || !std::count(form.staged_arrays.begin(), form.staged_arrays.end(), a)) return 0;
@@ -25,10 +21,10 @@ double staged_fraction(const RowsForm& form, const std::string& a) {
 double walk_bytes(const RowsWalk& w, const RowsForm& form, bool map_walk, const Diagram& d, const SizeMap& sizes, const ModelOptions& opt) {
   const std::string& axis = form.axis;
   double b = 0;
-  for (const auto& a : w.vector_arrays) b += array_bytes(d, a, sizes, opt) * (map_walk ? 1.0 - staged_fraction(form, a) : 1.0);
+  for (const auto& a : w.vector_arrays) b += stored_array_bytes(d, a, sizes, opt) * (map_walk ? 1.0 - staged_fraction(form, a) : 1.0);
   for (const auto& a : w.scalar_arrays) {
     const double e = dtype_bits(storage_dtype(d, a, opt)) / 8.0;
-    b += array_bytes(d, a, sizes, opt) * (d.array_axes(a)->back() == axis ? 1.0 : 32.0 / e);
+    b += stored_array_bytes(d, a, sizes, opt) * (d.array_axes(a)->back() == axis ? 1.0 : 32.0 / e);
   }
   return b;
 }
@@ -46,7 +42,7 @@ void reread_misses(RowsCost& c, const RowsForm& form, const Diagram& d, const Si
   const std::set<std::string> first = walked(form.statistics), second = walked(form.map);
   double reread = 0;  // bytes of the arrays loaded twice, outside SMEM
   for (const auto& a : first)
-    if (second.count(a)) reread += array_bytes(d, a, sizes, opt) * (1.0 - staged_fraction(form, a));
+    if (second.count(a)) reread += stored_array_bytes(d, a, sizes, opt) * (1.0 - staged_fraction(form, a));
   c.rows_in_flight_bytes = rows_in_flight_bytes(form, c.resident_teams, d, sizes, opt);
   if (hw.l2.capacity_bytes > 0 && c.rows_in_flight_bytes > static_cast<double>(hw.l2.capacity_bytes)) {
     c.reread_hbm_bytes = reread;
@@ -62,9 +58,9 @@ RowsCost price_rows(const RowsForm& form, const Diagram& d, const SizeMap& sizes
   for (const auto* w : {&form.statistics, &form.map})
     for (const auto* list : {&w->vector_arrays, &w->scalar_arrays}) read.insert(list->begin(), list->end());
   read.insert(form.row_arrays.begin(), form.row_arrays.end());
-  for (const auto& a : read) c.hbm_bytes += array_bytes(d, a, sizes, opt);
+  for (const auto& a : read) c.hbm_bytes += stored_array_bytes(d, a, sizes, opt);
   for (const auto& p : form.parts)
-    if (p.stored) c.hbm_bytes += array_bytes(d, p.statement, sizes, opt);
+    if (p.stored) c.hbm_bytes += stored_array_bytes(d, p.statement, sizes, opt);
   c.l2_bytes = walk_bytes(form.statistics, form, false, d, sizes, opt) + walk_bytes(form.map, form, true, d, sizes, opt);
   const double sms = hw.sm_count;
   c.resident_teams = resident_teams(form, form.blocks_per_sm, hw);
@@ -109,19 +105,19 @@ RowsCost price_cols(const ColsForm& form, const Diagram& d, const SizeMap& sizes
   for (const auto& a : form.arrays) {
     const double e = dtype_bits(storage_dtype(d, a, opt)) / 8.0;
     row_bytes += e * form.vec;
-    c.hbm_bytes += array_bytes(d, a, sizes, opt);
-    c.l2_bytes += array_bytes(d, a, sizes, opt) * std::max(1.0, 32.0 / (form.cols_per_block() * e));
+    c.hbm_bytes += stored_array_bytes(d, a, sizes, opt);
+    c.l2_bytes += stored_array_bytes(d, a, sizes, opt) * std::max(1.0, 32.0 / (form.cols_per_block() * e));
   }
   for (const auto* list : {&form.col_arrays, &form.row_arrays})
-    for (const auto& a : *list) c.hbm_bytes += array_bytes(d, a, sizes, opt);
-  c.hbm_bytes += array_bytes(d, form.statement, sizes, opt);
+    for (const auto& a : *list) c.hbm_bytes += stored_array_bytes(d, a, sizes, opt);
+  c.hbm_bytes += stored_array_bytes(d, form.statement, sizes, opt);
   waves_of_blocks(c, form.blocks, form.blocks_per_sm, form.threads(), static_cast<double>(form.rounds()), form.unroll * row_bytes, hw);
   return c;
 }
 
 RowsCost price_transpose(const TransposeForm& form, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt) {
   RowsCost c;
-  c.hbm_bytes = array_bytes(d, form.source, sizes, opt) + array_bytes(d, form.statement, sizes, opt);
+  c.hbm_bytes = stored_array_bytes(d, form.source, sizes, opt) + stored_array_bytes(d, form.statement, sizes, opt);
   c.l2_bytes = c.hbm_bytes;
   const double e = dtype_bits(storage_dtype(d, form.source, opt)) / 8.0;
   waves_of_blocks(c, form.blocks, form.blocks_per_sm, form.threads(), 1.0, TransposeForm::per_thread() * e, hw);

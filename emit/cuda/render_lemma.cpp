@@ -6,6 +6,11 @@
 
 namespace napkin::cuda {
 
+namespace {
+/** log2 e as the generated code writes it: exponentials are napkin::exp2_ftz of values scaled by it. */
+const std::string kLog2e = "1.44269504f";
+}  // namespace
+
 FlashLemma::FlashLemma(const FlashForm& f, bool per_tile, std::string s, std::string o_rescale, bool defer_o, std::string scale)
     : softmax_(!f.normaliser_lemma.empty()),
       defer_o_(defer_o),
@@ -17,7 +22,7 @@ FlashLemma::FlashLemma(const FlashForm& f, bool per_tile, std::string s, std::st
       scale_(softmax_ ? std::move(scale) : std::string()) {}
 
 void FlashLemma::constants(Code& k) const {
-  if (softmax_) k.line("constexpr float LOG2E = 1.44269504f;");
+  if (softmax_) k.line("constexpr float LOG2E = " + kLog2e + ";");
 }
 
 void FlashLemma::init(Code& k) const {
@@ -152,11 +157,11 @@ void RowsLemma::update_group(Code& k) const {
   auto mx = [&](const std::string& a, const std::string& b) { return "fmaxf(" + a + ", " + b + ")"; };
   auto at = [&](int j) { return vg + "[" + std::to_string(j) + "]"; };
   k.line("const float " + gm + " = " + mx(mx(mx(at(0), at(1)), mx(at(2), at(3))), mx(mx(at(4), at(5)), mx(at(6), at(7)))) + ";  // the access's max");
-  k.line("if (" + gm + " > " + m + ") { " + l + " *= " + m + " == -INFINITY ? 0.0f : napkin::exp2_ftz((" + m + " - " + gm + ") * 1.44269504f); " + m + " = " + gm + "; }");
+  k.line("if (" + gm + " > " + m + ") { " + l + " *= " + m + " == -INFINITY ? 0.0f : napkin::exp2_ftz((" + m + " - " + gm + ") * " + kLog2e + "); " + m + " = " + gm + "; }");
   k.open("if (" + m + " != -INFINITY)");  // else every value so far is -inf: nothing to add (and -inf - -inf is NaN)
-  k.line("const float " + mL + " = " + m + " * 1.44269504f;");
+  k.line("const float " + mL + " = " + m + " * " + kLog2e + ";");
   k.line("#pragma unroll");
-  k.line("for (int j = 0; j < 8; ++j) " + l + " += napkin::exp2_ftz(fmaf(" + vg + "[j], 1.44269504f, -" + mL + "));  // 2^(-inf) = 0 for a masked value");
+  k.line("for (int j = 0; j < 8; ++j) " + l + " += napkin::exp2_ftz(fmaf(" + vg + "[j], " + kLog2e + ", -" + mL + "));  // 2^(-inf) = 0 for a masked value");
   k.close();
 }
 
@@ -213,7 +218,7 @@ void RowsLemma::finalise(Code& k) const {
   if (e_.op == Op::softmax) {
     const std::string m = var("m"), l = var("l");
     k.line("const float " + var("mlog") + " = " + m + " == -INFINITY || !(" + l + " > 0.0f) ? " + std::string(kNanF) + " : fmaf(" + m +
-           ", 1.44269504f, __log2f(" + l + "));  // y = 2^(v log2 e - mlog) = e^(v - m) / l; a row masked throughout: NaN as in the fp64 evaluator");
+           ", " + kLog2e + ", __log2f(" + l + "));  // y = 2^(v log2 e - mlog) = e^(v - m) / l; a row masked throughout: NaN as in the fp64 evaluator");
     return;
   }
   const std::string n = var("n"), s1 = var("s1"), s2 = var("s2"), m2 = var("m2");
@@ -231,7 +236,7 @@ std::string RowsLemma::map() const {
   if (e_.op == Op::max) return m;
   if (e_.op == Op::sum) return var("s1");
   if (e_.op == Op::mean) return var("s1") + " / static_cast<float>(N_" + e_.axes[0] + ")";
-  if (e_.op == Op::softmax) return "napkin::exp2_ftz(fmaf(" + v + ", 1.44269504f, -" + var("mlog") + "))";  // mlog NaN: a row masked throughout
+  if (e_.op == Op::softmax) return "napkin::exp2_ftz(fmaf(" + v + ", " + kLog2e + ", -" + var("mlog") + "))";  // mlog NaN: a row masked throughout
   std::string y = e_.op == Op::layernorm ? "(" + v + " - " + var("mean") + ") * " + var("inv") : v + " * " + var("inv");
   if (e_.args.size() > 1) y += " * " + var("w");
   if (e_.args.size() > 2) y += " + " + var("bias");
