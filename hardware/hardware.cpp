@@ -281,6 +281,7 @@ std::string format_hardware(const Hardware& h, const std::string& header) {
   if (h.l2_bulk_bandwidth_bytes_per_s > 0) out += "bulk_bandwidth_bytes_per_s = " + num(h.l2_bulk_bandwidth_bytes_per_s) + "\n";
   if (h.l2_loaded_latency_s > 0) out += "loaded_latency_s = " + num(h.l2_loaded_latency_s) + "\n";
   if (h.l2_atomic_bandwidth_bytes_per_s > 0) out += "atomic_bandwidth_bytes_per_s = " + num(h.l2_atomic_bandwidth_bytes_per_s) + "\n";
+  if (h.l2_reread_capacity_bytes > 0) out += "reread_capacity_bytes = " + integer(h.l2_reread_capacity_bytes) + "\n";
   out += "\n[smem]\ncapacity_per_sm_bytes = " + integer(h.smem.capacity_bytes) + "\nmax_per_block_bytes = " +
          integer(h.smem_max_per_block_bytes) + "\nbandwidth_bytes_per_s = " + num(h.smem.bandwidth_bytes_per_s) + "\n";
   out += "\n[registers]\nper_sm = " + std::to_string(h.registers_per_sm) + "\nmax_per_thread = " + std::to_string(h.max_registers_per_thread) + "\n";

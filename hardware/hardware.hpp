@@ -81,6 +81,12 @@ struct Hardware {
    *  by the wgmma GEMM's ring term (perfmodel/cost.cpp gemm_ring_terms); 0: unknown (the ring is
    *  not priced). */
   double l2_loaded_latency_s = 0;
+  /** Bytes of lines loaded with the evict_last policy that the L2 keeps for a second read while
+   *  every SM streams other lines through it marked evict_first (l2.reread_capacity_bytes): what a
+   *  rows kernel's map walk finds of the rows its statistics walk loaded (perfmodel/rows_cost.hpp:
+   *  a share min(1, this / re-read bytes in flight) of the re-read hits). A fit to measured rows
+   *  kernels (the TOML gives the data); 0 when not known: l2.capacity_bytes applies. */
+  double l2_reread_capacity_bytes = 0;
   /** Seconds a ring stage of a thread-block cluster turns over later than a lone block's
    *  (compute.cluster_stage_latency_s): a stage is refilled only after every block of the cluster
    *  released it (mbarrier arrivals on the other blocks' barriers, PTX ISA 9.7.13.15.11), so the

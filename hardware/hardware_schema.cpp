@@ -43,6 +43,7 @@ constexpr Field<H> kL2[] = {
     {"loaded_latency_s", Type::real, false, 0, 1, true, "s", [](H& h, const V& v) { h.l2_loaded_latency_s = v.number; }},
     {"atomic_bandwidth_bytes_per_s", Type::real, false, kMinRate, kRate, false, "bytes/s",
      [](H& h, const V& v) { h.l2_atomic_bandwidth_bytes_per_s = v.number; }},
+    {"reread_capacity_bytes", Type::integer, false, 1, kDeviceBytes, false, "bytes", [](H& h, const V& v) { h.l2_reread_capacity_bytes = v.number; }},
 };
 constexpr Field<H> kSmem[] = {
     {"capacity_per_sm_bytes", Type::integer, true, 1, kSmBytes, false, "bytes", [](H& h, const V& v) { h.smem.capacity_bytes = v.number; }},

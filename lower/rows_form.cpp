@@ -147,8 +147,8 @@ void stage_rows(RowsForm& r, const Diagram& d, const SizeMap& sizes, const Hardw
   std::vector<std::string> both;
   for (const auto& a : r.statistics.vector_arrays)
     if (std::count(r.map.vector_arrays.begin(), r.map.vector_arrays.end(), a)) both.push_back(a);
-  const auto capacity = static_cast<double>(hw.l2.capacity_bytes);
-  if (both.empty() || capacity <= 0 || rows_in_flight_bytes(r, resident_teams(r, r.blocks_per_sm, hw), d, sizes, opt) <= capacity) return;
+  const double capacity = l2_reread_capacity(hw);
+  if (both.empty() || capacity <= 0 || reread_in_flight_bytes(r, resident_teams(r, r.blocks_per_sm, hw), d, sizes, opt) <= capacity) return;
   // Little's law: the bytes per SM in flight that keep the HBM busy, and the blocks that hold them
   const double needed = hw.hbm.bandwidth_bytes_per_s * hw.loaded_latency_s() / hw.sm_count;
   const double per_block = static_cast<double>(r.threads()) * r.unroll * 16;
@@ -229,17 +229,39 @@ double stored_array_bytes(const Diagram& d, const std::string& array, const Size
   return n;
 }
 
-double rows_in_flight_bytes(const RowsForm& form, double resident_teams, const Diagram& d, const SizeMap& sizes, const ModelOptions& opt) {
+bool per_row_array(const RowsForm& form, const Diagram& d, const std::string& a) {
+  const AxisList& ax = *d.array_axes(a);
+  return std::any_of(form.rows.begin(), form.rows.end(), [&](const std::string& r) { return std::count(ax.begin(), ax.end(), r) > 0; });
+}
+
+std::vector<std::string> reread_arrays(const RowsForm& form, const Diagram& d) {
+  std::vector<std::string> out;
+  if (form.reduction) return out;
+  auto loads = [](const RowsWalk& w) {
+    std::set<std::string> s(w.vector_arrays.begin(), w.vector_arrays.end());
+    s.insert(w.scalar_arrays.begin(), w.scalar_arrays.end());
+    return s;
+  };
+  const std::set<std::string> first = loads(form.statistics), second = loads(form.map);
+  for (const auto& a : first)
+    if (second.count(a) && per_row_array(form, d, a)) out.push_back(a);
+  return out;
+}
+
+double staged_share(const RowsForm& form, const std::string& a) {
+  if (form.staged <= 0 || !std::count(form.staged_arrays.begin(), form.staged_arrays.end(), a)) return 0;
+  return static_cast<double>(form.staged) / static_cast<double>(form.extent);
+}
+
+double reread_in_flight_bytes(const RowsForm& form, double resident_teams, const Diagram& d, const SizeMap& sizes, const ModelOptions& opt) {
   if (form.rows_total <= 0) return 0;
-  std::set<std::string> touched;
-  for (const auto* w : {&form.statistics, &form.map})
-    for (const auto* list : {&w->vector_arrays, &w->scalar_arrays}) touched.insert(list->begin(), list->end());
-  for (const auto& p : form.parts)
-    if (p.stored && !p.per_row()) touched.insert(p.statement);
   double per_row = 0;
-  for (const auto& a : touched) per_row += stored_array_bytes(d, a, sizes, opt) / static_cast<double>(form.rows_total);
+  for (const auto& a : reread_arrays(form, d))
+    per_row += stored_array_bytes(d, a, sizes, opt) / static_cast<double>(form.rows_total) * (1.0 - staged_share(form, a));
   return resident_teams * per_row;
 }
+
+double l2_reread_capacity(const Hardware& hw) { return hw.l2_reread_capacity_bytes > 0 ? hw.l2_reread_capacity_bytes : hw.l2.capacity_bytes; }
 
 double resident_teams(const RowsForm& form, int blocks_per_sm, const Hardware& hw) {
   const double sms = hw.sm_count;

@@ -85,8 +85,8 @@ struct RowsForm {
   int blocks_per_sm = 1;           ///< resident blocks per SM: the launch bounds' minimum
   /** Elements of each row (a prefix, a multiple of 8) the statistics walk keeps in SMEM for the
    *  map walk, which reads them there instead of re-reading them from L2 or HBM; 0: none. Set
-   *  where the re-read would come from HBM (the rows in flight, rows_in_flight_bytes(), over the
-   *  L2's capacity) on the vector path with whole-warp teams; sized for the fewest blocks per SM
+   *  where the re-read would come from HBM (its bytes in flight, reread_in_flight_bytes() without
+   *  staging, over what the L2 keeps for a re-read, l2_reread_capacity()) on the vector path with whole-warp teams; sized for the fewest blocks per SM
    *  whose accesses in flight cover the HBM's bandwidth-latency product (Little's law:
    *  bandwidth x loaded latency / SMs bytes per SM), the SMEM split between them. */
   std::int64_t staged = 0;
@@ -116,10 +116,29 @@ struct RowsForm {
  *  (the array must exist). */
 double stored_array_bytes(const Diagram& d, const std::string& array, const SizeMap& sizes, const ModelOptions& opt);
 
-/** The bytes of the rows in flight: resident teams (`resident_teams`, over the GPU) times the bytes
- *  a team touches per row, every array its walks load and every per-element output it stores
- *  (each passes through L2). perfmodel/rows_cost.hpp compares it with the L2's capacity. */
-double rows_in_flight_bytes(const RowsForm& form, double resident_teams, const Diagram& d, const SizeMap& sizes, const ModelOptions& opt);
+/** Whether array `a` of `d` carries one of `form`'s row axes (each row has its own elements), as
+ *  X[t, m] does and a weight W[m] every row shares does not. Raises nothing (`a` must exist). */
+bool per_row_array(const RowsForm& form, const Diagram& d, const std::string& a);
+
+/** The arrays the map walk re-reads from global memory: those both walks load that carry a row
+ *  axis (not a weight W[m] every row shares), sorted. None for a reduction (one walk). The
+ *  emitter loads them with the L2 policy evict_last in the statistics walk and evict_first in the
+ *  map walk; every other per-row load and every per-element store is evict_first
+ *  (emit/cuda/rows.cpp). Raises nothing. */
+std::vector<std::string> reread_arrays(const RowsForm& form, const Diagram& d);
+
+/** The share of array `a`'s elements in each row that the map walk reads from SMEM (the staged
+ *  prefix, RowsForm::staged): staged / extent for a staged array, else 0. */
+double staged_share(const RowsForm& form, const std::string& a);
+
+/** The bytes the map walk will re-read from global memory that are in flight at once: resident
+ *  teams (`resident_teams`, over the GPU) times the bytes of each row of the reread_arrays() past
+ *  the staged prefix. perfmodel/rows_cost.hpp compares it with l2_reread_capacity(). */
+double reread_in_flight_bytes(const RowsForm& form, double resident_teams, const Diagram& d, const SizeMap& sizes, const ModelOptions& opt);
+
+/** Bytes of evict_last lines the L2 of `hw` keeps for a re-read (Hardware::l2_reread_capacity_bytes,
+ *  else the L2's capacity). */
+double l2_reread_capacity(const Hardware& hw);
 
 /** Teams of `form` resident over `hw`'s SMs at `blocks_per_sm` blocks per SM (fewer where the
  *  grid does not fill them; at least 1). */

@@ -94,8 +94,8 @@ class KernelModel {
     memory_form(r, f.smem_bytes, f.registers, f.threads(), f.blocks, f.warps, f.blocks_per_sm, "HBM latency (dependent rounds of loads)");
     const auto mb = [](double b) { return std::to_string(std::lround(b / 1e6)) + " MB"; };
     if (r.reread_hbm_bytes > 0)
-      c_.bound += "; the second walk re-reads " + mb(r.reread_hbm_bytes) + " from HBM (" + mb(r.rows_in_flight_bytes) +
-                  " of rows in flight exceed the L2's " + mb(static_cast<double>(hw_.l2.capacity_bytes)) + ")";
+      c_.bound += "; the second walk re-reads " + mb(r.reread_hbm_bytes) + " from HBM (" + mb(r.reread_in_flight_bytes) +
+                  " of re-reads in flight, the L2 keeps " + mb(l2_reread_capacity(hw_)) + ")";
   }
 
   /** A columns kernel, the same way (lower/cols_form.hpp, perfmodel/rows_cost.hpp price_cols). */

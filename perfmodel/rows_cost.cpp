@@ -9,19 +9,13 @@ namespace napkin {
 
 namespace {
 
-/** The share of array `a`'s rows the map walk reads from SMEM (RowsForm::staged). */
-double staged_fraction(const RowsForm& form, const std::string& a) {
-  if (form.staged <= 0 || !std::count(form.staged_arrays.begin(), form.staged_arrays.end(), a)) return 0;
-  return static_cast<double>(form.staged) / static_cast<double>(form.extent);
-}
-
 /** Bytes a walk along `axis` loads from L2: a scalar array whose innermost axis is another one
  *  is strided along the walk, each element a 32-byte sector of its own (CUDA C++ Best Practices
  *  Guide, coalesced access to global memory). */
 double walk_bytes(const RowsWalk& w, const RowsForm& form, bool map_walk, const Diagram& d, const SizeMap& sizes, const ModelOptions& opt) {
   const std::string& axis = form.axis;
   double b = 0;
-  for (const auto& a : w.vector_arrays) b += stored_array_bytes(d, a, sizes, opt) * (map_walk ? 1.0 - staged_fraction(form, a) : 1.0);
+  for (const auto& a : w.vector_arrays) b += stored_array_bytes(d, a, sizes, opt) * (map_walk ? 1.0 - staged_share(form, a) : 1.0);
   for (const auto& a : w.scalar_arrays) {
     const double e = dtype_bits(storage_dtype(d, a, opt)) / 8.0;
     b += stored_array_bytes(d, a, sizes, opt) * (d.array_axes(a)->back() == axis ? 1.0 : 32.0 / e);
@@ -29,25 +23,19 @@ double walk_bytes(const RowsWalk& w, const RowsForm& form, bool map_walk, const 
   return b;
 }
 
-/** The second walk's re-reads (the arrays both walks load, past the staged prefix), from HBM
- *  where the rows in flight do not fit in L2 (see rows_cost.hpp): sets c.rows_in_flight_bytes and
- *  c.reread_hbm_bytes and adds the latter to c.hbm_bytes. `c.resident_teams` must be set. */
+/** The second walk's re-reads (reread_arrays(), past the staged prefix): the share the L2 does not
+ *  keep, (1 - min(1, l2_reread_capacity / re-read bytes in flight)), comes from HBM (see
+ *  rows_cost.hpp): sets c.reread_in_flight_bytes and c.reread_hbm_bytes and adds the latter to
+ *  c.hbm_bytes. `c.resident_teams` must be set. */
 void reread_misses(RowsCost& c, const RowsForm& form, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt) {
   if (form.reduction || form.rows_total <= 0) return;
-  const auto walked = [&](const RowsWalk& w) {
-    std::set<std::string> s(w.vector_arrays.begin(), w.vector_arrays.end());
-    s.insert(w.scalar_arrays.begin(), w.scalar_arrays.end());
-    return s;
-  };
-  const std::set<std::string> first = walked(form.statistics), second = walked(form.map);
   double reread = 0;  // bytes of the arrays loaded twice, outside SMEM
-  for (const auto& a : first)
-    if (second.count(a)) reread += stored_array_bytes(d, a, sizes, opt) * (1.0 - staged_fraction(form, a));
-  c.rows_in_flight_bytes = rows_in_flight_bytes(form, c.resident_teams, d, sizes, opt);
-  if (hw.l2.capacity_bytes > 0 && c.rows_in_flight_bytes > static_cast<double>(hw.l2.capacity_bytes)) {
-    c.reread_hbm_bytes = reread;
-    c.hbm_bytes += reread;
-  }
+  for (const auto& a : reread_arrays(form, d)) reread += stored_array_bytes(d, a, sizes, opt) * (1.0 - staged_share(form, a));
+  c.reread_in_flight_bytes = reread_in_flight_bytes(form, c.resident_teams, d, sizes, opt);
+  const double capacity = l2_reread_capacity(hw);
+  if (capacity <= 0 || c.reread_in_flight_bytes <= capacity) return;
+  c.reread_hbm_bytes = reread * (1.0 - capacity / c.reread_in_flight_bytes);
+  c.hbm_bytes += c.reread_hbm_bytes;
 }
 
 }  // namespace

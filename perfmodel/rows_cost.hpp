@@ -3,21 +3,21 @@
  *  writes it: teams of warps (or of lanes, for short rows) walking rows twice (statistics, then
  *  the map), or once for a reduction.
  *
- *  - HBM bytes: every array the kernel reads once and each stored output once. The second walk's
- *    re-read of a row is served by L2 where the rows in flight fit in it: the resident teams
- *    times the bytes a team touches per row (the arrays it loads and the outputs it stores, which
- *    pass through L2 too) at most the L2's capacity (ncu on RMSNorm 4096 x 4096, 11 MB in flight:
- *    a 47% L2 hit rate, the second of two equal reads;
- *    hardware/measured/h100-2026-11-22-session9-rows-ncu.txt). Beyond it every re-read comes from
- *    HBM: rows re-read in the order first read, at a reuse distance over the capacity, leave an
- *    LRU cache nothing to hit (H200, session 32: softmax over 32768 and 128256 bf16 columns, 87
- *    and 339 MB in flight against 60 MiB, both took 781-800 us: 3.15 GB, two reads and a write,
- *    at 3.9-4.0 TB/s, the HBM's measured streaming rate). The map walk takes the row's chunks
- *    last first (emit/cuda/rows.cpp), which an LRU cache would reward with hits on the last
- *    C / (rows in flight) of every row; the H200 gave far less (session 36: 0.8% and 2.3% faster
- *    at 339 and 87 MB in flight, 2-7% of the re-read), so the model counts none. Where lowering
- *    stages a prefix of each row in SMEM (RowsForm::staged), the map walk reads it there: only the
- *    rest is re-read (from L2 or HBM as above), and the SMEM bytes lower the blocks per SM.
+ *  - HBM bytes: every array the kernel reads once and each stored output once, plus the share of
+ *    the second walk's re-read (lower/rows_form.hpp reread_arrays(): the arrays both walks load
+ *    that carry a row axis, past the staged prefix) that the L2 does not keep. The emitter loads
+ *    the re-read lines with the L2 policy evict_last and everything else it touches once (the
+ *    staged prefix, the re-read itself, the outputs) with evict_first (PTX ISA 9.7.9.18
+ *    createpolicy), so the re-read competes only with itself: with B the re-read bytes in flight
+ *    (resident teams x the re-read bytes of a row) and C the bytes of evict_last lines the L2
+ *    keeps (l2.reread_capacity_bytes, a fit: 15 MB on the H200 of its 60 MiB; the capacity where
+ *    not given), a share min(1, C / B) hits and the rest comes from HBM. Before the policies
+ *    (session 36) a re-read at 87-339 MB in flight missed entirely and one at 11 MB hit (ncu,
+ *    RMSNorm 4096 x 4096: a 47% L2 hit rate, the second of two equal reads;
+ *    hardware/measured/h100-2026-11-22-session9-rows-ncu.txt). The map walk takes the row's
+ *    chunks last first (emit/cuda/rows.cpp), the lines the L2 likeliest still holds. Where
+ *    lowering stages a prefix of each row in SMEM (RowsForm::staged), the map walk reads it
+ *    there: only the rest is re-read, and the SMEM bytes lower the blocks per SM.
  *  - L2 bytes: the walks' loads; a scalar array strided along the walk (another axis innermost)
  *    costs a 32-byte sector per element.
  *  - Latency: a walk over a row is rounds_per_walk() dependent rounds of loads (each lane keeps one
@@ -48,8 +48,8 @@ struct RowsCost {
   double rounds = 0;                    ///< dependent rounds of loads per resident team, every walk
   double resident_teams = 0;            ///< teams in flight over the GPU (fractional: a partial wave)
   double t_hbm = 0, t_l2 = 0, t_latency = 0;  ///< seconds
-  double rows_in_flight_bytes = 0;  ///< bytes the resident teams touch per row, times the teams (rows kernels)
-  double reread_hbm_bytes = 0;      ///< the second walk's re-reads counted in hbm_bytes (rows in flight over the L2's capacity), bytes
+  double reread_in_flight_bytes = 0;  ///< bytes of the second walk's re-reads in flight at once (rows kernels: reread_in_flight_bytes())
+  double reread_hbm_bytes = 0;        ///< the second walk's re-reads counted in hbm_bytes (the share the L2 does not keep), bytes
 };
 
 /** The memory side of rows kernel `form` of `d` at `sizes` on `hw` (compute is priced with every

@@ -11,9 +11,13 @@
 // writes the per-element outputs, taking the row's chunks last first (what the first walk loaded
 // last is likeliest still in L2: perfmodel/rows_cost.hpp), and reading the row's first STAGED
 // elements from the SMEM where the first walk kept them (RowsForm::staged, dynamic SMEM per team).
+// Loads and stores carry an L2 eviction priority (movers.cuh): evict_last on what the map walk will
+// re-read from global memory (reread_arrays), evict_first on everything touched once, so that the
+// re-read competes in L2 only with itself (perfmodel/rows_cost.hpp).
 // Where the axis is innermost and contiguous (16-bit arrays,
 // N % 8 == 0, 16-byte aligned pointers: checked at run time), each thread moves 8 elements per
 // coalesced 16-byte access and has U = 4 of them in flight, so the HBM latency is covered by few warps.
+#include <algorithm>
 #include <memory>
 #include <set>
 
@@ -33,6 +37,8 @@ struct RowsKernel {
   bool has_vec = false;
   Code& k;
   std::set<std::string> staged;  ///< arrays whose first STAGED elements of a row the team keeps in SMEM (RowsForm::staged)
+  std::set<std::string> reread;  ///< per-row arrays both walks load from global memory: evict_last on the first load, evict_first on the re-read
+  std::set<std::string> once;    ///< per-row arrays loaded once: evict_first
 };
 
 /** What a walk does with the staged prefix of a row (RowsForm::staged): nothing, keeps it in SMEM
@@ -57,6 +63,14 @@ void vector_path(RowsKernel& r) {
     if (p.vector_output) r.vec_outs.insert(p.statement);
   r.has_vec = !r.vec_arrays.empty() || !r.vec_outs.empty();
   if (!r.has_vec) return;
+  // what the map walk re-reads from global memory (lower/rows_form.hpp reread_arrays); every
+  // other array with a row axis is loaded once (an array without one, W[m], is every row's)
+  const std::vector<std::string> reread = reread_arrays(r.form, r.c.diagram());
+  for (const auto& arr : r.vec_arrays) {
+    if (std::count(reread.begin(), reread.end(), arr)) r.reread.insert(arr);
+    else if (per_row_array(r.form, r.c.diagram(), arr)) r.once.insert(arr);
+  }
+  r.k.line("const uint64_t keep_l2 = napkin::l2_evict_last(), pass_l2 = napkin::l2_evict_first();  // L2 policies: the re-read waits in L2, the rest leaves first");
   std::string cond = "N_" + r.ax + " % 8 == 0";
   for (const auto& arr : r.vec_arrays) cond += " && reinterpret_cast<uintptr_t>(a." + arr + ") % 16 == 0";
   for (const auto& out : r.vec_outs) cond += " && reinterpret_cast<uintptr_t>(a." + out + ") % 16 == 0";
@@ -67,7 +81,8 @@ void vector_path(RowsKernel& r) {
 void store_vector(RowsKernel& r, const std::string& out) {
   const std::string T = r.c.ctype_of(out);
   auto pack = [&](int j) { return "napkin::pack2<" + T + ">(" + out + "_reg[" + std::to_string(j) + "], " + out + "_reg[" + std::to_string(j + 1) + "])"; };
-  r.k.line("*reinterpret_cast<uint4*>(a." + out + " + " + r.c.index(out) + ") = make_uint4(" + pack(0) + ", " + pack(2) + ", " + pack(4) + ", " + pack(6) + ");");
+  r.k.line("napkin::st16_policy(a." + out + " + " + r.c.index(out) + ", make_uint4(" + pack(0) + ", " + pack(2) + ", " + pack(4) + ", " + pack(6) +
+           "), pass_l2);  // written once: evict_first");
 }
 
 /** One walk of the team over the row: `body(over)` emits the work at element i_<ax> (its loads
@@ -121,7 +136,11 @@ void walk_row(RowsKernel& r, const std::vector<const Expr*>& roots, const std::f
   k.line("const int64_t i_" + ax + " = b0 + int64_t{u} * TEAM * 8;");
   k.line("if (i_" + ax + " >= N_" + ax + ") break;");
   for (const auto& arr : used) {
-    const std::string global = "*reinterpret_cast<const uint4*>(a." + arr + " + " + r.c.index(arr) + ")";
+    std::string global = "*reinterpret_cast<const uint4*>(a." + arr + " + " + r.c.index(arr) + ")";
+    const std::string at = "a." + arr + " + " + r.c.index(arr);
+    if (r.once.count(arr) || (r.reread.count(arr) && stage == Stage::read)) global = "napkin::ld16_policy(" + at + ", pass_l2)";
+    else if (r.reread.count(arr) && r.staged.count(arr)) global = "napkin::ld16_policy(" + at + ", i_" + ax + " < STAGED ? pass_l2 : keep_l2)";
+    else if (r.reread.count(arr)) global = "napkin::ld16_policy(" + at + ", keep_l2)";
     if (stage == Stage::read && r.staged.count(arr)) k.line(arr + "_reg[u] = i_" + ax + " < STAGED ? " + arr + "_smem[i_" + ax + " / 8] : " + global + ";");
     else k.line(arr + "_reg[u] = " + global + ";");
   }
@@ -330,7 +349,7 @@ KernelEmit emit_rows(Context& c, const KernelChoice& kc) {
   k.line("if (TEAM_WARPS == 1 && !__any_sync(0xffffffffu, live)) break;");
   k.line("if (!live) row = 0;");
   decompose(k, "row", rows);
-  RowsKernel rk{c, form, ax, {}, {}, false, k, {}};
+  RowsKernel rk{c, form, ax, {}, {}, false, k, {}, {}, {}};
   if (staging) rk.staged.insert(form.staged_arrays.begin(), form.staged_arrays.end());
   vector_path(rk);
   row_body(rk, items);

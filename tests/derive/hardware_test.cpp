@@ -61,6 +61,7 @@ TEST_CASE("format_hardware round-trips with parse_hardware for every bundled des
     // No bundled description has the atomic-add bandwidth yet: give it one so a field that is not
     // printed or not parsed reads back as 0 and fails below.
     if (h.l2_atomic_bandwidth_bytes_per_s == 0) h.l2_atomic_bandwidth_bytes_per_s = 2.345e12;
+    if (h.l2_reread_capacity_bytes == 0) h.l2_reread_capacity_bytes = 12345678;  // likewise: only the Hopper descriptions give it
     SourceManager sm;
     DiagnosticEngine diags;
     auto back = parse_hardware(*sm.add("round.toml", format_hardware(h, "a header\nof two lines")), diags);
@@ -79,6 +80,7 @@ TEST_CASE("format_hardware round-trips with parse_hardware for every bundled des
     CHECK(back->l2_bulk_bandwidth_bytes_per_s == Approx(h.l2_bulk_bandwidth_bytes_per_s).epsilon(1e-5));
     CHECK(back->l2_atomic_bandwidth_bytes_per_s > 0);
     CHECK(back->l2_atomic_bandwidth_bytes_per_s == Approx(h.l2_atomic_bandwidth_bytes_per_s).epsilon(1e-5));
+    CHECK(back->l2_reread_capacity_bytes == h.l2_reread_capacity_bytes);
     CHECK(back->hbm_latency_s == Approx(h.hbm_latency_s).epsilon(1e-5));
     CHECK(back->clusters == h.clusters);
     CHECK(back->sustained_tensor_fraction == Approx(h.sustained_tensor_fraction).epsilon(1e-5));

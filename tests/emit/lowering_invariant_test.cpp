@@ -36,8 +36,8 @@ std::int64_t constant(const std::string& text, const std::string& name) {
   return std::stoll(m[1]);
 }
 
-/** Checks one derivation's kernels against the text emitted from it; returns the tensor-core kernels seen. */
-int check_invariant(const Derivation& dv, const std::string& text) {
+/** Checks one derivation's kernels (of diagram `d`) against the text emitted from it; returns the tensor-core kernels seen. */
+int check_invariant(const Derivation& dv, const Diagram& d, const std::string& text) {
   int tensor = 0;
   for (const auto& kc : dv.chosen.kernels) {
     const KernelSpec& spec = *kc.cost.spec;
@@ -62,6 +62,16 @@ int check_invariant(const Derivation& dv, const std::string& text) {
       CHECK(f.smem_bytes == std::int64_t{f.warps} * 3 * 4 + f.teams_per_block() * f.staged_bytes_per_team());
       if (f.staged > 0)
         CHECK(sec.find("SMEM_BYTES = size_t{TEAMS} * " + std::to_string(f.staged_arrays.size()) + " * STAGED * 2;") != std::string::npos);
+      // the re-read the model counts in L2 is what the vector path loads evict_last (perfmodel/rows_cost.hpp)
+      if (f.vector && sec.find("const bool vec") != std::string::npos) {
+        bool vector_reread = false;
+        for (const auto& a : reread_arrays(f, d)) {
+          if (!std::count(f.statistics.vector_arrays.begin(), f.statistics.vector_arrays.end(), a)) continue;
+          vector_reread = true;
+          CHECK(sec.find("ld16_policy(a." + a + " + ") != std::string::npos);
+        }
+        CHECK((sec.find("keep_l2)") != std::string::npos) == vector_reread);
+      }
     }
     if (!spec.tensor_cores()) {
       CHECK(sec.find("napkin::mma_") == std::string::npos);
@@ -119,7 +129,7 @@ TEST_CASE("lowering invariant: every bundled diagram's emitted kernels are their
       INFO(gpu << " " << path);
       LoadedDiagram l = load_library(path);
       Derivation dv = derive(*l.program, *l.diagram, l.sizes, hw);
-      tensor += check_invariant(dv, emit_cuda(*l.program, *l.diagram, dv, hw));
+      tensor += check_invariant(dv, *l.diagram, emit_cuda(*l.program, *l.diagram, dv, hw));
     }
   }
   CHECK(tensor >= 16);  // the matmul family and the attention diagrams, on both GPUs
@@ -141,7 +151,7 @@ TEST_CASE("lowering invariant: random diagrams at sizes tensor cores take", "[em
       continue;
     }
     ++emitted;
-    tensor += check_invariant(dv, cuda);
+    tensor += check_invariant(dv, *l.diagram, cuda);
     kernels += static_cast<int>(dv.chosen.kernels.size());
   }
   INFO(emitted << " diagrams emitted, " << kernels << " kernels, " << tensor << " on tensor cores");
@@ -158,7 +168,7 @@ KernelSpec gemm_spec_of(const std::string& file, const SizeMap& sizes, const std
   LoadedDiagram l = load_text(slurp(std::string(NAPKIN_SOURCE_DIR) + "/" + file), sizes);
   Hardware hw = load_hardware(gpu);
   Derivation dv = derive(*l.program, *l.diagram, l.sizes, hw);
-  CHECK(check_invariant(dv, emit_cuda(*l.program, *l.diagram, dv, hw)) == 1);
+  CHECK(check_invariant(dv, *l.diagram, emit_cuda(*l.program, *l.diagram, dv, hw)) == 1);
   REQUIRE(dv.chosen.kernels.size() == 1);
   return *dv.chosen.kernels[0].cost.spec;
 }
@@ -227,7 +237,7 @@ TEST_CASE("lowering: gemm-shaped contractions take tensor cores, whatever the nu
     CHECK(s.why_no_tma_store.empty());
     CHECK(kc.cost.t_epilogue == 0);  // no epilogue input, stores overlapped
     const std::string text = emit_cuda(*l.program, *l.diagram, dv, hw);
-    CHECK(check_invariant(dv, text) == 1);
+    CHECK(check_invariant(dv, *l.diagram, text) == 1);
     CHECK(count(text, "napkin::tma_store(&tm_G,") == 1);
     CHECK(count(text, "napkin::tma_store(&tm_V,") == 1);
     CHECK(count(text, "const __grid_constant__ CUtensorMap tm_V, const __grid_constant__ CUtensorMap tm_G, const bool tma_store") == 1);

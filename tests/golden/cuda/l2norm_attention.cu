@@ -205,6 +205,7 @@ __device__ __forceinline__ void quad_transpose(uint32_t p[4], int lane) {
  *  fill, committed and waited for in groups; atomic adds registers -> global memory. The Hopper
  *  movers (TMA) are in tma.cuh.
  */
+#include <cstdint>
 #include <cuda_runtime.h>
 
 namespace napkin {
@@ -217,6 +218,36 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src, int valid
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+// 16-byte loads and stores with an L2 eviction priority (PTX ISA 9.7.9.8 ld and 9.7.9.10 st
+// with .L2::cache_hint, 9.7.9.18 createpolicy; sm_80+): a rows kernel (emit/cuda/rows.cpp) loads
+// what its second walk re-reads from global memory with evict_last, so that the lines wait in L2
+// for the re-read, and everything it touches once (its staged prefix, its last reads, its
+// outputs) with evict_first, so that those lines leave first.
+/** The policy "evict_last" for every address (createpolicy.fractional, fraction 1). */
+__device__ __forceinline__ uint64_t l2_evict_last() {
+  uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(p));
+  return p;
+}
+/** The policy "evict_first" for every address. */
+__device__ __forceinline__ uint64_t l2_evict_first() {
+  uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
+  return p;
+}
+/** 16 bytes from global `p` (16-byte aligned) under L2 policy `policy`. */
+__device__ __forceinline__ uint4 ld16_policy(const void* p, uint64_t policy) {
+  uint4 v;
+  asm volatile("ld.global.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p), "l"(policy));
+  return v;
+}
+/** 16 bytes `v` to global `p` (16-byte aligned) under L2 policy `policy`. */
+__device__ __forceinline__ void st16_policy(void* p, uint4 v, uint64_t policy) {
+  asm volatile("st.global.L2::cache_hint.v4.u32 [%0], {%1, %2, %3, %4}, %5;\n" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "l"(policy)
+               : "memory");
+}
 
 /** Adds (x, y) into p[0] and p[1], fp32 in global memory, by atomic reductions that return no
  *  value (PTX ISA 9.7.13.6 red; relaxed, gpu scope): one red.global.add.v2.f32 on sm_90 and

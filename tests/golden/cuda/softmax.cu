@@ -203,6 +203,7 @@ __device__ __forceinline__ void quad_transpose(uint32_t p[4], int lane) {
  *  fill, committed and waited for in groups; atomic adds registers -> global memory. The Hopper
  *  movers (TMA) are in tma.cuh.
  */
+#include <cstdint>
 #include <cuda_runtime.h>
 
 namespace napkin {
@@ -215,6 +216,36 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src, int valid
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+// 16-byte loads and stores with an L2 eviction priority (PTX ISA 9.7.9.8 ld and 9.7.9.10 st
+// with .L2::cache_hint, 9.7.9.18 createpolicy; sm_80+): a rows kernel (emit/cuda/rows.cpp) loads
+// what its second walk re-reads from global memory with evict_last, so that the lines wait in L2
+// for the re-read, and everything it touches once (its staged prefix, its last reads, its
+// outputs) with evict_first, so that those lines leave first.
+/** The policy "evict_last" for every address (createpolicy.fractional, fraction 1). */
+__device__ __forceinline__ uint64_t l2_evict_last() {
+  uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(p));
+  return p;
+}
+/** The policy "evict_first" for every address. */
+__device__ __forceinline__ uint64_t l2_evict_first() {
+  uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
+  return p;
+}
+/** 16 bytes from global `p` (16-byte aligned) under L2 policy `policy`. */
+__device__ __forceinline__ uint4 ld16_policy(const void* p, uint64_t policy) {
+  uint4 v;
+  asm volatile("ld.global.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p), "l"(policy));
+  return v;
+}
+/** 16 bytes `v` to global `p` (16-byte aligned) under L2 policy `policy`. */
+__device__ __forceinline__ void st16_policy(void* p, uint4 v, uint64_t policy) {
+  asm volatile("st.global.L2::cache_hint.v4.u32 [%0], {%1, %2, %3, %4}, %5;\n" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "l"(policy)
+               : "memory");
+}
 
 /** Adds (x, y) into p[0] and p[1], fp32 in global memory, by atomic reductions that return no
  *  value (PTX ISA 9.7.13.6 red; relaxed, gpu scope): one red.global.add.v2.f32 on sm_90 and
@@ -496,6 +527,7 @@ namespace k_P {
       if (TEAM_WARPS == 1 && !__any_sync(0xffffffffu, live)) break;
       if (!live) row = 0;
       const int64_t i_t = napkin::split_index(row, N_t);
+      const uint64_t keep_l2 = napkin::l2_evict_last(), pass_l2 = napkin::l2_evict_first();  // L2 policies: the re-read waits in L2, the rest leaves first
       const bool vec = N_v % 8 == 0 && reinterpret_cast<uintptr_t>(a.L) % 16 == 0 && reinterpret_cast<uintptr_t>(a.P) % 16 == 0;  // the 16-byte path
       float m = -INFINITY, l = 0.0f;  // online max and sum (paper §4, one pass)
       if (vec) {
@@ -505,7 +537,7 @@ namespace k_P {
           for (int u = 0; u < U; ++u) {
             const int64_t i_v = b0 + int64_t{u} * TEAM * 8;
             if (i_v >= N_v) break;
-            L_reg[u] = *reinterpret_cast<const uint4*>(a.L + (i_t) * N_v + i_v);
+            L_reg[u] = napkin::ld16_policy(a.L + (i_t) * N_v + i_v, i_v < STAGED ? pass_l2 : keep_l2);
           }
           #pragma unroll
           for (int u = 0; u < U; ++u) {
@@ -562,7 +594,7 @@ namespace k_P {
           for (int u = 0; u < U; ++u) {
             const int64_t i_v = b0 + int64_t{u} * TEAM * 8;
             if (i_v >= N_v) break;
-            L_reg[u] = i_v < STAGED ? L_smem[i_v / 8] : *reinterpret_cast<const uint4*>(a.L + (i_t) * N_v + i_v);
+            L_reg[u] = i_v < STAGED ? L_smem[i_v / 8] : napkin::ld16_policy(a.L + (i_t) * N_v + i_v, pass_l2);
           }
           #pragma unroll
           for (int u = 0; u < U; ++u) {
@@ -576,7 +608,7 @@ namespace k_P {
               P_reg[j] = napkin::exp2_ftz(fmaf(v, 1.44269504f, -mlog));
             }
             const int64_t i_v = b0 + int64_t{u} * TEAM * 8;
-            *reinterpret_cast<uint4*>(a.P + (i_t) * N_v + i_v) = make_uint4(napkin::pack2<__nv_bfloat16>(P_reg[0], P_reg[1]), napkin::pack2<__nv_bfloat16>(P_reg[2], P_reg[3]), napkin::pack2<__nv_bfloat16>(P_reg[4], P_reg[5]), napkin::pack2<__nv_bfloat16>(P_reg[6], P_reg[7]));
+            napkin::st16_policy(a.P + (i_t) * N_v + i_v, make_uint4(napkin::pack2<__nv_bfloat16>(P_reg[0], P_reg[1]), napkin::pack2<__nv_bfloat16>(P_reg[2], P_reg[3]), napkin::pack2<__nv_bfloat16>(P_reg[4], P_reg[5]), napkin::pack2<__nv_bfloat16>(P_reg[6], P_reg[7])), pass_l2);  // written once: evict_first
           }
         }
       } else {

@@ -209,6 +209,7 @@ __device__ __forceinline__ void quad_transpose(uint32_t p[4], int lane) {
  *  fill, committed and waited for in groups; atomic adds registers -> global memory. The Hopper
  *  movers (TMA) are in tma.cuh.
  */
+#include <cstdint>
 #include <cuda_runtime.h>
 
 namespace napkin {
@@ -221,6 +222,36 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src, int valid
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+// 16-byte loads and stores with an L2 eviction priority (PTX ISA 9.7.9.8 ld and 9.7.9.10 st
+// with .L2::cache_hint, 9.7.9.18 createpolicy; sm_80+): a rows kernel (emit/cuda/rows.cpp) loads
+// what its second walk re-reads from global memory with evict_last, so that the lines wait in L2
+// for the re-read, and everything it touches once (its staged prefix, its last reads, its
+// outputs) with evict_first, so that those lines leave first.
+/** The policy "evict_last" for every address (createpolicy.fractional, fraction 1). */
+__device__ __forceinline__ uint64_t l2_evict_last() {
+  uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(p));
+  return p;
+}
+/** The policy "evict_first" for every address. */
+__device__ __forceinline__ uint64_t l2_evict_first() {
+  uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
+  return p;
+}
+/** 16 bytes from global `p` (16-byte aligned) under L2 policy `policy`. */
+__device__ __forceinline__ uint4 ld16_policy(const void* p, uint64_t policy) {
+  uint4 v;
+  asm volatile("ld.global.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p), "l"(policy));
+  return v;
+}
+/** 16 bytes `v` to global `p` (16-byte aligned) under L2 policy `policy`. */
+__device__ __forceinline__ void st16_policy(void* p, uint4 v, uint64_t policy) {
+  asm volatile("st.global.L2::cache_hint.v4.u32 [%0], {%1, %2, %3, %4}, %5;\n" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "l"(policy)
+               : "memory");
+}
 
 /** Adds (x, y) into p[0] and p[1], fp32 in global memory, by atomic reductions that return no
  *  value (PTX ISA 9.7.13.6 red; relaxed, gpu scope): one red.global.add.v2.f32 on sm_90 and
@@ -789,7 +820,7 @@ static int napkin_fail(const char* message) {
   };
 
 // strategy call: H1 calls diagram rmsnorm_layer, lifted over [b] as rmsnorm_layer_over_b (one run covers every woven index); its schedule:
-//   kernel Y: fuse Y; weave t; warps 4
+//   kernel Y: fuse Y; group t by 2; warps 4
 namespace call_H1 {
 
   /** Device pointers of every array kept in global memory, and the sizes of every axis (elements). */
@@ -802,17 +833,21 @@ namespace call_H1 {
     int64_t N_m;
   };
 
-// kernel Y: fuse Y; weave t; warps 4
-// strategy rows: rmsnorm along m; 1 rows per block, 4 warp(s) per row; pass 1 statistics, pass 2 the map from the row's end (its re-read comes from L2 where the rows in flight fit there, else in part from HBM: perfmodel/rows_cost.hpp)
+// kernel Y: fuse Y; group t by 2; warps 4
+// strategy rows: rmsnorm along m; 2 rows per block, 2 warp(s) per row; pass 1 statistics, pass 2 the map from the row's end (its re-read comes from L2 where the rows in flight fit there, else in part from HBM: perfmodel/rows_cost.hpp)
 namespace k_Y {
-  constexpr int WARPS = 4, THREADS = WARPS * 32, ROWS = 1, TEAM_WARPS = 4, TEAM_LANES = 32, TEAM = TEAM_WARPS * TEAM_LANES;
+  constexpr int WARPS = 4, THREADS = WARPS * 32, ROWS = 2, TEAM_WARPS = 2, TEAM_LANES = 32, TEAM = TEAM_WARPS * TEAM_LANES;
   constexpr int TEAMS_PER_WARP = 32 / TEAM_LANES, TEAMS = WARPS / TEAM_WARPS * TEAMS_PER_WARP;  // teams of a block, rows walked at once
   [[maybe_unused]] constexpr int U = 4;  // 16-byte accesses in flight per lane (the vector path)
+  constexpr int64_t STAGED = 4096;  // elements of a row kept in SMEM by the statistics walk for the map walk (lower/rows_form.hpp)
+  constexpr size_t SMEM_BYTES = size_t{TEAMS} * 1 * STAGED * 2;  // dynamic SMEM: each team's staged rows
   // at most 48 registers per thread: 10 blocks per SM resident, as the model prices it (lower/rows_form.hpp)
 
   __global__ void __launch_bounds__(THREADS, 10) kernel(const Args a) {
     [[maybe_unused]] const int64_t N_b = a.N_b, N_t = a.N_t, N_m = a.N_m;
     __shared__ float stats_smem[WARPS][3];  // SMEM: each warp's statistics, merged across a team
+    extern __shared__ uint4 stage_smem[];  // SMEM: per team, the first STAGED elements of its row of every staged array
+    uint4* const X_smem = stage_smem + (int64_t{threadIdx.x / 32 / TEAM_WARPS} * 1 + 0) * (STAGED / 8);  // this team's staged X
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, t = (warp % TEAM_WARPS) * 32 + lane % TEAM_LANES;
     const int64_t total_rows = int64_t{1} * N_b * N_t;
     // every lane of a warp runs the same iterations (the shuffles name the whole warp); a team past the rows walks row 0 and stores nothing
@@ -824,6 +859,7 @@ namespace k_Y {
       if (!live) row = 0;
       const int64_t i_t = napkin::split_index(row, N_t);
       const int64_t i_b = napkin::split_index(row, N_b);
+      const uint64_t keep_l2 = napkin::l2_evict_last(), pass_l2 = napkin::l2_evict_first();  // L2 policies: the re-read waits in L2, the rest leaves first
       const bool vec = N_m % 8 == 0 && reinterpret_cast<uintptr_t>(a.W) % 16 == 0 && reinterpret_cast<uintptr_t>(a.X) % 16 == 0 && reinterpret_cast<uintptr_t>(a.Y) % 16 == 0;  // the 16-byte path
       float n = 0.0f, s1 = 0.0f, s2 = 0.0f;  // count, sum and sum of squares of v - shift
       if (vec) {
@@ -833,11 +869,12 @@ namespace k_Y {
           for (int u = 0; u < U; ++u) {
             const int64_t i_m = b0 + int64_t{u} * TEAM * 8;
             if (i_m >= N_m) break;
-            X_reg[u] = *reinterpret_cast<const uint4*>(a.X + ((i_b) * N_t + i_t) * N_m + i_m);
+            X_reg[u] = napkin::ld16_policy(a.X + ((i_b) * N_t + i_t) * N_m + i_m, i_m < STAGED ? pass_l2 : keep_l2);
           }
           #pragma unroll
           for (int u = 0; u < U; ++u) {
             if (b0 + int64_t{u} * TEAM * 8 >= N_m) break;
+            if (b0 + int64_t{u} * TEAM * 8 < STAGED) X_smem[(b0 + int64_t{u} * TEAM * 8) / 8] = X_reg[u];
             float vg[8];  // registers: the lemma's argument at the access's 8 elements
             #pragma unroll
             for (int j = 0; j < 8; ++j) {
@@ -886,7 +923,7 @@ namespace k_Y {
             const int64_t i_m = b0 + int64_t{u} * TEAM * 8;
             if (i_m >= N_m) break;
             W_reg[u] = *reinterpret_cast<const uint4*>(a.W + i_m);
-            X_reg[u] = *reinterpret_cast<const uint4*>(a.X + ((i_b) * N_t + i_t) * N_m + i_m);
+            X_reg[u] = i_m < STAGED ? X_smem[i_m / 8] : napkin::ld16_policy(a.X + ((i_b) * N_t + i_t) * N_m + i_m, pass_l2);
           }
           #pragma unroll
           for (int u = 0; u < U; ++u) {
@@ -901,7 +938,7 @@ namespace k_Y {
               Y_reg[j] = v * inv * w;
             }
             const int64_t i_m = b0 + int64_t{u} * TEAM * 8;
-            *reinterpret_cast<uint4*>(a.Y + ((i_b) * N_t + i_t) * N_m + i_m) = make_uint4(napkin::pack2<__nv_bfloat16>(Y_reg[0], Y_reg[1]), napkin::pack2<__nv_bfloat16>(Y_reg[2], Y_reg[3]), napkin::pack2<__nv_bfloat16>(Y_reg[4], Y_reg[5]), napkin::pack2<__nv_bfloat16>(Y_reg[6], Y_reg[7]));
+            napkin::st16_policy(a.Y + ((i_b) * N_t + i_t) * N_m + i_m, make_uint4(napkin::pack2<__nv_bfloat16>(Y_reg[0], Y_reg[1]), napkin::pack2<__nv_bfloat16>(Y_reg[2], Y_reg[3]), napkin::pack2<__nv_bfloat16>(Y_reg[4], Y_reg[5]), napkin::pack2<__nv_bfloat16>(Y_reg[6], Y_reg[7])), pass_l2);  // written once: evict_first
           }
         }
       } else {
@@ -935,9 +972,10 @@ namespace k_Y {
       // Y (rows)
       case 0: {
         napkin_variant = "rows";
-        const int64_t blocks = (int64_t{1} * a.N_b * a.N_t + 1 - 1) / 1;
+        const int64_t blocks = (int64_t{1} * a.N_b * a.N_t + 2 - 1) / 2;
         if (blocks == 0) return 0;
-        k_Y::kernel<<<static_cast<unsigned>(blocks), k_Y::THREADS, 0, stream>>>(a);
+        NAPKIN_CUDA(napkin::smem_limit_once(reinterpret_cast<const void*>(k_Y::kernel), static_cast<int>(k_Y::SMEM_BYTES)));
+        k_Y::kernel<<<static_cast<unsigned>(blocks), k_Y::THREADS, k_Y::SMEM_BYTES, stream>>>(a);
         NAPKIN_CUDA(cudaGetLastError());
         return 0;
       }
@@ -2632,7 +2670,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
 }  // namespace k_X2
 
 // strategy call: H2 calls diagram rmsnorm_layer, lifted over [b] as rmsnorm_layer_over_b (one run covers every woven index); its schedule:
-//   kernel Y: fuse Y; weave t; warps 4
+//   kernel Y: fuse Y; group t by 2; warps 4
 namespace call_H2 {
 
   /** Device pointers of every array kept in global memory, and the sizes of every axis (elements). */
@@ -2645,17 +2683,21 @@ namespace call_H2 {
     int64_t N_m;
   };
 
-// kernel Y: fuse Y; weave t; warps 4
-// strategy rows: rmsnorm along m; 1 rows per block, 4 warp(s) per row; pass 1 statistics, pass 2 the map from the row's end (its re-read comes from L2 where the rows in flight fit there, else in part from HBM: perfmodel/rows_cost.hpp)
+// kernel Y: fuse Y; group t by 2; warps 4
+// strategy rows: rmsnorm along m; 2 rows per block, 2 warp(s) per row; pass 1 statistics, pass 2 the map from the row's end (its re-read comes from L2 where the rows in flight fit there, else in part from HBM: perfmodel/rows_cost.hpp)
 namespace k_Y {
-  constexpr int WARPS = 4, THREADS = WARPS * 32, ROWS = 1, TEAM_WARPS = 4, TEAM_LANES = 32, TEAM = TEAM_WARPS * TEAM_LANES;
+  constexpr int WARPS = 4, THREADS = WARPS * 32, ROWS = 2, TEAM_WARPS = 2, TEAM_LANES = 32, TEAM = TEAM_WARPS * TEAM_LANES;
   constexpr int TEAMS_PER_WARP = 32 / TEAM_LANES, TEAMS = WARPS / TEAM_WARPS * TEAMS_PER_WARP;  // teams of a block, rows walked at once
   [[maybe_unused]] constexpr int U = 4;  // 16-byte accesses in flight per lane (the vector path)
+  constexpr int64_t STAGED = 4096;  // elements of a row kept in SMEM by the statistics walk for the map walk (lower/rows_form.hpp)
+  constexpr size_t SMEM_BYTES = size_t{TEAMS} * 1 * STAGED * 2;  // dynamic SMEM: each team's staged rows
   // at most 48 registers per thread: 10 blocks per SM resident, as the model prices it (lower/rows_form.hpp)
 
   __global__ void __launch_bounds__(THREADS, 10) kernel(const Args a) {
     [[maybe_unused]] const int64_t N_b = a.N_b, N_t = a.N_t, N_m = a.N_m;
     __shared__ float stats_smem[WARPS][3];  // SMEM: each warp's statistics, merged across a team
+    extern __shared__ uint4 stage_smem[];  // SMEM: per team, the first STAGED elements of its row of every staged array
+    uint4* const X_smem = stage_smem + (int64_t{threadIdx.x / 32 / TEAM_WARPS} * 1 + 0) * (STAGED / 8);  // this team's staged X
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, t = (warp % TEAM_WARPS) * 32 + lane % TEAM_LANES;
     const int64_t total_rows = int64_t{1} * N_b * N_t;
     // every lane of a warp runs the same iterations (the shuffles name the whole warp); a team past the rows walks row 0 and stores nothing
@@ -2667,6 +2709,7 @@ namespace k_Y {
       if (!live) row = 0;
       const int64_t i_t = napkin::split_index(row, N_t);
       const int64_t i_b = napkin::split_index(row, N_b);
+      const uint64_t keep_l2 = napkin::l2_evict_last(), pass_l2 = napkin::l2_evict_first();  // L2 policies: the re-read waits in L2, the rest leaves first
       const bool vec = N_m % 8 == 0 && reinterpret_cast<uintptr_t>(a.W) % 16 == 0 && reinterpret_cast<uintptr_t>(a.X) % 16 == 0 && reinterpret_cast<uintptr_t>(a.Y) % 16 == 0;  // the 16-byte path
       float n = 0.0f, s1 = 0.0f, s2 = 0.0f;  // count, sum and sum of squares of v - shift
       if (vec) {
@@ -2676,11 +2719,12 @@ namespace k_Y {
           for (int u = 0; u < U; ++u) {
             const int64_t i_m = b0 + int64_t{u} * TEAM * 8;
             if (i_m >= N_m) break;
-            X_reg[u] = *reinterpret_cast<const uint4*>(a.X + ((i_b) * N_t + i_t) * N_m + i_m);
+            X_reg[u] = napkin::ld16_policy(a.X + ((i_b) * N_t + i_t) * N_m + i_m, i_m < STAGED ? pass_l2 : keep_l2);
           }
           #pragma unroll
           for (int u = 0; u < U; ++u) {
             if (b0 + int64_t{u} * TEAM * 8 >= N_m) break;
+            if (b0 + int64_t{u} * TEAM * 8 < STAGED) X_smem[(b0 + int64_t{u} * TEAM * 8) / 8] = X_reg[u];
             float vg[8];  // registers: the lemma's argument at the access's 8 elements
             #pragma unroll
             for (int j = 0; j < 8; ++j) {
@@ -2729,7 +2773,7 @@ namespace k_Y {
             const int64_t i_m = b0 + int64_t{u} * TEAM * 8;
             if (i_m >= N_m) break;
             W_reg[u] = *reinterpret_cast<const uint4*>(a.W + i_m);
-            X_reg[u] = *reinterpret_cast<const uint4*>(a.X + ((i_b) * N_t + i_t) * N_m + i_m);
+            X_reg[u] = i_m < STAGED ? X_smem[i_m / 8] : napkin::ld16_policy(a.X + ((i_b) * N_t + i_t) * N_m + i_m, pass_l2);
           }
           #pragma unroll
           for (int u = 0; u < U; ++u) {
@@ -2744,7 +2788,7 @@ namespace k_Y {
               Y_reg[j] = v * inv * w;
             }
             const int64_t i_m = b0 + int64_t{u} * TEAM * 8;
-            *reinterpret_cast<uint4*>(a.Y + ((i_b) * N_t + i_t) * N_m + i_m) = make_uint4(napkin::pack2<__nv_bfloat16>(Y_reg[0], Y_reg[1]), napkin::pack2<__nv_bfloat16>(Y_reg[2], Y_reg[3]), napkin::pack2<__nv_bfloat16>(Y_reg[4], Y_reg[5]), napkin::pack2<__nv_bfloat16>(Y_reg[6], Y_reg[7]));
+            napkin::st16_policy(a.Y + ((i_b) * N_t + i_t) * N_m + i_m, make_uint4(napkin::pack2<__nv_bfloat16>(Y_reg[0], Y_reg[1]), napkin::pack2<__nv_bfloat16>(Y_reg[2], Y_reg[3]), napkin::pack2<__nv_bfloat16>(Y_reg[4], Y_reg[5]), napkin::pack2<__nv_bfloat16>(Y_reg[6], Y_reg[7])), pass_l2);  // written once: evict_first
           }
         }
       } else {
@@ -2778,9 +2822,10 @@ namespace k_Y {
       // Y (rows)
       case 0: {
         napkin_variant = "rows";
-        const int64_t blocks = (int64_t{1} * a.N_b * a.N_t + 1 - 1) / 1;
+        const int64_t blocks = (int64_t{1} * a.N_b * a.N_t + 2 - 1) / 2;
         if (blocks == 0) return 0;
-        k_Y::kernel<<<static_cast<unsigned>(blocks), k_Y::THREADS, 0, stream>>>(a);
+        NAPKIN_CUDA(napkin::smem_limit_once(reinterpret_cast<const void*>(k_Y::kernel), static_cast<int>(k_Y::SMEM_BYTES)));
+        k_Y::kernel<<<static_cast<unsigned>(blocks), k_Y::THREADS, k_Y::SMEM_BYTES, stream>>>(a);
         NAPKIN_CUDA(cudaGetLastError());
         return 0;
       }
