@@ -11,9 +11,10 @@
 // writes the per-element outputs, taking the row's chunks last first (what the first walk loaded
 // last is likeliest still in L2: perfmodel/rows_cost.hpp), and reading the row's first STAGED
 // elements from the SMEM where the first walk kept them (RowsForm::staged, dynamic SMEM per team).
-// Loads and stores carry an L2 eviction priority (movers.cuh): evict_last on what the map walk will
-// re-read from global memory (reread_arrays), evict_first on everything touched once, so that the
-// re-read competes in L2 only with itself (perfmodel/rows_cost.hpp).
+// On the vector path loads and stores carry an L2 eviction priority (movers.cuh): evict_last on what
+// the map walk will re-read from global memory (reread_arrays), evict_first on everything touched
+// once, so that the re-read competes in L2 only with itself (perfmodel/rows_cost.hpp); the scalar
+// path keeps the default policy.
 // Where the axis is innermost and contiguous (16-bit arrays,
 // N % 8 == 0, 16-byte aligned pointers: checked at run time), each thread moves 8 elements per
 // coalesced 16-byte access and has U = 4 of them in flight, so the HBM latency is covered by few warps.
