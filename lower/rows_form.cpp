@@ -144,9 +144,10 @@ bool rows_parts(const Diagram& d, const KernelShape& k, RowsForm& r, std::vector
  *  rows_form.hpp (RowsForm::staged); leaves `r` as it is where the rule stages nothing. */
 void stage_rows(RowsForm& r, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt) {
   if (!r.vector || r.reduction || r.team_lanes != 32) return;
-  std::vector<std::string> both;
-  for (const auto& a : r.statistics.vector_arrays)
-    if (std::count(r.map.vector_arrays.begin(), r.map.vector_arrays.end(), a)) both.push_back(a);
+  std::vector<std::string> both;  // the re-read arrays both walks load by 16-byte vectors (a row-shared W[m] stays in L2)
+  for (const auto& a : reread_arrays(r, d))
+    if (std::count(r.statistics.vector_arrays.begin(), r.statistics.vector_arrays.end(), a) && std::count(r.map.vector_arrays.begin(), r.map.vector_arrays.end(), a))
+      both.push_back(a);
   const double capacity = l2_reread_capacity(hw);
   if (both.empty() || capacity <= 0 || reread_in_flight_bytes(r, resident_teams(r, r.blocks_per_sm, hw), d, sizes, opt) <= capacity) return;
   // Little's law: the bytes per SM in flight that keep the HBM busy, and the blocks that hold them

@@ -90,7 +90,7 @@ struct RowsForm {
    *  whose accesses in flight cover the HBM's bandwidth-latency product (Little's law:
    *  bandwidth x loaded latency / SMs bytes per SM), the SMEM split between them. */
   std::int64_t staged = 0;
-  std::vector<std::string> staged_arrays;  ///< the 16-bit arrays both walks read, staged (sorted)
+  std::vector<std::string> staged_arrays;  ///< the reread_arrays() both walks load by 16-byte vectors, staged (sorted)
   /** SMEM bytes: the cross-warp merge (WARPS x 3 floats) and each team's staged prefix of every
    *  staged array (teams_per_block x staged x 2 bytes per array). */
   std::int64_t smem_bytes = 0;

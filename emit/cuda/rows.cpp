@@ -86,6 +86,18 @@ void store_vector(RowsKernel& r, const std::string& out) {
            "), pass_l2);  // written once: evict_first");
 }
 
+/** The 16-byte load of `arr` at i_<ax> from global memory in a walk that does `stage` with the
+ *  staged prefix, under its L2 policy: a re-read array evict_last where the statistics walk loads
+ *  it for the map walk (past the staged prefix), evict_first where the map walk re-reads it; any
+ *  other per-row array evict_first; an array every row shares (W[m]) the default. */
+std::string global_load(const RowsKernel& r, const std::string& arr, Stage stage) {
+  const std::string at = "a." + arr + " + " + r.c.index(arr);
+  if (r.reread.count(arr) && stage != Stage::read)
+    return "napkin::ld16_policy(" + at + (r.staged.count(arr) ? ", i_" + r.ax + " < STAGED ? pass_l2 : keep_l2)" : ", keep_l2)");
+  if (r.reread.count(arr) || r.once.count(arr)) return "napkin::ld16_policy(" + at + ", pass_l2)";
+  return "*reinterpret_cast<const uint4*>(" + at + ")";
+}
+
 /** One walk of the team over the row: `body(over)` emits the work at element i_<ax> (its loads
  *  rendered through `over`), then each of `stores` is written. On the vector path each thread
  *  takes 8 elements per 16-byte access, U accesses in flight; else one element per step.
@@ -137,11 +149,7 @@ void walk_row(RowsKernel& r, const std::vector<const Expr*>& roots, const std::f
   k.line("const int64_t i_" + ax + " = b0 + int64_t{u} * TEAM * 8;");
   k.line("if (i_" + ax + " >= N_" + ax + ") break;");
   for (const auto& arr : used) {
-    std::string global = "*reinterpret_cast<const uint4*>(a." + arr + " + " + r.c.index(arr) + ")";
-    const std::string at = "a." + arr + " + " + r.c.index(arr);
-    if (r.once.count(arr) || (r.reread.count(arr) && stage == Stage::read)) global = "napkin::ld16_policy(" + at + ", pass_l2)";
-    else if (r.reread.count(arr) && r.staged.count(arr)) global = "napkin::ld16_policy(" + at + ", i_" + ax + " < STAGED ? pass_l2 : keep_l2)";
-    else if (r.reread.count(arr)) global = "napkin::ld16_policy(" + at + ", keep_l2)";
+    const std::string global = global_load(r, arr, stage);
     if (stage == Stage::read && r.staged.count(arr)) k.line(arr + "_reg[u] = i_" + ax + " < STAGED ? " + arr + "_smem[i_" + ax + " / 8] : " + global + ";");
     else k.line(arr + "_reg[u] = " + global + ";");
   }
