@@ -34,11 +34,14 @@ struct FlashForm {
   const Expr* score = nullptr;
   std::vector<std::string> inlined;
   /** The softmax scale folded into the exponent (lower/flash_scale.hpp): `scaled` the mul or div
-   *  node of the score chain whose operand `scale` (uniform, positive, finite) is taken out, the
-   *  chain rendered with `scaled` as its other operand and P = exp2(B * scale * log2 e - m), m the
-   *  running max of B; `scale_divides` where `scaled` divides by `scale`. Null: nothing folded. */
+   *  node of the score chain whose operand `scale` (uniform: no axes) is taken out, the chain
+   *  rendered with `scaled` as its other operand and P = exp2(B * scale * log2 e - m), m the
+   *  running max of B (of -B where the scale is negative); `scale_divides` where `scaled` divides
+   *  by `scale`; `scale_sign_at_run_time` where the scale reads a scalar input (an fp8
+   *  dequantisation factor), so that its sign is known only when the kernel runs. Null: nothing
+   *  folded. */
   const Expr *scaled = nullptr, *scale = nullptr;
-  bool scale_divides = false;
+  bool scale_divides = false, scale_sign_at_run_time = false;
   /** "online-softmax" (paper §3; running max, sum and rescaled O), or empty: no normaliser, O is
    *  an associative sum over x of P = score. */
   std::string normaliser_lemma;

@@ -51,6 +51,30 @@ int count_refs(const Diagram& d, const Expr& e, const std::string& name, const s
   return n;
 }
 
+/** Whether `e` is uniform and reads a scalar input: numbers, axis sizes and 0-d inputs under
+ *  neg, sqrt, rsqrt, mul and div, with at least one 0-d input (its sign, and so the scale's, known
+ *  only at run time). */
+bool reads_scalar_input(const Diagram& d, const Expr& e, bool& reads) {
+  switch (e.kind) {
+    case Expr::Kind::number: return std::isfinite(e.number.value);
+    case Expr::Kind::ref: {
+      if (d.find_axis(e.name)) return true;
+      const InputDecl* in = d.find_input(e.name);
+      if (!in || !in->axes.empty()) return false;
+      reads = true;
+      return true;
+    }
+    case Expr::Kind::apply: break;
+  }
+  if (e.op != Op::neg && e.op != Op::sqrt && e.op != Op::rsqrt && e.op != Op::mul && e.op != Op::div) return false;
+  return std::all_of(e.args.begin(), e.args.end(), [&](const auto& a) { return reads_scalar_input(d, *a, reads); });
+}
+
+bool runtime_uniform(const Diagram& d, const Expr& e) {
+  bool reads = false;
+  return reads_scalar_input(d, e, reads) && reads;
+}
+
 }  // namespace
 
 bool positive_finite_uniform(const Diagram& d, const Expr& e) {
@@ -60,9 +84,10 @@ bool positive_finite_uniform(const Diagram& d, const Expr& e) {
 
 void find_flash_scale(const Diagram& d, FlashForm& f) {
   f.scaled = f.scale = nullptr;
-  f.scale_divides = false;
+  f.scale_divides = f.scale_sign_at_run_time = false;
   if (f.normaliser_lemma != "online-softmax" || !f.score) return;
   const Expr* e = f.score;
+  bool through_mask = false;  // a mask's fill -inf times a scale of unknown sign is not the mask of the product
   for (int depth = 0; depth < 64; ++depth) {
     if (e->kind == Expr::Kind::ref) {  // a fused statement, read once in the whole score chain
       if (std::find(f.inlined.begin(), f.inlined.end(), e->name) == f.inlined.end()) return;
@@ -75,12 +100,14 @@ void find_flash_scale(const Diagram& d, FlashForm& f) {
     if (e->kind != Expr::Kind::apply) return;
     if (e->op == Op::mask) {  // mask(c B, M) = c mask(B, M): the fill -inf times c > 0 is -inf
       e = &*e->args[0];
+      through_mask = true;
       continue;
     }
     if (e->op == Op::mul || e->op == Op::div) {
       for (int i = e->op == Op::div ? 1 : 0; i < 2; ++i) {
-        if (!positive_finite_uniform(d, *e->args[i])) continue;
-        f.scaled = e, f.scale = &*e->args[i], f.scale_divides = e->op == Op::div;
+        const bool positive = positive_finite_uniform(d, *e->args[i]);
+        if (!positive && (through_mask || !runtime_uniform(d, *e->args[i]))) continue;
+        f.scaled = e, f.scale = &*e->args[i], f.scale_divides = e->op == Op::div, f.scale_sign_at_run_time = !positive;
         return;
       }
     }

@@ -94,10 +94,19 @@ struct FlashLemma {
    *  correction; with `defer_o`, update() leaves `corr[2]` (per h) for rescale_o(), which the
    *  caller emits once O may change (after its wgmma), else update() rescales row h of O by the
    *  scalar `corr` itself. `scale`: the folded softmax scale (flash_scale_value; empty where none):
-   *  the scores are then B, the max is kept in B's units and P = exp2(B * score_log2 - m * score_log2). */
+   *  the scores are then B, the max is kept in B's units and P = exp2(B * score_log2 - m * score_log2);
+   *  where its sign is known only at run time (f.scale_sign_at_run_time), the max is kept over
+   *  -B when `score_neg` and P = exp2(B * score_log2 - m * max_log2), max_log2 = |score_log2|. */
   FlashLemma(const FlashForm& f, bool per_tile, std::string s, std::string o_rescale, bool defer_o, std::string scale = "");
 
+  /** Which side of the scores the running max is kept over: `as_scale` (B, or where the scale's
+   *  sign is known only at run time a select on `score_neg`), `positive` (B), `negative` (-B). */
+  enum class Side { as_scale, positive, negative };
+
   bool softmax() const { return softmax_; }
+  /** Whether the element loops are rendered once per side of a folded scale whose sign is known
+   *  only at run time (`if (!score_neg) positive else negative`), so that the max costs no select. */
+  bool sides_at_run_time() const { return softmax_ && signed_; }
   /** The constants the lemma's arithmetic uses (LOG2E), at namespace scope. */
   void constants(Code& k) const;
   /** Declares and initialises the running state (m = -inf, l = 0), and the folded scale's
@@ -105,11 +114,12 @@ struct FlashLemma {
   void init(Code& k) const;
   /** Before a chunk's elements: `mx` starts at the running max. */
   void chunk_begin(Code& k) const;
-  /** The value of a key past the end or masked out: -INFINITY (P = 0 after the update), or 0.0f
-   *  without a normaliser. */
-  std::string fill() const;
-  /** After each element's score is stored at `s`: folds it into the chunk's row max. */
-  void element(Code& k) const;
+  /** The value of a key past the end or masked out: -INFINITY (P = 0 after the update; +INFINITY
+   *  on the negative side of a scale, whose product with it is -inf), or 0.0f without a normaliser. */
+  std::string fill(Side side = Side::as_scale) const;
+  /** After each element's score is stored at `s`: folds it (or its negation, `side`) into the
+   *  chunk's row max. */
+  void element(Code& k, Side side = Side::as_scale) const;
   /** After the chunk's elements: the new running max (quad-reduced), l (and O, unless deferred)
    *  rescaled, S turned into P = exp(S - m) in place, and P added to l. `P` names the statement. */
   void update(Code& k, const std::string& P) const;
@@ -127,10 +137,13 @@ struct FlashLemma {
   std::string statistic(char which, const std::string& h) const;
 
  private:
-  bool softmax_, defer_o_;
+  bool softmax_, defer_o_, signed_;
   std::string x_, m_, l_, s_, o_rescale_, scale_;
-  /** The exponent's factor: LOG2E, or score_log2 with a folded scale. */
-  std::string log2_factor() const { return scale_.empty() ? "LOG2E" : "score_log2"; }
+  /** The exponent's factor on a score: LOG2E, or score_log2 with a folded scale. */
+  std::string exp_factor() const { return scale_.empty() ? "LOG2E" : "score_log2"; }
+  /** The exponent's factor on the running max: exp_factor(), or max_log2 = |score_log2| where the
+   *  scale's sign is known only at run time. */
+  std::string max_factor() const { return signed_ ? "max_log2" : exp_factor(); }
 };
 
 /** A rows kernel's normaliser lemma: the statistics each thread keeps over its elements of a row
@@ -226,8 +239,8 @@ class WarpgroupScores {
 
  private:
   /** The loops over the thread's elements of S: `value`, keys past the chunk's end (`masked`) set
-   *  to the lemma's fill. */
-  void elements(Code& k, const FlashLemma& lemma, const std::string& value, bool masked) const;
+   *  to the lemma's fill, the max kept on `side`. */
+  void elements(Code& k, const FlashLemma& lemma, const std::string& value, bool masked, FlashLemma::Side side) const;
   const FlashForm& f_;
   ScoreChain chain_;
   bool causal_ = false;

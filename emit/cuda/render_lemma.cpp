@@ -14,6 +14,7 @@ const std::string kLog2e = "1.44269504f";
 FlashLemma::FlashLemma(const FlashForm& f, bool per_tile, std::string s, std::string o_rescale, bool defer_o, std::string scale)
     : softmax_(!f.normaliser_lemma.empty()),
       defer_o_(defer_o),
+      signed_(softmax_ && !scale.empty() && f.scale_sign_at_run_time),
       x_(f.x),
       m_(per_tile ? "m_reg[mt]" : "m_reg"),
       l_(per_tile ? "l_reg[mt]" : "l_reg"),
@@ -27,8 +28,15 @@ void FlashLemma::constants(Code& k) const {
 
 void FlashLemma::init(Code& k) const {
   if (!softmax_) return;
-  if (!scale_.empty())
+  if (signed_) {
+    k.line("// the softmax's scale, folded into the exponent; its sign known only now (lower/flash_scale.hpp): the running max");
+    k.line("// is kept over -B where it is negative, and a scale of 0 is taken as 2^-126 (a key past the end still gives 0)");
+    k.line("const float score_scale = " + scale_ + ";");
+    k.line("const bool score_neg = score_scale < 0.0f;");
+    k.line("const float score_log2 = (score_scale == 0.0f ? 1.17549435e-38f : score_scale) * LOG2E, max_log2 = fabsf(score_log2);");
+  } else if (!scale_.empty()) {
     k.line("const float score_scale = " + scale_ + ", score_log2 = score_scale * LOG2E;  // the softmax's scale, folded into the exponent (lower/flash_scale.hpp)");
+  }
   if (m_ == "m_reg") {
     k.line("float m_reg[2] = {-INFINITY, -INFINITY}, l_reg[2] = {0.0f, 0.0f};  // rows lane/4 and lane/4 + 8 of the warp's 16");
     return;
@@ -42,10 +50,18 @@ void FlashLemma::chunk_begin(Code& k) const {
   if (softmax_) k.line("float mx[2] = {" + m_ + "[0], " + m_ + "[1]};");
 }
 
-std::string FlashLemma::fill() const { return softmax_ ? "-INFINITY" : "0.0f"; }
+std::string FlashLemma::fill(Side side) const {
+  if (!softmax_) return "0.0f";
+  if (side == Side::negative) return "INFINITY";
+  return side == Side::as_scale && signed_ ? "(score_neg ? INFINITY : -INFINITY)" : "-INFINITY";
+}
 
-void FlashLemma::element(Code& k) const {
-  if (softmax_) k.line("mx[e / 2] = fmaxf(mx[e / 2], " + s_ + ");");
+void FlashLemma::element(Code& k, Side side) const {
+  if (!softmax_) return;
+  std::string v = s_;
+  if (side == Side::negative) v = "-" + s_;
+  else if (side == Side::as_scale && signed_) v = "(score_neg ? -" + s_ + " : " + s_ + ")";
+  k.line("mx[e / 2] = fmaxf(mx[e / 2], " + v + ");");
 }
 
 void FlashLemma::update(Code& k, const std::string& P) const {
@@ -59,7 +75,7 @@ void FlashLemma::update(Code& k, const std::string& P) const {
   }
   k.open("for (int h = 0; h < 2; ++h)");
   k.line("mx[h] = napkin::quad_max(mx[h]);");
-  k.line((defer_o_ ? "corr[h]" : "const float corr") + std::string(" = mx[h] == -INFINITY ? 1.0f : napkin::exp2_ftz((") + m_ + "[h] - mx[h]) * " + log2_factor() + ");");
+  k.line((defer_o_ ? "corr[h]" : "const float corr") + std::string(" = mx[h] == -INFINITY ? 1.0f : napkin::exp2_ftz((") + m_ + "[h] - mx[h]) * " + max_factor() + ");");
   k.line(m_ + "[h] = mx[h];");
   k.line(l_ + "[h] *= " + corr + ";");
   if (!defer_o_) {
@@ -67,12 +83,12 @@ void FlashLemma::update(Code& k, const std::string& P) const {
     k.line(o_rescale_);
   }
   k.close();
-  k.line("const float ms[2] = {mx[0] == -INFINITY ? 0.0f : mx[0] * " + log2_factor() + ", mx[1] == -INFINITY ? 0.0f : mx[1] * " + log2_factor() + "};");
+  k.line("const float ms[2] = {mx[0] == -INFINITY ? 0.0f : mx[0] * " + max_factor() + ", mx[1] == -INFINITY ? 0.0f : mx[1] * " + max_factor() + "};");
   k.line("#pragma unroll");
   k.open("for (int nt = 0; nt < T_X / 8; ++nt)");
   k.line("#pragma unroll");
   k.open("for (int e = 0; e < 4; ++e)");
-  k.line(s_ + " = napkin::exp2_ftz(" + s_ + " * " + log2_factor() + " - ms[e / 2]);  // P, unnormalised");
+  k.line(s_ + " = napkin::exp2_ftz(" + s_ + " * " + exp_factor() + " - ms[e / 2]);  // P, unnormalised");
   k.line(l_ + "[e / 2] += " + s_ + ";");
   k.close();
   k.close();
@@ -96,7 +112,7 @@ void FlashLemma::finalise(Code& k) const {
 
 std::string FlashLemma::statistic(char which, const std::string& h) const {
   const std::string m = m_ + "[" + h + "]";
-  if (which == 'm') return scale_.empty() ? m : "(" + m + " * score_scale)";
+  if (which == 'm') return scale_.empty() ? m : "(" + m + (signed_ ? " * fabsf(score_scale))" : " * score_scale)");
   return "(" + m + " == -INFINITY ? " + std::string(kNanF) + " : l_tot[" + h + "])";
 }
 

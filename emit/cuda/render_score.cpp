@@ -3,6 +3,8 @@
 // the maps read bounded at the tile's edge; and the loops over the score tile in each MMA atom's
 // fragment layout (mma.sync: m16n8 tiles per warp; wgmma: a consumer warpgroup's 64 rows), each
 // element folded into the lemma's chunk state, then the lemma's update.
+#include <functional>
+
 #include "emit/cuda/render.hpp"
 
 namespace napkin::cuda {
@@ -19,6 +21,22 @@ NodeOverride unscaled(Context& c, const FlashForm& f, NodeOverride inner) {
     if (&e == f.scaled) return c.value(*kept, inner, f.inlined);
     return inner ? inner(e) : std::nullopt;
   };
+}
+
+/** Emits `body` once for each side of the running max: where the folded scale's sign is known
+ *  only at run time, `if (!score_neg) positive else negative` (a branch uniform over the kernel),
+ *  else once on the scale's side. */
+void per_side(Code& k, const FlashLemma& lemma, const std::function<void(FlashLemma::Side)>& body) {
+  if (!lemma.sides_at_run_time()) {
+    body(FlashLemma::Side::as_scale);
+    return;
+  }
+  k.open("if (!score_neg)");
+  body(FlashLemma::Side::positive);
+  k.close(" else {");
+  ++k.indent;
+  body(FlashLemma::Side::negative);
+  k.close();
 }
 
 }  // namespace
@@ -63,7 +81,7 @@ void flash_scores_fragments(Code& k, Context& c, const FlashForm& f, const Flash
   k.line("#pragma unroll");
   k.open("for (int mt = 0; mt < MT; ++mt)");
   lemma.chunk_begin(k);
-  auto elements = [&](const std::string& value, bool masked) {
+  auto elements = [&](const std::string& value, bool masked, FlashLemma::Side side) {
     k.line("#pragma unroll");
     k.open("for (int nt = 0; nt < T_X / 8; ++nt)");
     k.line("#pragma unroll");
@@ -73,16 +91,16 @@ void flash_scores_fragments(Code& k, Context& c, const FlashForm& f, const Flash
     k.line("(void)i_" + M + ", (void)i_" + x + ";");
     k.line("const float v = " + value + ";");
     const std::string note = softmax ? ";" : ";  // P, no normaliser";
-    k.line(masked ? "S_reg[mt][nt][e] = i_" + x + " < N_" + x + " ? v : " + lemma.fill() + note : "S_reg[mt][nt][e] = v" + note);
-    lemma.element(k);
+    k.line(masked ? "S_reg[mt][nt][e] = i_" + x + " < N_" + x + " ? v : " + lemma.fill(side) + note : "S_reg[mt][nt][e] = v" + note);
+    lemma.element(k, side);
     k.close();
     k.close();
   };
   k.open("if (interior)");
-  elements(score, false);
+  per_side(k, lemma, [&](FlashLemma::Side side) { elements(score, false, side); });
   k.close(" else {");
   ++k.indent;
-  elements(score_bounded, true);
+  elements(score_bounded, true, FlashLemma::Side::as_scale);
   k.close();
   lemma.update(k, f.P->name);
   k.close();
@@ -108,7 +126,7 @@ WarpgroupScores::WarpgroupScores(Context& c, const FlashForm& f) : f_(f) {
   chain_ = score_chain(c, f, over_causal, over_interior);
 }
 
-void WarpgroupScores::elements(Code& k, const FlashLemma& lemma, const std::string& value, bool masked) const {
+void WarpgroupScores::elements(Code& k, const FlashLemma& lemma, const std::string& value, bool masked, FlashLemma::Side side) const {
   const std::string &M = f_.M, &x = f_.x;
   k.line("#pragma unroll");
   k.open("for (int nt = 0; nt < T_X / 8; ++nt)");
@@ -118,8 +136,8 @@ void WarpgroupScores::elements(Code& k, const FlashLemma& lemma, const std::stri
   k.line("const int64_t i_" + M + " = o_" + M + " + cw * 64 + r_rel, i_" + x + " = kc * T_X + c_rel;");
   k.line("(void)i_" + M + ", (void)i_" + x + ", (void)r_rel;");
   k.line("const float v = " + value + ";");
-  k.line(masked ? "S_reg[nt * 4 + e] = c_rel < x_left ? v : " + lemma.fill() + ";" : "S_reg[nt * 4 + e] = v;");
-  lemma.element(k);
+  k.line(masked ? "S_reg[nt * 4 + e] = c_rel < x_left ? v : " + lemma.fill(side) + ";" : "S_reg[nt * 4 + e] = v;");
+  lemma.element(k, side);
   k.close();
   k.close();
 }
@@ -141,10 +159,10 @@ void WarpgroupScores::render(Code& k, const FlashLemma& lemma) const {
   k.open("if (" + interior + ")");
   k.line(std::string("// interior chunk: no key past the end") + (causal_ ? ", every key at or before every row's diagonal" : "") +
          (chain_.reads_rows ? ", every row of the warpgroup in range" : ""));
-  elements(k, lemma, score_interior, false);
+  per_side(k, lemma, [&](FlashLemma::Side side) { elements(k, lemma, score_interior, false, side); });
   k.close(" else {");
   ++k.indent;
-  elements(k, lemma, score, true);
+  elements(k, lemma, score, true, FlashLemma::Side::as_scale);
   k.close();
   lemma.update(k, f_.P->name);
 }

@@ -1,7 +1,8 @@
 // The softmax scale folded into the exponent (lower/flash_scale.hpp): folded where the scale is
 // uniform and provably positive and finite and the scaled value is read once on a path of masks
-// and fused statements; not folded for a runtime scale (its sign unknown), a negative, zero or
-// overflowing constant, or a score read twice. Where folded, the CUDA keeps the max in the
+// and fused statements; a scale read from a scalar input (an fp8 dequantisation factor) folded
+// with its sign taken at run time, where no mask lies on its path; not folded for a negative,
+// zero or overflowing constant, a per-row scale, or a score read twice. Where folded, the CUDA keeps the max in the
 // unscaled units and multiplies by score_log2 in the exponent; the kernels are compiled by
 // cuda_compile_test and run on the GPU by tests/gpu/sweep.sh.
 #include <catch2/catch.hpp>
@@ -62,10 +63,51 @@ TEST_CASE("flash scale: folded where positive and finite, kept where not provabl
   }
 }
 
-TEST_CASE("flash scale: a runtime scale (fp8 dequantisation) is not folded (its sign is not known)", "[emit][cuda]") {
+TEST_CASE("flash scale: a runtime scale (fp8 dequantisation) is folded with its sign taken at run time", "[emit][cuda]") {
   LoadedDiagram l = load_library(std::string(NAPKIN_SOURCE_DIR) + "/tests/kernels/attention_fp8.napkin");
   Derivation dv = derive(*l.program, *l.diagram, l.sizes, load_hardware("h100"));
-  CHECK(flash_of(dv).scaled == nullptr);
+  const FlashForm& f = flash_of(dv);
+  REQUIRE(f.scaled != nullptr);
+  CHECK(f.scale_sign_at_run_time);
+  const std::string cu = emit_cuda(*l.program, *l.diagram, dv, load_hardware("h100"));
+  // the max on the negative side without a select in interior chunks; the fill +inf there
+  CHECK(cu.find("const bool score_neg = score_scale < 0.0f;") != std::string::npos);
+  CHECK(cu.find("mx[e / 2] = fmaxf(mx[e / 2], -S_reg[nt * 4 + e]);") != std::string::npos);
+  CHECK(cu.find("(score_neg ? INFINITY : -INFINITY)") != std::string::npos);
+  CHECK(cu.find("* score_log2 - ms[e / 2]") != std::string::npos);
+  CHECK(cu.find("mx[0] * max_log2") != std::string::npos);
+  // the score element itself is B, not B times the scale
+  CHECK(cu.find("const float v = S_reg[nt * 4 + e];") != std::string::npos);
+}
+
+TEST_CASE("flash scale: a scalar input's scale folds only without a mask on its path", "[emit][cuda]") {
+  const Hardware hw = load_hardware("h100");
+  auto with_scalar = [](const std::string& s_line, const std::string& p_line) {
+    std::string t = attention(s_line, p_line);
+    return t.replace(t.find("in V"), 0, "in c[] : fp32\nin w[b] : fp32\n");
+  };
+  struct Case {
+    std::string s, p;
+    bool folded, runtime;
+  };
+  const std::vector<Case> cases = {
+      {"S[b,q,x] = contract(Q, K; d) * (c / sqrt(d))", "P[b,q,x] = softmax(S; x)", true, true},
+      {"S[b,q,x] = contract(Q, K; d) / c", "P[b,q,x] = softmax(S; x)", true, true},
+      {"S[b,q,x] = contract(Q, K; d) * (-c)", "P[b,q,x] = softmax(S; x)", true, true},
+      {"S[b,q,x] = contract(Q, K; d) * c", "P[b,q,x] = softmax(mask(S, causal(q, x)); x)", false, false},
+      {"S[b,q,x] = contract(Q, K; d) * w", "P[b,q,x] = softmax(S; x)", false, false},
+      {"S[b,q,x] = contract(Q, K; d) * exp(c)", "P[b,q,x] = softmax(S; x)", false, false},
+  };
+  for (const auto& c : cases) {
+    INFO(c.s << " / " << c.p);
+    LoadedDiagram l = load_text(with_scalar(c.s, c.p));
+    Derivation dv = derive(*l.program, *l.diagram, l.sizes, hw);
+    const FlashForm& f = flash_of(dv);
+    CHECK((f.scaled != nullptr) == c.folded);
+    CHECK(f.scale_sign_at_run_time == c.runtime);
+    const std::string cu = emit_cuda(*l.program, *l.diagram, dv, hw);
+    CHECK((cu.find("const bool score_neg") != std::string::npos) == c.runtime);
+  }
 }
 
 TEST_CASE("flash scale: positivity by interval arithmetic on log2", "[emit]") {

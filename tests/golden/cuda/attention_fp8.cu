@@ -953,6 +953,11 @@ __device__ __forceinline__ void wgmma_m64n128k32_fp8e4m3_rs(float (&d)[64], cons
     napkin::setmaxnreg_inc<240>();
     const int cw = threadIdx.x / 128 - 1, warp = threadIdx.x % 128 / 32, lane = threadIdx.x % 32;
     float O_reg[D_V / 2] = {};  // registers: O accumulator (unnormalised), m16n8 tiles
+    // the softmax's scale, folded into the exponent; its sign known only now (lower/flash_scale.hpp): the running max
+    // is kept over -B where it is negative, and a scale of 0 is taken as 2^-126 (a key past the end still gives 0)
+    const float score_scale = ((napkin::to_f(a.sq[0]) * napkin::to_f(a.sk[0])) / sqrtf(static_cast<float>(N_d)));
+    const bool score_neg = score_scale < 0.0f;
+    const float score_log2 = (score_scale == 0.0f ? 1.17549435e-38f : score_scale) * LOG2E, max_log2 = fabsf(score_log2);
     float m_reg[2] = {-INFINITY, -INFINITY}, l_reg[2] = {0.0f, 0.0f};  // rows lane/4 and lane/4 + 8 of the warp's 16
     uint32_t P_reg[T_X / 32][4];  // registers: P of the previous chunk in 8 bits (rounded to T), k32 wgmma A fragments
     napkin::mbar_wait(q_full, 0);
@@ -985,16 +990,31 @@ __device__ __forceinline__ void wgmma_m64n128k32_fp8e4m3_rs(float (&d)[64], cons
       const int x_left = static_cast<int>(min(int64_t{T_X}, N_x - kc * T_X));  // valid keys in the chunk
       if (x_left == T_X) {
         // interior chunk: no key past the end
-        #pragma unroll
-        for (int nt = 0; nt < T_X / 8; ++nt) {
+        if (!score_neg) {
           #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int c_rel = nt * 8 + (lane % 4) * 2 + e % 2, r_rel = warp * 16 + lane / 4 + (e / 2) * 8;
-            const int64_t i_q = o_q + cw * 64 + r_rel, i_x = kc * T_X + c_rel;
-            (void)i_q, (void)i_x, (void)r_rel;
-            const float v = (S_reg[nt * 4 + e] * ((napkin::to_f(a.sq[0]) * napkin::to_f(a.sk[0])) / sqrtf(static_cast<float>(N_d))));
-            S_reg[nt * 4 + e] = v;
-            mx[e / 2] = fmaxf(mx[e / 2], S_reg[nt * 4 + e]);
+          for (int nt = 0; nt < T_X / 8; ++nt) {
+            #pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int c_rel = nt * 8 + (lane % 4) * 2 + e % 2, r_rel = warp * 16 + lane / 4 + (e / 2) * 8;
+              const int64_t i_q = o_q + cw * 64 + r_rel, i_x = kc * T_X + c_rel;
+              (void)i_q, (void)i_x, (void)r_rel;
+              const float v = S_reg[nt * 4 + e];
+              S_reg[nt * 4 + e] = v;
+              mx[e / 2] = fmaxf(mx[e / 2], S_reg[nt * 4 + e]);
+            }
+          }
+        } else {
+          #pragma unroll
+          for (int nt = 0; nt < T_X / 8; ++nt) {
+            #pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int c_rel = nt * 8 + (lane % 4) * 2 + e % 2, r_rel = warp * 16 + lane / 4 + (e / 2) * 8;
+              const int64_t i_q = o_q + cw * 64 + r_rel, i_x = kc * T_X + c_rel;
+              (void)i_q, (void)i_x, (void)r_rel;
+              const float v = S_reg[nt * 4 + e];
+              S_reg[nt * 4 + e] = v;
+              mx[e / 2] = fmaxf(mx[e / 2], -S_reg[nt * 4 + e]);
+            }
           }
         }
       } else {
@@ -1005,9 +1025,9 @@ __device__ __forceinline__ void wgmma_m64n128k32_fp8e4m3_rs(float (&d)[64], cons
             const int c_rel = nt * 8 + (lane % 4) * 2 + e % 2, r_rel = warp * 16 + lane / 4 + (e / 2) * 8;
             const int64_t i_q = o_q + cw * 64 + r_rel, i_x = kc * T_X + c_rel;
             (void)i_q, (void)i_x, (void)r_rel;
-            const float v = (S_reg[nt * 4 + e] * ((napkin::to_f(a.sq[0]) * napkin::to_f(a.sk[0])) / sqrtf(static_cast<float>(N_d))));
-            S_reg[nt * 4 + e] = c_rel < x_left ? v : -INFINITY;
-            mx[e / 2] = fmaxf(mx[e / 2], S_reg[nt * 4 + e]);
+            const float v = S_reg[nt * 4 + e];
+            S_reg[nt * 4 + e] = c_rel < x_left ? v : (score_neg ? INFINITY : -INFINITY);
+            mx[e / 2] = fmaxf(mx[e / 2], (score_neg ? -S_reg[nt * 4 + e] : S_reg[nt * 4 + e]));
           }
         }
       }
@@ -1016,16 +1036,16 @@ __device__ __forceinline__ void wgmma_m64n128k32_fp8e4m3_rs(float (&d)[64], cons
       #pragma unroll
       for (int h = 0; h < 2; ++h) {
         mx[h] = napkin::quad_max(mx[h]);
-        corr[h] = mx[h] == -INFINITY ? 1.0f : napkin::exp2_ftz((m_reg[h] - mx[h]) * LOG2E);
+        corr[h] = mx[h] == -INFINITY ? 1.0f : napkin::exp2_ftz((m_reg[h] - mx[h]) * max_log2);
         m_reg[h] = mx[h];
         l_reg[h] *= corr[h];
       }
-      const float ms[2] = {mx[0] == -INFINITY ? 0.0f : mx[0] * LOG2E, mx[1] == -INFINITY ? 0.0f : mx[1] * LOG2E};
+      const float ms[2] = {mx[0] == -INFINITY ? 0.0f : mx[0] * max_log2, mx[1] == -INFINITY ? 0.0f : mx[1] * max_log2};
       #pragma unroll
       for (int nt = 0; nt < T_X / 8; ++nt) {
         #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          S_reg[nt * 4 + e] = napkin::exp2_ftz(S_reg[nt * 4 + e] * LOG2E - ms[e / 2]);  // P, unnormalised
+          S_reg[nt * 4 + e] = napkin::exp2_ftz(S_reg[nt * 4 + e] * score_log2 - ms[e / 2]);  // P, unnormalised
           l_reg[e / 2] += S_reg[nt * 4 + e];
         }
       }
@@ -1060,16 +1080,31 @@ __device__ __forceinline__ void wgmma_m64n128k32_fp8e4m3_rs(float (&d)[64], cons
       const int x_left = static_cast<int>(min(int64_t{T_X}, N_x - kc * T_X));  // valid keys in the chunk
       if (x_left == T_X) {
         // interior chunk: no key past the end
-        #pragma unroll
-        for (int nt = 0; nt < T_X / 8; ++nt) {
+        if (!score_neg) {
           #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int c_rel = nt * 8 + (lane % 4) * 2 + e % 2, r_rel = warp * 16 + lane / 4 + (e / 2) * 8;
-            const int64_t i_q = o_q + cw * 64 + r_rel, i_x = kc * T_X + c_rel;
-            (void)i_q, (void)i_x, (void)r_rel;
-            const float v = (S_reg[nt * 4 + e] * ((napkin::to_f(a.sq[0]) * napkin::to_f(a.sk[0])) / sqrtf(static_cast<float>(N_d))));
-            S_reg[nt * 4 + e] = v;
-            mx[e / 2] = fmaxf(mx[e / 2], S_reg[nt * 4 + e]);
+          for (int nt = 0; nt < T_X / 8; ++nt) {
+            #pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int c_rel = nt * 8 + (lane % 4) * 2 + e % 2, r_rel = warp * 16 + lane / 4 + (e / 2) * 8;
+              const int64_t i_q = o_q + cw * 64 + r_rel, i_x = kc * T_X + c_rel;
+              (void)i_q, (void)i_x, (void)r_rel;
+              const float v = S_reg[nt * 4 + e];
+              S_reg[nt * 4 + e] = v;
+              mx[e / 2] = fmaxf(mx[e / 2], S_reg[nt * 4 + e]);
+            }
+          }
+        } else {
+          #pragma unroll
+          for (int nt = 0; nt < T_X / 8; ++nt) {
+            #pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int c_rel = nt * 8 + (lane % 4) * 2 + e % 2, r_rel = warp * 16 + lane / 4 + (e / 2) * 8;
+              const int64_t i_q = o_q + cw * 64 + r_rel, i_x = kc * T_X + c_rel;
+              (void)i_q, (void)i_x, (void)r_rel;
+              const float v = S_reg[nt * 4 + e];
+              S_reg[nt * 4 + e] = v;
+              mx[e / 2] = fmaxf(mx[e / 2], -S_reg[nt * 4 + e]);
+            }
           }
         }
       } else {
@@ -1080,9 +1115,9 @@ __device__ __forceinline__ void wgmma_m64n128k32_fp8e4m3_rs(float (&d)[64], cons
             const int c_rel = nt * 8 + (lane % 4) * 2 + e % 2, r_rel = warp * 16 + lane / 4 + (e / 2) * 8;
             const int64_t i_q = o_q + cw * 64 + r_rel, i_x = kc * T_X + c_rel;
             (void)i_q, (void)i_x, (void)r_rel;
-            const float v = (S_reg[nt * 4 + e] * ((napkin::to_f(a.sq[0]) * napkin::to_f(a.sk[0])) / sqrtf(static_cast<float>(N_d))));
-            S_reg[nt * 4 + e] = c_rel < x_left ? v : -INFINITY;
-            mx[e / 2] = fmaxf(mx[e / 2], S_reg[nt * 4 + e]);
+            const float v = S_reg[nt * 4 + e];
+            S_reg[nt * 4 + e] = c_rel < x_left ? v : (score_neg ? INFINITY : -INFINITY);
+            mx[e / 2] = fmaxf(mx[e / 2], (score_neg ? -S_reg[nt * 4 + e] : S_reg[nt * 4 + e]));
           }
         }
       }
@@ -1091,16 +1126,16 @@ __device__ __forceinline__ void wgmma_m64n128k32_fp8e4m3_rs(float (&d)[64], cons
       #pragma unroll
       for (int h = 0; h < 2; ++h) {
         mx[h] = napkin::quad_max(mx[h]);
-        corr[h] = mx[h] == -INFINITY ? 1.0f : napkin::exp2_ftz((m_reg[h] - mx[h]) * LOG2E);
+        corr[h] = mx[h] == -INFINITY ? 1.0f : napkin::exp2_ftz((m_reg[h] - mx[h]) * max_log2);
         m_reg[h] = mx[h];
         l_reg[h] *= corr[h];
       }
-      const float ms[2] = {mx[0] == -INFINITY ? 0.0f : mx[0] * LOG2E, mx[1] == -INFINITY ? 0.0f : mx[1] * LOG2E};
+      const float ms[2] = {mx[0] == -INFINITY ? 0.0f : mx[0] * max_log2, mx[1] == -INFINITY ? 0.0f : mx[1] * max_log2};
       #pragma unroll
       for (int nt = 0; nt < T_X / 8; ++nt) {
         #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          S_reg[nt * 4 + e] = napkin::exp2_ftz(S_reg[nt * 4 + e] * LOG2E - ms[e / 2]);  // P, unnormalised
+          S_reg[nt * 4 + e] = napkin::exp2_ftz(S_reg[nt * 4 + e] * score_log2 - ms[e / 2]);  // P, unnormalised
           l_reg[e / 2] += S_reg[nt * 4 + e];
         }
       }
