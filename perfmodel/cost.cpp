@@ -560,10 +560,15 @@ class KernelModel {
         }
       });
     }
-    // Online normalisation rescales the accumulators at every stream step.
-    if (auto stream = plan_.stream())
+    // Online normalisation rescales the accumulators at every stream step; the flash kernel on
+    // wgmma rescales lazily, only where a row's max passes its reference by more than 2^8
+    // (emit/cuda/render.hpp kLazyRescaleLog2): priced as one rescale per row, its first chunk.
+    if (auto stream = plan_.stream()) {
+      const bool lazy = spec_.flash && spec_.wgmma;
+      const double steps = lazy ? 1.0 : static_cast<double>(c_.axes[stream->first].count) * c_.causal_active_fraction;
       for (int n = online_normalisers(); n > 0; --n)
-        for (const auto& o : c_.outputs) c_.flops_fp32 += elements(axes_of(o)) * static_cast<double>(c_.axes[stream->first].count) * c_.causal_active_fraction;
+        for (const auto& o : c_.outputs) c_.flops_fp32 += elements(axes_of(o)) * steps;
+    }
   }
 
   // ------------------------------------------------------------------ time

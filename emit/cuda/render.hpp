@@ -81,6 +81,12 @@ void flash_chunks(Code& k, const FlashForm& f);
 
 // ---- normaliser lemmas (render_lemma.cpp) ----
 
+/** Lazy rescaling's bound on P = exp(S - m), in log2: 2^8 = 256, within e4m3's largest finite 448
+ *  (the narrowest type P is rounded to; OCP FP8 v1.0) and far inside fp32's range for l and
+ *  O. Rescaling only past a bound is FlashAttention-4's conditional rescaling (Blackwell); the
+ *  bound here is e4m3's. */
+inline constexpr double kLazyRescaleLog2 = 8;
+
 /** The flash form's normaliser lemma in one fragment layout of the score tile: the online
  *  softmax (paper §3; Milakov & Gimelshein 2018: running max m and sum l per row, O and l rescaled
  *  by corr = exp(m_old - m_new) when the max grows, P = exp(S - m) unnormalised, O / l at the end;
@@ -96,7 +102,13 @@ struct FlashLemma {
    *  scalar `corr` itself. `scale`: the folded softmax scale (flash_scale_value; empty where none):
    *  the scores are then B, the max is kept in B's units and P = exp2(B * score_log2 - m * score_log2);
    *  where its sign is known only at run time (f.scale_sign_at_run_time), the max is kept over
-   *  -B when `score_neg` and P = exp2(B * score_log2 - m * max_log2), max_log2 = |score_log2|. */
+   *  -B when `score_neg` and P = exp2(B * score_log2 - m * max_log2), max_log2 = |score_log2|.
+   *  With `defer_o` the rescaling is lazy: the reference max m_reg (the m of P = exp(S - m)) moves,
+   *  and l and O are rescaled, only where a row's max passes it by more than kLazyRescaleLog2 in the
+   *  exponent; meanwhile P <= 2^kLazyRescaleLog2. O / l is the same for any reference (the online
+   *  softmax lemma holds for every m, the max only bounds P); where the form stores row statistics
+   *  the true max is kept beside it (`m_max`) and l is brought to it at the end. O's rescale runs
+   *  under a warp vote, skipped where every correction of the warp is 1. */
   FlashLemma(const FlashForm& f, bool per_tile, std::string s, std::string o_rescale, bool defer_o, std::string scale = "");
 
   /** Which side of the scores the running max is kept over: `as_scale` (B, or where the scale's
@@ -137,8 +149,10 @@ struct FlashLemma {
   std::string statistic(char which, const std::string& h) const;
 
  private:
-  bool softmax_, defer_o_, signed_;
+  bool softmax_, defer_o_, signed_, lazy_, stats_;
   std::string x_, m_, l_, s_, o_rescale_, scale_;
+  /** update() with lazy rescaling (see the constructor). */
+  void update_lazy(Code& k, const std::string& P) const;
   /** The exponent's factor on a score: LOG2E, or score_log2 with a folded scale. */
   std::string exp_factor() const { return scale_.empty() ? "LOG2E" : "score_log2"; }
   /** The exponent's factor on the running max: exp_factor(), or max_log2 = |score_log2| where the

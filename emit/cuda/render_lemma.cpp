@@ -15,6 +15,8 @@ FlashLemma::FlashLemma(const FlashForm& f, bool per_tile, std::string s, std::st
     : softmax_(!f.normaliser_lemma.empty()),
       defer_o_(defer_o),
       signed_(softmax_ && !scale.empty() && f.scale_sign_at_run_time),
+      lazy_(softmax_ && defer_o),
+      stats_(!f.stats.empty()),
       x_(f.x),
       m_(per_tile ? "m_reg[mt]" : "m_reg"),
       l_(per_tile ? "l_reg[mt]" : "l_reg"),
@@ -38,7 +40,9 @@ void FlashLemma::init(Code& k) const {
     k.line("const float score_scale = " + scale_ + ", score_log2 = score_scale * LOG2E;  // the softmax's scale, folded into the exponent (lower/flash_scale.hpp)");
   }
   if (m_ == "m_reg") {
-    k.line("float m_reg[2] = {-INFINITY, -INFINITY}, l_reg[2] = {0.0f, 0.0f};  // rows lane/4 and lane/4 + 8 of the warp's 16");
+    k.line("float m_reg[2] = {-INFINITY, -INFINITY}, l_reg[2] = {0.0f, 0.0f};  // rows lane/4 and lane/4 + 8 of the warp's 16" +
+           std::string(lazy_ ? "; m_reg the reference max of P = exp(S - m)" : ""));
+    if (lazy_ && stats_) k.line("float m_max[2] = {-INFINITY, -INFINITY};  // the rows' true running max, for the row statistics");
     return;
   }
   k.line("float m_reg[MT][2], l_reg[MT][2];  // registers: running max and this thread's partial sum, rows lane/4 and lane/4 + 8");
@@ -66,6 +70,10 @@ void FlashLemma::element(Code& k, Side side) const {
 
 void FlashLemma::update(Code& k, const std::string& P) const {
   if (!softmax_) return;
+  if (lazy_) {
+    update_lazy(k, P);
+    return;
+  }
   const std::string corr = defer_o_ ? "corr[h]" : "corr";
   k.line("// online softmax (" + P + "): new running max" +
          (defer_o_ ? "; l and O are rescaled by exp(m_old - m_new)" : ", rescale l and O by exp(m_old - m_new)"));
@@ -94,13 +102,39 @@ void FlashLemma::update(Code& k, const std::string& P) const {
   k.close();
 }
 
+void FlashLemma::update_lazy(Code& k, const std::string& P) const {
+  const std::string f = max_factor(), tau = flit(kLazyRescaleLog2), bound = std::to_string(static_cast<int>(kLazyRescaleLog2));
+  k.line("// online softmax (" + P + "), lazily rescaled: the chunk's row max; the reference max m_reg moves, and l and O are");
+  k.line("// rescaled by exp(m_old - m_new), only where the max passed it by more than " + bound + " in the exponent (P <= 2^" + bound + " meanwhile)");
+  k.line("float corr[2];");
+  k.line("#pragma unroll");
+  k.open("for (int h = 0; h < 2; ++h)");
+  k.line("mx[h] = napkin::quad_max(mx[h]);");
+  if (stats_) k.line("m_max[h] = fmaxf(m_max[h], mx[h]);");
+  k.line("const bool moves = (mx[h] - m_reg[h]) * " + f + " > " + tau + ";  // the first chunk with a finite score: +inf > " + bound + "; none yet: NaN, false");
+  k.line("corr[h] = moves ? napkin::exp2_ftz((m_reg[h] - mx[h]) * " + f + ") : 1.0f;");
+  k.line("if (moves) m_reg[h] = mx[h];");
+  k.line("l_reg[h] *= corr[h];");
+  k.close();
+  k.line("const float ms[2] = {m_reg[0] == -INFINITY ? 0.0f : m_reg[0] * " + f + ", m_reg[1] == -INFINITY ? 0.0f : m_reg[1] * " + f + "};");
+  k.line("#pragma unroll");
+  k.open("for (int nt = 0; nt < T_X / 8; ++nt)");
+  k.line("#pragma unroll");
+  k.open("for (int e = 0; e < 4; ++e)");
+  k.line(s_ + " = napkin::exp2_ftz(" + s_ + " * " + exp_factor() + " - ms[e / 2]);  // P, unnormalised");
+  k.line(l_ + "[e / 2] += " + s_ + ";");
+  k.close();
+  k.close();
+}
+
 void FlashLemma::rescale_o(Code& k) const {
   if (!softmax_ || !defer_o_) return;
-  // Unconditional: skipping it under a warp vote where every correction is 1 was measured slower
-  // (H100, B4 H16 N4096 d128: attention 941 us with the vote, 912 without; causal 577 vs 543),
-  // the branch splitting the FMULs from the softmax they interleave with (docs/benchmarks.md).
+  // Under a warp vote: with the lazy reference max the corrections are 1 in all but a row's first
+  // chunks. (An exact max, moving at every new maximum, made the vote a loss: H100, 941 against 912 us.)
+  k.open("if (__any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f))");
   k.line("#pragma unroll");
   k.line(o_rescale_);
+  k.close();
 }
 
 void FlashLemma::finalise(Code& k) const {
@@ -111,6 +145,11 @@ void FlashLemma::finalise(Code& k) const {
 }
 
 std::string FlashLemma::statistic(char which, const std::string& h) const {
+  if (lazy_) {  // the true max, and l brought from the reference max to it: l exp(m_reg - m_max)
+    const std::string mm = "m_max[" + h + "]";
+    if (which == 'm') return scale_.empty() ? mm : "(" + mm + (signed_ ? " * fabsf(score_scale))" : " * score_scale)");
+    return "(" + mm + " == -INFINITY ? " + std::string(kNanF) + " : l_tot[" + h + "] * napkin::exp2_ftz((m_reg[" + h + "] - " + mm + ") * " + max_factor() + "))";
+  }
   const std::string m = m_ + "[" + h + "]";
   if (which == 'm') return scale_.empty() ? m : "(" + m + (signed_ ? " * fabsf(score_scale))" : " * score_scale)");
   return "(" + m + " == -INFINITY ? " + std::string(kNanF) + " : l_tot[" + h + "])";

@@ -2,13 +2,16 @@
 // warpgroups hide Hardware::flash_softmax_hidden of the shorter of tensor and softmax time, a lone
 // one hides none; each chunk in series adds Hardware::flash_chunk_latency_s on the softmax's side,
 // so halving the chunk doubles it; each block's start costs a loaded HBM round trip. Unfitted
-// (both constants 0) the terms add up as before.
+// (both constants 0) the terms add up as before. O's rescale is lazy on wgmma (priced once per
+// row), exact on mma.sync (every chunk).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
 
 #include "derive/check_schedule.hpp"
+#include "derive/derivation.hpp"
+#include "emit/cuda_emitter.hpp"
 #include "diagrams/schedule.hpp"
 #include "tests/support/run.hpp"
 
@@ -17,9 +20,9 @@ using namespace napkin::test;
 
 namespace {
 
-/** causal_attention at B2 H16 N4096 d64 under `schedule_text` on `hw`: its one kernel's cost. */
-KernelCost price(const std::string& schedule_text, const Hardware& hw) {
-  LoadedDiagram l = load_library(std::string(NAPKIN_SOURCE_DIR) + "/diagrams/library/causal_attention.napkin");
+/** `diagram` (a library file's name) at B2 H16 N4096 d64 under `schedule_text` on `hw`: its one kernel's cost. */
+KernelCost price(const std::string& schedule_text, const Hardware& hw, const std::string& diagram = "causal_attention") {
+  LoadedDiagram l = load_library(std::string(NAPKIN_SOURCE_DIR) + "/diagrams/library/" + diagram + ".napkin");
   SizeMap sizes = l.sizes;
   for (const auto& [k, v] : SizeMap{{"b", 2}, {"h", 16}, {"q", 4096}, {"x", 4096}, {"d", 64}}) sizes[k] = v;
   DiagnosticEngine diags;
@@ -33,8 +36,8 @@ KernelCost price(const std::string& schedule_text, const Hardware& hw) {
   return checked->cost.kernels[0];
 }
 
-std::string schedule(int q_tile, int x_chunk, int warps) {
-  return "schedule derived for causal_attention\nkernel S_to_O\n  fuse S, P, O\n  weave b\n  weave h\n  group q by " + std::to_string(q_tile) +
+std::string schedule(int q_tile, int x_chunk, int warps, const std::string& diagram = "causal_attention") {
+  return "schedule derived for " + diagram + "\nkernel S_to_O\n  fuse S, P, O\n  weave b\n  weave h\n  group q by " + std::to_string(q_tile) +
          "\n  stream x by " + std::to_string(x_chunk) + "\n  warps " + std::to_string(warps) + "\n";
 }
 
@@ -78,4 +81,24 @@ TEST_CASE("flash forward on wgmma: consumers hide the fitted share, chunks carry
   CHECK(plain.t_chunk_latency == 0);
   CHECK(plain.t_total == Approx(plain.t_tensor + plain.t_fp32 + plain.t_sfu + plain.t_fill + plain.t_launch).epsilon(1e-6));
   CHECK(two.t_total < plain.t_total + two.t_chunk_latency);
+}
+
+TEST_CASE("flash forward on wgmma: O's rescale is lazy, priced once per row whatever the chunk, and every chunk on mma.sync", "[emit]") {
+  // attention (no causal skip): every other FP32 term is per score element, the same at any chunk
+  const std::string a = "attention";
+  const KernelCost h128 = price(schedule(128, 128, 8, a), load_hardware("h200"), a), h64 = price(schedule(128, 64, 8, a), load_hardware("h200"), a);
+  REQUIRE(h128.warpgroup_mma);
+  CHECK(h64.flops_fp32 == Approx(h128.flops_fp32).epsilon(1e-12));
+  // O's elements: 2 x 16 x 4096 x 64; on the A100 (mma.sync, the max exact) halving the chunk adds one rescale of O per extra chunk
+  const double o = 2.0 * 16 * 4096 * 64;
+  const KernelCost a128 = price(schedule(128, 128, 8, a), load_hardware("a100"), a), a64 = price(schedule(128, 64, 8, a), load_hardware("a100"), a);
+  REQUIRE_FALSE(a128.warpgroup_mma);
+  CHECK(a64.flops_fp32 - a128.flops_fp32 == Approx(o * (4096 / 64 - 4096 / 128)).epsilon(1e-9));
+  // what the wgmma kernel writes: the reference max moves past 2^8 only, O's rescale under a warp vote
+  LoadedDiagram l = load_library(std::string(NAPKIN_SOURCE_DIR) + "/diagrams/library/attention.napkin");
+  const Hardware hw = load_hardware("h200");
+  Derivation dv = derive(*l.program, *l.diagram, l.sizes, hw);
+  const std::string cu = emit_cuda(*l.program, *l.diagram, dv, hw);
+  CHECK(cu.find("const bool moves = (mx[h] - m_reg[h]) * score_log2 > 8.0f;") != std::string::npos);
+  CHECK(cu.find("if (__any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f)) {") != std::string::npos);
 }

@@ -958,7 +958,7 @@ __device__ __forceinline__ void wgmma_m64n128k32_fp8e4m3_rs(float (&d)[64], cons
     const float score_scale = ((napkin::to_f(a.sq[0]) * napkin::to_f(a.sk[0])) / sqrtf(static_cast<float>(N_d)));
     const bool score_neg = score_scale < 0.0f;
     const float score_log2 = (score_scale == 0.0f ? 1.17549435e-38f : score_scale) * LOG2E, max_log2 = fabsf(score_log2);
-    float m_reg[2] = {-INFINITY, -INFINITY}, l_reg[2] = {0.0f, 0.0f};  // rows lane/4 and lane/4 + 8 of the warp's 16
+    float m_reg[2] = {-INFINITY, -INFINITY}, l_reg[2] = {0.0f, 0.0f};  // rows lane/4 and lane/4 + 8 of the warp's 16; m_reg the reference max of P = exp(S - m)
     uint32_t P_reg[T_X / 32][4];  // registers: P of the previous chunk in 8 bits (rounded to T), k32 wgmma A fragments
     napkin::mbar_wait(q_full, 0);
     // ping-pong (FlashAttention-3 §3.1): the two consumer warpgroups take turns issuing their MMAs, so one's softmax
@@ -1031,16 +1031,18 @@ __device__ __forceinline__ void wgmma_m64n128k32_fp8e4m3_rs(float (&d)[64], cons
           }
         }
       }
-      // online softmax (P): new running max; l and O are rescaled by exp(m_old - m_new)
+      // online softmax (P), lazily rescaled: the chunk's row max; the reference max m_reg moves, and l and O are
+      // rescaled by exp(m_old - m_new), only where the max passed it by more than 8 in the exponent (P <= 2^8 meanwhile)
       float corr[2];
       #pragma unroll
       for (int h = 0; h < 2; ++h) {
         mx[h] = napkin::quad_max(mx[h]);
-        corr[h] = mx[h] == -INFINITY ? 1.0f : napkin::exp2_ftz((m_reg[h] - mx[h]) * max_log2);
-        m_reg[h] = mx[h];
+        const bool moves = (mx[h] - m_reg[h]) * max_log2 > 8.0f;  // the first chunk with a finite score: +inf > 8; none yet: NaN, false
+        corr[h] = moves ? napkin::exp2_ftz((m_reg[h] - mx[h]) * max_log2) : 1.0f;
+        if (moves) m_reg[h] = mx[h];
         l_reg[h] *= corr[h];
       }
-      const float ms[2] = {mx[0] == -INFINITY ? 0.0f : mx[0] * max_log2, mx[1] == -INFINITY ? 0.0f : mx[1] * max_log2};
+      const float ms[2] = {m_reg[0] == -INFINITY ? 0.0f : m_reg[0] * max_log2, m_reg[1] == -INFINITY ? 0.0f : m_reg[1] * max_log2};
       #pragma unroll
       for (int nt = 0; nt < T_X / 8; ++nt) {
         #pragma unroll
@@ -1121,16 +1123,18 @@ __device__ __forceinline__ void wgmma_m64n128k32_fp8e4m3_rs(float (&d)[64], cons
           }
         }
       }
-      // online softmax (P): new running max; l and O are rescaled by exp(m_old - m_new)
+      // online softmax (P), lazily rescaled: the chunk's row max; the reference max m_reg moves, and l and O are
+      // rescaled by exp(m_old - m_new), only where the max passed it by more than 8 in the exponent (P <= 2^8 meanwhile)
       float corr[2];
       #pragma unroll
       for (int h = 0; h < 2; ++h) {
         mx[h] = napkin::quad_max(mx[h]);
-        corr[h] = mx[h] == -INFINITY ? 1.0f : napkin::exp2_ftz((m_reg[h] - mx[h]) * max_log2);
-        m_reg[h] = mx[h];
+        const bool moves = (mx[h] - m_reg[h]) * max_log2 > 8.0f;  // the first chunk with a finite score: +inf > 8; none yet: NaN, false
+        corr[h] = moves ? napkin::exp2_ftz((m_reg[h] - mx[h]) * max_log2) : 1.0f;
+        if (moves) m_reg[h] = mx[h];
         l_reg[h] *= corr[h];
       }
-      const float ms[2] = {mx[0] == -INFINITY ? 0.0f : mx[0] * max_log2, mx[1] == -INFINITY ? 0.0f : mx[1] * max_log2};
+      const float ms[2] = {m_reg[0] == -INFINITY ? 0.0f : m_reg[0] * max_log2, m_reg[1] == -INFINITY ? 0.0f : m_reg[1] * max_log2};
       #pragma unroll
       for (int nt = 0; nt < T_X / 8; ++nt) {
         #pragma unroll
@@ -1142,8 +1146,10 @@ __device__ __forceinline__ void wgmma_m64n128k32_fp8e4m3_rs(float (&d)[64], cons
       napkin::wgmma_wait<0>();  // O += P_{kc-1} V_{kc-1} is done: V's stage is free, O and P_reg may change
       napkin::fence_regs(O_reg);
       napkin::mbar_arrive(&v_empty[sp]);
-      #pragma unroll
-      for (int nt = 0; nt < D_V / 8; ++nt) O_reg[nt * 4] *= corr[0], O_reg[nt * 4 + 1] *= corr[0], O_reg[nt * 4 + 2] *= corr[1], O_reg[nt * 4 + 3] *= corr[1];
+      if (__any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f)) {
+        #pragma unroll
+        for (int nt = 0; nt < D_V / 8; ++nt) O_reg[nt * 4] *= corr[0], O_reg[nt * 4 + 1] *= corr[0], O_reg[nt * 4 + 2] *= corr[1], O_reg[nt * 4 + 3] *= corr[1];
+      }
       #pragma unroll
       for (int kb = 0; kb < T_X / 32; ++kb) napkin::acc_to_a_fp8<T>(S_reg + kb * 16, P_reg[kb], lane);
     }

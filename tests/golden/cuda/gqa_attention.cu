@@ -1032,7 +1032,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
     const int cw = threadIdx.x / 128 - 1, warp = threadIdx.x % 128 / 32, lane = threadIdx.x % 32;
     float O_reg[D_V / 2] = {};  // registers: O accumulator (unnormalised), m16n8 tiles
     const float score_scale = rsqrtf(static_cast<float>(N_d)), score_log2 = score_scale * LOG2E;  // the softmax's scale, folded into the exponent (lower/flash_scale.hpp)
-    float m_reg[2] = {-INFINITY, -INFINITY}, l_reg[2] = {0.0f, 0.0f};  // rows lane/4 and lane/4 + 8 of the warp's 16
+    float m_reg[2] = {-INFINITY, -INFINITY}, l_reg[2] = {0.0f, 0.0f};  // rows lane/4 and lane/4 + 8 of the warp's 16; m_reg the reference max of P = exp(S - m)
     uint32_t P_reg[T_X / 16][4];  // registers: P of the previous chunk in 16 bits, wgmma A fragments
     napkin::mbar_wait(q_full, 0);
     // ping-pong (FlashAttention-3 §3.1): the two consumer warpgroups take turns issuing their MMAs, so one's softmax
@@ -1091,16 +1091,18 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
           }
         }
       }
-      // online softmax (P): new running max; l and O are rescaled by exp(m_old - m_new)
+      // online softmax (P), lazily rescaled: the chunk's row max; the reference max m_reg moves, and l and O are
+      // rescaled by exp(m_old - m_new), only where the max passed it by more than 8 in the exponent (P <= 2^8 meanwhile)
       float corr[2];
       #pragma unroll
       for (int h = 0; h < 2; ++h) {
         mx[h] = napkin::quad_max(mx[h]);
-        corr[h] = mx[h] == -INFINITY ? 1.0f : napkin::exp2_ftz((m_reg[h] - mx[h]) * score_log2);
-        m_reg[h] = mx[h];
+        const bool moves = (mx[h] - m_reg[h]) * score_log2 > 8.0f;  // the first chunk with a finite score: +inf > 8; none yet: NaN, false
+        corr[h] = moves ? napkin::exp2_ftz((m_reg[h] - mx[h]) * score_log2) : 1.0f;
+        if (moves) m_reg[h] = mx[h];
         l_reg[h] *= corr[h];
       }
-      const float ms[2] = {mx[0] == -INFINITY ? 0.0f : mx[0] * score_log2, mx[1] == -INFINITY ? 0.0f : mx[1] * score_log2};
+      const float ms[2] = {m_reg[0] == -INFINITY ? 0.0f : m_reg[0] * score_log2, m_reg[1] == -INFINITY ? 0.0f : m_reg[1] * score_log2};
       #pragma unroll
       for (int nt = 0; nt < T_X / 8; ++nt) {
         #pragma unroll
@@ -1170,16 +1172,18 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
           }
         }
       }
-      // online softmax (P): new running max; l and O are rescaled by exp(m_old - m_new)
+      // online softmax (P), lazily rescaled: the chunk's row max; the reference max m_reg moves, and l and O are
+      // rescaled by exp(m_old - m_new), only where the max passed it by more than 8 in the exponent (P <= 2^8 meanwhile)
       float corr[2];
       #pragma unroll
       for (int h = 0; h < 2; ++h) {
         mx[h] = napkin::quad_max(mx[h]);
-        corr[h] = mx[h] == -INFINITY ? 1.0f : napkin::exp2_ftz((m_reg[h] - mx[h]) * score_log2);
-        m_reg[h] = mx[h];
+        const bool moves = (mx[h] - m_reg[h]) * score_log2 > 8.0f;  // the first chunk with a finite score: +inf > 8; none yet: NaN, false
+        corr[h] = moves ? napkin::exp2_ftz((m_reg[h] - mx[h]) * score_log2) : 1.0f;
+        if (moves) m_reg[h] = mx[h];
         l_reg[h] *= corr[h];
       }
-      const float ms[2] = {mx[0] == -INFINITY ? 0.0f : mx[0] * score_log2, mx[1] == -INFINITY ? 0.0f : mx[1] * score_log2};
+      const float ms[2] = {m_reg[0] == -INFINITY ? 0.0f : m_reg[0] * score_log2, m_reg[1] == -INFINITY ? 0.0f : m_reg[1] * score_log2};
       #pragma unroll
       for (int nt = 0; nt < T_X / 8; ++nt) {
         #pragma unroll
@@ -1191,8 +1195,10 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
       napkin::wgmma_wait<0>();  // O += P_{kc-1} V_{kc-1} is done: V's stage is free, O and P_reg may change
       napkin::fence_regs(O_reg);
       napkin::mbar_arrive(&v_empty[sp]);
-      #pragma unroll
-      for (int nt = 0; nt < D_V / 8; ++nt) O_reg[nt * 4] *= corr[0], O_reg[nt * 4 + 1] *= corr[0], O_reg[nt * 4 + 2] *= corr[1], O_reg[nt * 4 + 3] *= corr[1];
+      if (__any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f)) {
+        #pragma unroll
+        for (int nt = 0; nt < D_V / 8; ++nt) O_reg[nt * 4] *= corr[0], O_reg[nt * 4 + 1] *= corr[0], O_reg[nt * 4 + 2] *= corr[1], O_reg[nt * 4 + 3] *= corr[1];
+      }
       #pragma unroll
       for (int nt = 0; nt < T_X / 8; ++nt) {
         P_reg[nt / 2][(nt % 2) * 2] = napkin::pack2<T>(S_reg[nt * 4], S_reg[nt * 4 + 1]);
