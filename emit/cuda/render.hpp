@@ -153,6 +153,9 @@ struct FlashLemma {
   std::string x_, m_, l_, s_, o_rescale_, scale_;
   /** update() with lazy rescaling (see the constructor). */
   void update_lazy(Code& k, const std::string& P) const;
+  /** The end of update(): S turned into P = exp2(S * exp_factor() - m * max_factor()) in place
+   *  with m the row max held in `m` (`mx`, or the reference `m_reg`; 0 where -inf), and P added to l. */
+  void exponentials(Code& k, const std::string& m) const;
   /** The exponent's factor on a score: LOG2E, or score_log2 with a folded scale. */
   std::string exp_factor() const { return scale_.empty() ? "LOG2E" : "score_log2"; }
   /** The exponent's factor on the running max: exp_factor(), or max_log2 = |score_log2| where the

@@ -91,15 +91,7 @@ void FlashLemma::update(Code& k, const std::string& P) const {
     k.line(o_rescale_);
   }
   k.close();
-  k.line("const float ms[2] = {mx[0] == -INFINITY ? 0.0f : mx[0] * " + max_factor() + ", mx[1] == -INFINITY ? 0.0f : mx[1] * " + max_factor() + "};");
-  k.line("#pragma unroll");
-  k.open("for (int nt = 0; nt < T_X / 8; ++nt)");
-  k.line("#pragma unroll");
-  k.open("for (int e = 0; e < 4; ++e)");
-  k.line(s_ + " = napkin::exp2_ftz(" + s_ + " * " + exp_factor() + " - ms[e / 2]);  // P, unnormalised");
-  k.line(l_ + "[e / 2] += " + s_ + ";");
-  k.close();
-  k.close();
+  exponentials(k, "mx");
 }
 
 void FlashLemma::update_lazy(Code& k, const std::string& P) const {
@@ -116,7 +108,12 @@ void FlashLemma::update_lazy(Code& k, const std::string& P) const {
   k.line("if (moves) m_reg[h] = mx[h];");
   k.line("l_reg[h] *= corr[h];");
   k.close();
-  k.line("const float ms[2] = {m_reg[0] == -INFINITY ? 0.0f : m_reg[0] * " + f + ", m_reg[1] == -INFINITY ? 0.0f : m_reg[1] * " + f + "};");
+  exponentials(k, "m_reg");
+}
+
+void FlashLemma::exponentials(Code& k, const std::string& m) const {
+  const std::string f = max_factor();
+  k.line("const float ms[2] = {" + m + "[0] == -INFINITY ? 0.0f : " + m + "[0] * " + f + ", " + m + "[1] == -INFINITY ? 0.0f : " + m + "[1] * " + f + "};");
   k.line("#pragma unroll");
   k.open("for (int nt = 0; nt < T_X / 8; ++nt)");
   k.line("#pragma unroll");
