@@ -12,7 +12,7 @@
  *  max_x(c B) = |c| max_x(-B), so the running max is kept over -B (a branch uniform over the
  *  kernel picks the side) and P = exp2(B (c log2 e) - max(-B) |c| log2 e); a key past the end is
  *  filled with +inf on that side (c (+inf) = -inf). c = 0 is taken as fp32's smallest normal,
- *  2^-126: the exponent B 2^-126 log2 e differs from 0 by less than 2^-26 for |B| < 2^100, below
+ *  2^-126: the exponent B 2^-126 log2 e differs from 0 by less than 2^-25 for |B| < 2^100, below
  *  fp32's rounding of P = 1, and a filled key still gives 0 (not 0 times inf, NaN).
  *  Nothing is folded where a constant c may be negative, zero or not finite, where a mask lies
  *  between a runtime scale and the softmax (its fill times c < 0 is +inf), or where the scaled
