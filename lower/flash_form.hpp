@@ -21,6 +21,13 @@
 
 namespace napkin {
 
+/** Lazy rescaling's bound on P = exp(S - m), in log2: 2^8 = 256, within e4m3's largest finite
+ *  448 (the narrowest type P is rounded to; OCP FP8 v1.0) and far inside fp32's range for l and
+ *  O. Taken by the flash kernel's wgmma path (emit/cuda/render_lemma.cpp) and priced so
+ *  (perfmodel/cost.cpp: one rescale of O per row). Rescaling only past a bound is
+ *  FlashAttention-4's conditional rescaling (Blackwell); the bound here is e4m3's. */
+inline constexpr double kLazyRescaleLog2 = 8;
+
 struct FlashForm {
   std::string x, M, dk, dv;            ///< key axis (streamed), query axis (grouped), head dimensions
   std::string Qn, Kn, Vn;              ///< operand arrays: Q[.., M, dk], K[.., x, dk], V[.., x, dv] or V[.., dv, x] (v_x_inner)

@@ -254,12 +254,15 @@ double staged_share(const RowsForm& form, const std::string& a) {
   return static_cast<double>(form.staged) / static_cast<double>(form.extent);
 }
 
+double reread_bytes(const RowsForm& form, const Diagram& d, const SizeMap& sizes, const ModelOptions& opt) {
+  double b = 0;
+  for (const auto& a : reread_arrays(form, d)) b += stored_array_bytes(d, a, sizes, opt) * (1.0 - staged_share(form, a));
+  return b;
+}
+
 double reread_in_flight_bytes(const RowsForm& form, double resident_teams, const Diagram& d, const SizeMap& sizes, const ModelOptions& opt) {
   if (form.rows_total <= 0) return 0;
-  double per_row = 0;
-  for (const auto& a : reread_arrays(form, d))
-    per_row += stored_array_bytes(d, a, sizes, opt) / static_cast<double>(form.rows_total) * (1.0 - staged_share(form, a));
-  return resident_teams * per_row;
+  return resident_teams * reread_bytes(form, d, sizes, opt) / static_cast<double>(form.rows_total);
 }
 
 double l2_reread_capacity(const Hardware& hw) { return hw.l2_reread_capacity_bytes > 0 ? hw.l2_reread_capacity_bytes : hw.l2.capacity_bytes; }

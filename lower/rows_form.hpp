@@ -131,6 +131,10 @@ std::vector<std::string> reread_arrays(const RowsForm& form, const Diagram& d);
  *  prefix, RowsForm::staged): staged / extent for a staged array, else 0. */
 double staged_share(const RowsForm& form, const std::string& a);
 
+/** The bytes the map walk re-reads from global memory over the whole kernel: every row of the
+ *  reread_arrays() past the staged prefix. Raises nothing. */
+double reread_bytes(const RowsForm& form, const Diagram& d, const SizeMap& sizes, const ModelOptions& opt);
+
 /** The bytes the map walk will re-read from global memory that are in flight at once: resident
  *  teams (`resident_teams`, over the GPU) times the bytes of each row of the reread_arrays() past
  *  the staged prefix. perfmodel/rows_cost.hpp compares it with l2_reread_capacity(). */

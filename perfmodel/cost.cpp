@@ -562,7 +562,7 @@ class KernelModel {
     }
     // Online normalisation rescales the accumulators at every stream step; the flash kernel on
     // wgmma rescales lazily, only where a row's max passes its reference by more than 2^8
-    // (emit/cuda/render.hpp kLazyRescaleLog2): priced as one rescale per row, its first chunk.
+    // (lower/flash_form.hpp kLazyRescaleLog2): priced as one rescale per row, its first chunk.
     if (auto stream = plan_.stream()) {
       const bool lazy = spec_.flash && spec_.wgmma;
       const double steps = lazy ? 1.0 : static_cast<double>(c_.axes[stream->first].count) * c_.causal_active_fraction;

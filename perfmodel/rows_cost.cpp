@@ -29,8 +29,7 @@ double walk_bytes(const RowsWalk& w, const RowsForm& form, bool map_walk, const 
  *  c.hbm_bytes. `c.resident_teams` must be set. */
 void reread_misses(RowsCost& c, const RowsForm& form, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const ModelOptions& opt) {
   if (form.reduction || form.rows_total <= 0) return;
-  double reread = 0;  // bytes of the arrays loaded twice, outside SMEM
-  for (const auto& a : reread_arrays(form, d)) reread += stored_array_bytes(d, a, sizes, opt) * (1.0 - staged_share(form, a));
+  const double reread = reread_bytes(form, d, sizes, opt);  // the arrays loaded twice, outside SMEM
   c.reread_in_flight_bytes = reread_in_flight_bytes(form, c.resident_teams, d, sizes, opt);
   const double capacity = l2_reread_capacity(hw);
   if (capacity <= 0 || c.reread_in_flight_bytes <= capacity) return;

@@ -81,12 +81,6 @@ void flash_chunks(Code& k, const FlashForm& f);
 
 // ---- normaliser lemmas (render_lemma.cpp) ----
 
-/** Lazy rescaling's bound on P = exp(S - m), in log2: 2^8 = 256, within e4m3's largest finite 448
- *  (the narrowest type P is rounded to; OCP FP8 v1.0) and far inside fp32's range for l and
- *  O. Rescaling only past a bound is FlashAttention-4's conditional rescaling (Blackwell); the
- *  bound here is e4m3's. */
-inline constexpr double kLazyRescaleLog2 = 8;
-
 /** The flash form's normaliser lemma in one fragment layout of the score tile: the online
  *  softmax (paper §3; Milakov & Gimelshein 2018: running max m and sum l per row, O and l rescaled
  *  by corr = exp(m_old - m_new) when the max grows, P = exp(S - m) unnormalised, O / l at the end;

@@ -142,14 +142,11 @@ void FlashLemma::finalise(Code& k) const {
 }
 
 std::string FlashLemma::statistic(char which, const std::string& h) const {
-  if (lazy_) {  // the true max, and l brought from the reference max to it: l exp(m_reg - m_max)
-    const std::string mm = "m_max[" + h + "]";
-    if (which == 'm') return scale_.empty() ? mm : "(" + mm + (signed_ ? " * fabsf(score_scale))" : " * score_scale)");
-    return "(" + mm + " == -INFINITY ? " + std::string(kNanF) + " : l_tot[" + h + "] * napkin::exp2_ftz((m_reg[" + h + "] - " + mm + ") * " + max_factor() + "))";
-  }
-  const std::string m = m_ + "[" + h + "]";
+  // lazy: the true max, and l brought from the reference max to it, l exp(m_reg - m_max)
+  const std::string m = (lazy_ ? std::string("m_max") : m_) + "[" + h + "]";
   if (which == 'm') return scale_.empty() ? m : "(" + m + (signed_ ? " * fabsf(score_scale))" : " * score_scale)");
-  return "(" + m + " == -INFINITY ? " + std::string(kNanF) + " : l_tot[" + h + "])";
+  const std::string l = lazy_ ? "l_tot[" + h + "] * napkin::exp2_ftz((m_reg[" + h + "] - " + m + ") * " + max_factor() + ")" : "l_tot[" + h + "]";
+  return "(" + m + " == -INFINITY ? " + std::string(kNanF) + " : " + l + ")";
 }
 
 std::string FlashLemma::result(const std::string& acc, const std::string& h) const {
