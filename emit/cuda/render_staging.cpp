@@ -149,21 +149,33 @@ void flash_tma_ring(Code& k, Context& c, const FlashForm& f) {
   const std::string row = std::to_string(flash_swizzle_row_elems(f));  // elements per 128-byte swizzle row: one TMA box's columns
   k.line("napkin::mbar_expect_tx(q_full, Q_BYTES);");
   k.line("for (int j = 0; j < D_K / " + row + "; ++j) napkin::tma_load(smem + j * T_Q * 128, &tm_" + f.Qn + ", q_full, j * " + row + ", static_cast<int>(o_" + M + ")" + qb + ");");
+  // K runs one chunk ahead of V: K_kc's stage is released after S_kc, V's only after O += P V, so waiting
+  // for V's stage first would hold back the next K
+  auto v_load = [&](const std::string& vc) {
+    k.line("const int sv = static_cast<int>(" + vc + " % 2);");
+    k.line("if (" + vc + " >= 2) napkin::mbar_wait(&v_empty[sv], static_cast<unsigned>((" + vc + " / 2 - 1) & 1));");
+    k.line("napkin::mbar_expect_tx(&v_full[sv], V_BYTES);");
+    if (f.v_x_inner)  // V [.., dv, x]: boxes of `row` keys by D_V rows, K-major for O += P V
+      k.line("for (int j = 0; j < T_X / " + row + "; ++j) napkin::tma_load(smem + OFF_V + sv * V_BYTES + j * D_V * 128, &tm_" + f.Vn +
+             ", &v_full[sv], static_cast<int>(" + vc + " * T_X) + j * " + row + ", 0" + vb + ");");
+    else
+      k.line("for (int j = 0; j < D_V / 64; ++j) napkin::tma_load(smem + OFF_V + sv * V_BYTES + j * T_X * 128, &tm_" + f.Vn +
+             ", &v_full[sv], j * 64, static_cast<int>(" + vc + " * T_X)" + vb + ");");
+  };
   k.open("for (int64_t kc = 0; kc < chunks; ++kc)");
   k.line("const int s = static_cast<int>(kc % 2);");
-  k.line("const unsigned parity = static_cast<unsigned>((kc / 2 - 1) & 1);");
-  k.line("if (kc >= 2) napkin::mbar_wait(&k_empty[s], parity);");
+  k.line("if (kc >= 2) napkin::mbar_wait(&k_empty[s], static_cast<unsigned>((kc / 2 - 1) & 1));");
   k.line("napkin::mbar_expect_tx(&k_full[s], K_BYTES);");
   k.line("for (int j = 0; j < D_K / " + row + "; ++j) napkin::tma_load(smem + OFF_K + s * K_BYTES + j * T_X * 128, &tm_" + f.Kn +
          ", &k_full[s], j * " + row + ", static_cast<int>(kc * T_X)" + kb + ");");
-  k.line("if (kc >= 2) napkin::mbar_wait(&v_empty[s], parity);");
-  k.line("napkin::mbar_expect_tx(&v_full[s], V_BYTES);");
-  if (f.v_x_inner)  // V [.., dv, x]: boxes of `row` keys by D_V rows, K-major for O += P V
-    k.line("for (int j = 0; j < T_X / " + row + "; ++j) napkin::tma_load(smem + OFF_V + s * V_BYTES + j * D_V * 128, &tm_" + f.Vn +
-           ", &v_full[s], static_cast<int>(kc * T_X) + j * " + row + ", 0" + vb + ");");
-  else
-    k.line("for (int j = 0; j < D_V / 64; ++j) napkin::tma_load(smem + OFF_V + s * V_BYTES + j * T_X * 128, &tm_" + f.Vn +
-           ", &v_full[s], j * 64, static_cast<int>(kc * T_X)" + vb + ");");
+  k.open("if (kc >= 1)");
+  k.line("const int64_t vc = kc - 1;");
+  v_load("vc");
+  k.close();
+  k.close();
+  k.open("");
+  k.line("const int64_t vc = chunks - 1;");
+  v_load("vc");
   k.close();
   k.line("return;");
   k.close();

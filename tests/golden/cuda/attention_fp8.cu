@@ -939,13 +939,23 @@ __device__ __forceinline__ void wgmma_m64n128k32_fp8e4m3_rs(float (&d)[64], cons
       for (int j = 0; j < D_K / 128; ++j) napkin::tma_load(smem + j * T_Q * 128, &tm_Q, q_full, j * 128, static_cast<int>(o_q), static_cast<int>(i_h), static_cast<int>(i_b));
       for (int64_t kc = 0; kc < chunks; ++kc) {
         const int s = static_cast<int>(kc % 2);
-        const unsigned parity = static_cast<unsigned>((kc / 2 - 1) & 1);
-        if (kc >= 2) napkin::mbar_wait(&k_empty[s], parity);
+        if (kc >= 2) napkin::mbar_wait(&k_empty[s], static_cast<unsigned>((kc / 2 - 1) & 1));
         napkin::mbar_expect_tx(&k_full[s], K_BYTES);
         for (int j = 0; j < D_K / 128; ++j) napkin::tma_load(smem + OFF_K + s * K_BYTES + j * T_X * 128, &tm_K, &k_full[s], j * 128, static_cast<int>(kc * T_X), static_cast<int>(i_h), static_cast<int>(i_b));
-        if (kc >= 2) napkin::mbar_wait(&v_empty[s], parity);
-        napkin::mbar_expect_tx(&v_full[s], V_BYTES);
-        for (int j = 0; j < T_X / 128; ++j) napkin::tma_load(smem + OFF_V + s * V_BYTES + j * D_V * 128, &tm_Vt, &v_full[s], static_cast<int>(kc * T_X) + j * 128, 0, static_cast<int>(i_h), static_cast<int>(i_b));
+        if (kc >= 1) {
+          const int64_t vc = kc - 1;
+          const int sv = static_cast<int>(vc % 2);
+          if (vc >= 2) napkin::mbar_wait(&v_empty[sv], static_cast<unsigned>((vc / 2 - 1) & 1));
+          napkin::mbar_expect_tx(&v_full[sv], V_BYTES);
+          for (int j = 0; j < T_X / 128; ++j) napkin::tma_load(smem + OFF_V + sv * V_BYTES + j * D_V * 128, &tm_Vt, &v_full[sv], static_cast<int>(vc * T_X) + j * 128, 0, static_cast<int>(i_h), static_cast<int>(i_b));
+        }
+      }
+       {
+        const int64_t vc = chunks - 1;
+        const int sv = static_cast<int>(vc % 2);
+        if (vc >= 2) napkin::mbar_wait(&v_empty[sv], static_cast<unsigned>((vc / 2 - 1) & 1));
+        napkin::mbar_expect_tx(&v_full[sv], V_BYTES);
+        for (int j = 0; j < T_X / 128; ++j) napkin::tma_load(smem + OFF_V + sv * V_BYTES + j * D_V * 128, &tm_Vt, &v_full[sv], static_cast<int>(vc * T_X) + j * 128, 0, static_cast<int>(i_h), static_cast<int>(i_b));
       }
       return;
     }

@@ -1092,13 +1092,23 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
       for (int j = 0; j < D_K / 64; ++j) napkin::tma_load(smem + j * T_Q * 128, &tm_Qn, q_full, j * 64, static_cast<int>(o_q), static_cast<int>(i_h), static_cast<int>(i_b));
       for (int64_t kc = 0; kc < chunks; ++kc) {
         const int s = static_cast<int>(kc % 2);
-        const unsigned parity = static_cast<unsigned>((kc / 2 - 1) & 1);
-        if (kc >= 2) napkin::mbar_wait(&k_empty[s], parity);
+        if (kc >= 2) napkin::mbar_wait(&k_empty[s], static_cast<unsigned>((kc / 2 - 1) & 1));
         napkin::mbar_expect_tx(&k_full[s], K_BYTES);
         for (int j = 0; j < D_K / 64; ++j) napkin::tma_load(smem + OFF_K + s * K_BYTES + j * T_X * 128, &tm_Kn, &k_full[s], j * 64, static_cast<int>(kc * T_X), static_cast<int>(i_h), static_cast<int>(i_b));
-        if (kc >= 2) napkin::mbar_wait(&v_empty[s], parity);
-        napkin::mbar_expect_tx(&v_full[s], V_BYTES);
-        for (int j = 0; j < D_V / 64; ++j) napkin::tma_load(smem + OFF_V + s * V_BYTES + j * T_X * 128, &tm_V, &v_full[s], j * 64, static_cast<int>(kc * T_X), static_cast<int>(i_h), static_cast<int>(i_b));
+        if (kc >= 1) {
+          const int64_t vc = kc - 1;
+          const int sv = static_cast<int>(vc % 2);
+          if (vc >= 2) napkin::mbar_wait(&v_empty[sv], static_cast<unsigned>((vc / 2 - 1) & 1));
+          napkin::mbar_expect_tx(&v_full[sv], V_BYTES);
+          for (int j = 0; j < D_V / 64; ++j) napkin::tma_load(smem + OFF_V + sv * V_BYTES + j * T_X * 128, &tm_V, &v_full[sv], j * 64, static_cast<int>(vc * T_X), static_cast<int>(i_h), static_cast<int>(i_b));
+        }
+      }
+       {
+        const int64_t vc = chunks - 1;
+        const int sv = static_cast<int>(vc % 2);
+        if (vc >= 2) napkin::mbar_wait(&v_empty[sv], static_cast<unsigned>((vc / 2 - 1) & 1));
+        napkin::mbar_expect_tx(&v_full[sv], V_BYTES);
+        for (int j = 0; j < D_V / 64; ++j) napkin::tma_load(smem + OFF_V + sv * V_BYTES + j * T_X * 128, &tm_V, &v_full[sv], j * 64, static_cast<int>(vc * T_X), static_cast<int>(i_h), static_cast<int>(i_b));
       }
       return;
     }
