@@ -687,7 +687,7 @@ class KernelModel {
     }
     const bool flash_fwd = !opt_.two_level && spec_.strategy == Strategy::flash && spec_.flash;
     const bool flash_fwd_wgmma = flash_fwd && c_.warpgroup_mma;
-    if (flash_fwd) compute_t = flash_fwd_compute(compute_t);
+    if (flash_fwd) compute_t = flash_fwd_compute(compute_t, stretch);
     bool pipelined = hw_.cp_async && opt_.pipeline_stages >= 2;
     // Overlap needs warps to switch between: with fewer than kWarpsToHide resident warps per SM,
     // only that share of the shorter of memory and compute is hidden (an assumption to calibrate).
@@ -815,12 +815,17 @@ class KernelModel {
    *  FlashAttention-3 §3.1), hiding Hardware::flash_softmax_hidden of the shorter of the tensor
    *  time and that softmax time (FP32 + SFU + chunk latency); a lone consumer, or mma.sync, hides
    *  none. Each block first waits a loaded HBM round trip for Q and its first K chunk:
-   *  t_fill = (blocks per SM slot) x hbm.loaded_latency_s. Both constants are fits (H200,
-   *  session 31; data and errors in hardware/h200.toml); 0 where not fitted. */
-  double flash_fwd_compute(double summed) {
+   *  t_fill = (blocks in series on the busiest slot) x hbm.loaded_latency_s. Both constants are
+   *  fits (H200, session 31; data and errors in hardware/h200.toml); 0 where not fitted.
+   *  Latencies in series count the blocks of the busiest SM slot, as the throughput terms do
+   *  (`stretch`: whole waves, or the causal makespan): a wave of 64 blocks on 132 SMs still runs
+   *  each block's chunks one after another (session 39, H200, fp8 attention q1000 in 64-row
+   *  tiles, one consumer, 64 blocks: 15.6 / 23.1 / 38.6 us at 8 / 16 / 32 chunks, 0.95 us a
+   *  chunk; the average over the slots priced 0.79, the busiest slot 0.95). */
+  double flash_fwd_compute(double summed, double stretch) {
     const FlashForm& f = *spec_.flash;
     const double slots = static_cast<double>(hw_.sm_count) * std::max(1, c_.blocks_per_sm);
-    const double blocks_per_slot = static_cast<double>(c_.blocks) / slots;
+    const double blocks_per_slot = static_cast<double>(c_.blocks) / slots * stretch;
     const double n_x = static_cast<double>(sizes_.at(f.x));
     const double chunks = std::ceil(n_x / static_cast<double>(std::max<std::int64_t>(1, f.TX))) * (f.skip ? c_.causal_active_fraction : 1.0);
     c_.t_fill = blocks_per_slot * hw_.loaded_latency_s();

@@ -111,7 +111,10 @@ std::string Context::index(const std::string& array) const {
   return horner(axes(array), [](const std::string& a) { return "i_" + a; });
 }
 
-std::string Context::load(const std::string& array) const { return "napkin::to_f(a." + array + "[" + index(array) + "])"; }
+std::string Context::load(const std::string& array) const {
+  if (axes(array).empty() && d_.find_input(array)) return "scalar_" + array;  // read once (declare_sizes)
+  return "napkin::to_f(a." + array + "[" + index(array) + "])";
+}
 
 std::string Context::bounded_load(const std::string& array, const AxisList& edge) const {
   std::vector<std::string> in_range;
@@ -135,6 +138,10 @@ void Context::declare_sizes(Code& c) const {
   std::vector<std::string> parts;
   for (const auto* ax : d_.axes()) parts.push_back("N_" + ax->name + " = a.N_" + ax->name);
   c.line("[[maybe_unused]] const int64_t " + join(parts) + ";");
+  // Scalar inputs (dequantisation scales) read once: the compiler repeats a load after every store
+  // it cannot prove disjoint (the fp8 attention's PTX read sv again after each epilogue store, 32 times)
+  for (const auto* in : d_.inputs())
+    if (axes(in->name).empty()) c.line("[[maybe_unused]] const float scalar_" + in->name + " = napkin::to_f(a." + in->name + "[0]);");
 }
 
 std::string Context::value(const Expr& e, const NodeOverride& over, const std::vector<std::string>& inl) {

@@ -81,7 +81,8 @@ class Context {
 
   /** Row-major linear index of `array` at the indices `i_<axis>` (Horner over N_<axis>). */
   std::string index(const std::string& array) const;
-  /** `napkin::to_f(a.X[index])`: the fp32 value of an array element. */
+  /** `napkin::to_f(a.X[index])`: the fp32 value of an array element; for a scalar (0-d) input,
+   *  `scalar_X`, read once at the kernel's start by declare_sizes (inputs are constant for the launch). */
   std::string load(const std::string& array) const;
   /** load() at a tile's edge, where the indices `i_<axis>` of the axes in `edge` may lie at or
    *  past their extents N_<axis>: the element is read only where every one of the array's axes in
@@ -93,7 +94,8 @@ class Context {
    *  loops in immediately invoked lambdas (the SIMT form). */
   std::string value(const Expr& e, const NodeOverride& over = {}, const std::vector<std::string>& inline_stmts = {});
 
-  /** Declares `const int64_t N_<axis> = a.N_<axis>;` for every axis. */
+  /** Declares `const int64_t N_<axis> = a.N_<axis>;` for every axis, and `const float scalar_X =
+   *  napkin::to_f(a.X[0]);` for every scalar (0-d) input X (what load() renders for it). */
   void declare_sizes(Code& c) const;
 
  private:

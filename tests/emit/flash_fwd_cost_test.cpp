@@ -21,10 +21,11 @@ using namespace napkin::test;
 namespace {
 
 /** `diagram` (a library file's name) at B2 H16 N4096 d64 under `schedule_text` on `hw`: its one kernel's cost. */
-KernelCost price(const std::string& schedule_text, const Hardware& hw, const std::string& diagram = "causal_attention") {
+KernelCost price(const std::string& schedule_text, const Hardware& hw, const std::string& diagram = "causal_attention", const SizeMap& extra = {}) {
   LoadedDiagram l = load_library(std::string(NAPKIN_SOURCE_DIR) + "/diagrams/library/" + diagram + ".napkin");
   SizeMap sizes = l.sizes;
   for (const auto& [k, v] : SizeMap{{"b", 2}, {"h", 16}, {"q", 4096}, {"x", 4096}, {"d", 64}}) sizes[k] = v;
+  for (const auto& [k, v] : extra) sizes[k] = v;
   DiagnosticEngine diags;
   SourceManager sm;
   auto s = parse_schedule(*sm.add("t.schedule", schedule_text), diags);
@@ -50,14 +51,21 @@ TEST_CASE("flash forward on wgmma: consumers hide the fitted share, chunks carry
   const KernelCost two = price(schedule(128, 128, 8), hw);
   REQUIRE(two.warpgroup_mma);
   REQUIRE(two.warps / 4 == 2);
+  // the blocks in series on the busiest slot: whole waves (2048 blocks on 132 SMs: 16, not 15.5)
   const double slots = static_cast<double>(hw.sm_count) * std::max(1, two.blocks_per_sm);
-  CHECK(two.t_fill == Approx(static_cast<double>(two.blocks) / slots * hw.hbm_loaded_latency_s));
+  CHECK(two.t_fill == Approx(std::ceil(static_cast<double>(two.blocks) / slots) * hw.hbm_loaded_latency_s));
   CHECK(two.t_chunk_latency > 0);
   const double softmax = two.t_fp32 + two.t_sfu + two.t_chunk_latency;
   const double compute = std::max(two.t_tensor, softmax) + (1 - hw.flash_softmax_hidden) * std::min(two.t_tensor, softmax);
   CHECK(two.t_total >= compute + two.t_fill);
   CHECK(two.t_total == Approx(compute + two.t_fill + two.t_launch).epsilon(1e-6));  // compute-bound at this shape
   CHECK(two.bound.find("2 consumer warpgroup(s)") != std::string::npos);
+
+  // one wave of 64 blocks on 132 SMs: each block's 8 chunks and its start still in series (not 64/132 of them)
+  const KernelCost wave = price(schedule(64, 128, 4, "attention"), hw, "attention", {{"b", 1}, {"h", 4}, {"q", 1000}, {"x", 1008}, {"d", 128}});
+  REQUIRE(wave.blocks == 64);
+  CHECK(wave.t_chunk_latency == Approx(8 * hw.flash_chunk_latency_s));
+  CHECK(wave.t_fill == Approx(hw.hbm_loaded_latency_s));
 
   // half the chunk: twice the chunks in series, twice their latency; the same block count
   const KernelCost halves = price(schedule(128, 64, 8), hw);

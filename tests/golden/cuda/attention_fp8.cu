@@ -913,6 +913,9 @@ __device__ __forceinline__ void wgmma_m64n128k32_fp8e4m3_rs(float (&d)[64], cons
   __global__ void __launch_bounds__(THREADS, 1) kernel(const Args a, const __grid_constant__ CUtensorMap tm_Q, const __grid_constant__ CUtensorMap tm_K, const __grid_constant__ CUtensorMap tm_Vt) {
     #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     [[maybe_unused]] const int64_t N_b = a.N_b, N_h = a.N_h, N_q = a.N_q, N_x = a.N_x, N_d = a.N_d;
+    [[maybe_unused]] const float scalar_sq = napkin::to_f(a.sq[0]);
+    [[maybe_unused]] const float scalar_sk = napkin::to_f(a.sk[0]);
+    [[maybe_unused]] const float scalar_sv = napkin::to_f(a.sv[0]);
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     unsigned char* smem = napkin::align_smem_1024(smem_raw);  // in the shared window (LDS/STS through it)
     uint64_t* bar = reinterpret_cast<uint64_t*>(smem + OFF_BAR);
@@ -965,7 +968,7 @@ __device__ __forceinline__ void wgmma_m64n128k32_fp8e4m3_rs(float (&d)[64], cons
     float O_reg[D_V / 2] = {};  // registers: O accumulator (unnormalised), m16n8 tiles
     // the softmax's scale, folded into the exponent; its sign known only now (lower/flash_scale.hpp): the running max
     // is kept over -B where it is negative, and a scale of 0 is taken as 2^-126 (a key past the end still gives 0)
-    const float score_scale = ((napkin::to_f(a.sq[0]) * napkin::to_f(a.sk[0])) / sqrtf(static_cast<float>(N_d)));
+    const float score_scale = ((scalar_sq * scalar_sk) / sqrtf(static_cast<float>(N_d)));
     const bool score_neg = score_scale < 0.0f;
     const float score_log2 = (score_scale == 0.0f ? 1.17549435e-38f : score_scale) * LOG2E, max_log2 = fabsf(score_log2);
     float m_reg[2] = {-INFINITY, -INFINITY}, l_reg[2] = {0.0f, 0.0f};  // rows lane/4 and lane/4 + 8 of the warp's 16; m_reg the reference max of P = exp(S - m)
@@ -1195,7 +1198,7 @@ __device__ __forceinline__ void wgmma_m64n128k32_fp8e4m3_rs(float (&d)[64], cons
         for (int q = 0; q < 2; ++q) {
           const int64_t i_d = nt * 8 + (lane % 4) * 2 + q;
           at[q] = (((i_b) * N_h + i_h) * N_q + i_q) * N_d + i_d;
-          v[q] = ((O_reg[nt * 4 + h * 2 + q] * inv_l[h]) * napkin::to_f(a.sv[0]));
+          v[q] = ((O_reg[nt * 4 + h * 2 + q] * inv_l[h]) * scalar_sv);
         }
         napkin::store_pair(a.O, at, v, true);
       }

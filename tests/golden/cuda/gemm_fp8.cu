@@ -903,6 +903,8 @@ __device__ __forceinline__ void wgmma_m64n256k32_fp8e4m3(float (&d)[128], uint64
     constexpr int OFF_A = 0;  // SMEM bytes: A [1 blocks of 128 k][i 128][128], 128-byte swizzle
     constexpr int OFF_B = 16384;  // SMEM bytes: B [1 blocks of 128 k][j 256][128], 128-byte swizzle
     [[maybe_unused]] const int64_t N_i = a.N_i, N_j = a.N_j, N_k = a.N_k;
+    [[maybe_unused]] const float scalar_sa = napkin::to_f(a.sa[0]);
+    [[maybe_unused]] const float scalar_sb = napkin::to_f(a.sb[0]);
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     unsigned char* smem = napkin::align_smem_1024(smem_raw);  // in the shared window (LDS/STS through it)
     unsigned char* const out_stage = smem + STAGES * STAGE_BYTES;  // the staging buffers of the TMA store
@@ -1029,7 +1031,7 @@ __device__ __forceinline__ void wgmma_m64n256k32_fp8e4m3(float (&d)[128], uint64
                     #pragma unroll
                     for (int q = 0; q < 2; ++q) {
                       [[maybe_unused]] const int64_t i_j = o_j + col + q;
-                      v_C[q] = ((acc0[ms][nt * 4 + h * 2 + q] * napkin::to_f(a.sa[0])) * napkin::to_f(a.sb[0]));
+                      v_C[q] = ((acc0[ms][nt * 4 + h * 2 + q] * scalar_sa) * scalar_sb);
                     }
                     p_C[i] = napkin::pack2<__nv_bfloat16>(v_C[0], v_C[1]);
                   }
@@ -1060,7 +1062,7 @@ __device__ __forceinline__ void wgmma_m64n256k32_fp8e4m3(float (&d)[128], uint64
                   float v_C[2];
                   #pragma unroll
                   for (int q = 0; q < 2; ++q) {
-                    v_C[q] = ((acc0[ms][nt * 4 + h * 2 + q] * napkin::to_f(a.sa[0])) * napkin::to_f(a.sb[0]));
+                    v_C[q] = ((acc0[ms][nt * 4 + h * 2 + q] * scalar_sa) * scalar_sb);
                   }
                   const int64_t i_j = o_j + col;
                   napkin::store2(a.C + (i_i) * N_j + i_j, v_C);
@@ -1083,7 +1085,7 @@ __device__ __forceinline__ void wgmma_m64n256k32_fp8e4m3(float (&d)[128], uint64
                       if (col + q >= n_N) break;
                       const int64_t i_j = o_j + col + q;
                       x_C[q] = (i_i) * N_j + i_j;
-                      v_C[q] = ((acc0[ms][nt * 4 + h * 2 + q] * napkin::to_f(a.sa[0])) * napkin::to_f(a.sb[0]));
+                      v_C[q] = ((acc0[ms][nt * 4 + h * 2 + q] * scalar_sa) * scalar_sb);
                     }
                     napkin::store_pair(a.C, x_C, v_C, col + 1 < n_N);
                   }

@@ -583,6 +583,8 @@ namespace k_C {
 
   __global__ void __launch_bounds__(THREADS) kernel(const Args a) {
     [[maybe_unused]] const int64_t N_i = a.N_i, N_j = a.N_j, N_k = a.N_k;
+    [[maybe_unused]] const float scalar_sa = napkin::to_f(a.sa[0]);
+    [[maybe_unused]] const float scalar_sb = napkin::to_f(a.sb[0]);
     extern __shared__ __align__(16) unsigned char smem_raw[];
     T* smem = reinterpret_cast<T*>(smem_raw);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -652,7 +654,7 @@ namespace k_C {
             float v_C[2];
             #pragma unroll
             for (int q = 0; q < 2; ++q) {
-              v_C[q] = ((static_cast<float>(acc0[mt][nt][h * 2 + q]) * napkin::to_f(a.sa[0])) * napkin::to_f(a.sb[0]));
+              v_C[q] = ((static_cast<float>(acc0[mt][nt][h * 2 + q]) * scalar_sa) * scalar_sb);
             }
             const int64_t i_j = o_j + col;
             napkin::store2(a.C + (i_i) * N_j + i_j, v_C);
@@ -675,7 +677,7 @@ namespace k_C {
                 if (col + q >= n_N) break;
                 const int64_t i_j = o_j + col + q;
                 x_C[q] = (i_i) * N_j + i_j;
-                v_C[q] = ((static_cast<float>(acc0[mt][nt][h * 2 + q]) * napkin::to_f(a.sa[0])) * napkin::to_f(a.sb[0]));
+                v_C[q] = ((static_cast<float>(acc0[mt][nt][h * 2 + q]) * scalar_sa) * scalar_sb);
               }
               napkin::store_pair(a.C, x_C, v_C, col + 1 < n_N);
             }
