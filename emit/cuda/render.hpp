@@ -342,7 +342,8 @@ void flash_cp_async_next_v(Code& k);
 /** Emits the wgmma flash variant's staging: thread 0 initialises the mbarriers (q_full; k_full,
  *  v_full, k_empty, v_empty per stage of the 2-stage rings), then warpgroup 0 (the producer) gives
  *  up registers and one thread loads Q's tile once and K and V chunk by chunk by TMA, each stage
- *  reused once the consumers' arrivals empty it; the producer returns. Needs the tensor maps
+ *  reused once the consumers' arrivals empty it, K a chunk ahead of V (K_kc before the wait for
+ *  V_{kc-1}'s stage: O += P V frees V's a chunk after S = Q K^T frees K's); the producer returns. Needs the tensor maps
  *  tm_<Q>, tm_<K>, tm_<V>, the batch indices and `chunks`. */
 void flash_tma_ring(Code& k, Context& c, const FlashForm& f);
 /** After thread 0 initialised a warp-specialised kernel's mbarriers: the block's barrier, then
