@@ -151,16 +151,16 @@ void flash_tma_ring(Code& k, Context& c, const FlashForm& f) {
   k.line("for (int j = 0; j < D_K / " + row + "; ++j) napkin::tma_load(smem + j * T_Q * 128, &tm_" + f.Qn + ", q_full, j * " + row + ", static_cast<int>(o_" + M + ")" + qb + ");");
   // K runs one chunk ahead of V: K_kc's stage is released after S_kc, V's only after O += P V, so waiting
   // for V's stage first would hold back the next K
-  auto v_load = [&](const std::string& vc) {
-    k.line("const int sv = static_cast<int>(" + vc + " % 2);");
-    k.line("if (" + vc + " >= 2) napkin::mbar_wait(&v_empty[sv], static_cast<unsigned>((" + vc + " / 2 - 1) & 1));");
+  auto v_load = [&] {  // V of chunk `vc`
+    k.line("const int sv = static_cast<int>(vc % 2);");
+    k.line("if (vc >= 2) napkin::mbar_wait(&v_empty[sv], static_cast<unsigned>((vc / 2 - 1) & 1));");
     k.line("napkin::mbar_expect_tx(&v_full[sv], V_BYTES);");
     if (f.v_x_inner)  // V [.., dv, x]: boxes of `row` keys by D_V rows, K-major for O += P V
       k.line("for (int j = 0; j < T_X / " + row + "; ++j) napkin::tma_load(smem + OFF_V + sv * V_BYTES + j * D_V * 128, &tm_" + f.Vn +
-             ", &v_full[sv], static_cast<int>(" + vc + " * T_X) + j * " + row + ", 0" + vb + ");");
+             ", &v_full[sv], static_cast<int>(vc * T_X) + j * " + row + ", 0" + vb + ");");
     else
       k.line("for (int j = 0; j < D_V / 64; ++j) napkin::tma_load(smem + OFF_V + sv * V_BYTES + j * T_X * 128, &tm_" + f.Vn +
-             ", &v_full[sv], j * 64, static_cast<int>(" + vc + " * T_X)" + vb + ");");
+             ", &v_full[sv], j * 64, static_cast<int>(vc * T_X)" + vb + ");");
   };
   k.open("for (int64_t kc = 0; kc < chunks; ++kc)");
   k.line("const int s = static_cast<int>(kc % 2);");
@@ -170,12 +170,12 @@ void flash_tma_ring(Code& k, Context& c, const FlashForm& f) {
          ", &k_full[s], j * " + row + ", static_cast<int>(kc * T_X)" + kb + ");");
   k.open("if (kc >= 1)");
   k.line("const int64_t vc = kc - 1;");
-  v_load("vc");
+  v_load();
   k.close();
   k.close();
   k.open("");
   k.line("const int64_t vc = chunks - 1;");
-  v_load("vc");
+  v_load();
   k.close();
   k.line("return;");
   k.close();
