@@ -1,6 +1,7 @@
 #include "perfmodel/cost.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <cmath>
 #include <queue>
 #include <set>
@@ -232,6 +233,7 @@ class KernelModel {
       c_.transfers.push_back(t);
       const bool atomic = !load && std::find(spec_.shape.atomic.begin(), spec_.shape.atomic.end(), array) != spec_.shape.atomic.end();
       if (!atomic) c_.l2_to_smem_bytes += t.bytes;  // an atomic output's partial sums: atomic_terms
+      if (load) c_.l2_offline_bytes += t.bytes * (line_fetch_factor(array) - 1);
       c_.hbm_bytes += elements(ax) * bytes_of(dt) * (load ? hbm_skip_factor(ax) : 1);
     };
     for (const auto& a : c_.inputs) add(a, true);
@@ -640,7 +642,8 @@ class KernelModel {
     if (spec_.gemm && !opt_.two_level && spec_.gemm->band_order)
       c_.imbalance = gemm_on_wgmma() ? gemm_band_stretch(*spec_.gemm, c_.blocks, hw_.sm_count, true)
                                      : gemm_band_stretch(*spec_.gemm, c_.blocks, hw_.sm_count * std::max(1, c_.blocks_per_sm), false);
-    c_.t_l2 = c_.l2_to_smem_bytes / l2_bw / mem_util;
+    // in whole 128-byte lines: the rows off a line boundary fetch one more (line_fetch_factor)
+    c_.t_l2 = (c_.l2_to_smem_bytes + c_.l2_offline_bytes) / l2_bw / mem_util;
     // blocks of unequal length: their makespan in grid order, or the waves, whichever is longer
     const double stretch = std::max(1.0 / c_.wave_efficiency, c_.imbalance);
     // TMA's fills write every landed byte into SMEM (a multicast into each block of the cluster),
@@ -877,6 +880,28 @@ class KernelModel {
 
   /** A gemm kernel on the wgmma path (lowering's sm_90a variant of the gemm strategy). */
   bool gemm_on_wgmma() const { return spec_.strategy == Strategy::gemm && spec_.wgmma; }
+
+  /** L2 -> SMEM line fetches per landed byte of a wgmma GEMM's TMA operand tile (1 for any other
+   *  array or kernel). L2 hands out 128-byte lines (CUDA C++ Best Practices Guide, "Coalesced
+   *  Access to Global Memory": a misaligned row spans one line more); a tile row W bytes wide
+   *  (its columns along the array's innermost axis times the element size) whose start is off a
+   *  line boundary touches W / 128 + 1 lines. With a row pitch of P bytes, a share f = 1 -
+   *  gcd(P, 128) / 128 of the rows start off a boundary, so the factor is 1 + f x 128 / W.
+   *  Measured (H200, session 40, matmul a = 1000 in 128x64 tiles, b = 1024, c = 1024 / 1000):
+   *  10.0 us with every row on a line, 11.5 with B's rows off (c = 1000: 4 lines in 7 W = 128 B
+   *  rows), 14.6 with A's too (b = 1000); fp8 1000 x 1000 x 1024 / 1008, 7.9 / 9.8 us. */
+  double line_fetch_factor(const std::string& array) const {
+    if (!gemm_on_wgmma() || opt_.two_level) return 1;
+    const GemmForm& g = *spec_.gemm;
+    auto it = std::find_if(g.tiles.begin(), g.tiles.end(), [&](const GemmTile& t) { return t.array == array; });
+    if (it == g.tiles.end()) return 1;
+    const AxisList& ax = axes_of(array);
+    const double element = bytes_of(storage_dtype(d_, array, opt_));
+    const auto pitch = static_cast<std::int64_t>(static_cast<double>(sizes_.at(ax.back())) * element);
+    const double off = 1.0 - static_cast<double>(std::gcd(pitch, std::int64_t{128})) / 128.0;
+    const double width = static_cast<double>(it->cols == ax.back() ? it->C : it->R) * element;
+    return 1 + off * 128.0 / std::max(128.0, width);
+  }
 
   /** wgmma instructions per m64 subtile of A and k16 step in the gemm emitter's sm_90a variant:
    *  the B-side tiles' columns (the product of their tiles over axes other than the streamed

@@ -151,6 +151,7 @@ struct KernelCost {
   int cluster = 1;
   std::vector<std::string> cluster_shared;  ///< arrays whose tiles the cluster's blocks share
   double cluster_saved_bytes = 0;           ///< L2 -> SMEM bytes the multicast saves (whole grid)
+  double l2_offline_bytes = 0;              ///< L2 line bytes fetched beyond those landed: tile rows off a 128-byte line boundary (whole grid)
   /** Whether a `cluster` directive could apply: a GEMM kernel on the wgmma path on hardware with
    *  clusters (the search then tries one along each grouped axis). */
   bool clusterable = false;

@@ -762,6 +762,40 @@ TEST_CASE("a wgmma gemm's TMA ring turns over once per load round trip, a cluste
   CHECK(dv.chosen.cost.t_total < pair.t_total);
 }
 
+TEST_CASE("a wgmma gemm's L2 time counts whole 128-byte lines: a tile row that starts off a line fetches one more", "[derive][gemm]") {
+  // matmul a = 1000 in 128x64 tiles (session 40, H200: c = 1024 and b = 1024 10.0 us, B's rows of
+  // c = 1000 elements off the line 11.5 us, A's too at b = 1000 14.6 us).
+  const Hardware hw = load_hardware("h200");
+  REQUIRE(hw.l2_bulk_bandwidth_bytes_per_s > 0);
+  auto priced = [&](std::int64_t b, std::int64_t c, std::int64_t tn) {
+    Loaded l = load("matmul.napkin");
+    l.sizes["a"] = 1000;
+    l.sizes["b"] = b;
+    l.sizes["c"] = c;
+    return priced_by_schedule(l, "schedule s for matmul\nkernel C\n  fuse C\n  group a by 128\n  group c by " + std::to_string(tn) +
+                                     "\n  stream b by 64\n  warps 8\n", hw);
+  };
+  auto landed = [](const KernelCost& k, const std::string& array) {
+    double bytes = 0;
+    for (const auto& t : k.transfers)
+      if (t.array == array && t.to == MemLevel::smem) bytes += t.bytes;
+    return bytes;
+  };
+  const KernelCost on = priced(1024, 1024, 64), b_off = priced(1024, 1000, 64), both_off = priced(1000, 1000, 64), wide = priced(1024, 1000, 256);
+  for (const KernelCost* k : {&on, &b_off, &both_off, &wide}) REQUIRE((k->spec->gemm && k->spec->wgmma));
+  CHECK(on.l2_offline_bytes == 0);
+  // rows of 2000 bytes: one in 8 starts on a line (gcd(2000, 128) = 16); a 64-column bf16 row (128 bytes) off it spans 2 lines
+  const double off = 1 - 16.0 / 128;
+  CHECK(b_off.l2_offline_bytes == Approx(landed(b_off, "B") * off).epsilon(1e-9));
+  CHECK(both_off.l2_offline_bytes == Approx((landed(both_off, "A") + landed(both_off, "B")) * off).epsilon(1e-9));
+  // a 256-column row (512 bytes) spans 5 lines where 4 would do
+  CHECK(wide.l2_offline_bytes == Approx(landed(wide, "B") * off * 128 / 512).epsilon(1e-9));
+  const double mem_util = std::min(1.0, static_cast<double>(b_off.blocks) / hw.sm_count);
+  CHECK(b_off.t_l2 == Approx((b_off.l2_to_smem_bytes + b_off.l2_offline_bytes) / hw.l2_bulk_bandwidth_bytes_per_s / mem_util).epsilon(1e-9));
+  CHECK(b_off.t_l2 > on.t_l2 * 1.2);
+  CHECK(both_off.t_total > b_off.t_total);
+}
+
 TEST_CASE("a wgmma gemm's tile turnover and staging run in series with its MMAs", "[derive][gemm]") {
   // batched_matmul 32 x 4096 x 128 x 4096 on the H200 (session 33: 128x256 tiles 338.3 us, 128x64
   // tiles of the same two consumers 723.7 us: four times the tiles, each turned over).
