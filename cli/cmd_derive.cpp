@@ -74,7 +74,7 @@ void print_cost_table(const SearchResult& r, const Hardware& hw) {
       row("TMA ring", fmt::format("{:.2g} us/stage", c.ring_latency_s * 1e6), c.t_ring,
           fmt::format("{} stages, each refilled one load round trip after its MMAs{}, overlapped", c.spec->wgmma_stages,
                       c.cluster > 1 ? " and the cluster's lockstep" : ""));
-      row("ring fill", "", c.t_fill, "the first stage's load, not overlapped");
+      row("ring fill", "", c.t_fill, "the first stage's load round trip and its bytes landing at one SM's share of the L2 rate, not overlapped");
     } else if (c.t_fill > 0)
       row("blocks' start", fmt::format("{:.2g} us/block", hw.loaded_latency_s() * 1e6), c.t_fill,
           "each block waits a loaded HBM round trip for Q and its first K chunk, not overlapped");
@@ -86,6 +86,9 @@ void print_cost_table(const SearchResult& r, const Hardware& hw) {
     if (c.t_tile_turnover > 0)
       row("tile turnover", fmt::format("{:.2g} us/tile", c.t_tile_turnover / std::max(1.0, static_cast<double>(c.blocks) / hw.sm_count) * 1e6), c.t_tile_turnover,
           "between a tile's MMAs and the next's: wgmma drain, epilogue, and each 64-column block of each m64 subtile staged for the TMA store (hardware gemm_tile_turnover_s, staged_store_block_s: fits), in series with the MMAs");
+    if (c.t_last_stores > 0)
+      row("last tile's stores", "", c.t_last_stores,
+          "each SM's last tile stored by TMA with no next tile to overlap: its 64-column blocks in series (hardware gemm_last_store_block_s: a fit)");
     if (c.t_epilogue_maps > 0)
       row("epilogue maps", "", c.t_epilogue_maps, "FP32 + SFU above, run by the consumer warpgroups between a tile's MMAs and the next's, not overlapped");
     if (c.t_latency > 0 && c.spec->strategy == Strategy::cols)
@@ -129,7 +132,7 @@ nlohmann::json kernel_json(const KernelChoice& k) {
                    {"flops", {{"tensor", c.flops_tensor}, {"fp32", c.flops_fp32}, {"sfu", c.sfu_ops}}},
                    {"seconds",
                     {{"hbm", c.t_hbm}, {"l2", c.t_l2}, {"smem", c.t_smem}, {"tensor", c.t_tensor}, {"fp32", c.t_fp32},
-                     {"sfu", c.t_sfu}, {"epilogue", c.t_epilogue}, {"epilogue_maps", c.t_epilogue_maps}, {"tile_turnover", c.t_tile_turnover}, {"skipped_zeros", c.t_skipped_zeros}, {"smem_exposed", c.t_smem_exposed}, {"fill", c.t_fill}, {"ring", c.t_ring}, {"chunk_latency", c.t_chunk_latency}, {"atomic", c.t_atomic}, {"zero", c.t_zero}, {"launch", c.t_launch}, {"total", c.t_total}}},
+                     {"sfu", c.t_sfu}, {"epilogue", c.t_epilogue}, {"epilogue_maps", c.t_epilogue_maps}, {"tile_turnover", c.t_tile_turnover}, {"last_stores", c.t_last_stores}, {"skipped_zeros", c.t_skipped_zeros}, {"smem_exposed", c.t_smem_exposed}, {"fill", c.t_fill}, {"ring", c.t_ring}, {"chunk_latency", c.t_chunk_latency}, {"atomic", c.t_atomic}, {"zero", c.t_zero}, {"launch", c.t_launch}, {"total", c.t_total}}},
                    {"bound", c.bound},
                    {"causal_active_fraction", c.causal_active_fraction}};
   if (c.spec) j["lowered"] = kernel_spec_json(*c.spec);

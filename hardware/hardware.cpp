@@ -296,6 +296,7 @@ std::string format_hardware(const Hardware& h, const std::string& header) {
   if (h.flash_chunk_latency_s > 0) out += "flash_chunk_latency_s = " + num(h.flash_chunk_latency_s) + "\n";
   if (h.cluster_stage_latency_s > 0) out += "cluster_stage_latency_s = " + num(h.cluster_stage_latency_s) + "\n";
   if (h.staged_store_block_s > 0) out += "staged_store_block_s = " + num(h.staged_store_block_s) + "\n";
+  if (h.gemm_last_store_block_s > 0) out += "gemm_last_store_block_s = " + num(h.gemm_last_store_block_s) + "\n";
   if (h.gemm_tile_turnover_s > 0) out += "gemm_tile_turnover_s = " + num(h.gemm_tile_turnover_s) + "\n";
   if (h.sustained_smem_fraction > 0) out += "sustained_smem_fraction = " + num(h.sustained_smem_fraction) + "\n";
   out += "\n[tensor_core]\n";

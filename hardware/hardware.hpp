@@ -98,6 +98,10 @@ struct Hardware {
    *  into the staging buffer, fence.proxy.async, two named barriers; emit/cuda/render_store.cpp), the
    *  tensor cores idle meanwhile. A fit (the TOML gives its data); 0: not priced. */
   double staged_store_block_s = 0;
+  /** Seconds per 64-column block of the last output tile on each SM of a wgmma GEMM stored by TMA
+   *  (compute.gemm_last_store_block_s): staged, stored and waited for in series, nothing to
+   *  overlap (a fit: hardware/h200.toml; 0 where not given). */
+  double gemm_last_store_block_s = 0;
   /** Seconds the consumers of a persistent wgmma GEMM spend between one tile's last MMAs and the
    *  next tile's first beyond their staging (compute.gemm_tile_turnover_s: draining the wgmma
    *  groups, the epilogue's barriers, the next tile's start). A fit (the TOML gives its data); 0:

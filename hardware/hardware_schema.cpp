@@ -75,6 +75,7 @@ constexpr Field<H> kCompute[] = {
     {"flash_chunk_latency_s", Type::real, false, 0, 1e-3, false, "s", [](H& h, const V& v) { h.flash_chunk_latency_s = v.number; }},
     {"cluster_stage_latency_s", Type::real, false, 0, 1e-3, false, "s", [](H& h, const V& v) { h.cluster_stage_latency_s = v.number; }},
     {"staged_store_block_s", Type::real, false, 0, 1e-3, false, "s", [](H& h, const V& v) { h.staged_store_block_s = v.number; }},
+    {"gemm_last_store_block_s", Type::real, false, 0, 1e-3, false, "s", [](H& h, const V& v) { h.gemm_last_store_block_s = v.number; }},
     {"gemm_tile_turnover_s", Type::real, false, 0, 1e-3, false, "s", [](H& h, const V& v) { h.gemm_tile_turnover_s = v.number; }},
     {"sustained_smem_fraction", Type::real, false, kMinShare, 1, false, "fraction of the SMEM bandwidth",
      [](H& h, const V& v) { h.sustained_smem_fraction = v.number; }},

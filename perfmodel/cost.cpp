@@ -626,6 +626,7 @@ class KernelModel {
     // their fits were made with (hardware/h200.toml flash_*; at the bulk rate the model put GQA's
     // unsplit backward at 243.7 us, under the split's 245.5, where they measured 371.3 and 320.1).
     double l2_bw = gemm_on_wgmma() && hw_.l2_bulk_bandwidth_bytes_per_s > 0 ? hw_.l2_bulk_bandwidth_bytes_per_s : hw_.l2.bandwidth_bytes_per_s;
+    l2_bw_ = l2_bw;
     c_.t_hbm = c_.hbm_bytes / hw_.hbm.bandwidth_bytes_per_s / mem_util;
     if (gemm_on_wgmma() && !opt_.two_level) gemm_epilogue_terms(mem_util);
     if (spec_.flash_bwd && !opt_.two_level) flash_bwd_skip_terms(mem_util);
@@ -708,7 +709,7 @@ class KernelModel {
     if (!opt_.two_level && c_.warpgroup_mma && spec_.strategy == Strategy::flash_bwd && !lone_consumer)
       c_.t_smem_exposed = hw_.flash_bwd_smem_exposed * c_.t_smem;
     c_.t_total = (pipelined ? std::max(memory, compute_t) + (1 - hidden) * std::min(memory, compute_t) : memory + compute_t) +
-                 c_.t_epilogue + c_.t_epilogue_maps + c_.t_skipped_zeros + c_.t_smem_exposed + c_.t_fill + c_.t_zero + c_.t_launch;
+                 c_.t_epilogue + c_.t_epilogue_maps + c_.t_last_stores + c_.t_skipped_zeros + c_.t_smem_exposed + c_.t_fill + c_.t_zero + c_.t_launch;
     std::vector<std::pair<double, const char*>> terms{{c_.t_hbm, "HBM bandwidth"},   {c_.t_l2, "L2->SMEM bandwidth"}, {c_.t_atomic, "L2 atomic adds"},
                                                       {c_.t_ring, "TMA ring latency (stages in flight over each stage's load round trip)"},
                                                       {c_.t_smem, "SMEM bandwidth"}, {c_.t_tensor, "tensor cores"},
@@ -773,6 +774,11 @@ class KernelModel {
     // subtiles, 1.2 us (478.8 us).
     const double staged = spec_.tma_store ? column_blocks * m64_subtiles_per_consumer() : 0;
     c_.t_tile_turnover = static_cast<double>(c_.blocks) / hw_.sm_count * (hw_.gemm_tile_turnover_s + staged * hw_.staged_store_block_s);
+    // Each SM's last tile has no next tile to overlap its stores with: its T_N/64 column blocks are
+    // staged and stored by TMA one after the other, and the kernel ends after the last store
+    // completes (Hardware::gemm_last_store_block_s a block, a fit: session 40, H200, one-wave
+    // matmuls at one K step, 64 to 256 columns).
+    if (spec_.tma_store) c_.t_last_stores = column_blocks * hw_.gemm_last_store_block_s;
   }
 
   /** m64 subtiles of a GEMM tile's rows each consumer warpgroup holds (wgmma's m64; at least 1). */
@@ -786,7 +792,7 @@ class KernelModel {
    *  read (an operand tile read by `reuse` blocks comes from HBM for one of them, and for the
    *  others where the L2 misses: misses()), else Hardware::l2_loaded_latency_s; in a cluster the
    *  blocks refill a stage after all of them released it, adding
-   *  Hardware::cluster_stage_latency_s. The ring's first fill waits one load (c_.t_fill).
+   *  Hardware::cluster_stage_latency_s. The ring's first fill waits one load and its stage's landing (c_.t_fill).
    *  Measured (H200, session 33, matmul 8192x4096x256, 64x256 tiles, 5 stages, one consumer
    *  warpgroup: every stage reads its A tile from HBM): no cluster 30.5 us, clusters of 2 39.6 us,
    *  the same clusters without multicast 43.3 us; at 4096^3 (4 stages of 128x256, two consumers,
@@ -806,7 +812,10 @@ class KernelModel {
     const double load = (1 - none_first) * hw_.loaded_latency_s() + none_first * hw_.l2_loaded_latency_s;
     c_.ring_latency_s = load + (cluster > 1 ? hw_.cluster_stage_latency_s : 0);
     c_.t_ring = (stages_walked * c_.ring_latency_s + c_.t_tensor) / spec_.wgmma_stages;
-    c_.t_fill = load;  // the first fill waits for no release
+    // The first fill waits for no release, but for its whole stage to land at one SM's share of the
+    // L2 -> SMEM rate (session 40, H200, matmul 1000^3 in 64x128 tiles: 12.8 / 12.3 / 14.7 us with
+    // stages of 24 / 48 / 96 KB, the last of them 2 stages deep).
+    c_.t_fill = load + static_cast<double>(gemm_wgmma_stage_bytes(g)) / (l2_bw_ / hw_.sm_count);
   }
 
   /** A flash forward kernel (emit/cuda/flash.cpp): its compute time (`summed`: tensor + FP32 +
@@ -880,6 +889,7 @@ class KernelModel {
 
   /** A gemm kernel on the wgmma path (lowering's sm_90a variant of the gemm strategy). */
   bool gemm_on_wgmma() const { return spec_.strategy == Strategy::gemm && spec_.wgmma; }
+  double l2_bw_ = 1;  ///< the L2 -> SMEM rate timing() chose (bytes/s, whole GPU)
 
   /** L2 -> SMEM line fetches per landed byte of a wgmma GEMM's TMA operand tile (1 for any other
    *  array or kernel). L2 hands out 128-byte lines (CUDA C++ Best Practices Guide, "Coalesced

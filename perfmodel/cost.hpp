@@ -101,6 +101,9 @@ struct KernelCost {
    *  added to the tensor time (both the consumers' work), overlapped with the memory terms; 0
    *  elsewhere. */
   double t_tile_turnover = 0;
+  /** A wgmma GEMM's last tile on each SM, stored by TMA with no next tile to overlap: T_N/64
+   *  column blocks per output x Hardware::gemm_last_store_block_s, in series (seconds). */
+  double t_last_stores = 0;
   /** The wgmma GEMM's TMA ring (perfmodel/cost.cpp gemm_ring_terms): each of its `wgmma_stages`
    *  slots turns over once per load round trip plus the consumers' MMAs on it, so an SM walks at
    *  most stages / (latency + hold) stages per second (Little's law). `ring_latency_s`: one
