@@ -898,8 +898,10 @@ class KernelModel {
    *  line boundary touches W / 128 + 1 lines. With a row pitch of P bytes, a share f = 1 -
    *  gcd(P, 128) / 128 of the rows start off a boundary, so the factor is 1 + f x 128 / W.
    *  Measured (H200, session 40, matmul a = 1000 in 128x64 tiles, b = 1024, c = 1024 / 1000):
-   *  10.0 us with every row on a line, 11.5 with B's rows off (c = 1000: 4 lines in 7 W = 128 B
-   *  rows), 14.6 with A's too (b = 1000); fp8 1000 x 1000 x 1024 / 1008, 7.9 / 9.8 us. */
+   *  10.0 us with every row on a line, 11.5 with B's rows of 2000 bytes off it (7 rows in 8: W = 128,
+   *  factor 1.875), 14.6 with A's too (b = 1000); fp8 1000 x 1000 x 1024 / 1008, 7.9 / 9.8 us.
+   *  With a cluster's multicast the extra lines are counted as if each block fetched its own (an
+   *  over-count not yet measured). */
   double line_fetch_factor(const std::string& array) const {
     if (!gemm_on_wgmma() || opt_.two_level) return 1;
     const GemmForm& g = *spec_.gemm;
