@@ -43,7 +43,8 @@ void print_cost_table(const SearchResult& r, const Hardware& hw) {
       continue;
     }
     row("HBM", human_bytes(c.hbm_bytes), c.t_hbm, "each input and output once, plus L2 misses");
-    row("L2 -> SMEM", human_bytes(c.l2_to_smem_bytes), c.t_l2, c.smem_symbolic);
+    row("L2 -> SMEM", human_bytes(c.l2_to_smem_bytes), c.t_l2,
+        c.smem_symbolic + (c.l2_offline_bytes > 0 ? "; + " + human_bytes(c.l2_offline_bytes) + " of 128-byte lines fetched for tile rows off a line boundary" : std::string()));
     row("SMEM -> registers", human_bytes(c.smem_read_bytes), c.t_smem,
         (c.warpgroup_mma ? "MMA operands read by " + std::to_string(c.warps / 4) + " warpgroup(s)" : "MMA operands read by " + std::to_string(c.warps) + " warps") +
             (c.smem_fill_bytes > 0 ? ", with TMA's " + human_bytes(c.smem_fill_bytes) + " of fills written" : std::string()));
