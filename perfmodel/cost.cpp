@@ -625,8 +625,7 @@ class KernelModel {
     // 340 MB landed in 30.5 us, above the L2 read rate). The flash kernels keep the L2 read rate
     // their fits were made with (hardware/h200.toml flash_*; at the bulk rate the model put GQA's
     // unsplit backward at 243.7 us, under the split's 245.5, where they measured 371.3 and 320.1).
-    double l2_bw = gemm_on_wgmma() && hw_.l2_bulk_bandwidth_bytes_per_s > 0 ? hw_.l2_bulk_bandwidth_bytes_per_s : hw_.l2.bandwidth_bytes_per_s;
-    l2_bw_ = l2_bw;
+    const double l2_bw = l2_rate();
     c_.t_hbm = c_.hbm_bytes / hw_.hbm.bandwidth_bytes_per_s / mem_util;
     if (gemm_on_wgmma() && !opt_.two_level) gemm_epilogue_terms(mem_util);
     if (spec_.flash_bwd && !opt_.two_level) flash_bwd_skip_terms(mem_util);
@@ -815,7 +814,7 @@ class KernelModel {
     // The first fill waits for no release, but for its whole stage to land at one SM's share of the
     // L2 -> SMEM rate (session 40, H200, matmul 1000^3 in 64x128 tiles: 12.8 / 12.3 / 14.7 us with
     // stages of 24 / 48 / 96 KB, the last of them 2 stages deep).
-    c_.t_fill = load + static_cast<double>(gemm_wgmma_stage_bytes(g)) / (l2_bw_ / hw_.sm_count);
+    c_.t_fill = load + static_cast<double>(gemm_wgmma_stage_bytes(g)) / (l2_rate() / hw_.sm_count);
   }
 
   /** A flash forward kernel (emit/cuda/flash.cpp): its compute time (`summed`: tensor + FP32 +
@@ -889,7 +888,12 @@ class KernelModel {
 
   /** A gemm kernel on the wgmma path (lowering's sm_90a variant of the gemm strategy). */
   bool gemm_on_wgmma() const { return spec_.strategy == Strategy::gemm && spec_.wgmma; }
-  double l2_bw_ = 1;  ///< the L2 -> SMEM rate timing() chose (bytes/s, whole GPU)
+
+  /** The L2 -> SMEM rate of this kernel (bytes/s, whole GPU): TMA's bulk rate on the wgmma GEMM
+   *  where the hardware gives one, else the L2 read rate (timing() says why). */
+  double l2_rate() const {
+    return gemm_on_wgmma() && hw_.l2_bulk_bandwidth_bytes_per_s > 0 ? hw_.l2_bulk_bandwidth_bytes_per_s : hw_.l2.bandwidth_bytes_per_s;
+  }
 
   /** L2 -> SMEM line fetches per landed byte of a wgmma GEMM's TMA operand tile (1 for any other
    *  array or kernel). L2 hands out 128-byte lines (CUDA C++ Best Practices Guide, "Coalesced
@@ -909,10 +913,11 @@ class KernelModel {
     if (it == g.tiles.end()) return 1;
     const AxisList& ax = axes_of(array);
     const double element = bytes_of(storage_dtype(d_, array, opt_));
+    constexpr std::int64_t kLine = 128;  // bytes of an L2 line
     const auto pitch = static_cast<std::int64_t>(static_cast<double>(sizes_.at(ax.back())) * element);
-    const double off = 1.0 - static_cast<double>(std::gcd(pitch, std::int64_t{128})) / 128.0;
+    const double off = 1.0 - static_cast<double>(std::gcd(pitch, kLine)) / kLine;
     const double width = static_cast<double>(it->cols == ax.back() ? it->C : it->R) * element;
-    return 1 + off * 128.0 / std::max(128.0, width);
+    return 1 + off * kLine / std::max<double>(kLine, width);
   }
 
   /** wgmma instructions per m64 subtile of A and k16 step in the gemm emitter's sm_90a variant:
