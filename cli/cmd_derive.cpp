@@ -90,6 +90,13 @@ void print_cost_table(const SearchResult& r, const Hardware& hw) {
     if (c.t_last_stores > 0)
       row("last tile's stores", "", c.t_last_stores,
           "each SM's last tile stored by TMA with no next tile to overlap: its 64-column blocks in series (hardware gemm_last_store_block_s: a fit)");
+    if (c.t_repack > 0)
+      row("operand repack", "", c.t_repack,
+          "operands whose strides TMA cannot take, copied first into rows padded to 128-byte lines: read, written, one launch each, in series");
+    if (c.t_scalar_staging > 0)
+      row("element-wise staging", fmt::format("{:.2g} us/round", (hw.l2_loaded_latency_s > 0 ? hw.l2_loaded_latency_s : hw.loaded_latency_s()) * 1e6),
+          c.t_scalar_staging,
+          "operands whose strides no 4-byte cp.async divides, copied to SMEM element by element: a loaded L2 round trip per 16 bytes a thread, per K chunk, in series");
     if (c.t_epilogue_maps > 0)
       row("epilogue maps", "", c.t_epilogue_maps, "FP32 + SFU above, run by the consumer warpgroups between a tile's MMAs and the next's, not overlapped");
     if (c.t_latency > 0 && c.spec->strategy == Strategy::cols)
@@ -133,7 +140,7 @@ nlohmann::json kernel_json(const KernelChoice& k) {
                    {"flops", {{"tensor", c.flops_tensor}, {"fp32", c.flops_fp32}, {"sfu", c.sfu_ops}}},
                    {"seconds",
                     {{"hbm", c.t_hbm}, {"l2", c.t_l2}, {"smem", c.t_smem}, {"tensor", c.t_tensor}, {"fp32", c.t_fp32},
-                     {"sfu", c.t_sfu}, {"epilogue", c.t_epilogue}, {"epilogue_maps", c.t_epilogue_maps}, {"tile_turnover", c.t_tile_turnover}, {"last_stores", c.t_last_stores}, {"skipped_zeros", c.t_skipped_zeros}, {"smem_exposed", c.t_smem_exposed}, {"fill", c.t_fill}, {"ring", c.t_ring}, {"chunk_latency", c.t_chunk_latency}, {"atomic", c.t_atomic}, {"zero", c.t_zero}, {"launch", c.t_launch}, {"total", c.t_total}}},
+                     {"sfu", c.t_sfu}, {"epilogue", c.t_epilogue}, {"epilogue_maps", c.t_epilogue_maps}, {"tile_turnover", c.t_tile_turnover}, {"last_stores", c.t_last_stores}, {"scalar_staging", c.t_scalar_staging}, {"repack", c.t_repack}, {"skipped_zeros", c.t_skipped_zeros}, {"smem_exposed", c.t_smem_exposed}, {"fill", c.t_fill}, {"ring", c.t_ring}, {"chunk_latency", c.t_chunk_latency}, {"atomic", c.t_atomic}, {"zero", c.t_zero}, {"launch", c.t_launch}, {"total", c.t_total}}},
                    {"bound", c.bound},
                    {"causal_active_fraction", c.causal_active_fraction}};
   if (c.spec) j["lowered"] = kernel_spec_json(*c.spec);

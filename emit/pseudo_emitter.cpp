@@ -243,7 +243,8 @@ class PseudoEmitter {
     for (const auto& t : g.tiles)
       line("# operand " + t.array + ": tile [" + t.rows + ":" + n(t.R) + ", " + t.cols + ":" + n(t.C) + "] " + std::string(dtype_name(g.dtype)) +
            (t.k_rows ? " (K along the rows)" : " (K contiguous)") + (s.mma_sync ? "; mma.sync: cp.async HBM -> SMEM (rows padded by " + n(gemm_mma_sync_pad_elems(g.dtype)) + "), ldmatrix -> registers" : "") +
-           (s.wgmma ? "; wgmma: " + tma_mover(s, t.rows, t.cols) + " HBM -> SMEM (128-byte swizzle), read by wgmma from SMEM" : ""));
+           (s.wgmma ? "; wgmma: " + tma_mover(s, t.rows, t.cols) + " HBM -> SMEM (128-byte swizzle), read by wgmma from SMEM" : "") +
+           (s.wgmma && s.repack(t.array) ? " (TMA reads a copy with rows of " + n(s.repack(t.array)->pitch) + " bytes: " + s.repack(t.array)->why + ")" : ""));
     if (s.mma_sync) line("# mma.sync: " + atom(*s.mma_sync) + ", " + n(g.sync_warps()) + " warps split " + g.M + " in rows of " + n(s.mma_sync->m));
     else line("# no mma.sync path: " + std::string(dtype_name(g.dtype)) + " operands run on wgmma alone (sm_90a)");
     if (s.wgmma)

@@ -305,7 +305,8 @@ std::string format_hardware(const Hardware& h, const std::string& header) {
          "\nwgmma = " + (h.wgmma ? "true" : "false") + "\nclusters = " + (h.clusters ? "true" : "false") + "\n";
   for (const auto& m : h.mma)
     out += "\n[[mma]]\ndtype = \"" + std::string(dtype_name(m.dtype)) + "\"\nshape = [" + std::to_string(m.m) + ", " +
-           std::to_string(m.n) + ", " + std::to_string(m.k) + "]\nscope = " + quoted(m.scope) + "\nptx = " + quoted(m.ptx) + "\n" + (m.mn_major ? "mn_major = true\n" : "");
+           std::to_string(m.n) + ", " + std::to_string(m.k) + "]\nscope = " + quoted(m.scope) + "\nptx = " + quoted(m.ptx) + "\n" + (m.mn_major ? "mn_major = true\n" : "") +
+           (m.fraction > 0 ? "fraction = " + num(m.fraction) + "\n" : "");
   return out;
 }
 

@@ -28,6 +28,11 @@ struct MmaShape {
    *  true for 16-bit types (wgmma's transpose bits, PTX ISA 9.7.15.5.1; ldmatrix .trans, 9.7.14.5.15);
    *  false where only K-major operands are read (8-bit wgmma and mma.sync). Optional, default false. */
   bool mn_major = false;
+  /** Share of the dtype's [tensor_core] peak this instruction reaches, where it differs from the
+   *  hardware's mma_sync_fraction (scope "warp") or wgmma_fraction ("warpgroup"): e.g. Hopper runs
+   *  mma.sync m16n8k32 e4m3 as conversions to f16 and two HMMA.16816 (SASS of
+   *  kernels/calibrate/microbench.cu mma8_rate), at about the f16 rate. Optional; 0: that fraction. */
+  double fraction = 0;
 };
 
 /** A memory level's size and the rate at which data moves into it. */

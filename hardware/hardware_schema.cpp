@@ -102,6 +102,7 @@ constexpr Field<MmaShape> kMma[] = {
     {"scope", Type::string, true, 0, 0, false, "", [](MmaShape& m, const V& v) { m.scope = v.text; }},
     {"ptx", Type::string, true, 0, 0, false, "", [](MmaShape& m, const V& v) { m.ptx = v.text; }},
     {"mn_major", Type::boolean, false, 0, 0, false, "", [](MmaShape& m, const V& v) { m.mn_major = v.flag; }},
+    {"fraction", Type::real, false, kMinShare, 1, false, "share of the dtype's peak", [](MmaShape& m, const V& v) { m.fraction = v.number; }},
 };
 
 constexpr Section kSections[] = {

@@ -223,8 +223,8 @@ std::optional<GemmForm> analyse_gemm(const Diagram& d, Typer& typer, const Kerne
   auto add_tile = [&](const GemmOperand& o, const std::string& free, std::int64_t Tf) {
     for (const auto& t : g.tiles)
       if (t.array == o.array) return;
-    if (o.k_inner) g.tiles.push_back({o.array, free, K, Tf, g.TK, false});
-    else g.tiles.push_back({o.array, K, free, g.TK, Tf, true});
+    if (o.k_inner) g.tiles.push_back({o.array, free, K, Tf, g.TK, false, 16});
+    else g.tiles.push_back({o.array, K, free, g.TK, Tf, true, 16});
   };
   for (const auto& gc : g.gemms) add_tile(gc.a, M, g.TM), add_tile(gc.b, N, g.TN);
   for (const auto& a : d.find_statement(k.statements[0])->axes)

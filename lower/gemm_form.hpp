@@ -53,6 +53,10 @@ struct GemmTile {
   std::string array, rows, cols;  ///< axis names
   std::int64_t R = 0, C = 0;      ///< tile extent (elements)
   bool k_rows = false;            ///< K runs along the rows (the array is M- or N-major)
+  /** The mma.sync path's cp.async width for this operand, bytes (16, 8 or 4; 0: element by element,
+   *  synchronously): the widest that divides every stride of the array in bytes, the run-time rule
+   *  of emit/cuda/device/movers.cuh copy_width for an aligned base address (lower.cpp). */
+  int copy_bytes = 16;
 };
 
 /** Everything both variants need to know about a gemm-shaped kernel. */
@@ -62,7 +66,7 @@ struct GemmForm {
   AxisList batch;                 ///< other axes of the output (grid slices)
   std::vector<GemmContraction> gemms;  ///< 1 (matmul) or 2 (SwiGLU's dual GEMM), same operand A
   std::vector<GemmTile> tiles;    ///< operand tiles, one per distinct array
-  DType dtype = DType::bf16;      ///< operand dtype (bf16, fp16, int8 (int32 accumulate); fp8e4m3 or fp8e5m2 for the wgmma variant only)
+  DType dtype = DType::bf16;      ///< operand dtype (bf16, fp16, int8 (int32 accumulate), fp8e4m3 or fp8e5m2)
   std::int64_t TM = 0, TN = 0, TK = 0;  ///< tile extents (elements); a whole M or N rounded up to the MMA's rows
   int warps = 0;                  ///< compute warps per thread block (the schedule's `warps`)
   /** `warps 8 pingpong` (Directive::pingpong): on the wgmma path the two consumer warpgroups

@@ -57,6 +57,30 @@ std::string tma_stride_problem(const Diagram& d, const KernelShape& k, const std
   return {};
 }
 
+/** The wgmma path reads each of `operands` whose strides TMA cannot take from a copy with rows
+ *  padded to whole 128-byte lines (KernelSpec::repacks): one more pass over it, priced by the model. */
+void repack_operands(KernelSpec& s, const Diagram& d, const std::vector<std::string>& operands, const ModelOptions& opt) {
+  for (const auto& a : operands) {
+    std::string why = tma_stride_problem(d, s.shape, {a}, opt);
+    if (why.empty() || s.repack(a)) continue;
+    const std::int64_t row = s.shape.axes.at(d.array_axes(a)->back()).extent * dtype_bits(storage_dtype(d, a, opt)) / 8;
+    s.repacks.push_back({a, repack_pitch_bytes(row), std::move(why)});
+  }
+}
+
+/** The widest cp.async (16, 8 or 4 bytes) that divides every stride of `array` in bytes, 0 where
+ *  none does: the copy width emit/cuda/device/movers.cuh copy_width finds at run time for an array
+ *  whose base address is 16-byte aligned (cudaMalloc's are 256-byte aligned). */
+int copy_width_bytes(const Diagram& d, const KernelShape& k, const std::string& array, const ModelOptions& opt) {
+  const AxisList& axes = *d.array_axes(array);
+  std::int64_t stride = dtype_bits(storage_dtype(d, array, opt)) / 8, bits = 0;
+  for (std::size_t i = axes.size(); i-- > 1;) {
+    stride *= k.axes.at(axes[i]).extent;
+    bits |= stride;
+  }
+  return bits % 16 == 0 ? 16 : bits % 8 == 0 ? 8 : bits % 4 == 0 ? 4 : 0;
+}
+
 /** A gemm's M and N kept whole in the schedule are one tile each in the grid, and the warps split M. */
 void gemm_tiles_in_grid(KernelShape& k, const GemmForm& g) {
   for (const auto& a : {g.M, g.N}) {
@@ -76,19 +100,19 @@ void lower_gemm(KernelSpec& s, const Diagram& d, const Hardware& hw, const Model
   }
   gemm_tiles_in_grid(s.shape, g);
   batch_axes_in_grid(s.shape, g.batch);
-  if (s.stages > 0) {  // the mma.sync path (absent for fp8 operands: lower_kernel)
+  if (s.stages > 0) {  // the mma.sync path (absent for 8-bit float operands without an mma.sync row: lower_kernel)
     s.mma_sync = *hw.warp_mma(g.dtype);
     s.smem_bytes = gemm_mma_sync_smem_bytes(g, s.stages);
+    for (auto& t : s.gemm->tiles) t.copy_bytes = copy_width_bytes(d, s.shape, t.array, opt);
   }
   const auto cl = s.shape.plan.cluster();
   const int cluster = cl && hw.clusters ? static_cast<int>(cl->second) : 1;
   const std::string axis = cluster > 1 ? cl->first : "";
   s.wgmma_stages = gemm_wgmma_stages(g, d, hw, cluster, axis, why);
-  std::vector<std::string> operands;
-  for (const auto& t : g.tiles) operands.push_back(t.array);
   if (s.wgmma_stages > 0) {
-    why = tma_stride_problem(d, s.shape, operands, opt);
-    if (!why.empty()) s.wgmma_stages = 0;
+    std::vector<std::string> operands;
+    for (const auto& t : g.tiles) operands.push_back(t.array);
+    repack_operands(s, d, operands, opt);
   }
   s.wgmma = s.wgmma_stages > 0;
   if (!s.wgmma) {
@@ -131,10 +155,7 @@ bool lower_flash(KernelSpec& s, const Diagram& d, const Hardware& hw, const Mode
     s.smem_bytes = flash_mma_sync_smem_bytes(f);
   }
   s.wgmma = flash_wgmma_fits(f, d, hw, why);
-  if (s.wgmma) {
-    why = tma_stride_problem(d, s.shape, {f.Qn, f.Kn, f.Vn}, opt);
-    s.wgmma = why.empty();
-  }
+  if (s.wgmma) repack_operands(s, d, {f.Qn, f.Kn, f.Vn}, opt);
   if (!s.wgmma) {
     s.why_no_wgmma = why;
     return s.mma_sync.has_value();
@@ -165,7 +186,7 @@ KernelSpec lower_kernel(const Program& p, const Diagram& d, const std::vector<St
       lower_gemm(s, d, hw, opt, why_gemm);
       return s;
     }
-    if (is_fp8(s.gemm->dtype)) {  // fp8 operands: the wgmma path alone, or no gemm
+    if (is_fp8(s.gemm->dtype)) {  // fp8 operands without an mma.sync row (before sm_89): the wgmma path alone, or no gemm
       KernelSpec w = s;
       std::string why_wgmma;
       lower_gemm(w, d, hw, opt, why_wgmma);
@@ -273,6 +294,15 @@ KernelSpec lower_kernel_of(const Program& p, const Diagram& d, const std::vector
   return spec;
 }
 
+namespace {
+/** ", A read from a copy with rows of P bytes (why)" for each operand the wgmma path repacks. */
+std::string repack_note(const KernelSpec& s) {
+  std::string out;
+  for (const auto& r : s.repacks) out += ", " + r.array + " read from a copy with rows of " + std::to_string(r.pitch) + " bytes (" + r.why + ")";
+  return out;
+}
+}  // namespace
+
 std::string describe_spec(const KernelSpec& s) {
   std::string out(strategy_name(s.strategy));
   if (s.gemm && !s.gemm->k_outer.empty()) {
@@ -281,10 +311,19 @@ std::string describe_spec(const KernelSpec& s) {
     out += "then " + s.gemm->K + " in chunks of " + std::to_string(s.gemm->TK);
   }
   if (s.tensor_cores()) {
-    if (s.mma_sync) out += " on mma.sync (" + std::to_string(s.stages) + " stages, " + std::to_string(s.smem_bytes) + " B SMEM)";
+    if (s.mma_sync) {
+      out += " on mma.sync (" + std::to_string(s.stages) + " stages, " + std::to_string(s.smem_bytes) + " B SMEM";
+      if (s.gemm)
+        for (const auto& t : s.gemm->tiles)
+          if (t.copy_bytes < 16)
+            out += ", " + t.array + (t.copy_bytes ? " by " + std::to_string(t.copy_bytes) + "-byte cp.async" : " copied element by element") +
+                   " (its strides are not multiples of " + (t.copy_bytes ? "16" : "4") + " bytes)";
+      out += ")";
+    }
     else out += " (no mma.sync path for " + std::string(dtype_name(s.gemm ? s.gemm->dtype : s.flash->dtype)) + ")";
     if (s.wgmma)
       out += std::string(s.mma_sync ? " and" : " on") + " wgmma + TMA on sm_90a (" + std::to_string(s.wgmma_stages) + " stages, " + std::to_string(s.wgmma_smem_bytes) + " B SMEM" +
+             repack_note(s) +
              (s.cluster > 1 ? ", clusters of " + std::to_string(s.cluster) + " along " + s.cluster_axis : "") +
              (s.gemm && s.gemm->pingpong ? ", two consumer warpgroups taking the tiles in turn (pingpong)" : "") +
              (s.tma_store ? ", TMA store epilogue through " + std::to_string(s.tma_store_buffers) + " staging buffers" : "") + ")";

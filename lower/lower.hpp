@@ -10,9 +10,11 @@
  *           element-wise epilogues, on mma.sync
  *           (sm_80 on) and, where the hardware has wgmma and TMA and the tiles fit, on wgmma fed by
  *           TMA (sm_90a, picked at run time on a Hopper GPU); of fp8 operands (both K-major) on
+ *           mma.sync m16n8k32 where the hardware table has it (sm_89 on) and wgmma, else on
  *           wgmma alone, taken only where that path fits; of int8 operands (both K-major) on
  *           mma.sync m16n8k32 (and wgmma m64nNk32) with int32 accumulators (the epilogue
- *           converts them to fp32);
+ *           converts them to fp32); operands whose strides TMA cannot take are read by the
+ *           wgmma path from copies with rows of whole 128-byte lines (KernelSpec::repacks);
  *  - flash: contraction, element-wise score maps, softmax along the streamed axis (online softmax,
  *           paper §4) or no normaliser, contraction; on mma.sync and, where it fits, wgmma; of
  *           fp8 operands (V with x innermost) on wgmma alone, taken only where that path fits;
@@ -69,6 +71,21 @@ struct KernelPath {
   bool wgmma() const { return atom->scope == "warpgroup"; }
 };
 
+/** An operand the wgmma path reads by TMA from a copy whose rows are `pitch` bytes apart (the
+ *  array's innermost extent in bytes rounded up to whole 128-byte L2 lines: repack_pitch_bytes),
+ *  made before the kernel by napkin::pitch_copy (emit/cuda/device/tiles.cuh), where the array's
+ *  own strides are not multiples of 16 bytes, which TMA needs (CUDA driver API
+ *  cuTensorMapEncodeTiled); `why` says which. The model prices the copy (KernelCost::t_repack). */
+struct OperandRepack {
+  std::string array;
+  std::int64_t pitch = 0;  ///< bytes between the copy's rows
+  std::string why;
+};
+
+/** Bytes between the rows of the copy of an operand whose rows are `row_bytes` long: whole 128-byte
+ *  L2 lines, so that no tile row of the copy starts off a line (perfmodel/cost.cpp line_fetch_factor). */
+inline std::int64_t repack_pitch_bytes(std::int64_t row_bytes) { return (row_bytes + 127) / 128 * 128; }
+
 /** One kernel as it will run. */
 struct KernelSpec {
   KernelShape shape;
@@ -81,10 +98,11 @@ struct KernelSpec {
   std::optional<RowsForm> rows;    ///< strategy rows: the launch shape (rows_form.hpp)
   std::optional<ColsForm> cols;    ///< strategy cols: the launch shape (cols_form.hpp)
   std::optional<TransposeForm> transpose;  ///< strategy transpose: the tiles (transpose_form.hpp)
-  /** The mma.sync path (sm_80 on; every gemm and flash kernel has it, but a gemm or flash kernel
-   *  of fp8 operands, which has the wgmma path alone: gemm_form.hpp is_fp8): its atom (a row of the hardware's
-   *  [[mma]] table), cp.async stages (flash: K and V double-buffered, 2) and SMEM bytes per
-   *  thread block. */
+  /** The mma.sync path (sm_80 on; every gemm and flash kernel has it, but a flash kernel of fp8
+   *  operands and a gemm of fp8 operands on hardware without an 8-bit float mma.sync row (before
+   *  sm_89), which have the wgmma path alone: gemm_form.hpp is_fp8): its atom (a row of the
+   *  hardware's [[mma]] table), cp.async stages (flash: K and V double-buffered, 2) and SMEM bytes
+   *  per thread block. */
   std::optional<MmaShape> mma_sync;
   int stages = 0;
   std::int64_t smem_bytes = 0;
@@ -95,6 +113,14 @@ struct KernelSpec {
   int wgmma_stages = 0;
   std::int64_t wgmma_smem_bytes = 0;
   std::string why_no_wgmma;
+  /** The wgmma path's operands read from repacking copies (gemm and flash; empty: all in place). */
+  std::vector<OperandRepack> repacks;
+  /** The repack of `array`, or null where the wgmma path reads it in place. */
+  const OperandRepack* repack(const std::string& array) const {
+    for (const auto& r : repacks)
+      if (r.array == array) return &r;
+    return nullptr;
+  }
   /** The wgmma GEMM stores interior output tiles through SMEM by TMA, overlapped with the next
    *  tile's MMAs (gemm_form.hpp gemm_tma_store_problem); its staging SMEM is in wgmma_smem_bytes.
    *  Taken where the ring keeps at least min(its stages, 4) stages beside two staging buffers

@@ -617,8 +617,7 @@ class KernelModel {
     double waves = std::ceil(static_cast<double>(c_.blocks) / slots);
     c_.wave_efficiency = static_cast<double>(c_.blocks) / (waves * slots);
     double mem_util = std::min(1.0, static_cast<double>(c_.blocks) / hw_.sm_count);
-    c_.tensor_fraction = c_.warpgroup_mma ? hw_.wgmma_fraction : hw_.mma_sync_fraction;
-    if (hw_.sustained_tensor_fraction > 0) c_.tensor_fraction = std::min(c_.tensor_fraction, hw_.sustained_tensor_fraction);  // power limit
+    c_.tensor_fraction = tensor_fraction();
     double tc = hw_.tensor_rate(compute).value_or(hw_.fp32_flops_per_s) * c_.tensor_fraction;
     // A GEMM's TMA loads at the bulk-copy rate of co-resident blocks re-reading the same tiles in
     // the same order (Hardware::l2_bulk_bandwidth_bytes_per_s; session 33, H200: the thin GEMM's
@@ -628,6 +627,8 @@ class KernelModel {
     const double l2_bw = l2_rate();
     c_.t_hbm = c_.hbm_bytes / hw_.hbm.bandwidth_bytes_per_s / mem_util;
     if (gemm_on_wgmma() && !opt_.two_level) gemm_epilogue_terms(mem_util);
+    if (spec_.strategy == Strategy::gemm && !spec_.wgmma && !opt_.two_level) gemm_scalar_staging();
+    if (spec_.wgmma && !opt_.two_level) repack_terms();
     if (spec_.flash_bwd && !opt_.two_level) flash_bwd_skip_terms(mem_util);
     if (!spec_.shape.atomic.empty() && !opt_.two_level) atomic_terms(mem_util);
     // The forward's causal tiles handed out longest first with the batch slices fastest: their
@@ -708,11 +709,12 @@ class KernelModel {
     if (!opt_.two_level && c_.warpgroup_mma && spec_.strategy == Strategy::flash_bwd && !lone_consumer)
       c_.t_smem_exposed = hw_.flash_bwd_smem_exposed * c_.t_smem;
     c_.t_total = (pipelined ? std::max(memory, compute_t) + (1 - hidden) * std::min(memory, compute_t) : memory + compute_t) +
-                 c_.t_epilogue + c_.t_epilogue_maps + c_.t_last_stores + c_.t_skipped_zeros + c_.t_smem_exposed + c_.t_fill + c_.t_zero + c_.t_launch;
+                 c_.t_epilogue + c_.t_epilogue_maps + c_.t_last_stores + c_.t_scalar_staging + c_.t_repack + c_.t_skipped_zeros + c_.t_smem_exposed + c_.t_fill + c_.t_zero + c_.t_launch;
     std::vector<std::pair<double, const char*>> terms{{c_.t_hbm, "HBM bandwidth"},   {c_.t_l2, "L2->SMEM bandwidth"}, {c_.t_atomic, "L2 atomic adds"},
                                                       {c_.t_ring, "TMA ring latency (stages in flight over each stage's load round trip)"},
                                                       {c_.t_smem, "SMEM bandwidth"}, {c_.t_tensor, "tensor cores"},
-                                                      {c_.t_fp32, "FP32 units"},     {c_.t_sfu, "special-function units (exp)"}};
+                                                      {c_.t_fp32, "FP32 units"},     {c_.t_sfu, "special-function units (exp)"},
+                                                      {c_.t_scalar_staging, "operands staged element by element (strides no 4-byte cp.async divides)"}};
     c_.bound = std::max_element(terms.begin(), terms.end())->second;
     if (flash_fwd_wgmma && compute_t > memory && std::max({c_.t_tensor, c_.t_fp32 + c_.t_sfu + c_.t_chunk_latency}) < 0.9 * compute_t)
       c_.bound = "compute (tensor and softmax, " + std::to_string(std::lround(100 * flash_hidden_share())) +
@@ -887,6 +889,42 @@ class KernelModel {
   }
 
   /** A gemm kernel on the wgmma path (lowering's sm_90a variant of the gemm strategy). */
+  /** KernelCost::t_scalar_staging: the mma.sync GEMM's operand tiles that load_tile copies element
+   *  by element (emit/cuda/device/tiles.cuh: 16 bytes of elements a thread, then their SMEM stores,
+   *  which the compiler keeps behind the loads, THREADS-strided over the tile). */
+  void gemm_scalar_staging() {
+    const GemmForm& g = *spec_.gemm;
+    const double threads = 32.0 * g.sync_warps(), latency = hw_.l2_loaded_latency_s > 0 ? hw_.l2_loaded_latency_s : hw_.loaded_latency_s();
+    double rounds = 0;  // per K chunk of a block
+    for (const auto& t : g.tiles)
+      if (t.copy_bytes == 0) rounds += std::ceil(static_cast<double>(t.R * t.C) * dtype_bits(g.dtype) / 8.0 / 16.0 / threads);
+    if (rounds == 0) return;
+    double chunks = std::ceil(static_cast<double>(c_.axes.at(g.K).extent) / static_cast<double>(g.TK));
+    for (const auto& a : g.k_outer) chunks *= static_cast<double>(c_.axes.at(a).extent);
+    const double slots = static_cast<double>(hw_.sm_count) * std::max(1, c_.blocks_per_sm);
+    c_.t_scalar_staging = std::ceil(static_cast<double>(c_.blocks) / slots) * chunks * rounds * latency * g.k_active_fraction;
+  }
+
+  /** The share of the tensor-core peak the priced path's MMA instruction reaches: the hardware's
+   *  wgmma_fraction or mma_sync_fraction, or the atom's own (MmaShape::fraction: Hopper's 8-bit float
+   *  mma.sync runs as f16 HMMAs after conversions); at most the sustained share (the power limit). */
+  double tensor_fraction() const {
+    double f = c_.warpgroup_mma ? hw_.wgmma_fraction : hw_.mma_sync_fraction;
+    const MmaShape* atom = c_.warpgroup_mma ? (spec_.wgmma_mma ? &*spec_.wgmma_mma : nullptr) : (spec_.mma_sync ? &*spec_.mma_sync : nullptr);
+    if (atom && atom->fraction > 0) f = atom->fraction;
+    return hw_.sustained_tensor_fraction > 0 ? std::min(f, hw_.sustained_tensor_fraction) : f;
+  }
+
+  /** KernelCost::t_repack: the copies of the operands TMA cannot read in place (KernelSpec::repacks). */
+  void repack_terms() {
+    for (const auto& r : spec_.repacks) {
+      const AxisList& ax = axes_of(r.array);
+      const double element = bytes_of(storage_dtype(d_, r.array, opt_)), inner = static_cast<double>(sizes_.at(ax.back()));
+      const double rows = elements(ax) / inner;
+      c_.t_repack += (rows * inner * element + rows * static_cast<double>(r.pitch)) / hw_.hbm.bandwidth_bytes_per_s + hw_.launch_overhead_s;
+    }
+  }
+
   bool gemm_on_wgmma() const { return spec_.strategy == Strategy::gemm && spec_.wgmma; }
 
   /** The L2 -> SMEM rate of this kernel (bytes/s, whole GPU): TMA's bulk rate on the wgmma GEMM
@@ -914,7 +952,8 @@ class KernelModel {
     const AxisList& ax = axes_of(array);
     const double element = bytes_of(storage_dtype(d_, array, opt_));
     constexpr std::int64_t kLine = 128;  // bytes of an L2 line
-    const auto pitch = static_cast<std::int64_t>(static_cast<double>(sizes_.at(ax.back())) * element);
+    const OperandRepack* repacked = spec_.repack(array);  // its copy's rows start on lines
+    const auto pitch = repacked ? repacked->pitch : static_cast<std::int64_t>(static_cast<double>(sizes_.at(ax.back())) * element);
     const double off = 1.0 - static_cast<double>(std::gcd(pitch, kLine)) / kLine;
     const double width = static_cast<double>(it->cols == ax.back() ? it->C : it->R) * element;
     return 1 + off * kLine / std::max<double>(kLine, width);

@@ -104,6 +104,16 @@ struct KernelCost {
   /** A wgmma GEMM's last tile on each SM, stored by TMA with no next tile to overlap: T_N/64
    *  column blocks per output x Hardware::gemm_last_store_block_s, in series (seconds). */
   double t_last_stores = 0;
+  /** The mma.sync GEMM's operands copied element by element (GemmTile::copy_bytes 0: strides that
+   *  no 4-byte cp.async divides): each thread loads 16 bytes of elements, waits one loaded L2 round
+   *  trip (Hardware::l2_loaded_latency_s, else the HBM one) and stores them to SMEM, rounds of all
+   *  the block's threads in series, per K chunk; co-resident blocks overlap each other's. In series
+   *  with the rest (seconds); 0 elsewhere. */
+  double t_scalar_staging = 0;
+  /** The wgmma path's operands read from a copy with rows padded to 128-byte lines
+   *  (KernelSpec::repacks, gemm and flash): per copy, its source read and its rows written at the HBM bandwidth,
+   *  plus a launch (Hardware::launch_overhead_s), before the kernel, in series (seconds). */
+  double t_repack = 0;
   /** The wgmma GEMM's TMA ring (perfmodel/cost.cpp gemm_ring_terms): each of its `wgmma_stages`
    *  slots turns over once per load round trip plus the consumers' MMAs on it, so an SM walks at
    *  most stages / (latency + hold) stages per second (Little's law). `ring_latency_s`: one

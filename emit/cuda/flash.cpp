@@ -260,6 +260,7 @@ KernelEmit emit_flash(Context& c, const KernelChoice& kc) {
                                 {f.Kn, f.dk, f.x, row, static_cast<std::uint32_t>(f.TX)},
                                 f.v_x_inner ? TmaOperand{f.Vn, f.x, f.dv, row, static_cast<std::uint32_t>(f.DV)}
                                             : TmaOperand{f.Vn, f.dv, f.x, 64, static_cast<std::uint32_t>(f.TX)}};
+    for (auto& op : ops) op.repack = repack_buffer(kc, op.array);  // where TMA cannot read it in place (lower.cpp)
     wg.launch_code = tma_launch(c, ns, ops, f.dtype, fallback, "a.N_" + f.x + " > 0");
     return wg;
   };
@@ -268,6 +269,7 @@ KernelEmit emit_flash(Context& c, const KernelChoice& kc) {
                         " attention runs on the sm_90a wgmma path alone: it needs a Hopper GPU, a binary built for sm_90a, 16-byte-aligned arrays and N_" + f.x +
                         " > 0",
                     wgmma_variant);
+  if (spec.wgmma) r.buffers = repack_buffers(c, kc);
   k.close("  // namespace " + ns);
   r.device_code = k.text;
   r.launch_code = l.text;

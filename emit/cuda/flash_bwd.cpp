@@ -88,7 +88,7 @@ void cp_async_staging(const BwdKernel& b) {
     vec += " && rs_" + o.array + " % 8 == 0";
     ptrs += " | reinterpret_cast<uintptr_t>(g_" + o.array + ")";
   }
-  k.line("const bool vec = " + vec + " && ((" + ptrs + ") % 16) == 0;  // 16-byte cp.async");
+  k.line("const int vec = " + vec + " && ((" + ptrs + ") % 16) == 0 ? 16 : 0;  // 16-byte cp.async, else element by element");
   k.line("// stream step it: its chunk of " + Q + " into buffer it % 2");
   k.open("auto load_chunk = [&](int64_t it)");
   bwd::step_indices(b, "it");

@@ -33,8 +33,13 @@
 //   uncounted; named barriers 3 and 4 order their main loops (consumer 0 first, each hands over
 //   once its MMAs are issued), which also keeps a consumer from waiting on a ring stage two
 //   phases ahead of the producer (without them the kernel hung: session 34).
-// - 8-bit floats (fp8e4m3, fp8e5m2) have the wgmma path alone; where it cannot run the launcher
-//   fails with the reason.
+// - 8-bit floats (fp8e4m3, fp8e5m2) take mma.sync m16n8k32 where the hardware's [[mma]] table has
+//   it (the launcher refuses it below compute capability 8.9); without it, the wgmma path alone,
+//   and where that cannot run the launcher fails with the reason.
+// - An operand whose strides TMA cannot take (not multiples of 16 bytes) is copied by
+//   napkin::pitch_copy into a workspace with rows of whole 128-byte lines before the wgmma path's
+//   launch, and its tensor map reads the copy (KernelSpec::repacks); the mma.sync path reads it in
+//   place by the widest cp.async its strides allow (GemmTile::copy_bytes).
 #include "emit/cuda/preamble.hpp"
 #include "emit/cuda/render.hpp"
 
@@ -279,7 +284,7 @@ KernelEmit emit_gemm(Context& c, const KernelChoice& kc) {
   Code code;
   if (spec.mma_sync) {
     gemm_kernel(c, kc, spec.path(false), code, r.stored);
-  } else {  // 8-bit floats: the wgmma path alone (lower.cpp), in the namespace's constants
+  } else {  // 8-bit floats without an mma.sync row: the wgmma path alone (lower.cpp), in the namespace's constants
     GemmKernel head{c, kc, g, spec, spec.path(true), code, {}, {}};
     head_comment(head, false);
     code.line("// no mma.sync variant: " + std::string(dtype_name(g.dtype)) + " operands run on wgmma alone (sm_90a)");
@@ -290,6 +295,7 @@ KernelEmit emit_gemm(Context& c, const KernelChoice& kc) {
   const std::string alone = "this " + std::string(dtype_name(g.dtype)) +
                             " GEMM runs on the sm_90a wgmma path alone: it needs a Hopper GPU, a binary built for sm_90a and 16-byte-aligned arrays";
   add_path_variants(r, code, l, spec, ns, alone, [&](const std::string& fallback) { return wgmma_path(c, kc, fallback, r.stored); });
+  if (spec.wgmma) r.buffers = repack_buffers(c, kc);
   code.close("  // namespace " + ns);
   r.device_code = code.text;
   r.launch_code = l.text;

@@ -8,20 +8,25 @@ std::string mma_function(const MmaShape& m) {
   return "mma_m" + std::to_string(m.m) + "n" + std::to_string(m.n) + "k" + std::to_string(m.k) + "_" + std::string(dtype_name(m.dtype));
 }
 
-std::string mma_atoms(const std::vector<MmaShape>& mmas, bool int8) {
+std::string mma_atoms(const std::vector<MmaShape>& mmas, bool int8, bool fp8) {
   std::string s = "namespace napkin {\n";
   for (const auto& m : mmas) {
-    // 32 bytes of K per row: fp32 accumulators for 16-bit floats (m16n8k16), int32 for int8
-    // (m16n8k32: only in files that store int8, so that the others keep their text).
-    const bool integer = is_integer_dtype(m.dtype);
-    if (m.scope != "warp" || m.m != 16 || m.n != 8 || m.k * dtype_bits(m.dtype) != 256 || (!integer && dtype_bits(m.dtype) != 16)) continue;
-    if (integer ? !int8 || m.ptx.find(".s32.") == std::string::npos : m.ptx.find(".f32.") == std::string::npos) continue;
+    // 32 bytes of K per row: fp32 accumulators for 16-bit floats (m16n8k16) and 8-bit floats
+    // (m16n8k32), int32 for int8 (m16n8k32); the 8-bit ones only in files that store such arrays,
+    // so that the others keep their text.
+    const bool integer = is_integer_dtype(m.dtype), byte = dtype_bits(m.dtype) == 8, float8 = byte && !integer;
+    if (m.scope != "warp" || m.m != 16 || m.n != 8 || m.k * dtype_bits(m.dtype) != 256 || (!byte && dtype_bits(m.dtype) != 16)) continue;
+    if (integer ? !int8 || m.ptx.find(".s32.") == std::string::npos : (float8 && !fp8) || m.ptx.find(".f32.") == std::string::npos) continue;
     const std::string acc = integer ? "int32_t" : "float", c = integer ? "\"+r\"" : "\"+f\"";
-    s += "/** " + m.ptx + " (from the hardware description's [[mma]] table): C += A * B, " + (integer ? "int32" : "fp32") + " C. */\n";
+    s += "/** " + m.ptx + " (from the hardware description's [[mma]] table): C += A * B, " + (integer ? "int32" : "fp32") + " C" +
+         (float8 ? "; 8-bit float operands need sm_89 (PTX ISA 9.7.14.5.14): before it, this traps" : "") + ". */\n";
     s += "__device__ __forceinline__ void " + mma_function(m) + "(" + acc + " c[4], const uint32_t a[4], const uint32_t* b) {\n";
+    if (float8) s += "#if __CUDA_ARCH__ >= 890\n";
     s += "  asm volatile(\"" + m.ptx + " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\\n\"\n";
     s += "               : " + c + "(c[0]), " + c + "(c[1]), " + c + "(c[2]), " + c + "(c[3])\n";
-    s += "               : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1]));\n}\n";
+    s += "               : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1]));\n";
+    if (float8) s += "#else\n  __trap();\n#endif\n";
+    s += "}\n";
   }
   s += "}  // namespace napkin\n\n";
   return s;
@@ -32,7 +37,7 @@ std::string preamble(const std::vector<MmaShape>& mmas, bool hopper, bool fp8, b
   if (fp8) s += kDeviceFp8;
   if (int8) s += kDeviceInt8;
   if (hopper) s += kDeviceHopper;
-  return s + mma_atoms(mmas, int8);
+  return s + mma_atoms(mmas, int8, fp8);
 }
 
 }  // namespace napkin::cuda

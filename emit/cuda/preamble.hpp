@@ -19,11 +19,13 @@ namespace napkin::cuda {
 std::string mma_function(const MmaShape& m);
 /** Source of one mma.sync wrapper per shape in `mmas` (warp scope, m16n8k16 of 16-bit floats with
  *  fp32 accumulate, `c` float[4]; if `int8`, also m16n8k32 of int8 with int32 accumulate, `c`
- *  int32_t[4]: 32 bytes of K per row either way; others are skipped), named by mma_function, in
- *  namespace napkin. */
-std::string mma_atoms(const std::vector<MmaShape>& mmas, bool int8 = false);
-/** Source text of the device library (the .cuh headers of emit/cuda/device: fp8.cuh too if `fp8`,
- *  int8.cuh too if `int8`, the Hopper headers too if `hopper`), then mma_atoms(mmas, int8). */
+ *  int32_t[4]; if `fp8`, also m16n8k32 of 8-bit floats with fp32 accumulate, whose body is compiled
+ *  for sm_89 and later only (PTX ISA 9.7.14.5.14; before, it traps): 32 bytes of K per row each;
+ *  others are skipped), named by mma_function, in namespace napkin. */
+std::string mma_atoms(const std::vector<MmaShape>& mmas, bool int8 = false, bool fp8 = false);
+/** Source text of the device library (the .cuh headers of emit/cuda/device: frag8.cuh and fp8.cuh
+ *  too if `fp8`, frag8.cuh and int8.cuh too if `int8`, the Hopper headers too if `hopper`), then
+ *  mma_atoms(mmas, int8, fp8). */
 std::string preamble(const std::vector<MmaShape>& mmas, bool hopper, bool fp8 = false, bool int8 = false);
 /** Source of a device function issuing `m` (a warpgroup-scope row of the [[mma]] table, n
  *  replaced by `n`), D += A B, B in SMEM: `wgmma_m64n<N>k<K>_<dtype><TA, TB>(float (&d)[N / 2],

@@ -497,8 +497,15 @@ void rows_launch(Code& l, const AxisList& rows, std::int64_t rows_per_block, con
 void add_path_variants(KernelEmit& r, Code& device, Code& launch, const KernelSpec& spec, const std::string& ns, const std::string& alone,
                        const std::function<KernelEmit(const std::string&)>& make);
 /** Host statements launching the gemm's wgmma path (tma_launch): a tensor map per operand tile
- *  (the boxes of `st`) and, with the spec's tma_store, of the output; the persistent grid (at
- *  most one block per SM, whole clusters); `fallback` otherwise. */
+ *  (the boxes of `st`; a repacked tile's on its copy, made first) and, with the spec's tma_store,
+ *  of the output; the persistent grid (at most one block per SM, whole clusters); `fallback`
+ *  otherwise. */
 std::string gemm_tma_launch(const Context& c, const KernelChoice& kc, const GemmTmaStage& st, const std::string& fallback);
+/** The Args member (a workspace buffer) holding kernel `kc`'s copy of `array` with rows padded to
+ *  whole 128-byte lines (KernelSpec::repacks): "<kernel>__pad_<array>"; "" where it is read in place. */
+std::string repack_buffer(const KernelChoice& kc, const std::string& array);
+/** Kernel `kc`'s workspace buffers for the copies of its repacked operands (sized from the Args'
+ *  extents, the rows padded as the launch's napkin::pitch_copy writes them). */
+std::vector<WorkspaceBuffer> repack_buffers(const Context& c, const KernelChoice& kc);
 
 }  // namespace napkin::cuda

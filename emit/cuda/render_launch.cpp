@@ -50,11 +50,20 @@ std::string tma_launch(const Context& c, const std::string& ns, const std::vecto
     std::vector<std::string> order{op.cols, op.rows};  // innermost first
     for (auto it = ax.rbegin(); it != ax.rend(); ++it)
       if (*it != op.rows && *it != op.cols) order.push_back(*it);
+    const std::string esize = std::to_string(dtype_bits(t) / 8), pitch = "pitch_" + op.array;
+    if (!op.repack.empty()) {  // the copy with rows padded to 128-byte lines (lower/gemm_form.hpp repack_pitch)
+      std::string rows = "int64_t{1}";
+      for (std::size_t i = 0; i + 1 < ax.size(); ++i) rows += " * a.N_" + ax[i];
+      l.line("const uint64_t " + pitch + " = (static_cast<uint64_t>(a.N_" + ax.back() + ") * " + esize + " + 127) / 128 * 128;  // bytes between the copy's rows");
+      l.line("if (use_wgmma) NAPKIN_CUDA(napkin::pitch_copy(a." + op.repack + ", a." + op.array + ", " + rows + ", a.N_" + ax.back() + ", static_cast<int64_t>(" +
+             pitch + " / " + esize + "), stream));");
+    }
     auto stride_bytes = [&](const std::string& axis) {
-      std::string s = "uint64_t{" + std::to_string(dtype_bits(t) / 8) + "}";
+      std::string s = op.repack.empty() ? "uint64_t{" + esize + "}" : pitch;
       bool after = false;
-      for (const auto& x : ax) {
-        if (after) s += " * static_cast<uint64_t>(a.N_" + x + ")";
+      for (std::size_t i = 0; i < ax.size(); ++i) {
+        const std::string& x = ax[i];
+        if (after && (op.repack.empty() || i + 1 < ax.size())) s += " * static_cast<uint64_t>(a.N_" + x + ")";
         if (x == axis) after = true;
       }
       return s;
@@ -69,7 +78,7 @@ std::string tma_launch(const Context& c, const std::string& ns, const std::vecto
     l.open("if (use_wgmma)");
     l.line("const uint64_t dims[] = {" + dims + "}, strides[] = {" + strides + "};");
     l.line("const uint32_t box[] = {" + box + "};");
-    l.line("use_wgmma = napkin::make_tmap(&tm_" + op.array + ", a." + op.array + ", " + std::to_string(order.size()) + ", dims, strides, box, " + dtype_enum + ");");
+    l.line("use_wgmma = napkin::make_tmap(&tm_" + op.array + ", a." + (op.repack.empty() ? op.array : op.repack) + ", " + std::to_string(order.size()) + ", dims, strides, box, " + dtype_enum + ");");
     l.close();
     maps += ", tm_" + op.array;
   }
@@ -94,6 +103,9 @@ std::string tma_launch(const Context& c, const std::string& ns, const std::vecto
 void add_hopper_variant(KernelEmit& r, Code& device, Code& launch, const KernelSpec& spec, const std::string& ns,
                         const std::function<KernelEmit(const std::string&)>& make) {
   Code fallback;
+  if (spec.mma_sync && dtype_bits(spec.mma_sync->dtype) == 8 && !is_integer_dtype(spec.mma_sync->dtype))
+    fallback.line("if (!napkin::fp8_mma_sync_device()) return napkin_fail(\"" + ns + ": mma.sync of " + std::string(dtype_name(spec.mma_sync->dtype)) +
+                  " operands needs a GPU of compute capability 8.9 or later (PTX ISA 9.7.14.5.14)\");");
   fallback.line("NAPKIN_CUDA(napkin::smem_limit_once(reinterpret_cast<const void*>(" + ns + "::kernel), static_cast<int>(" + ns + "::SMEM_BYTES)));");
   fallback.line(ns + "::kernel<<<static_cast<unsigned>(blocks), " + ns + "::THREADS, " + ns + "::SMEM_BYTES, stream>>>(a);");
   fallback.line("napkin_variant = \"mma.sync\";");
@@ -121,11 +133,28 @@ void add_path_variants(KernelEmit& r, Code& device, Code& launch, const KernelSp
   launch.text += wg.launch_code;
 }
 
+std::string repack_buffer(const KernelChoice& kc, const std::string& array) {
+  return kc.cost.spec->repack(array) ? kc.plan.name + "__pad_" + array : std::string();
+}
+
+std::vector<WorkspaceBuffer> repack_buffers(const Context& c, const KernelChoice& kc) {
+  std::vector<WorkspaceBuffer> out;
+  for (const auto& r : kc.cost.spec->repacks) {
+    const AxisList& ax = c.axes(r.array);
+    const std::string esize = std::to_string(dtype_bits(c.dtype(r.array)) / 8);
+    std::string bytes = "(static_cast<size_t>(a.N_" + ax.back() + ") * " + esize + " + 127) / 128 * 128";  // as the launch's pitch_<array>
+    for (std::size_t i = 0; i + 1 < ax.size(); ++i) bytes += " * static_cast<size_t>(a.N_" + ax[i] + ")";
+    out.push_back({repack_buffer(kc, r.array), c.ctype_of(r.array), bytes, r.array + " with rows padded to 128-byte lines for TMA (" + r.why + ")"});
+  }
+  return out;
+}
+
 std::string gemm_tma_launch(const Context& c, const KernelChoice& kc, const GemmTmaStage& st, const std::string& fallback) {
   const KernelSpec& spec = *kc.cost.spec;
   const GemmForm& g = *spec.gemm;
   std::vector<TmaOperand> ops;
-  for (const auto& L : st.tiles) ops.push_back({L.t->array, L.t->cols, L.t->rows, L.box_inner, L.box_outer});
+  for (const auto& L : st.tiles)
+    ops.push_back({L.t->array, L.t->cols, L.t->rows, L.box_inner, L.box_outer, std::nullopt, repack_buffer(kc, L.t->array)});
   if (spec.tma_store)
     for (const auto& out : kc.cost.outputs) ops.push_back({out, g.N, g.M, 64, static_cast<std::uint32_t>(g.TM / g.tile_consumers()), c.dtype(out)});
   // Persistent grid: at most one block per SM (the SMEM ring fills the SM), whole clusters.

@@ -138,7 +138,7 @@ void gemm_accumulators_declare(Code& code, const GemmForm& g, const KernelPath& 
 }
 
 void gemm_mma_sync_step(Code& code, const GemmForm& g, const MmaShape& mma) {
-  const std::string frag = is_integer_dtype(g.dtype) ? "8" : "";  // fragments of 8-bit elements (int8.cuh)
+  const std::string frag = dtype_bits(g.dtype) == 8 ? "8" : "";  // fragments of 8-bit elements (frag8.cuh)
   code.line("#pragma unroll");
   code.open("for (int kk = 0; kk < T_K; kk += " + std::to_string(mma.k) + ")");
   std::set<std::string> loaded;

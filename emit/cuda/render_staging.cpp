@@ -15,11 +15,10 @@ void gemm_operand_origins(Code& code, Context& c, const GemmForm& g) {
     });
     code.line("const T* g_" + t.array + " = a." + t.array + " + " + origin + ";  // tile origin");
     code.line("const int64_t rs_" + t.array + " = " + stride(c, t.array, t.rows) + ";  // elements between rows of the tile (" + t.rows + ")");
-    const std::string v = std::to_string(128 / dtype_bits(g.dtype));  // elements per 16 bytes
-    std::string outer_aligned;  // the outer contracted axes' offsets keep the 16-byte alignment
-    for (const auto& a : g.k_outer) outer_aligned += " && " + stride(c, t.array, a) + " % " + v + " == 0";
-    code.line("const bool vec_" + t.array + " = rs_" + t.array + " % " + v + " == 0" + outer_aligned + " && reinterpret_cast<uintptr_t>(g_" + t.array +
-              ") % 16 == 0;  // 16-byte cp.async");
+    std::string outer;  // the outer contracted axes' offsets keep the alignment too
+    for (const auto& a : g.k_outer) outer += " | uint64_t(" + stride(c, t.array, a) + ") * sizeof(T)";
+    code.line("const int vec_" + t.array + " = napkin::copy_width(reinterpret_cast<uintptr_t>(g_" + t.array + ") | uint64_t(rs_" + t.array + ") * sizeof(T)" +
+              outer + ");  // bytes per cp.async (16, 8, 4; 0: element by element)");
   }
 }
 
@@ -83,8 +82,8 @@ void flash_cp_async_operands(Code& k, Context& c, const FlashForm& f) {
   k.line("const T* K_gmem = " + origin(Kn, x, "0") + ";  // " + Kn + " [" + x + "][" + dk + "]");
   k.line("const T* V_gmem = " + origin(Vn, x, "0") + ";  // " + Vn + " [" + x + "][" + dv + "]");
   k.line("const int64_t rs_Q = " + stride(c, Qn, M) + ", rs_K = " + stride(c, Kn, x) + ", rs_V = " + stride(c, Vn, x) + ";");
-  k.line("const bool vec = rs_Q % 8 == 0 && rs_K % 8 == 0 && rs_V % 8 == 0 && ((reinterpret_cast<uintptr_t>(Q_gmem) | reinterpret_cast<uintptr_t>(K_gmem) | "
-         "reinterpret_cast<uintptr_t>(V_gmem)) % 16) == 0;");
+  k.line("const int vec = napkin::copy_width(reinterpret_cast<uintptr_t>(Q_gmem) | reinterpret_cast<uintptr_t>(K_gmem) | reinterpret_cast<uintptr_t>(V_gmem) | "
+         "uint64_t(rs_Q | rs_K | rs_V) * sizeof(T));  // bytes per cp.async (16, 8, 4; 0: element by element)");
 }
 
 void flash_cp_async_loaders(Code& k, const FlashForm& f) {

@@ -127,6 +127,9 @@ struct TmaOperand {
   std::string array, cols, rows;
   std::uint32_t box_cols = 64, box_rows = 0;
   std::optional<DType> dtype{};
+  /** Where set, the map reads the Args member `repack` (workspace), a copy of the array made first
+   *  by napkin::pitch_copy with rows padded to whole 128-byte lines (GemmTile::repack_pitch). */
+  std::string repack{};
 };
 /** Device code: the TMA coordinates of `array`'s axes other than `rows` and `cols` (its batch
  *  axes at `i_<axis>`, innermost first), each as ", static_cast<int>(i_<axis>)". */

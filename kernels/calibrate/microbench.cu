@@ -184,6 +184,45 @@ __global__ void mma_rate(int iters, float* sink, uint32_t seed) {
   if (s == 1.2345f) *sink = s;
 }
 
+// mma.sync.m16n8k32 of 8-bit operands (PTX ISA 9.7.14.5.14): e4m3 with fp32 accumulation (sm_89 and
+// later) and s8 with int32 accumulation; 8 independent accumulators per warp, as mma_rate, over
+// four B fragments (distinct products, so that no compiler can share one between accumulators).
+#if defined(NAPKIN_SM90A) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890)
+#define NAPKIN_MMA_FP8 1
+#endif
+template <bool FP8>
+__global__ void mma8_rate(int iters, float* sink, uint32_t seed) {
+  uint32_t a[4], b[4][2];
+  for (int i = 0; i < 4; ++i) a[i] = 0x38383838u ^ ((seed + threadIdx.x * 7 + i) & 0x03030303u);
+  for (int j = 0; j < 4; ++j)
+    for (int i = 0; i < 2; ++i) b[j][i] = 0x38383838u ^ ((seed + threadIdx.x * 13 + 2 * j + i) & 0x03030303u);
+  float c[8][4] = {};
+  int ci[8][4] = {};
+  for (int it = 0; it < iters; ++it) {
+    // The operands are opaque to the compiler each iteration: where the GPU has no 8-bit float MMA
+    // (sm_90 converts e4m3 to f16 for HMMA), the conversions stay in the loop, as in a GEMM.
+    for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[i]));
+    for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(b[j][0]), "+r"(b[j][1]));
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      if (FP8) {
+#if defined(NAPKIN_MMA_FP8)
+        asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                     : "+f"(c[k][0]), "+f"(c[k][1]), "+f"(c[k][2]), "+f"(c[k][3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[k % 4][0]), "r"(b[k % 4][1]));
+#endif
+      } else {
+        asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                     : "+r"(ci[k][0]), "+r"(ci[k][1]), "+r"(ci[k][2]), "+r"(ci[k][3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[k % 4][0]), "r"(b[k % 4][1]));
+      }
+    }
+  }
+  float s = 0;
+  for (int k = 0; k < 8; ++k) s += c[k][0] + c[k][1] + c[k][2] + c[k][3] + float(ci[k][0] + ci[k][1] + ci[k][2] + ci[k][3]);
+  if (s == 1.2345f) *sink = s;
+}
+
 // wgmma.mma_async m64n128k16 bf16 -> fp32 (PTX ISA 9.7.15), both operands in SMEM (K-major,
 // 128-byte swizzle, the layout napkin's sm_90a kernels use): two warpgroups per block, 4 k16 steps
 // per commit group, one group kept in flight (wait_group 1). Device code for sm_90a only.
@@ -358,6 +397,13 @@ int main() {
   std::printf("mma_sync_bf16_flops_per_s %.6g\n", mma_flops / t);
   t = median_seconds([&] { mma_rate<false><<<sms * 4, 256>>>(mma_iters, reinterpret_cast<float*>(sink), 7u); });
   std::printf("mma_sync_fp16_flops_per_s %.6g\n", mma_flops / t);
+  // The same with 8-bit operands, m16n8k32: twice the FLOPs an instruction.
+  t = median_seconds([&] { mma8_rate<false><<<sms * 4, 256>>>(mma_iters, reinterpret_cast<float*>(sink), 7u); });
+  std::printf("mma_sync_int8_ops_per_s %.6g\n", 2 * mma_flops / t);
+  if (prop.major * 10 + prop.minor >= 89) {
+    t = median_seconds([&] { mma8_rate<true><<<sms * 4, 256>>>(mma_iters, reinterpret_cast<float*>(sink), 7u); });
+    std::printf("mma_sync_fp8e4m3_flops_per_s %.6g\n", 2 * mma_flops / t);
+  }
 
   // Tensor cores through wgmma (Hopper, when built for sm_90a): one block of 2 warpgroups per SM.
 #if defined(NAPKIN_SM90A)

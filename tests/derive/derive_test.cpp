@@ -815,6 +815,65 @@ TEST_CASE("a wgmma gemm's last tile on each SM stores its column blocks in serie
   CHECK(wide.t_total > narrow.t_total + 2 * hw.gemm_last_store_block_s);
 }
 
+TEST_CASE("an operand whose rows TMA cannot read in place is repacked into rows of whole 128-byte lines, and the copy is priced", "[derive][gemm][repack]") {
+  // session 41, H200: matmul 1000 x 1001 x 1000 (A's rows 2002 bytes apart) took the mma.sync path,
+  // A copied element by element, 36.9 us; repacked for the wgmma path, 15.6 us (cuBLAS 30.8)
+  const Hardware hw = load_hardware("h200");
+  Loaded l = load("matmul.napkin");
+  l.sizes["a"] = l.sizes["c"] = 1000;
+  l.sizes["b"] = 1001;
+  const std::string sched = "schedule s for matmul\nkernel C\n  fuse C\n  group a by 128\n  group c by 64\n  stream b by 64\n  warps 4\n";
+  const KernelCost c = priced_by_schedule(l, sched, hw);
+  const KernelSpec& s = *c.spec;
+  REQUIRE(s.wgmma);
+  REQUIRE(s.repacks.size() == 1);  // A [a, b]; B [b, c] has rows of 2000 bytes, a multiple of 16
+  CHECK(s.repacks[0].array == "A");
+  CHECK(s.repacks[0].pitch == 2048);  // 2002 bytes rounded up to 128-byte lines
+  CHECK(s.repacks[0].why.find("2002 bytes") != std::string::npos);
+  CHECK(s.repack("B") == nullptr);
+  // the copy: A read (1000 x 2002 bytes) and written (1000 x 2048), one launch
+  CHECK(c.t_repack == Approx((1000.0 * 2002 + 1000.0 * 2048) / hw.hbm.bandwidth_bytes_per_s + hw.launch_overhead_s).epsilon(1e-9));
+  CHECK(c.t_total > c.t_repack);
+  CHECK(describe_spec(s).find("A read from a copy with rows of 2048 bytes") != std::string::npos);
+  // The mma.sync path (no TMA) reads A in place: no 4-byte cp.async divides 2002, element by element.
+  REQUIRE(s.mma_sync);
+  for (const auto& t : s.gemm->tiles) CHECK(t.copy_bytes == (t.array == "A" ? 0 : 16));
+  // rows 16-byte aligned: no copy
+  l.sizes["b"] = 1008;
+  CHECK(priced_by_schedule(l, sched, hw).spec->repacks.empty());
+  CHECK(priced_by_schedule(l, sched, hw).t_repack == 0);
+}
+
+TEST_CASE("the mma.sync gemm copies by the widest cp.async its strides allow and prices element-by-element staging", "[derive][gemm]") {
+  const Hardware hw = load_hardware("h200");
+  Loaded l = load("matmul.napkin");
+  l.sizes["a"] = l.sizes["c"] = 1000;
+  const std::string sched = "schedule s for matmul\nkernel C\n  fuse C\n  group a by 128\n  group c by 64\n  stream b by 64\n  warps 4\n";
+  for (const auto& [b, width] : {std::pair{1000, 16}, std::pair{1004, 8}, std::pair{1002, 4}, std::pair{1001, 0}}) {
+    INFO("b = " << b);
+    l.sizes["b"] = b;
+    const KernelCost c = priced_by_schedule(l, sched, hw);
+    REQUIRE(c.spec->mma_sync);
+    for (const auto& t : c.spec->gemm->tiles)
+      if (t.array == "A") CHECK(t.copy_bytes == width);
+  }
+  // Priced where the mma.sync path is the one priced (no wgmma: the A100).
+  const Hardware a100 = load_hardware("a100");
+  l.sizes["b"] = 1001;
+  const KernelCost slow = priced_by_schedule(l, sched, a100);
+  l.sizes["b"] = 1004;
+  const KernelCost fast = priced_by_schedule(l, sched, a100);
+  CHECK(fast.t_scalar_staging == 0);
+  REQUIRE(slow.t_scalar_staging > 0);
+  // A's 128 x 64 tile, 16 bytes a thread a round, 128 threads: 8 rounds a K chunk; 16 chunks; per wave of blocks
+  const double latency = a100.l2_loaded_latency_s > 0 ? a100.l2_loaded_latency_s : a100.loaded_latency_s();
+  const double waves = std::ceil(static_cast<double>(slow.blocks) / (a100.sm_count * std::max(1, slow.blocks_per_sm)));
+  CHECK(slow.blocks == 128);
+  CHECK(slow.t_scalar_staging == Approx(waves * 16 * 8 * latency).epsilon(1e-9));
+  CHECK(slow.t_total > fast.t_total + slow.t_scalar_staging * 0.9);
+  CHECK(slow.bound.find("element by element") != std::string::npos);
+}
+
 TEST_CASE("a wgmma gemm's tile turnover and staging run in series with its MMAs", "[derive][gemm]") {
   // batched_matmul 32 x 4096 x 128 x 4096 on the H200 (session 33: 128x256 tiles 338.3 us, 128x64
   // tiles of the same two consumers 723.7 us: four times the tiles, each turned over).

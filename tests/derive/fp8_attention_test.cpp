@@ -75,6 +75,27 @@ TEST_CASE("fp8 attention with V's x innermost lowers to the flash form on the fp
   }
 }
 
+TEST_CASE("fp8 attention whose Vt rows TMA cannot read in place takes the flash form on a repacked copy of Vt", "[derive][lower][fp8][repack]") {
+  // x = 4040: Vt[b,h,d,x] has rows of 4040 bytes, not a multiple of 16 (session 40, H200: unfused,
+  // SIMT, 56094 us at b1 h4 q1000)
+  const Hardware h200 = load_hardware("h200");
+  LoadedDiagram l = fp8_attention("fp8e4m3", "b,h,d,x", {{"b", 1}, {"h", 4}, {"q", 1000}, {"x", 4040}});
+  const Derivation dv = derive(*l.program, *l.diagram, l.sizes, h200);
+  REQUIRE(dv.chosen.kernels.size() == 1);
+  const KernelChoice& kc = o_kernel(dv);
+  const KernelSpec& s = *kc.cost.spec;
+  INFO(describe_spec(s));
+  REQUIRE(s.strategy == Strategy::flash);
+  REQUIRE(s.wgmma);
+  REQUIRE(s.repacks.size() == 1);  // Q and K have rows of d = 128 bytes
+  CHECK(s.repacks[0].array == "V");
+  CHECK(s.repacks[0].pitch == 4096);
+  CHECK(kc.cost.t_repack == Approx((4.0 * 128 * 4040 + 4.0 * 128 * 4096) / h200.hbm.bandwidth_bytes_per_s + h200.launch_overhead_s).epsilon(1e-9));
+  const std::string cu = emit_cuda(*l.program, *l.diagram, dv, h200);
+  CHECK(cu.find("napkin::pitch_copy(a." + kc.plan.name + "__pad_V, a.V,") != std::string::npos);
+  CHECK(cu.find("make_tmap(&tm_V, a." + kc.plan.name + "__pad_V,") != std::string::npos);
+}
+
 TEST_CASE("fp8 attention with V's d innermost is refused the flash form with the reason and priced as emitted", "[derive][lower][fp8]") {
   // tests/kernels/attention_fp8_v_d_inner.napkin (V[b,h,x,d]) under the fused schedule the flash form takes.
   const std::string file = std::string(NAPKIN_SOURCE_DIR) + "/tests/kernels/attention_fp8_v_d_inner.napkin";

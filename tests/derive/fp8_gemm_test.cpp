@@ -41,7 +41,13 @@ TEST_CASE("lowering picks the fp8 wgmma atom from the hardware table by operand 
     const Derivation dv = derive(*l.program, *l.diagram, l.sizes, h100);
     const KernelSpec& s = *only_kernel(dv).cost.spec;
     REQUIRE(s.strategy == Strategy::gemm);
-    CHECK_FALSE(s.mma_sync);  // no m16n8k16 mma.sync for fp8: the wgmma path alone
+    // Hopper's 8-bit float mma.sync (m16n8k32, fp32 accumulate: the fallback where the wgmma path
+    // cannot run) at its own share of the fp8 peak: conversions to f16 and two HMMAs.
+    REQUIRE(s.mma_sync);
+    CHECK(s.mma_sync->dtype == t);
+    CHECK(s.mma_sync->k == 32);
+    CHECK(s.mma_sync->ptx.find(std::string(".m16n8k32.row.col.f32") + std::string(ptx).substr(std::string(".m64n8k32.f32").size())) != std::string::npos);
+    CHECK(s.mma_sync->fraction == Approx(0.325));
     REQUIRE(s.wgmma);
     CHECK(s.wgmma_mma->dtype == t);
     CHECK(s.wgmma_mma->k == 32);
@@ -57,7 +63,7 @@ TEST_CASE("lowering picks the fp8 wgmma atom from the hardware table by operand 
     }
     CHECK(gemm_wgmma_stage_bytes(g) == stage);
     CHECK(s.wgmma_smem_bytes >= stage * s.wgmma_stages);
-    CHECK(describe_spec(s).find("no mma.sync path for " + std::string(dtype)) != std::string::npos);
+    CHECK(describe_spec(s).find("on mma.sync") != std::string::npos);
     // The model prices the wgmma path at the fp8 tensor-core rate.
     CHECK(only_kernel(dv).cost.warpgroup_mma);
   }
@@ -68,6 +74,27 @@ TEST_CASE("lowering picks the fp8 wgmma atom from the hardware table by operand 
   CHECK(bs.mma_sync);
   REQUIRE(bs.wgmma);
   CHECK(bs.wgmma_mma->k == 16);
+}
+
+TEST_CASE("an fp8 GEMM whose K is not a multiple of 16 runs on tensor cores: wgmma on repacked copies, mma.sync as the fallback", "[derive][lower][fp8][repack]") {
+  // session 40, H200: 1000 x 1000 x 4040 ran SIMT (9869 us); session 41: 28.1 us repacked
+  const Hardware h200 = load_hardware("h200");
+  LoadedDiagram l = fp8_gemm("fp8e4m3", "j,k", {{"i", 1000}, {"j", 1000}, {"k", 4040}});
+  const Derivation dv = derive(*l.program, *l.diagram, l.sizes, h200);
+  const KernelChoice& kc = only_kernel(dv);
+  const KernelSpec& s = *kc.cost.spec;
+  INFO(describe_spec(s));
+  REQUIRE(s.strategy == Strategy::gemm);
+  REQUIRE(s.wgmma);
+  REQUIRE(s.repacks.size() == 2);
+  for (const auto& r : s.repacks) CHECK(r.pitch == 4096);
+  REQUIRE(s.mma_sync);  // the fallback reads the operands in place, 8 bytes a cp.async (4040 = 8 x 505)
+  for (const auto& t : s.gemm->tiles) CHECK(t.copy_bytes == 8);
+  CHECK(kc.cost.t_repack > 2 * h200.launch_overhead_s);
+  const std::string cu = emit_cuda(*l.program, *l.diagram, dv, h200);
+  CHECK(cu.find("napkin::pitch_copy(a.C__pad_A, a.A,") != std::string::npos);
+  CHECK(cu.find("napkin::pitch_copy(a.C__pad_B, a.B,") != std::string::npos);
+  CHECK(cu.find("__nv_fp8_e4m3* C__pad_A;") != std::string::npos);  // workspace
 }
 
 TEST_CASE("an MN-major fp8 operand: the wgmma path is refused with its reason and the kernel priced as emitted", "[derive][lower][fp8]") {
@@ -109,7 +136,8 @@ TEST_CASE("the fp8 GEMM's CUDA and pseudocode match their golden files", "[emit]
   const std::string cu = emit_cuda(*l.program, *l.diagram, dv, h100);
   CHECK(cu.find("wgmma_m64n") != std::string::npos);
   CHECK(cu.find("CU_TENSOR_MAP_DATA_TYPE_UINT8") != std::string::npos);
-  CHECK(cu.find("napkin_fail(\"k_") != std::string::npos);  // no mma.sync fallback: a stated failure
+  CHECK(cu.find("mma_m16n8k32_fp8e4m3(") != std::string::npos);  // the mma.sync fallback, on sm_89 and later
+  CHECK(cu.find("if (!napkin::fp8_mma_sync_device()) return napkin_fail(") != std::string::npos);  // ... else a stated failure
   check_golden("cuda/gemm_fp8.cu", cu);
   check_golden("pseudo/gemm_fp8.txt", emit_pseudo(*l.program, *l.diagram, dv, h100));
 }

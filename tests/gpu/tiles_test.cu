@@ -141,12 +141,12 @@ std::string compare_close(const std::vector<float>& got, const std::vector<doubl
 
 constexpr int LT_ROWS = 32, LT_COLS = 64, LT_PITCH = 72, LT_THREADS = 128;
 
-__global__ void load_tile_kernel(const bf16* g, int64_t stride, int n_rows, int n_cols, bool vec, bf16* out) {
+__global__ void load_tile_kernel(const bf16* g, int64_t stride, int n_rows, int n_cols, int width, bf16* out) {
   __shared__ __align__(16) bf16 s[LT_ROWS * LT_PITCH];
   for (int i = threadIdx.x; i < LT_ROWS * LT_PITCH; i += LT_THREADS) s[i] = __float2bfloat16(-7.0f);  // not zero: the fill must write
   __syncthreads();
   const napkin::SmemTile<bf16, LT_ROWS, LT_COLS, LT_PITCH> t{s};
-  t.load<LT_THREADS>(napkin::GlobalTile<bf16>{g, stride, n_rows, n_cols}, vec);
+  t.load<LT_THREADS>(napkin::GlobalTile<bf16>{g, stride, n_rows, n_cols}, width);
   napkin::cp_async_commit();
   napkin::cp_async_wait<0>();
   __syncthreads();
@@ -154,25 +154,49 @@ __global__ void load_tile_kernel(const bf16* g, int64_t stride, int n_rows, int 
 }
 
 void check_load_tile() {
-  const int R = 80, C = 136;  // rows of 272 bytes: 16-byte aligned, as cp.async needs
+  const int R = 80, C = 136;  // the buffer: 80 rows of 272 bytes
   const auto h = random_values<bf16>(R * C);
   bf16* g = to_device(h);
   bf16* out = to_device(std::vector<bf16>(LT_ROWS * LT_COLS));
-  struct Case { int r0, c0, n_rows, n_cols; bool vec; };
-  const Case cases[] = {{0, 0, 32, 64, true}, {64, 96, 16, 40, true}, {48, 72, 32, 37, true}, {70, 100, 10, 29, false}, {8, 8, 32, 64, false},
-                        {79, 128, 1, 8, true}, {0, 0, 0, 64, true}};
+  // width: bytes per cp.async, copy_width of the origin and the row stride (0: element by element);
+  // strides of 136 (272 bytes, 16-byte aligned), 132 (264: 8), 130 (260: 4) and 129 (258: 2) elements.
+  struct Case { int r0, c0, n_rows, n_cols, stride; };
+  const Case cases[] = {{0, 0, 32, 64, 136},  {64, 96, 16, 40, 136}, {48, 72, 32, 37, 136}, {70, 100, 10, 29, 136}, {8, 8, 32, 64, 132},
+                        {40, 4, 32, 61, 132}, {8, 2, 32, 64, 130},   {20, 6, 31, 27, 130},  {8, 8, 32, 64, 129},   {79, 128, 1, 8, 136},
+                        {0, 0, 0, 64, 136}};
   for (const Case& c : cases) {
-    load_tile_kernel<<<1, LT_THREADS>>>(g + c.r0 * C + c.c0, C, c.n_rows, c.n_cols, c.vec, out);
-    const std::string name = std::string("load_tile ") + (c.vec ? "cp.async" : "scalar") + " 32x64 at (" + std::to_string(c.r0) + ", " +
-                             std::to_string(c.c0) + "), " + std::to_string(c.n_rows) + " rows x " + std::to_string(c.n_cols) + " cols valid";
+    const bf16* origin = g + c.r0 * c.stride + c.c0;
+    const int width = napkin::copy_width(reinterpret_cast<uintptr_t>(origin) | uint64_t(c.stride) * sizeof(bf16));
+    load_tile_kernel<<<1, LT_THREADS>>>(origin, c.stride, c.n_rows, c.n_cols, width, out);
+    const std::string name = "load_tile " + (width ? std::to_string(width) + "-byte cp.async" : std::string("scalar")) + " 32x64 at (" +
+                             std::to_string(c.r0) + ", " + std::to_string(c.c0) + ") of rows " + std::to_string(c.stride) + " apart, " +
+                             std::to_string(c.n_rows) + " rows x " + std::to_string(c.n_cols) + " cols valid";
     finish(name);
     std::vector<bf16> want(LT_ROWS * LT_COLS);
     for (int r = 0; r < LT_ROWS; ++r)
       for (int k = 0; k < LT_COLS; ++k)
-        want[r * LT_COLS + k] = r < c.n_rows && k < c.n_cols ? h[(c.r0 + r) * C + c.c0 + k] : __float2bfloat16(0.0f);
+        want[r * LT_COLS + k] = r < c.n_rows && k < c.n_cols ? h[(c.r0 + r) * c.stride + c.c0 + k] : __float2bfloat16(0.0f);
     const std::string d = compare_exact(from_device(out, want.size()), want, LT_COLS);
     report(d.empty(), name, d);
   }
+}
+
+// ---- pitch_copy: a dense array into rows padded to 128-byte lines (the repacked GEMM operand) ---
+
+template <class T> void check_pitch_copy(int64_t rows, int64_t cols, int64_t pitch, const char* what) {
+  const auto h = random_values<T>(rows * cols);
+  T* src = to_device(h);
+  std::vector<T> init(rows * pitch, T(-7.0f));  // the pad keeps what it held
+  T* dst = to_device(init);
+  const cudaError_t launched = napkin::pitch_copy(dst, static_cast<const T*>(src), rows, cols, pitch, cudaStream_t{});
+  const std::string name = "pitch_copy " + std::to_string(rows) + " x " + std::to_string(cols) + " " + what + " into rows of " + std::to_string(pitch) +
+                           " elements (the pad left as it was)";
+  finish(name);
+  std::vector<T> want = init;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) want[r * pitch + c] = h[r * cols + c];
+  const std::string d = compare_exact(from_device(dst, want.size()), want, static_cast<int>(pitch));
+  report(launched == cudaSuccess && d.empty(), name, launched == cudaSuccess ? d : cudaGetErrorString(launched));
 }
 
 // ---- the cp.async ring: chunks of a stream through STAGES buffers ------------------------------
@@ -185,7 +209,7 @@ __global__ void cp_async_ring_kernel(const bf16* g, int K, bf16* out) {
   auto issue = [&](int chunk) {  // one commit group per chunk, empty past the end
     if (chunk < chunks) {
       const napkin::SmemTile<bf16, RING_ROWS, RING_COLS, RING_PITCH> t{s[chunk % RING_STAGES]};
-      t.load<RING_THREADS>(napkin::GlobalTile<bf16>{g + chunk * RING_COLS, K, RING_ROWS, min(RING_COLS, K - chunk * RING_COLS)}, true);
+      t.load<RING_THREADS>(napkin::GlobalTile<bf16>{g + chunk * RING_COLS, K, RING_ROWS, min(RING_COLS, K - chunk * RING_COLS)}, 16);
     }
     napkin::cp_async_commit();
   };
@@ -568,6 +592,51 @@ void check_mma_int8() {
       want[m * 16 + n] = s;
     }
   const std::string d = compare_exact(from_device(dc, 256), want, 16);  // integer sums: exact
+  report(d.empty(), name, d);
+}
+
+/** C[16][16] = A[16][64] B^T of an 8-bit float T (A [m][k], B [n][k], K-major in SMEM as the GEMM's
+ *  mma.sync path stages them): the generated m16n8k32 atom (sm_89 on; Hopper converts to f16 for
+ *  HMMA), two n8 atoms per k32 step, fp32 accumulators, frag8.cuh's fragments. */
+template <class T> __global__ void mma_fp8_kernel(const T* a_g, const T* b_g, float* c_out) {
+  __shared__ __align__(16) T sa[16 * I8_PITCH];
+  __shared__ __align__(16) T sb[16 * I8_PITCH];
+  const int lane = threadIdx.x;
+  for (int i = lane; i < 16 * I8_K; i += 32) sa[(i / I8_K) * I8_PITCH + i % I8_K] = a_g[i], sb[(i / I8_K) * I8_PITCH + i % I8_K] = b_g[i];
+  __syncwarp();
+  float c0[4] = {}, c1[4] = {};
+  for (int kk = 0; kk < I8_K; kk += 32) {
+    uint32_t a[4], b[4];
+    napkin::frag_a8(a, sa, I8_PITCH, 0, kk, lane);
+    napkin::frag_b8(b, sb, I8_PITCH, 0, kk, lane);
+    if constexpr (std::is_same_v<T, __nv_fp8_e4m3>) napkin::mma_m16n8k32_fp8e4m3(c0, a, b), napkin::mma_m16n8k32_fp8e4m3(c1, a, b + 2);
+    else napkin::mma_m16n8k32_fp8e5m2(c0, a, b), napkin::mma_m16n8k32_fp8e5m2(c1, a, b + 2);
+  }
+  for (int i = 0; i < 4; ++i) {
+    c_out[acc_row(lane, i) * 16 + acc_col(lane, i)] = c0[i];
+    c_out[acc_row(lane, i) * 16 + 8 + acc_col(lane, i)] = c1[i];
+  }
+}
+
+template <class T> void check_mma_fp8(const char* what) {
+  const std::string name = std::string("mma.sync m16n8k32 ") + what + " x2 x2 (K = 64), fp32 accumulators, fragments by ldmatrix (A [m][k], B [n][k])";
+  int dev = 0, major = 0, minor = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  if (major * 10 + minor < 89) {
+    std::printf("SKIP %s: needs compute capability 8.9 (this GPU: %d.%d)\n", name.c_str(), major, minor);
+    return;
+  }
+  const auto a = random_values<T>(16 * I8_K), b = random_values<T>(16 * I8_K);
+  T* da = to_device(a);
+  T* db = to_device(b);
+  float* dc = to_device(std::vector<float>(256));
+  mma_fp8_kernel<T><<<1, 32>>>(da, db, dc);
+  finish(name);
+  std::vector<double> want, tol;
+  host_gemm(a, b, 16, 16, I8_K, want, tol);  // fp8 products are exact in fp32: the tolerance is the sum's rounding
+  const std::string d = compare_close(from_device(dc, 256), want, tol, 16);
   report(d.empty(), name, d);
 }
 
@@ -1120,7 +1189,11 @@ int main(int argc, char** argv) {
   check_mma_sync<__half, false, false>("fp16");
   check_mma_sync<__half, true, false>("fp16");
   check_mma_sync<__half, false, true>("fp16");
+  check_pitch_copy<bf16>(37, 1001, 1024, "bf16");          // 2002-byte rows into 2048-byte ones
+  check_pitch_copy<__nv_fp8_e4m3>(2100, 4041, 4096, "fp8e4m3");  // more rows than the grid's 2048, a ragged last run
   check_mma_int8();
+  check_mma_fp8<__nv_fp8_e4m3>("fp8e4m3");
+  check_mma_fp8<__nv_fp8_e5m2>("fp8e5m2");
   check_int8_conversions();
   check_acc_to_a_fp8<__nv_fp8_e5m2, false>("fp8e5m2");
   if (napkin::hopper_kernel(reinterpret_cast<const void*>(&tma_kernel))) {

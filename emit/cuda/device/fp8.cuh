@@ -8,7 +8,9 @@
  */
 #pragma once
 #include <cuda_fp8.h>
+#include <cuda_runtime.h>
 
+#include "emit/cuda/device/frag8.cuh"
 #include "emit/cuda/device/numeric.cuh"
 
 namespace napkin {
@@ -34,6 +36,18 @@ template <> __device__ __forceinline__ void store_pair<__nv_fp8_e4m3>(__nv_fp8_e
 template <> __device__ __forceinline__ void store_pair<__nv_fp8_e5m2>(__nv_fp8_e5m2* p, const int64_t x[2], const float v[2], bool second) {
   p[x[0]] = from_f<__nv_fp8_e5m2>(v[0]);
   if (second) p[x[1]] = from_f<__nv_fp8_e5m2>(v[1]);
+}
+
+/** Host side: whether the current device runs mma.sync with 8-bit float operands (compute capability
+ *  8.9 and later, PTX ISA 9.7.14.5.14; the atoms trap before it). Clears the errors it meets. */
+[[maybe_unused]] static inline bool fp8_mma_sync_device() {
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return major * 10 + minor >= 89;
 }
 
 /** The 8-bit kind (cuda_fp8.h) of an fp8 element type. */

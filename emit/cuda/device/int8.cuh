@@ -2,17 +2,14 @@
  *  int8 as a stored element and as an mma.sync operand. Conversions beside numeric.cuh's: to fp32
  *  exactly, from fp32 rounded to nearest even and saturated to [-128, 127] (NaN gives 0), as the
  *  evaluator's round_to_dtype (diagrams/dtype.hpp). Fragments
- *  of mma.sync m16n8k32 .s8 (PTX ISA 9.7.14.5.14) loaded by ldmatrix: a row of 32 int8 is 32
- *  bytes, as a row of 16 16-bit elements is, and the byte layout of each register of the k32 int8
- *  fragments equals that of the k16 16-bit ones, so the 8x8 b16 matrices ldmatrix loads are the
- *  same bytes with the column offsets in int8 elements doubled (no .trans: it transposes 16-bit
- *  elements, so both operands are K-major). Emitted only into files that store int8 arrays
+ *  of mma.sync m16n8k32 .s8 are frag8.cuh's. Emitted only into files that store int8 arrays
  *  (emit/cuda/preamble.hpp), so that the others keep their text; tests/gpu/tiles_test.cu checks it
  *  on the GPU.
  */
 #pragma once
 #include <cstdint>
 
+#include "emit/cuda/device/frag8.cuh"
 #include "emit/cuda/device/mma.cuh"
 #include "emit/cuda/device/numeric.cuh"
 
@@ -39,18 +36,6 @@ template <> __device__ __forceinline__ void store_pair<int8_t>(int8_t* p, const 
 template <int N> __device__ __forceinline__ void fence_regs(int32_t (&r)[N]) {
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i])::"memory");
-}
-
-// Fragments of m16n8k32 .s8: A 16x32 at (m0, k0), registers {a0..a3} = rows g and g + 8 (g = lane
-// / 4) of K bytes 0..15, then of bytes 16..31; B two 32x8 tiles at (k0, n0) and (k0, n0 + 8),
-// registers {b0, b1} of the first then of the second. Rows `pitch` elements apart, 16-byte aligned.
-/** A stored [m][k] (k contiguous). */
-__device__ __forceinline__ void frag_a8(uint32_t a[4], const int8_t* s, int pitch, int m0, int k0, int lane) {
-  ldsm_x4(a, s + (m0 + (lane % 16)) * pitch + k0 + (lane / 16) * 16);
-}
-/** B stored [n][k] (k contiguous). */
-__device__ __forceinline__ void frag_b8(uint32_t b[4], const int8_t* s, int pitch, int n0, int k0, int lane) {
-  ldsm_x4(b, s + (n0 + (lane / 16) * 8 + lane % 8) * pitch + k0 + ((lane / 8) % 2) * 16);
 }
 
 }  // namespace napkin

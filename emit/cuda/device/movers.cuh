@@ -1,6 +1,6 @@
 /** \file movers.cuh
- *  Asynchronous copies global -> SMEM that every target has (sm_80+): 16-byte cp.async with zero
- *  fill, committed and waited for in groups; atomic adds registers -> global memory. The Hopper
+ *  Asynchronous copies global -> SMEM that every target has (sm_80+): 16-, 8- and 4-byte cp.async
+ *  with zero fill, committed and waited for in groups; atomic adds registers -> global memory. The Hopper
  *  movers (TMA) are in tma.cuh.
  */
 #pragma once
@@ -15,6 +15,17 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src, int valid
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(valid_bytes));
 }
+// cp.async of 8 or 4 bytes (cp.async.ca: .cg takes 16 bytes only, PTX ISA 9.7.9.25.3.1), for rows
+// that are not 16-byte aligned; bytes past `valid_bytes` are zero-filled; `src` BYTES-aligned.
+template <int BYTES> __device__ __forceinline__ void cp_async_narrow(void* dst, const void* src, int valid_bytes) {
+  static_assert(BYTES == 4 || BYTES == 8, "cp.async.ca copies 4, 8 or 16 bytes");
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(s), "l"(src), "n"(BYTES), "r"(valid_bytes));
+}
+/** The widest cp.async (16, 8 or 4 bytes) that keeps every access of a tile aligned, from `bits`:
+ *  the OR of its origin's address and its strides in bytes; 0 where not even 4 divides them (the
+ *  tile is then copied element by element). */
+__host__ __device__ __forceinline__ int copy_width(uint64_t bits) { return bits % 16 == 0 ? 16 : bits % 8 == 0 ? 8 : bits % 4 == 0 ? 4 : 0; }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 

@@ -22,6 +22,26 @@ __device__ __forceinline__ void mma_m16n8k32_int8(int32_t c[4], const uint32_t a
                : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
+/** mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 (from the hardware description's [[mma]] table): C += A * B, fp32 C; 8-bit float operands need sm_89 (PTX ISA 9.7.14.5.14): before it, this traps. */
+__device__ __forceinline__ void mma_m16n8k32_fp8e4m3(float c[4], const uint32_t a[4], const uint32_t* b) {
+#if __CUDA_ARCH__ >= 890
+  asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+  __trap();
+#endif
+}
+/** mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e5m2.f32 (from the hardware description's [[mma]] table): C += A * B, fp32 C; 8-bit float operands need sm_89 (PTX ISA 9.7.14.5.14): before it, this traps. */
+__device__ __forceinline__ void mma_m16n8k32_fp8e5m2(float c[4], const uint32_t a[4], const uint32_t* b) {
+#if __CUDA_ARCH__ >= 890
+  asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e5m2.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+  __trap();
+#endif
+}
 }  // namespace napkin
 
 namespace napkin {

@@ -199,8 +199,8 @@ __device__ __forceinline__ void quad_transpose(uint32_t p[4], int lane) {
 }  // namespace napkin
 
 /** \file movers.cuh
- *  Asynchronous copies global -> SMEM that every target has (sm_80+): 16-byte cp.async with zero
- *  fill, committed and waited for in groups; atomic adds registers -> global memory. The Hopper
+ *  Asynchronous copies global -> SMEM that every target has (sm_80+): 16-, 8- and 4-byte cp.async
+ *  with zero fill, committed and waited for in groups; atomic adds registers -> global memory. The Hopper
  *  movers (TMA) are in tma.cuh.
  */
 #include <cstdint>
@@ -214,6 +214,17 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src, int valid
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(valid_bytes));
 }
+// cp.async of 8 or 4 bytes (cp.async.ca: .cg takes 16 bytes only, PTX ISA 9.7.9.25.3.1), for rows
+// that are not 16-byte aligned; bytes past `valid_bytes` are zero-filled; `src` BYTES-aligned.
+template <int BYTES> __device__ __forceinline__ void cp_async_narrow(void* dst, const void* src, int valid_bytes) {
+  static_assert(BYTES == 4 || BYTES == 8, "cp.async.ca copies 4, 8 or 16 bytes");
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(s), "l"(src), "n"(BYTES), "r"(valid_bytes));
+}
+/** The widest cp.async (16, 8 or 4 bytes) that keeps every access of a tile aligned, from `bits`:
+ *  the OR of its origin's address and its strides in bytes; 0 where not even 4 divides them (the
+ *  tile is then copied element by element). */
+__host__ __device__ __forceinline__ int copy_width(uint64_t bits) { return bits % 16 == 0 ? 16 : bits % 8 == 0 ? 8 : bits % 4 == 0 ? 4 : 0; }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
@@ -274,9 +285,10 @@ namespace napkin {
 
 /** Copies a ROWS x COLS tile of T (COLS contiguous in global memory, `stride` elements between
  *  rows) into SMEM rows of PITCH elements, zero-filling rows >= n_rows and columns >= n_cols.
- *  `vec`: 16-byte cp.async (the rows are 16-byte aligned); otherwise element by element. */
+ *  `width`: bytes per cp.async, 16, 8 or 4 (copy_width of the origin and the row stride in bytes:
+ *  every access aligned to it); any other value copies element by element, synchronously. */
 template <int ROWS, int COLS, int PITCH, int THREADS, class T>
-__device__ __forceinline__ void load_tile(T* smem, const T* g, int64_t stride, int n_rows, int n_cols, bool vec) {
+__device__ __forceinline__ void load_tile(T* smem, const T* g, int64_t stride, int n_rows, int n_cols, int width) {
   constexpr int V = 16 / sizeof(T);
   constexpr int CHUNKS = ROWS * COLS / V;
   static_assert(COLS % V == 0, "tile columns must be whole 16-byte vectors");
@@ -284,13 +296,54 @@ __device__ __forceinline__ void load_tile(T* smem, const T* g, int64_t stride, i
   for (int c = threadIdx.x; c < CHUNKS; c += THREADS) {
     const int r = c / (COLS / V), col = (c % (COLS / V)) * V;
     T* dst = smem + r * PITCH + col;
-    if (vec) {
+    if (width == 16) {
       const int valid = r < n_rows ? max(0, min(V, n_cols - col)) : 0;
       cp_async16(dst, valid > 0 ? g + r * stride + col : g, valid * static_cast<int>(sizeof(T)));
+    } else if (width == 8 || width == 4) {
+      const int E = width / static_cast<int>(sizeof(T));  // elements per copy (the width is at least one element: copy_width)
+      for (int p = 0; p < V; p += E) {
+        const int valid = r < n_rows ? max(0, min(E, n_cols - col - p)) : 0;
+        const T* src = valid > 0 ? g + r * stride + col + p : g;
+        if (width == 8) cp_async_narrow<8>(dst + p, src, valid * static_cast<int>(sizeof(T)));
+        else cp_async_narrow<4>(dst + p, src, valid * static_cast<int>(sizeof(T)));
+      }
     } else {
       for (int e = 0; e < V; ++e) dst[e] = (r < n_rows && col + e < n_cols) ? g[r * stride + col + e] : from_f<T>(0.0f);
     }
   }
+}
+
+/** Copies a dense [rows][cols] array of T into rows `pitch` elements apart (pitch >= cols, a
+ *  multiple of 16 bytes; `dst` 16-byte aligned), for TMA where the array's own row stride is not a
+ *  multiple of 16 bytes (lower/gemm_form.hpp repack_pitch). Each thread copies a run of 16 bytes
+ *  of a row: element loads (the source rows have any alignment), one 16-byte store; the rows are
+ *  strided over the grid's y. The pad is not written: TMA reads the copy with its logical extents
+ *  and fills past them with zeros. */
+template <class T> __global__ void pitch_copy_kernel(T* dst, const T* src, int64_t rows, int64_t cols, int64_t pitch) {
+  constexpr int V = 16 / static_cast<int>(sizeof(T));
+  const int64_t runs = (cols + V - 1) / V;
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y)
+    for (int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; j < runs; j += int64_t{gridDim.x} * blockDim.x) {
+      const T* s = src + r * cols + j * V;
+      T* d = dst + r * pitch + j * V;
+      if ((j + 1) * V <= cols) {
+        union { uint4 u; T e[V]; } v;
+#pragma unroll
+        for (int e = 0; e < V; ++e) v.e[e] = s[e];
+        *reinterpret_cast<uint4*>(d) = v.u;
+      } else {
+        for (int64_t e = 0; e < cols - j * V; ++e) d[e] = s[e];
+      }
+    }
+}
+/** Host side: launches pitch_copy_kernel on `stream` (blocks of 256 runs of a row, at most 2048
+ *  rows of blocks); returns the launch's error. */
+template <class T> static cudaError_t pitch_copy(T* dst, const T* src, int64_t rows, int64_t cols, int64_t pitch, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return cudaSuccess;
+  const int64_t runs = (cols + 16 / static_cast<int64_t>(sizeof(T)) - 1) / (16 / static_cast<int64_t>(sizeof(T)));
+  const dim3 grid(static_cast<unsigned>((runs + 255) / 256), static_cast<unsigned>(rows < 2048 ? rows : 2048));
+  pitch_copy_kernel<T><<<grid, 256, 0, stream>>>(dst, src, rows, cols, pitch);
+  return cudaGetLastError();
 }
 
 /** A tile of a global row-major array seen from its origin `p`: `stride` elements between rows;
@@ -307,10 +360,10 @@ template <class T, int ROWS, int COLS, int PITCH> struct SmemTile {
   static_assert(PITCH >= COLS, "a row's pitch holds the row");
   T* p;
   __device__ __forceinline__ T& at(int r, int c) const { return p[r * PITCH + c]; }
-  /** load_tile of `g` by THREADS threads (all of them call it); cp.async when `vec`, then the
-   *  caller commits and waits (movers.cuh). */
-  template <int THREADS> __device__ __forceinline__ void load(const GlobalTile<T>& g, bool vec) const {
-    load_tile<ROWS, COLS, PITCH, THREADS>(p, g.p, g.stride, g.rows, g.cols, vec);
+  /** load_tile of `g` by THREADS threads (all of them call it); cp.async of `width` bytes (16, 8
+   *  or 4; else element by element), then the caller commits and waits (movers.cuh). */
+  template <int THREADS> __device__ __forceinline__ void load(const GlobalTile<T>& g, int width) const {
+    load_tile<ROWS, COLS, PITCH, THREADS>(p, g.p, g.stride, g.rows, g.cols, width);
   }
 };
 
@@ -821,10 +874,10 @@ namespace k_Y {
     const int n_M = static_cast<int>(min(int64_t{T_M}, N_t - o_t)), n_N = static_cast<int>(min(int64_t{T_N}, N_f - o_f));
     const T* g_X = a.X + (o_t) * N_m + 0;  // tile origin
     const int64_t rs_X = int64_t{1} * N_m;  // elements between rows of the tile (t)
-    const bool vec_X = rs_X % 8 == 0 && reinterpret_cast<uintptr_t>(g_X) % 16 == 0;  // 16-byte cp.async
+    const int vec_X = napkin::copy_width(reinterpret_cast<uintptr_t>(g_X) | uint64_t(rs_X) * sizeof(T));  // bytes per cp.async (16, 8, 4; 0: element by element)
     const T* g_W = a.W + (0) * N_f + o_f;  // tile origin
     const int64_t rs_W = int64_t{1} * N_f;  // elements between rows of the tile (m)
-    const bool vec_W = rs_W % 8 == 0 && reinterpret_cast<uintptr_t>(g_W) % 16 == 0;  // 16-byte cp.async
+    const int vec_W = napkin::copy_width(reinterpret_cast<uintptr_t>(g_W) | uint64_t(rs_W) * sizeof(T));  // bytes per cp.async (16, 8, 4; 0: element by element)
     const int64_t chunks = (N_m + T_K - 1) / T_K;
     auto load_chunk = [&](int stage, int64_t o_k) {
       T* s = smem + stage * STAGE_ELEMS;
