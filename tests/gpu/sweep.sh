@@ -49,6 +49,15 @@ add gqa-n4096 "$lib/gqa_attention.napkin" --set b=2 --set g=2 --set r=4 --set q=
 add att-fp16-n1000 "$gpu/attention_fp16.napkin" --set b=1 --set h=2 --set q=1000 --set x=1000
 add mm-1000x1000x1000 "$lib/matmul.napkin" --set a=1000 --set b=1000 --set c=1000
 add mm-777x333x1001 "$lib/matmul.napkin" --set a=777 --set b=333 --set c=1001
+# operands whose rows TMA cannot read in place: repacked for the wgmma path; the mma.sync path reads
+# them in place by 8- or 4-byte cp.async or element by element (session 41)
+add mm-777x333x1001.mma.sync "$lib/matmul.napkin" --set a=777 --set b=333 --set c=1001
+add mm-1000x1002x1000 "$lib/matmul.napkin" --set a=1000 --set b=1002 --set c=1000
+add mm-1000x1002x1000.mma.sync "$lib/matmul.napkin" --set a=1000 --set b=1002 --set c=1000
+add mm-1000x1004x1000.mma.sync "$lib/matmul.napkin" --set a=1000 --set b=1004 --set c=1000
+add gemm-fp8-1000x72x4040 "$root/tests/kernels/gemm_fp8.napkin" --set i=1000 --set j=72 --set k=4040
+add gemm-fp8-1000x72x4040.mma.sync "$root/tests/kernels/gemm_fp8.napkin" --set i=1000 --set j=72 --set k=4040
+add attention-fp8-q260-x1001 "$root/tests/kernels/attention_fp8.napkin" --set b=1 --set h=2 --set q=260 --set x=1001
 add mm-fp16-1000x520x3000 "$gpu/matmul_fp16.napkin" --set a=1000 --set b=520 --set c=3000
 add mm-out-transposed "$gpu/matmul_out_transposed.napkin"
 # two consumer warpgroups taking tiles in turn (warps 8 pingpong), an epilogue input read along both axes
