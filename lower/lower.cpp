@@ -40,20 +40,25 @@ void batch_axes_in_grid(KernelShape& k, const AxisList& batch) {
     if (ap.kind == AxisPlan::Kind::group) k.blocks *= ap.count;
 }
 
+/** The strides of `array` in bytes (dense, in its axis order) of every axis but the innermost,
+ *  innermost first: each the product of the later axes' extents times the element size. */
+std::vector<std::int64_t> row_strides_bytes(const Diagram& d, const KernelShape& k, const std::string& array, const ModelOptions& opt) {
+  const AxisList& axes = *d.array_axes(array);
+  std::vector<std::int64_t> out;
+  std::int64_t stride = dtype_bits(storage_dtype(d, array, opt)) / 8;
+  for (std::size_t i = axes.size(); i-- > 1;) out.push_back(stride *= k.axes.at(axes[i]).extent);
+  return out;
+}
+
 /** Why TMA cannot describe one of `arrays` at the kernel's sizes (empty when it can): a tensor
  *  map's strides must be multiples of 16 bytes (CUDA driver API, cuTensorMapEncodeTiled), and each
  *  stride is the product of the later axes' extents times the element size. The launcher checks
  *  the same at run time with the pointers (emit/cuda/preamble.cpp make_tmap); lowering decides it
  *  from the sizes, so that the model prices the variant that runs. */
 std::string tma_stride_problem(const Diagram& d, const KernelShape& k, const std::vector<std::string>& arrays, const ModelOptions& opt) {
-  for (const auto& a : arrays) {
-    const AxisList& axes = *d.array_axes(a);
-    std::int64_t stride = dtype_bits(storage_dtype(d, a, opt)) / 8;
-    for (std::size_t i = axes.size(); i-- > 1;) {
-      stride *= k.axes.at(axes[i]).extent;
+  for (const auto& a : arrays)
+    for (const std::int64_t stride : row_strides_bytes(d, k, a, opt))
       if (stride % 16 != 0) return "a row stride of " + a + " is " + std::to_string(stride) + " bytes, not a multiple of 16 (TMA)";
-    }
-  }
   return {};
 }
 
@@ -72,12 +77,8 @@ void repack_operands(KernelSpec& s, const Diagram& d, const std::vector<std::str
  *  none does: the copy width emit/cuda/device/movers.cuh copy_width finds at run time for an array
  *  whose base address is 16-byte aligned (cudaMalloc's are 256-byte aligned). */
 int copy_width_bytes(const Diagram& d, const KernelShape& k, const std::string& array, const ModelOptions& opt) {
-  const AxisList& axes = *d.array_axes(array);
-  std::int64_t stride = dtype_bits(storage_dtype(d, array, opt)) / 8, bits = 0;
-  for (std::size_t i = axes.size(); i-- > 1;) {
-    stride *= k.axes.at(axes[i]).extent;
-    bits |= stride;
-  }
+  std::int64_t bits = 0;
+  for (const std::int64_t stride : row_strides_bytes(d, k, array, opt)) bits |= stride;
   return bits % 16 == 0 ? 16 : bits % 8 == 0 ? 8 : bits % 4 == 0 ? 4 : 0;
 }
 

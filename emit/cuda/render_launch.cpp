@@ -35,6 +35,15 @@ void rows_launch(Code& l, const AxisList& rows, std::int64_t rows_per_block, con
   grid_launch(l, "(" + rows_total + " + " + std::to_string(rows_per_block) + " - 1) / " + std::to_string(rows_per_block), ns, dynamic_smem);
 }
 
+namespace {
+/** Host expression of the bytes between the rows of a repacked copy of an array with axes `ax` of
+ *  dtype `t`: its innermost extent in bytes rounded up to whole 128-byte lines (lower.hpp
+ *  repack_pitch_bytes, at the run's sizes). */
+std::string repack_pitch_expr(const AxisList& ax, DType t) {
+  return "(static_cast<uint64_t>(a.N_" + ax.back() + ") * " + std::to_string(dtype_bits(t) / 8) + " + 127) / 128 * 128";
+}
+}  // namespace
+
 std::string tma_launch(const Context& c, const std::string& ns, const std::vector<TmaOperand>& ops, DType dtype, const std::string& fallback,
                        const std::string& condition, const std::string& grid, const std::string& extra_args) {
   Code l;
@@ -54,7 +63,7 @@ std::string tma_launch(const Context& c, const std::string& ns, const std::vecto
     if (!op.repack.empty()) {  // the copy with rows padded to 128-byte lines (lower/gemm_form.hpp repack_pitch)
       std::string rows = "int64_t{1}";
       for (std::size_t i = 0; i + 1 < ax.size(); ++i) rows += " * a.N_" + ax[i];
-      l.line("const uint64_t " + pitch + " = (static_cast<uint64_t>(a.N_" + ax.back() + ") * " + esize + " + 127) / 128 * 128;  // bytes between the copy's rows");
+      l.line("const uint64_t " + pitch + " = " + repack_pitch_expr(ax, t) + ";  // bytes between the copy's rows");
       l.line("if (use_wgmma) NAPKIN_CUDA(napkin::pitch_copy(a." + op.repack + ", a." + op.array + ", " + rows + ", a.N_" + ax.back() + ", static_cast<int64_t>(" +
              pitch + " / " + esize + "), stream));");
     }
@@ -141,8 +150,7 @@ std::vector<WorkspaceBuffer> repack_buffers(const Context& c, const KernelChoice
   std::vector<WorkspaceBuffer> out;
   for (const auto& r : kc.cost.spec->repacks) {
     const AxisList& ax = c.axes(r.array);
-    const std::string esize = std::to_string(dtype_bits(c.dtype(r.array)) / 8);
-    std::string bytes = "(static_cast<size_t>(a.N_" + ax.back() + ") * " + esize + " + 127) / 128 * 128";  // as the launch's pitch_<array>
+    std::string bytes = repack_pitch_expr(ax, c.dtype(r.array));  // as the launch's pitch_<array>
     for (std::size_t i = 0; i + 1 < ax.size(); ++i) bytes += " * static_cast<size_t>(a.N_" + ax[i] + ")";
     out.push_back({repack_buffer(kc, r.array), c.ctype_of(r.array), bytes, r.array + " with rows padded to 128-byte lines for TMA (" + r.why + ")"});
   }
