@@ -160,11 +160,15 @@ void issue_tiles(const BwdKernel& b, const BwdAtoms& at) {
     if (!t.node) continue;
     const std::string &R = t.resident, &C = t.streamed;
     k.line("// contract(" + R + ", " + C + "; " + t.c + "): " + t.s->name + "^T = " + R + " " + C + "^T, both K-major in SMEM");
+    // descriptors at the warpgroup's rows and the stage once; k steps advance them by constants (wgmma.cuh desc_advance)
+    const std::string dr = "dr_" + t.s->name, dc = "dc_" + t.s->name;
+    k.line("const uint64_t " + dr + " = napkin::smem_desc(smem + OFF_" + R + " + cw * 64 * 128, 16, 1024), " + dc + " = napkin::smem_desc(smem + OFF_" + C +
+           " + s * B_" + C + ", 16, 1024);");
     k.line("#pragma unroll");
     k.line("for (int kk = 0; kk < W_" + R + "; kk += 16)");
-    k.line("  " + at.tile_fn + "<0, 0>(" + acc_view("t_" + t.s->name, "T_Q") + ", napkin::smem_desc(smem + OFF_" + R +
-           " + (kk / 64) * T_X * 128 + cw * 64 * 128 + (kk % 64) * static_cast<int>(sizeof(T)), 16, 1024),");
-    k.line("      napkin::smem_desc(smem + OFF_" + C + " + s * B_" + C + " + (kk / 64) * T_Q * 128 + (kk % 64) * static_cast<int>(sizeof(T)), 16, 1024), kk > 0);");
+    k.line("  " + at.tile_fn + "<0, 0>(" + acc_view("t_" + t.s->name, "T_Q") + ", napkin::desc_advance(" + dr +
+           ", (kk / 64) * T_X * 128 + (kk % 64) * static_cast<int>(sizeof(T))),");
+    k.line("      napkin::desc_advance(" + dc + ", (kk / 64) * T_Q * 128 + (kk % 64) * static_cast<int>(sizeof(T))), kk > 0);");
     k.line("napkin::wgmma_commit();");
   }
 }
@@ -182,9 +186,11 @@ void accumulate(const BwdKernel& b, const BwdAtoms& at, const BwdOutput& o) {
   k.close();
   k.line("napkin::fence_regs(" + acc + ");");
   k.line("napkin::wgmma_fence();");
+  const std::string dc = "dc_" + o.out->name;
+  k.line("const uint64_t " + dc + " = napkin::smem_desc(smem + OFF_" + C + " + s * B_" + C + ", T_Q * 128, 1024);");
   k.line("#pragma unroll");
   k.line("for (int kk = 0; kk < T_Q / 16; ++kk)");
-  k.line("  " + at.out_fn.at(o.E) + "<1>(" + acc + ", " + pa + "[kk], napkin::smem_desc(smem + OFF_" + C + " + s * B_" + C + " + kk * 16 * 128, T_Q * 128, 1024));");
+  k.line("  " + at.out_fn.at(o.E) + "<1>(" + acc + ", " + pa + "[kk], napkin::desc_advance(" + dc + ", kk * 16 * 128));");
   k.line("napkin::wgmma_commit();");
 }
 

@@ -74,13 +74,15 @@ WgmmaAtoms::WgmmaAtoms(const MmaShape& mma, const FlashForm& f)
 
 void WgmmaAtoms::pv(Code& k, const std::string& stage) const {
   const std::string ks = std::to_string(k_step);
+  // the stage's descriptor once; each k step advances it by a constant (wgmma.cuh desc_advance)
+  k.line("const uint64_t dV = napkin::smem_desc(smem + OFF_V + " + stage + " * V_BYTES, " + (v_x_inner ? "16" : "T_X * 128") + ", 1024);");
   k.line("#pragma unroll");
   k.line("for (int kk = 0; kk < T_X / " + ks + "; ++kk)");
   if (v_x_inner)  // V [T_X / row blocks][D_V rows][row]: K-major, a k step advances k_step elements inside the swizzle row
-    k.line("  " + o_name + "<0>(O_reg, P_reg[kk], napkin::smem_desc(smem + OFF_V + " + stage + " * V_BYTES + (kk * " + ks + " / " + std::to_string(row) +
-           ") * D_V * 128 + (kk * " + ks + " % " + std::to_string(row) + ")" + (esize == 1 ? "" : " * " + std::to_string(esize)) + ", 16, 1024));");
+    k.line("  " + o_name + "<0>(O_reg, P_reg[kk], napkin::desc_advance(dV, (kk * " + ks + " / " + std::to_string(row) + ") * D_V * 128 + (kk * " + ks +
+           " % " + std::to_string(row) + ")" + (esize == 1 ? "" : " * " + std::to_string(esize)) + "));");
   else  // V [D_V / 64 blocks][T_X rows][64]: N-major (transposed B), a k16 step is 16 rows of 128 bytes
-    k.line("  " + o_name + "<1>(O_reg, P_reg[kk], napkin::smem_desc(smem + OFF_V + " + stage + " * V_BYTES + kk * 16 * 128, T_X * 128, 1024));");
+    k.line("  " + o_name + "<1>(O_reg, P_reg[kk], napkin::desc_advance(dV, kk * 16 * 128));");
   k.line("napkin::wgmma_commit();");
 }
 
@@ -95,10 +97,11 @@ void WgmmaAtoms::issue(Code& k, bool first) const {
   k.line("napkin::fence_regs(S_reg);");
   k.line("napkin::fence_regs(O_reg);");
   k.line("napkin::wgmma_fence();");
+  k.line("const uint64_t dQ = napkin::smem_desc(smem + cw * 64 * 128, 16, 1024), dK = napkin::smem_desc(smem + OFF_K + s * K_BYTES, 16, 1024);");
   k.line("#pragma unroll");
   k.line("for (int kk = 0; kk < D_K; kk += " + ks + ")");
-  k.line("  " + s_name + "<0, 0>(S_reg, napkin::smem_desc(smem + (kk / " + rs + ") * T_Q * 128 + cw * 64 * 128 + (kk % " + rs + ")" + es + ", 16, 1024),");
-  k.line("      napkin::smem_desc(smem + OFF_K + s * K_BYTES + (kk / " + rs + ") * T_X * 128 + (kk % " + rs + ")" + es + ", 16, 1024), kk > 0);");
+  k.line("  " + s_name + "<0, 0>(S_reg, napkin::desc_advance(dQ, (kk / " + rs + ") * T_Q * 128 + (kk % " + rs + ")" + es + "),");
+  k.line("      napkin::desc_advance(dK, (kk / " + rs + ") * T_X * 128 + (kk % " + rs + ")" + es + "), kk > 0);");
   k.line("napkin::wgmma_commit();");
   if (!first) pv(k, "sp");
   k.line("if (CONSUMERS == 2) napkin::named_arrive(2 - cw, 256);  // the other warpgroup's turn");

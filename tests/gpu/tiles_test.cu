@@ -183,18 +183,20 @@ void check_load_tile() {
 
 // ---- pitch_copy: a dense array into rows padded to 128-byte lines (the repacked GEMM operand) ---
 
-template <class T> void check_pitch_copy(int64_t rows, int64_t cols, int64_t pitch, const char* what) {
-  const auto h = random_values<T>(rows * cols);
-  T* src = to_device(h);
+/** `lead` elements of the allocation before the array: a source starting off a 16-byte boundary
+ *  (the copy's aligned 16-byte loads must stay inside the array: memcheck over this test). */
+template <class T> void check_pitch_copy(int64_t rows, int64_t cols, int64_t pitch, const char* what, int64_t lead = 0) {
+  const auto h = random_values<T>(rows * cols + lead);
+  T* src = to_device(h) + lead;
   std::vector<T> init(rows * pitch, T(-7.0f));  // the pad keeps what it held
   T* dst = to_device(init);
   const cudaError_t launched = napkin::pitch_copy(dst, static_cast<const T*>(src), rows, cols, pitch, cudaStream_t{});
   const std::string name = "pitch_copy " + std::to_string(rows) + " x " + std::to_string(cols) + " " + what + " into rows of " + std::to_string(pitch) +
-                           " elements (the pad left as it was)";
+                           " elements, " + std::to_string(lead) + " elements into its allocation (the pad left as it was)";
   finish(name);
   std::vector<T> want = init;
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) want[r * pitch + c] = h[r * cols + c];
+    for (int64_t c = 0; c < cols; ++c) want[r * pitch + c] = h[lead + r * cols + c];
   const std::string d = compare_exact(from_device(dst, want.size()), want, static_cast<int>(pitch));
   report(launched == cudaSuccess && d.empty(), name, launched == cudaSuccess ? d : cudaGetErrorString(launched));
 }
@@ -933,6 +935,46 @@ template <class T, int MODE> void check_wgmma(const char* what) {
   report(d.empty(), name, d);
 }
 
+// ---- sm_90a: wgmma descriptors advanced by an add (wgmma.cuh desc_advance) ----------------------
+
+constexpr int DESC_CASES = 6;
+/** For each case: desc_advance of the descriptor at an SMEM offset, and the descriptor built at
+ *  offset + bytes; both written out (their 64 bits must agree). */
+__global__ void desc_kernel(const int (*cases)[2], unsigned long long* out) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ unsigned char raw[];
+  unsigned char* smem = smem_aligned_1024(raw);
+  for (int i = 0; i < DESC_CASES; ++i) {
+    const int at = cases[i][0], bytes = cases[i][1];
+    const unsigned lbo = i % 2 ? 16u : 8192u;  // K-major, MN-major
+    out[2 * i] = napkin::desc_advance(napkin::smem_desc(smem + at, lbo, 1024), bytes);
+    out[2 * i + 1] = napkin::smem_desc(smem + at + bytes, lbo, 1024);
+  }
+#endif
+}
+
+void check_desc_advance() {
+  // (offset, advance) in bytes: k steps inside a swizzle row, stages, a warpgroup's rows, up to the 200 KB mark
+  const std::vector<int> flat = {0, 32, 1024, 96, 8192, 16384 + 64, 0, 3 * 65536, 128, 16 * 128, 65536, 131072 + 4096};
+  int (*cases)[2] = nullptr;
+  unsigned long long* out = nullptr;
+  cudaMalloc(&cases, sizeof(int) * flat.size());
+  cudaMalloc(&out, sizeof(unsigned long long) * 2 * DESC_CASES);
+  cudaMemcpy(cases, flat.data(), sizeof(int) * flat.size(), cudaMemcpyHostToDevice);
+  cudaFuncSetAttribute(desc_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024 + 1024);
+  desc_kernel<<<1, 1, 200 * 1024 + 1024>>>(cases, out);
+  const std::string name = "wgmma descriptors: desc_advance(smem_desc(p), n) equals smem_desc(p + n), 6 offsets up to 200 KB";
+  finish(name);
+  std::vector<unsigned long long> got(2 * DESC_CASES);
+  cudaMemcpy(got.data(), out, sizeof(unsigned long long) * got.size(), cudaMemcpyDeviceToHost);
+  std::string d;
+  for (int i = 0; i < DESC_CASES; ++i)
+    if (got[2 * i] != got[2 * i + 1]) d += "case " + std::to_string(i) + ": " + std::to_string(got[2 * i]) + " != " + std::to_string(got[2 * i + 1]) + "; ";
+  report(d.empty() && got[1] != 0, name, d);
+  cudaFree(cases);
+  cudaFree(out);
+}
+
 // ---- sm_90a: TMA 2-D box with out-of-bounds zero fill -----------------------------------------
 
 constexpr int BOX_ROWS = 32, BOX_COLS = 64;
@@ -1191,6 +1233,9 @@ int main(int argc, char** argv) {
   check_mma_sync<__half, false, true>("fp16");
   check_pitch_copy<bf16>(37, 1001, 1024, "bf16");          // 2002-byte rows into 2048-byte ones
   check_pitch_copy<__nv_fp8_e4m3>(2100, 4041, 4096, "fp8e4m3");  // more rows than the grid's 2048, a ragged last run
+  check_pitch_copy<__nv_fp8_e4m3>(7, 1000, 1024, "fp8e4m3", 3);  // every row's runs off 16 bytes; the first and last words outside the array
+  check_pitch_copy<bf16>(5, 72, 128, "bf16", 1);                  // rows of 144 bytes from an odd 2-byte offset
+  check_pitch_copy<bf16>(3, 9, 64, "bf16");                       // one whole run a row, then a ragged one
   check_mma_int8();
   check_mma_fp8<__nv_fp8_e4m3>("fp8e4m3");
   check_mma_fp8<__nv_fp8_e5m2>("fp8e5m2");
@@ -1205,6 +1250,7 @@ int main(int argc, char** argv) {
     check_wgmma_fp8<__nv_fp8_e5m2>("fp8e5m2");
     check_wgmma_int8();
     check_acc_to_a_fp8<__nv_fp8_e4m3, true>("fp8e4m3");
+    check_desc_advance();
     check_tma();
     check_tma_store();
     check_stmatrix();

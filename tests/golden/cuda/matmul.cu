@@ -313,24 +313,52 @@ __device__ __forceinline__ void load_tile(T* smem, const T* g, int64_t stride, i
   }
 }
 
+/** 16 bytes starting `off` (0..15) bytes into the 32 held by `lo` and `hi` (consecutive aligned
+ *  16-byte words, lowest byte first): selects by 8 and 4 bytes, then a funnel shift by off % 4 bytes. */
+__device__ __forceinline__ uint4 bytes_at(const uint4& lo, const uint4& hi, unsigned off) {
+  const uint32_t w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+  uint32_t a[6], b[5];
+#pragma unroll
+  for (int i = 0; i < 6; ++i) a[i] = (off & 8) ? w[i + 2] : w[i];  // words from off / 8 * 2
+#pragma unroll
+  for (int i = 0; i < 5; ++i) b[i] = (off & 4) ? a[i + 1] : a[i];  // and one more where off % 8 >= 4
+  const unsigned sh = (off & 3) * 8;
+  return make_uint4(__funnelshift_r(b[0], b[1], sh), __funnelshift_r(b[1], b[2], sh), __funnelshift_r(b[2], b[3], sh), __funnelshift_r(b[3], b[4], sh));
+}
+
 /** Copies a dense [rows][cols] array of T into rows `pitch` elements apart (pitch >= cols, a
  *  multiple of 16 bytes; `dst` 16-byte aligned), for TMA where the array's own row stride is not a
  *  multiple of 16 bytes (lower/gemm_form.hpp repack_pitch). Each thread copies a run of 16 bytes
- *  of a row: element loads (the source rows have any alignment), one 16-byte store; the rows are
- *  strided over the grid's y. The pad is not written: TMA reads the copy with its logical extents
- *  and fills past them with zeros. */
+ *  of a row with one 16-byte store. Its loads: one aligned 16-byte load where the run is aligned,
+ *  else the two aligned 16-byte words around it, shifted into place (bytes_at), so that a warp
+ *  touches each 128-byte line of its rows about once; element loads only where those words would
+ *  reach outside the array (its first and last bytes) and for a row's ragged last run. (Element
+ *  loads throughout took fp8 attention's 33 MB copy 34 us: one L1 wavefront per line per byte
+ *  loaded; session 41.) The rows are strided over the grid's y. The pad is not written: TMA reads
+ *  the copy with its logical extents and fills past them with zeros. */
 template <class T> __global__ void pitch_copy_kernel(T* dst, const T* src, int64_t rows, int64_t cols, int64_t pitch) {
   constexpr int V = 16 / static_cast<int>(sizeof(T));
   const int64_t runs = (cols + V - 1) / V;
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(src), end = reinterpret_cast<uintptr_t>(src + rows * cols);
   for (int64_t r = blockIdx.y; r < rows; r += gridDim.y)
     for (int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; j < runs; j += int64_t{gridDim.x} * blockDim.x) {
       const T* s = src + r * cols + j * V;
       T* d = dst + r * pitch + j * V;
       if ((j + 1) * V <= cols) {
-        union { uint4 u; T e[V]; } v;
+        const uintptr_t at = reinterpret_cast<uintptr_t>(s);
+        const unsigned off = static_cast<unsigned>(at % 16);
+        const uintptr_t base = at - off;
+        if (off == 0) {
+          *reinterpret_cast<uint4*>(d) = __ldg(reinterpret_cast<const uint4*>(s));
+        } else if (base >= begin && base + 32 <= end) {
+          const uint4* w = reinterpret_cast<const uint4*>(base);
+          *reinterpret_cast<uint4*>(d) = bytes_at(__ldg(w), __ldg(w + 1), off);
+        } else {
+          union { uint4 u; T e[V]; } v;
 #pragma unroll
-        for (int e = 0; e < V; ++e) v.e[e] = s[e];
-        *reinterpret_cast<uint4*>(d) = v.u;
+          for (int e = 0; e < V; ++e) v.e[e] = s[e];
+          *reinterpret_cast<uint4*>(d) = v.u;
+        }
       } else {
         for (int64_t e = 0; e < cols - j * V; ++e) d[e] = s[e];
       }
@@ -733,6 +761,17 @@ namespace napkin {
 __device__ __forceinline__ uint64_t smem_desc(const void* p, unsigned lbo, unsigned sbo) {
   return static_cast<uint64_t>((smem_u32(p) & 0x3FFFF) >> 4) | static_cast<uint64_t>((lbo >> 4) & 0x3FFF) << 16 |
          static_cast<uint64_t>((sbo >> 4) & 0x3FFF) << 32 | uint64_t{1} << 62;
+}
+/** `desc` (smem_desc) moved `bytes` further into the same SMEM tile: its start-address field (bits
+ *  0-13, the shared-window address / 16; PTX ISA 9.7.15.5.1.2.2) advanced by one 32-bit add on the
+ *  low word, as CUTLASS's descriptor iterator does. Descriptors of a tile's k steps and stages are
+ *  then one integer add each from a base the loop computes once, not a mask, shift and or per wgmma
+ *  (measured: those took 95 uniform-datapath instructions per warp and chunk of the fp8 flash form).
+ *  `bytes`: a multiple of 16, >= 0; the address stays inside the 256 KB shared window, so the field
+ *  never carries into the leading-offset field above it. */
+__device__ __forceinline__ uint64_t desc_advance(uint64_t desc, int bytes) {
+  const uint32_t lo = static_cast<uint32_t>(desc) + (static_cast<uint32_t>(bytes) >> 4);
+  return (desc & 0xFFFFFFFF00000000ull) | lo;
 }
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
