@@ -119,7 +119,9 @@ double elements_of(const AxisList& axes, const SizeMap& sizes) {
 
 std::optional<MapWork> map_work(Op op) {
   switch (op) {
-    case Op::exp: case Op::log: case Op::tanh: case Op::sigmoid: case Op::silu: case Op::rsqrt: case Op::sqrt: return MapWork{1, 1};
+    case Op::exp: case Op::log: case Op::tanh: case Op::rsqrt: case Op::sqrt: return MapWork{1, 1};
+    case Op::sigmoid: return MapWork{3, 2};
+    case Op::silu: return MapWork{4, 2};
     case Op::erf: return MapWork{64, 1};
     case Op::gelu: return MapWork{42, 2};
     case Op::gelu_tanh: return MapWork{10, 2};

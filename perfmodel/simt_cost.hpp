@@ -54,8 +54,11 @@ namespace napkin {
  *  - gelu: numeric.cuh's erfc form: 17 FMA-pipe instructions (9 of the polynomial) and a compare and
  *    select, 42 FLOPs; rcp and ex2, 2 MUFU;
  *  - gelu_tanh: x / (1 + 2^(-2u log2 e)): 5 FMA-pipe instructions, 10 FLOPs; ex2 and rcp, 2 MUFU;
- *  - exp, log, tanh, sigmoid, silu, rsqrt, sqrt: 1 FLOP and 1 MUFU (the MUFU op and its scaling;
- *    sigmoid and silu issue a second MUFU op, rcp, not counted here: [EST], see docs/cost-model.md).
+ *  - exp, log, tanh, rsqrt, sqrt: 1 FLOP and 1 MUFU (the MUFU op and its scaling);
+ *  - sigmoid: numeric.cuh's 1 / (1 + exp(-x)) by __expf and __fdividef: ex2 and rcp, 2 MUFU; the
+ *    exponent's scale, the add and the quotient's multiply, 3 FLOPs; silu (x sigmoid(x)) one more
+ *    multiply, 4 FLOPs. (Counted as one MUFU op before session 42: sigmoid attention priced -16%,
+ *    tests/model/ledger-h200.tsv.)
  *  Returns nullopt for any other operation. */
 struct MapWork {
   double fp32_flops = 0, sfu_ops = 0;  ///< per element
