@@ -888,7 +888,6 @@ class KernelModel {
     return !warp_axis_.empty() && std::find(ax.begin(), ax.end(), warp_axis_) != ax.end();
   }
 
-  /** A gemm kernel on the wgmma path (lowering's sm_90a variant of the gemm strategy). */
   /** KernelCost::t_scalar_staging: the mma.sync GEMM's operand tiles that load_tile copies element
    *  by element (emit/cuda/device/tiles.cuh: 16 bytes of elements a thread, then their SMEM stores,
    *  which the compiler keeps behind the loads, THREADS-strided over the tile). */
@@ -919,12 +918,13 @@ class KernelModel {
   void repack_terms() {
     for (const auto& r : spec_.repacks) {
       const AxisList& ax = axes_of(r.array);
-      const double element = bytes_of(storage_dtype(d_, r.array, opt_)), inner = static_cast<double>(sizes_.at(ax.back()));
-      const double rows = elements(ax) / inner;
-      c_.t_repack += (rows * inner * element + rows * static_cast<double>(r.pitch)) / hw_.hbm.bandwidth_bytes_per_s + hw_.launch_overhead_s;
+      const double rows = elements(ax) / static_cast<double>(sizes_.at(ax.back()));  // read whole, written in rows of `pitch` bytes
+      c_.t_repack += (elements(ax) * bytes_of(storage_dtype(d_, r.array, opt_)) + rows * static_cast<double>(r.pitch)) / hw_.hbm.bandwidth_bytes_per_s +
+                     hw_.launch_overhead_s;
     }
   }
 
+  /** A gemm kernel on the wgmma path (lowering's sm_90a variant of the gemm strategy). */
   bool gemm_on_wgmma() const { return spec_.strategy == Strategy::gemm && spec_.wgmma; }
 
   /** The L2 -> SMEM rate of this kernel (bytes/s, whole GPU): TMA's bulk rate on the wgmma GEMM
