@@ -76,7 +76,10 @@ void print_cost_table(const SearchResult& r, const Hardware& hw) {
           fmt::format("{} stages, each refilled one load round trip after its MMAs{}, overlapped", c.spec->wgmma_stages,
                       c.cluster > 1 ? " and the cluster's lockstep" : ""));
       row("ring fill", "", c.t_fill, "the first stage's load round trip and its bytes landing at one SM's share of the L2 rate, not overlapped");
-    } else if (c.t_fill > 0)
+    } else if (c.t_fill > 0 && c.spec && c.spec->rows)
+      row("loads' start", fmt::format("{:.2g} us", hw.loaded_latency_s() * 1e6), c.t_fill,
+          "the first round of loads lands one loaded HBM round trip after the start: added to the bandwidth terms");
+    else if (c.t_fill > 0)
       row("blocks' start", fmt::format("{:.2g} us/block", hw.loaded_latency_s() * 1e6), c.t_fill,
           "each block waits a loaded HBM round trip for Q and its first K chunk, not overlapped");
     if (c.imbalance > 1)

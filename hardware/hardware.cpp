@@ -277,8 +277,10 @@ std::string format_hardware(const Hardware& h, const std::string& header) {
   out += "\n[hbm]\ncapacity_bytes = " + integer(h.hbm.capacity_bytes) + "\nbandwidth_bytes_per_s = " + num(h.hbm.bandwidth_bytes_per_s) + "\n";
   if (h.hbm_latency_s > 0) out += "latency_s = " + num(h.hbm_latency_s) + "\n";
   if (h.hbm_loaded_latency_s > 0) out += "loaded_latency_s = " + num(h.hbm_loaded_latency_s) + "\n";
+  if (h.rows_hbm_fraction > 0) out += "rows_fraction = " + num(h.rows_hbm_fraction) + "\n";
   out += "\n[l2]\ncapacity_bytes = " + integer(h.l2.capacity_bytes) + "\nbandwidth_bytes_per_s = " + num(h.l2.bandwidth_bytes_per_s) + "\n";
   if (h.l2_bulk_bandwidth_bytes_per_s > 0) out += "bulk_bandwidth_bytes_per_s = " + num(h.l2_bulk_bandwidth_bytes_per_s) + "\n";
+  if (h.l2_bulk_sm_bandwidth_bytes_per_s > 0) out += "bulk_sm_bandwidth_bytes_per_s = " + num(h.l2_bulk_sm_bandwidth_bytes_per_s) + "\n";
   if (h.l2_loaded_latency_s > 0) out += "loaded_latency_s = " + num(h.l2_loaded_latency_s) + "\n";
   if (h.l2_atomic_bandwidth_bytes_per_s > 0) out += "atomic_bandwidth_bytes_per_s = " + num(h.l2_atomic_bandwidth_bytes_per_s) + "\n";
   if (h.l2_reread_capacity_bytes > 0) out += "reread_capacity_bytes = " + integer(h.l2_reread_capacity_bytes) + "\n";

@@ -81,6 +81,11 @@ struct Hardware {
    *  l2_bulk_read; before session 33 each block read distinct chunks); the rate of the wgmma
    *  GEMM's L2 -> SMEM term. 0 when not known: l2.bandwidth_bytes_per_s applies. */
   double l2_bulk_bandwidth_bytes_per_s = 0;
+  /** The most one SM's TMA loads land from L2 (bytes/s, one SM; l2.bulk_sm_bandwidth_bytes_per_s,
+   *  a fit: the TOML gives its data): a wgmma GEMM of fewer tiles than SMs lands
+   *  min(l2_bulk_bandwidth_bytes_per_s, tiles x this). 0 when not known: each SM lands its share
+   *  of the whole device's rate, l2_bulk_bandwidth_bytes_per_s / sm_count. */
+  double l2_bulk_sm_bandwidth_bytes_per_s = 0;
   /** Round trip of one TMA load that hits in L2 while every SM keeps its ring of loads in flight
    *  (seconds; l2.loaded_latency_s): from the producer's issue to the bytes landed in SMEM. Read
    *  by the wgmma GEMM's ring term (perfmodel/cost.cpp gemm_ring_terms); 0: unknown (the ring is
@@ -127,6 +132,10 @@ struct Hardware {
    *  hbm.loaded_latency_s): queueing in L2 and HBM makes it several times the unloaded latency.
    *  Read by the rows kernel's price (perfmodel/rows_cost.hpp); 0: unknown (latency_s applies). */
   double hbm_loaded_latency_s = 0;
+  /** The share of the HBM copy bandwidth a rows kernel (lower/rows_form.hpp: teams walking rows
+   *  twice, then storing) sustains once its loads flow (hbm.rows_fraction, a fit: the TOML gives
+   *  its data); 0: the whole copy bandwidth. Read by perfmodel/rows_cost.hpp. */
+  double rows_hbm_fraction = 0;
   std::map<DType, double> tensor_flops_per_s;  ///< dense, fp32 accumulate; absent: no tensor cores
   bool cp_async = false, tma = false, wgmma = false;
   /** Thread-block clusters whose blocks TMA can multicast one load into (features.clusters; optional, default false. sm_90+: CUDA C++

@@ -34,12 +34,15 @@ constexpr Field<H> kHbm[] = {
     {"bandwidth_bytes_per_s", Type::real, true, kMinRate, kRate, false, "bytes/s", [](H& h, const V& v) { h.hbm.bandwidth_bytes_per_s = v.number; }},
     {"latency_s", Type::real, false, 0, 1, true, "s", [](H& h, const V& v) { h.hbm_latency_s = v.number; }},
     {"loaded_latency_s", Type::real, false, 0, 1, true, "s", [](H& h, const V& v) { h.hbm_loaded_latency_s = v.number; }},
+    {"rows_fraction", Type::real, false, kMinShare, 1, false, "fraction of the HBM bandwidth", [](H& h, const V& v) { h.rows_hbm_fraction = v.number; }},
 };
 constexpr Field<H> kL2[] = {
     {"capacity_bytes", Type::integer, true, 1, kDeviceBytes, false, "bytes", [](H& h, const V& v) { h.l2.capacity_bytes = v.number; }},
     {"bandwidth_bytes_per_s", Type::real, true, kMinRate, kRate, false, "bytes/s", [](H& h, const V& v) { h.l2.bandwidth_bytes_per_s = v.number; }},
     {"bulk_bandwidth_bytes_per_s", Type::real, false, kMinRate, kRate, false, "bytes/s",
      [](H& h, const V& v) { h.l2_bulk_bandwidth_bytes_per_s = v.number; }},
+    {"bulk_sm_bandwidth_bytes_per_s", Type::real, false, kMinRate / 1000, kRate, false, "bytes/s",
+     [](H& h, const V& v) { h.l2_bulk_sm_bandwidth_bytes_per_s = v.number; }},
     {"loaded_latency_s", Type::real, false, 0, 1, true, "s", [](H& h, const V& v) { h.l2_loaded_latency_s = v.number; }},
     {"atomic_bandwidth_bytes_per_s", Type::real, false, kMinRate, kRate, false, "bytes/s",
      [](H& h, const V& v) { h.l2_atomic_bandwidth_bytes_per_s = v.number; }},

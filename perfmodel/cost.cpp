@@ -114,7 +114,7 @@ class KernelModel {
 
   /** The price of a kernel whose form fixed its launch shape (rows, cols, transpose): memory side `r`, the
    *  form's SMEM bytes, registers per thread, threads and warps per block, blocks and blocks per
-   *  SM; t = max(HBM, L2, latency, FP32 + SFU) + launch. */
+   *  SM; t = max(max(HBM, L2) + fill, latency, FP32 + SFU) + launch (rows_cost.hpp RowsCost::t_fill). */
   void memory_form(const RowsCost& r, std::int64_t smem_bytes, int registers, int threads, std::int64_t blocks, int warps, int blocks_per_sm,
                    const char* latency_bound) {
     c_.transfers.clear();
@@ -136,7 +136,8 @@ class KernelModel {
     c_.t_hbm = r.t_hbm, c_.t_l2 = r.t_l2, c_.t_latency = r.t_latency;
     c_.t_fp32 = c_.flops_fp32 / hw_.fp32_flops_per_s / c_.wave_efficiency;
     c_.t_sfu = c_.sfu_ops / hw_.sfu_ops_per_s / c_.wave_efficiency;
-    c_.t_total = std::max({c_.t_hbm, c_.t_l2, c_.t_latency, c_.t_fp32 + c_.t_sfu}) + c_.t_launch;
+    c_.t_fill = r.t_fill;
+    c_.t_total = std::max({std::max(c_.t_hbm, c_.t_l2) + c_.t_fill, c_.t_latency, c_.t_fp32 + c_.t_sfu}) + c_.t_launch;
     std::vector<std::pair<double, const char*>> terms{{c_.t_hbm, "HBM bandwidth"}, {c_.t_l2, "L2 bandwidth"}, {c_.t_latency, latency_bound},
                                                       {c_.t_fp32, "FP32 units"}, {c_.t_sfu, "special-function units (exp)"}};
     c_.bound = std::max_element(terms.begin(), terms.end())->second;
@@ -171,6 +172,20 @@ class KernelModel {
   double elements(const AxisList& axes) const {
     double n = 1;
     for (const auto& a : axes) n *= static_cast<double>(sizes_.at(a));
+    return n;
+  }
+  /** The elements a tensor-core kernel computes over `axes`: whole tiles along its grouped and
+   *  streamed axes (ceil(N_a / t_a) * t_a), the ragged last tile included: its MMAs and the maps on
+   *  their results run on the whole tile, the rows and columns past the edge masked or zero-filled
+   *  (TMA fills out-of-bounds boxes with zeros, PTX ISA 9.7.9.27). Other kernels: `elements`. */
+  double worked_elements(const AxisList& axes) const {
+    if (!(spec_.gemm || spec_.flash || spec_.flash_bwd)) return elements(axes);
+    double n = 1;
+    for (const auto& a : axes) {
+      auto it = c_.axes.find(a);
+      n *= it == c_.axes.end() || it->second.kind == AxisPlan::Kind::whole ? static_cast<double>(sizes_.at(a))
+                                                                            : static_cast<double>(it->second.count * it->second.tile);
+    }
     return n;
   }
   double tile(const AxisList& axes) const {
@@ -539,14 +554,14 @@ class KernelModel {
         AxisList out = typer.axes_of(n).value_or(AxisList{});
         std::vector<AxisList> args;
         for (const auto& a : n.args) args.push_back(typer.axes_of(*a).value_or(AxisList{}));
-        double e = elements(out) * scale;
+        double e = worked_elements(out) * scale;
         if (const auto mw = map_work(n.op)) {  // the element-wise maps as numeric.cuh writes them (simt_cost.hpp)
           c_.sfu_ops += mw->sfu_ops * e, c_.flops_fp32 += mw->fp32_flops * e;
           return;
         }
         switch (n.op) {
           case Op::contract: {
-            double dom = elements(axis_union(args)) * scale;
+            double dom = worked_elements(axis_union(args)) * scale;
             std::size_t arrays = 0;
             for (const auto& a : args) arrays += !a.empty();
             if (arrays >= 2 && !n.axes.empty() && tensor) c_.flops_tensor += 2 * dom * static_cast<double>(arrays - 1);
@@ -644,7 +659,7 @@ class KernelModel {
       c_.imbalance = gemm_on_wgmma() ? gemm_band_stretch(*spec_.gemm, c_.blocks, hw_.sm_count, true)
                                      : gemm_band_stretch(*spec_.gemm, c_.blocks, hw_.sm_count * std::max(1, c_.blocks_per_sm), false);
     // in whole 128-byte lines: the rows off a line boundary fetch one more (line_fetch_factor)
-    c_.t_l2 = (c_.l2_to_smem_bytes + c_.l2_offline_bytes) / l2_bw / mem_util;
+    c_.t_l2 = (c_.l2_to_smem_bytes + c_.l2_offline_bytes) / landing_rate(l2_bw, mem_util);
     // blocks of unequal length: their makespan in grid order, or the waves, whichever is longer
     const double stretch = std::max(1.0 / c_.wave_efficiency, c_.imbalance);
     // TMA's fills write every landed byte into SMEM (a multicast into each block of the cluster),
@@ -780,6 +795,11 @@ class KernelModel {
     // completes (Hardware::gemm_last_store_block_s a block, a fit: session 40, H200, one-wave
     // matmuls at one K step, 64 to 256 columns).
     if (spec_.tma_store) c_.t_last_stores = column_blocks * hw_.gemm_last_store_block_s;
+    // Stored from registers, the last tile's stores drain to memory before the kernel ends: one
+    // loaded HBM round trip (Hardware::loaded_latency_s), in series. Measured (H200, session 40):
+    // matmul 1000^3 in one wave of 64x128 tiles with two consumers (direct stores) 12.9 us and
+    // 14.6 us (K steps of 128 / 256) against 12.3 / 14.7 with one (TMA stores, 1.4 us of last stores).
+    else c_.t_last_stores = hw_.loaded_latency_s();
   }
 
   /** m64 subtiles of a GEMM tile's rows each consumer warpgroup holds (wgmma's m64; at least 1). */
@@ -929,6 +949,15 @@ class KernelModel {
 
   /** The L2 -> SMEM rate of this kernel (bytes/s, whole GPU): TMA's bulk rate on the wgmma GEMM
    *  where the hardware gives one, else the L2 read rate (timing() says why). */
+  /** The L2 -> SMEM rate the kernel's blocks land at (bytes/s): `l2_bw` shared by the share
+   *  `mem_util` of the SMs that have blocks; on the wgmma GEMM with a per-SM rate known
+   *  (Hardware::l2_bulk_sm_bandwidth_bytes_per_s), min(l2_bw, SMs with a tile x that rate): a
+   *  grid of fewer tiles than SMs gets more than their share of the device's rate. */
+  double landing_rate(double l2_bw, double mem_util) const {
+    if (!gemm_on_wgmma() || opt_.two_level || hw_.l2_bulk_sm_bandwidth_bytes_per_s <= 0) return l2_bw * mem_util;
+    const double active = std::min(static_cast<double>(hw_.sm_count), static_cast<double>(c_.blocks));
+    return std::min(l2_bw, active * hw_.l2_bulk_sm_bandwidth_bytes_per_s);
+  }
   double l2_rate() const {
     return gemm_on_wgmma() && hw_.l2_bulk_bandwidth_bytes_per_s > 0 ? hw_.l2_bulk_bandwidth_bytes_per_s : hw_.l2.bandwidth_bytes_per_s;
   }
@@ -943,7 +972,13 @@ class KernelModel {
    *  10.0 us with every row on a line, 11.5 with B's rows of 2000 bytes off it (7 rows in 8: W = 128,
    *  factor 1.875), 14.6 with A's too (b = 1000); fp8 1000 x 1000 x 1024 / 1008, 7.9 / 9.8 us.
    *  With a cluster's multicast the extra lines are counted as if each block fetched its own (an
-   *  over-count not yet measured). */
+   *  over-count not yet measured).
+   *  Only the first wave's tiles pay (the factor's excess is scaled by min(1, SMs / tiles)): its
+   *  blocks start together and walk K in lockstep, every step's lines asked for by many SMs at
+   *  once; after their first tile the persistent blocks drift apart. Measured (H200, session 43):
+   *  64 tiles of 128x128 at 1000 x 4096 x 1000 31.9 us against 28.4 with c = 1024 (one wave,
+   *  +12%); 512 tiles of 64x128 at 2000 x 2048 x 2000 43.0 against 42.6 with c = 2048, 128x64
+   *  46.6 against 46.3 (3.9 tiles an SM: +1%, the whole excess priced +19%). */
   double line_fetch_factor(const std::string& array) const {
     if (!gemm_on_wgmma() || opt_.two_level) return 1;
     const GemmForm& g = *spec_.gemm;
@@ -956,7 +991,8 @@ class KernelModel {
     const auto pitch = repacked ? repacked->pitch : static_cast<std::int64_t>(static_cast<double>(sizes_.at(ax.back())) * element);
     const double off = 1.0 - static_cast<double>(std::gcd(pitch, kLine)) / kLine;
     const double width = static_cast<double>(it->cols == ax.back() ? it->C : it->R) * element;
-    return 1 + off * kLine / std::max<double>(kLine, width);
+    const double first_wave = std::min(1.0, static_cast<double>(hw_.sm_count) / static_cast<double>(std::max<std::int64_t>(1, c_.blocks)));
+    return 1 + first_wave * off * kLine / std::max<double>(kLine, width);
   }
 
   /** wgmma instructions per m64 subtile of A and k16 step in the gemm emitter's sm_90a variant:

@@ -56,9 +56,11 @@ RowsCost price_rows(const RowsForm& form, const Diagram& d, const SizeMap& sizes
   const double team_rounds = static_cast<double>(form.rows_total) * walk_rounds;
   c.rounds = team_rounds / c.resident_teams;
   const double mem_util = std::min(1.0, static_cast<double>(form.blocks) / sms);
-  c.t_hbm = c.hbm_bytes / hw.hbm.bandwidth_bytes_per_s / mem_util;
+  const double sustained = hw.rows_hbm_fraction > 0 ? hw.rows_hbm_fraction : 1.0;
+  c.t_hbm = c.hbm_bytes / (hw.hbm.bandwidth_bytes_per_s * sustained) / mem_util;
   c.t_l2 = c.l2_bytes / hw.l2.bandwidth_bytes_per_s / mem_util;
   c.t_latency = c.rounds * hw.loaded_latency_s();
+  c.t_fill = hw.loaded_latency_s();
   return c;
 }
 

@@ -28,7 +28,10 @@
  *        t_latency = rows x (rounds of the walks) / resident teams x L
  *    with L the hardware's loaded round-trip time (hbm.loaded_latency_s; the unloaded
  *    latency_s where it is not given). This is Little's law with one round in flight per team.
- *  - Time: max(HBM, L2, latency, compute) + launch: the terms overlap across teams.
+ *  - HBM time: the bytes at hbm.rows_fraction of the copy bandwidth (a fit, Hardware::
+ *    rows_hbm_fraction: the two walks and the stores of a row keep fewer bytes in flight than a
+ *    copy), after a fill of one loaded round trip (t_fill: no byte lands before the first round).
+ *  - Time: max(max(HBM, L2) + fill, latency, compute) + launch: the terms overlap across teams.
  */
 #pragma once
 #include <cstdint>
@@ -48,6 +51,10 @@ struct RowsCost {
   double rounds = 0;                    ///< dependent rounds of loads per resident team, every walk
   double resident_teams = 0;            ///< teams in flight over the GPU (fractional: a partial wave)
   double t_hbm = 0, t_l2 = 0, t_latency = 0;  ///< seconds
+  /** Seconds before the bandwidth terms start: the first round of loads in flight (rows kernels:
+   *  one loaded HBM round trip, Hardware::loaded_latency_s; 0 for cols and transpose, whose latency
+   *  term counts every round). Added to max(HBM, L2), not to the latency term, which counts it. */
+  double t_fill = 0;
   double reread_in_flight_bytes = 0;  ///< bytes of the second walk's re-reads in flight at once (rows kernels: reread_in_flight_bytes())
   double reread_hbm_bytes = 0;        ///< the second walk's re-reads counted in hbm_bytes (the share the L2 does not keep), bytes
 };
