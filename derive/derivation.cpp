@@ -9,6 +9,7 @@
 #include "derive/passes/operand_relayout.hpp"
 #include "derive/passes/atomic_accumulation.hpp"
 #include "derive/passes/split_reduction.hpp"
+#include "derive/passes/bind_reduction.hpp"
 #include "diagrams/call_statements.hpp"
 #include "lower/call_arguments.hpp"
 #include "perfmodel/simt_cost.hpp"
@@ -218,13 +219,16 @@ Derivation derive(const Program& p, const Diagram& d, const SizeMap& sizes, cons
   if (atomics.changed()) out.rewritten = atomics.rewritten;
   OperandRelayoutResult relaid = relayout_operands(p, out.diagram(d), sizes, hw, opt, so, std::move(atomics.kept));
   if (relaid.changed()) out.rewritten = std::move(relaid.rewritten);
+  BindReductionResult bound = bind_reductions(p, out.diagram(d), sizes, hw, opt, so, std::move(relaid.kept));
+  if (bound.changed()) out.rewritten = std::move(bound.rewritten);
   const Diagram& searched = out.diagram(d);  // owned by `out.rewritten` or the caller: stable across the move below
-  if (relaid.kept && relaid.kept->searched) std::tie(out.chosen, out.unfused) = std::move(*relaid.kept->searched);
+  if (bound.kept && bound.kept->searched) std::tie(out.chosen, out.unfused) = std::move(*bound.kept->searched);
   else std::tie(out.chosen, out.unfused) = search_with_unfused(p, searched, sizes, hw, opt, so);
   out.steps = std::move(ordered.steps);
   out.steps.insert(out.steps.end(), splits.steps.begin(), splits.steps.end());
   out.steps.insert(out.steps.end(), atomics.steps.begin(), atomics.steps.end());
   out.steps.insert(out.steps.end(), relaid.steps.begin(), relaid.steps.end());
+  out.steps.insert(out.steps.end(), bound.steps.begin(), bound.steps.end());
   return complete(p, searched, sizes, hw, opt, so, std::move(out));
 }
 

@@ -1,6 +1,7 @@
 #include "derive/registry.hpp"
 
 #include "derive/passes/atomic_accumulation.hpp"
+#include "derive/passes/bind_reduction.hpp"
 #include "derive/passes/contraction_order.hpp"
 #include "derive/passes/operand_relayout.hpp"
 #include "derive/passes/split_reduction.hpp"
@@ -16,6 +17,8 @@ const std::vector<PassInfo>& pass_registry() {
        "lemma atomic-sum: the blocks' partial sums, added in any order, are the sum (paper §3.1; PTX ISA 9.7.13.6)", atomic_accumulation_pass, false},
       {"derive-operand-relayout", "give an 8-bit operand stored MN-major a K-major copy where the tensor-core atom reads K-major only and the copy pays (before the search)",
        "a relayout is exact; the [[mma]] table's mn_major (PTX ISA 9.7.15.5.1, 9.7.14.5.15)", operand_relayout_pass, false},
+      {"derive-bind-reduction", "bind a reduction read inside a map over its own axis (a normaliser written out) to a statistic of its own, where it pays (before the search)",
+       "a reduction's value is the same wherever it is read: naming it is exact (let-binding)", bind_reduction_pass, false},
       {"derive-weave-analysis", "which axes each operation is woven over, reduces or normalises",
        "NCD weaving (paper §2.1)", weave_analysis_pass, false},
       {"derive-fusion", "fuse statements into one kernel so intermediates never leave the SM",

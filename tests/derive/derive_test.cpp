@@ -5,6 +5,7 @@
 
 #include "derive/candidates.hpp"
 #include "derive/derivation.hpp"
+#include "diagrams/printer.hpp"
 #include "diagrams/verify.hpp"
 #include "lower/loop_band.hpp"
 #include "perfmodel/simt_cost.hpp"
@@ -979,4 +980,40 @@ TEST_CASE("napkin bench --candidates: schedules near the derived one, legal, dis
   cluster.kind = Directive::Kind::cluster, cluster.names = {"no_such_axis"}, cluster.name_locs = {SourceLoc{}}, cluster.size = 3;
   bad.kernels.at(0).directives.push_back(cluster);
   CHECK_THROWS_AS(candidate_schedules(*l.program, *l.diagram, l.sizes, h100, bad, 10), UserError);
+}
+
+TEST_CASE("derive-bind-reduction binds a normaliser written out to an fp32 statistic that fuses with its map into a rows kernel", "[derive][bind]") {
+  const Hardware hw = load_hardware("h200");
+  LoadedDiagram l = load_text(R"(diagram written
+axis t = 4096
+axis m = 4096
+in  X[t,m] : bf16
+in  W[m] : bf16
+Y[t,m] = X * rsqrt(mean(X * X; m) + 1e-5) * W
+Z[t,m] = exp(X - max(X; m)) / sum(exp(X - max(X; m)); m)
+out Y : bf16
+out Z : bf16
+)");
+  const Derivation dv = derive(*l.program, *l.diagram, l.sizes, hw);
+  REQUIRE(dv.rewritten);
+  // one statistic per distinct reduction, fp32, over the rows; the softmax's sum bound in a second round
+  for (const auto& [name, body] : {std::pair{"Y_mean", "mean(X * X; m)"}, {"Z_max", "max(X; m)"}, {"Z_sum", "sum(exp(X - Z_max); m)"}}) {
+    INFO(name);
+    const Statement* s = dv.rewritten->find_statement(name);
+    REQUIRE(s);
+    CHECK(s->axes == AxisList{"t"});
+    CHECK(s->dtype == DType::fp32);
+    CHECK(print_expr(*s->expr) == body);
+  }
+  CHECK(print_expr(*dv.rewritten->find_statement("Z")->expr) == "exp(X - Z_max) / Z_sum");
+  CHECK_FALSE(dv.rewritten->find_statement("Z_max2"));  // max(X; m) written twice is bound once
+  // every kernel is a rows kernel (none on SIMT), each statistic fused with a map that reads it
+  for (const auto& k : dv.chosen.kernels) {
+    REQUIRE(k.cost.spec);
+    CHECK(k.cost.spec->strategy == Strategy::rows);
+  }
+  // a reduction over an axis its statement lacks is left alone (the rows form takes it as written)
+  LoadedDiagram plain = load_text("diagram plain\naxis t = 512\naxis m = 512\nin X[t,m] : bf16\nR[t] = rsqrt(mean(X * X; m) + 1e-5)\nout R : fp32\n");
+  const Derivation pd = derive(*plain.program, *plain.diagram, plain.sizes, hw);
+  for (const auto& s : pd.steps) CHECK(s.pass != "derive-bind-reduction");
 }

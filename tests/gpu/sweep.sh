@@ -110,6 +110,12 @@ add colsum2-2x77x130 "$root/tests/language/col_sum_two_axes.napkin" --set b=2 --
 add rows-fused-300x1000 "$root/tests/language/rmsnorm_rows_fused.napkin"
 add rows-fused-300x1001 "$root/tests/language/rmsnorm_rows_fused.napkin" --set m=1001
 add rows-fused-3001x40 "$root/tests/language/rmsnorm_rows_fused.napkin" --set t=3001 --set m=40
+# normalisers written out (derive-bind-reduction: each reduction bound to a statistic, the statistics
+# and maps in rows kernels): RMSNorm and softmax written out; l2norm attention's normalisations
+add written-out-300x1000 "$root/tests/language/normalisers_written_out.napkin"
+add written-out-300x1001 "$root/tests/language/normalisers_written_out.napkin" --set m=1001
+add written-out-3001x40 "$root/tests/language/normalisers_written_out.napkin" --set t=3001 --set m=40
+add l2norm-attention-1x2x260 "$lib/l2norm_attention.napkin" --set b=1 --set h=2 --set q=260 --set x=260
 # reductions down the columns on the cols strategy: 16 lanes of bf16, two column axes with a map, fp16 with a ragged row count
 add colsum-2048x4096 "$gpu/col_sum.napkin"
 add colsum-333x77 "$gpu/col_sum.napkin" --set t=333 --set m=77
