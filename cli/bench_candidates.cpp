@@ -89,7 +89,8 @@ int bench_candidates(const Program& p, const Diagram& d, const SizeMap& sizes, c
   const Derivation dv = derive(p, d, sizes, hw);
   if (dv.rewritten)
     throw UserError("napkin bench --candidates: derive rewrote " + d.name +
-                    " (its contractions of three or more operands split pairwise); write them pairwise in the diagram to bench schedules of it");
+                    " before its search (contractions of three or more operands split pairwise, or reductions bound to statistics: "
+                    "napkin derive's steps say which); write the rewrite in the diagram to bench schedules of it");
   const std::vector<SearchResult> cands = candidate_schedules(p, d, sizes, hw, dv.chosen.schedule, n);
   const std::string base = opt.workdir.empty() ? "napkin-bench-" + d.name + "-candidates" : opt.workdir;
   const bool created = !std::filesystem::exists(base);
