@@ -17,11 +17,11 @@ bool elementwise_tree(const Expr& e) {
   return true;
 }
 
-namespace {
-
 bool is_one_axis_reduction(const Expr& e) {
   return e.kind == Expr::Kind::apply && (e.op == Op::sum || e.op == Op::max || e.op == Op::mean) && e.axes.size() == 1;
 }
+
+namespace {
 
 /** The arrays `roots` read that carry `axis`, split as the emitter reads them (emit/cuda/rows.cpp
  *  vector_path): 16-bit arrays with `axis` innermost by 16-byte vectors, the rest one element at a time. */

@@ -167,4 +167,7 @@ int resident_blocks_per_sm(const Hardware& hw, int warps, int registers, std::in
 /** Whether `e` is built only of element-wise operations, array references, numbers and masks. */
 bool elementwise_tree(const Expr& e);
 
+/** Whether `e` is a sum, max or mean over exactly one axis (the reductions the rows form walks). */
+bool is_one_axis_reduction(const Expr& e);
+
 }  // namespace napkin

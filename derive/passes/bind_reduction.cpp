@@ -24,10 +24,6 @@ struct BoundStatistic {
   ExprPtr expr;
 };
 
-bool one_axis_reduction(const Expr& e) {
-  return e.kind == Expr::Kind::apply && (e.op == Op::sum || e.op == Op::max || e.op == Op::mean) && e.axes.size() == 1;
-}
-
 class Binder {
  public:
   Binder(const Program& p, const Diagram& d) : d_(d), typer_(d, p.diagrams, nullptr), used_(names_in_use(p, d)) {}
@@ -38,7 +34,7 @@ class Binder {
     out.items.clear();
     for (const auto& item : d_.items) {
       const auto* st = std::get_if<Statement>(&item);
-      if (!st || is_normaliser(*st->expr) || one_axis_reduction(*st->expr)) {
+      if (!st || is_normaliser(*st->expr) || is_one_axis_reduction(*st->expr)) {
         out.items.push_back(item);
         continue;
       }
@@ -66,8 +62,8 @@ class Binder {
  private:
   ExprPtr rewrite(const ExprPtr& e, const Statement& st, std::map<std::string, const BoundStatistic*>& mine) {
     if (e->kind != Expr::Kind::apply) return e;
-    if (one_axis_reduction(*e) && contains(st.axes, e->axes[0]) && std::all_of(e->args.begin(), e->args.end(), [](const ExprPtr& a) { return elementwise_tree(*a); }))
-      if (const BoundStatistic* b = bind(*e, e, st, mine)) return make_ref(b->name, e->loc);
+    if (is_one_axis_reduction(*e) && contains(st.axes, e->axes[0]) && std::all_of(e->args.begin(), e->args.end(), [](const ExprPtr& a) { return elementwise_tree(*a); }))
+      if (const BoundStatistic* b = bind(e, st, mine)) return make_ref(b->name, e->loc);
     if (e->op == Op::call) return e;  // a call's arguments are the callee's business
     Expr n = *e;
     bool changed = false;
@@ -81,7 +77,8 @@ class Binder {
 
   /** The binding of reduction `r` read by `st` (made on first sight), or null where r's axes
    *  cannot be typed. */
-  const BoundStatistic* bind(const Expr& r, const ExprPtr& ptr, const Statement& st, std::map<std::string, const BoundStatistic*>& mine) {
+  const BoundStatistic* bind(const ExprPtr& ptr, const Statement& st, std::map<std::string, const BoundStatistic*>& mine) {
+    const Expr& r = *ptr;
     const std::string text = print_expr(r);
     if (auto it = mine.find(text); it != mine.end()) return it->second;
     const auto axes = typer_.axes_of(r);
