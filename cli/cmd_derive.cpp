@@ -71,10 +71,16 @@ void print_cost_table(const SearchResult& r, const Hardware& hw) {
     if (c.t_chunk_latency > 0)
       row("chunk latency", fmt::format("{:.2g} us/chunk", hw.flash_chunk_latency_s * 1e6), c.t_chunk_latency,
           "each chunk's barriers, MMA waits and row reductions (hardware flash_chunk_latency_s, a fit), with the softmax");
+    if (c.t_mma_sync_chain > 0)
+      row("mma.sync chain", fmt::format("{:.2g} x compute", hw.flash_mma_sync_factor), c.t_mma_sync_chain,
+          "a warp's chunk on mma.sync is one dependent chain of MMAs, packing, softmax and rescale (hardware flash_mma_sync_factor, a fit), with the compute");
+    if (c.t_pipeline_ends > 0)
+      row("pipeline ends", "1 chunk/block", c.t_pipeline_ends,
+          "each block's first chunk's MMAs and last chunk's softmax, with nothing of the other kind to overlap, with the compute");
     if (c.t_ring > 0) {
       row("TMA ring", fmt::format("{:.2g} us/stage", c.ring_latency_s * 1e6), c.t_ring,
-          fmt::format("{} stages, each refilled one load round trip after its MMAs{}, overlapped", c.spec->wgmma_stages,
-                      c.cluster > 1 ? " and the cluster's lockstep" : ""));
+          fmt::format("{} stages, each refilled one load round trip after its MMAs{}; the first tile's stages also land ({:.2g} us each at one SM's share of the L2 rate); overlapped",
+                      c.spec->wgmma_stages, c.cluster > 1 ? " and the cluster's lockstep" : "", c.ring_landing_s * 1e6));
       row("ring fill", "", c.t_fill, "the first stage's load round trip and its bytes landing at one SM's share of the L2 rate, not overlapped");
     } else if (c.t_fill > 0 && c.spec && c.spec->rows)
       row("loads' start", fmt::format("{:.2g} us", hw.loaded_latency_s() * 1e6), c.t_fill,
@@ -143,7 +149,7 @@ nlohmann::json kernel_json(const KernelChoice& k) {
                    {"flops", {{"tensor", c.flops_tensor}, {"fp32", c.flops_fp32}, {"sfu", c.sfu_ops}}},
                    {"seconds",
                     {{"hbm", c.t_hbm}, {"l2", c.t_l2}, {"smem", c.t_smem}, {"tensor", c.t_tensor}, {"fp32", c.t_fp32},
-                     {"sfu", c.t_sfu}, {"epilogue", c.t_epilogue}, {"epilogue_maps", c.t_epilogue_maps}, {"tile_turnover", c.t_tile_turnover}, {"last_stores", c.t_last_stores}, {"scalar_staging", c.t_scalar_staging}, {"repack", c.t_repack}, {"skipped_zeros", c.t_skipped_zeros}, {"smem_exposed", c.t_smem_exposed}, {"fill", c.t_fill}, {"ring", c.t_ring}, {"chunk_latency", c.t_chunk_latency}, {"atomic", c.t_atomic}, {"zero", c.t_zero}, {"launch", c.t_launch}, {"total", c.t_total}}},
+                     {"sfu", c.t_sfu}, {"epilogue", c.t_epilogue}, {"epilogue_maps", c.t_epilogue_maps}, {"tile_turnover", c.t_tile_turnover}, {"last_stores", c.t_last_stores}, {"scalar_staging", c.t_scalar_staging}, {"repack", c.t_repack}, {"skipped_zeros", c.t_skipped_zeros}, {"smem_exposed", c.t_smem_exposed}, {"fill", c.t_fill}, {"ring", c.t_ring}, {"chunk_latency", c.t_chunk_latency}, {"pipeline_ends", c.t_pipeline_ends}, {"mma_sync_chain", c.t_mma_sync_chain}, {"atomic", c.t_atomic}, {"zero", c.t_zero}, {"launch", c.t_launch}, {"total", c.t_total}}},
                    {"bound", c.bound},
                    {"causal_active_fraction", c.causal_active_fraction}};
   if (c.spec) j["lowered"] = kernel_spec_json(*c.spec);

@@ -69,12 +69,18 @@ struct Hardware {
    *  kernels (the hardware TOML files give the fit and its data); 0 when not fitted: not priced. */
   double flash_bwd_smem_exposed = 0;
   /** Share of the shorter of a flash forward kernel's tensor time and softmax time (FP32 + SFU +
-   *  chunk latency) that its two consumer warpgroups hide behind each other on wgmma
-   *  (FlashAttention-3 §3.1: one's softmax beside the other's MMAs; a lone consumer hides none),
+   *  chunk latency) that its two consumer warpgroups hide behind each other on wgmma when the two
+   *  are equal (FlashAttention-3 §3.1: one's softmax beside the other's MMAs; a lone consumer
+   *  hides none; the exposed rest shrinks in proportion to shorter / longer: perfmodel/cost.cpp),
    *  and the latency (seconds) each chunk of x adds on an SM slot beyond its arithmetic (barrier
    *  hand-overs, MMA waits, row reductions). Fits to measured kernels (the hardware TOML files
    *  give the fit and its data); 0 when not fitted: the terms add up, no chunk latency. */
   double flash_softmax_hidden = 0, flash_chunk_latency_s = 0;
+  /** How much longer a flash forward kernel on mma.sync runs than its summed compute terms
+   *  (tensor at mma_sync_fraction, FP32, SFU, chunk latency): each warp's chunk is one dependent
+   *  chain of MMAs, fragment packing, softmax and O's rescale, which the summed rates do not
+   *  price (>= 1; 1 where not fitted). A fit (the hardware TOML files give its data). */
+  double flash_mma_sync_factor = 1;
   /** L2 -> SMEM bandwidth of the bulk-copy engine that TMA loads use (bytes/s, whole device),
    *  two blocks per SM reading the same chunks in the same order (a GEMM's co-resident blocks
    *  re-reading an operand's tiles), measured by `napkin calibrate` (kernels/calibrate/microbench.cu

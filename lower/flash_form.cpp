@@ -200,6 +200,12 @@ std::int64_t flash_swizzle_row_elems(const FlashForm& f) { return gemm_swizzle_r
 
 std::int64_t flash_mma_sync_smem_bytes(const FlashForm& f) { return 2 * (f.TQ * (f.DK + 8) + 2 * f.TX * (f.DK + 8) + 2 * f.TX * (f.DV + 8)); }
 
+int flash_mma_sync_registers(const FlashForm& f, int base) {
+  const std::int64_t mt = std::max<std::int64_t>(1, f.TQ / (16 * std::max(1, f.warps)));
+  const std::int64_t per_block = f.DK / 16 * 4 + f.DV / 8 * 4 + f.TX / 8 * 4 + 4 + 4;
+  return static_cast<int>(std::min<std::int64_t>(1'000'000, mt * per_block + 4 + base));
+}
+
 std::int64_t flash_wgmma_smem_bytes(const FlashForm& f) {
   const std::int64_t e = dtype_bits(f.dtype) / 8;
   return f.TQ * f.DK * e + 2 * (f.TX * f.DK * e + f.TX * f.DV * e) + 1024 + 128;

@@ -99,6 +99,14 @@ std::optional<FlashForm> analyse_flash(const Diagram& d, const KernelShape& k, c
 
 /** SMEM bytes per block of the mma.sync variant: Q's tile and two stages of K and V, rows padded by 8 elements. */
 std::int64_t flash_mma_sync_smem_bytes(const FlashForm& f);
+/** Registers per thread the mma.sync variant (emit/cuda/flash.cpp, render_mma.cpp) declares: each
+ *  warp owns MT = T_Q / (16 x warps) m16 row blocks and holds, per block, Q's A fragments (D_K / 16
+ *  x 4 words), O's accumulator (D_V / 8 x 4 floats), S's (T_X / 8 x 4 floats), one P fragment (4
+ *  words) and the online softmax's running max and sum (4), plus one V fragment (4) and
+ *  `base` registers of indices and pointers. Over the hardware's limit, nvcc spills them to local
+ *  memory (H200, session 44: attention d64 B16 H16 N1024 with MT = 2, 276 registers, 449 us; MT
+ *  = 4, 516, 9395 us; with MT = 2 and T_X = 64, 212, 383 us). */
+int flash_mma_sync_registers(const FlashForm& f, int base);
 
 /** Whether the wgmma variant (emit/cuda/flash.cpp, sm_90a) takes the form: wgmma and TMA on
  *  the hardware, a warpgroup MMA for the dtype, 64 rows of q per consumer warpgroup (one or two),

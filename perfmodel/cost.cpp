@@ -330,6 +330,11 @@ class KernelModel {
       c_.level[a] = MemLevel::smem;
     }
     c_.registers_per_thread = regs();
+    // A flash kernel on mma.sync (no wgmma path on this hardware) holds what its renderer declares
+    // (lower/flash_form.hpp flash_mma_sync_registers), not the generic estimate, whose largest tiles
+    // would go to SMEM: over the limit, the kernel spills and is not taken.
+    if (spec_.strategy == Strategy::flash && spec_.flash && !spec_.wgmma)
+      c_.registers_per_thread = std::max(c_.registers_per_thread, flash_mma_sync_registers(*spec_.flash, kBaseRegisters));
     if (threads > hw_.max_threads_per_block)
       c_.problems.push_back(std::to_string(threads) + " threads per block exceed the limit of " +
                             std::to_string(hw_.max_threads_per_block));
@@ -813,7 +818,8 @@ class KernelModel {
    *  read (an operand tile read by `reuse` blocks comes from HBM for one of them, and for the
    *  others where the L2 misses: misses()), else Hardware::l2_loaded_latency_s; in a cluster the
    *  blocks refill a stage after all of them released it, adding
-   *  Hardware::cluster_stage_latency_s. The ring's first fill waits one load and its stage's landing (c_.t_fill).
+   *  Hardware::cluster_stage_latency_s; the first tile's stages also land in it (below). The
+   *  ring's first fill waits one load and its stage's landing (c_.t_fill).
    *  Measured (H200, session 33, matmul 8192x4096x256, 64x256 tiles, 5 stages, one consumer
    *  warpgroup: every stage reads its A tile from HBM): no cluster 30.5 us, clusters of 2 39.6 us,
    *  the same clusters without multicast 43.3 us; at 4096^3 (4 stages of 128x256, two consumers,
@@ -832,11 +838,19 @@ class KernelModel {
         none_first *= 1 - std::min(1.0, 1 / t.reuse + (1 - 1 / t.reuse) * l2_miss_share_);
     const double load = (1 - none_first) * hw_.loaded_latency_s() + none_first * hw_.l2_loaded_latency_s;
     c_.ring_latency_s = load + (cluster > 1 ? hw_.cluster_stage_latency_s : 0);
-    c_.t_ring = (stages_walked * c_.ring_latency_s + c_.t_tensor) / spec_.wgmma_stages;
+    // The first tile's stages land in the turnover too: the blocks start together and ask for
+    // each K step at once, so a stage lands at one SM's share of the L2 rate after its round trip.
+    // After the first tile the persistent blocks drift apart and landing overlaps other stages'
+    // (session 44, H200, one-wave matmul 1000^3 in 64x128 tiles of clusters of 2: 12.3 / 14.7 us
+    // with 4 stages of 48 KB / 2 of 96 KB, priced 11.4 / 12.4 without landing, 12.3 / 14.8 with;
+    // counted on every tile, 4096^3 priced +26%).
+    c_.ring_landing_s = static_cast<double>(gemm_wgmma_stage_bytes(g)) / (l2_rate() / hw_.sm_count);
+    const double lockstep_stages = std::min(stages_walked, chunks);
+    c_.t_ring = (stages_walked * c_.ring_latency_s + lockstep_stages * c_.ring_landing_s + c_.t_tensor) / spec_.wgmma_stages;
     // The first fill waits for no release, but for its whole stage to land at one SM's share of the
     // L2 -> SMEM rate (session 40, H200, matmul 1000^3 in 64x128 tiles: 12.8 / 12.3 / 14.7 us with
     // stages of 24 / 48 / 96 KB, the last of them 2 stages deep).
-    c_.t_fill = load + static_cast<double>(gemm_wgmma_stage_bytes(g)) / (l2_rate() / hw_.sm_count);
+    c_.t_fill = load + c_.ring_landing_s;
   }
 
   /** A flash forward kernel (emit/cuda/flash.cpp): its compute time (`summed`: tensor + FP32 +
@@ -863,14 +877,33 @@ class KernelModel {
     const double chunks = std::ceil(n_x / static_cast<double>(std::max<std::int64_t>(1, f.TX))) * (f.skip ? c_.causal_active_fraction : 1.0);
     c_.t_fill = blocks_per_slot * hw_.loaded_latency_s();
     c_.t_chunk_latency = blocks_per_slot * chunks * hw_.flash_chunk_latency_s;
-    if (!c_.warpgroup_mma) return summed + c_.t_chunk_latency;
+    if (!c_.warpgroup_mma) {
+      // one dependent chain a warp's chunk (Hardware::flash_mma_sync_factor, a fit; 1 where not given)
+      c_.t_mma_sync_chain = (hw_.flash_mma_sync_factor - 1) * (summed + c_.t_chunk_latency);
+      return summed + c_.t_chunk_latency + c_.t_mma_sync_chain;
+    }
     const double softmax = c_.t_fp32 + c_.t_sfu + c_.t_chunk_latency;
-    return std::max(c_.t_tensor, softmax) + (1 - flash_hidden_share()) * std::min(c_.t_tensor, softmax);
+    // Overlap never costs more than none: the pipeline's ends are capped where few chunks a block
+    // would price two consumers above tensor + softmax in series.
+    const double overlapped = std::max(c_.t_tensor, softmax) + (1 - flash_hidden_share()) * std::min(c_.t_tensor, softmax);
+    if (flash_hidden_share() > 0)  // (NaN-safe: an unpriced, infinite tensor term leaves the ends at 0)
+      c_.t_pipeline_ends = std::min((c_.t_tensor + softmax) / std::max(1.0, chunks), std::max(0.0, c_.t_tensor + softmax - overlapped));
+    return overlapped + c_.t_pipeline_ends;
   }
 
-  /** The share of the shorter of tensor and softmax time a flash forward kernel on wgmma hides:
-   *  Hardware::flash_softmax_hidden with two consumer warpgroups, none with one. */
-  double flash_hidden_share() const { return c_.warps / 4 >= 2 ? hw_.flash_softmax_hidden : 0.0; }
+  /** The share of the shorter of tensor and softmax time (c_.t_tensor; FP32 + SFU + chunk
+   *  latency) a flash forward kernel on wgmma hides: with two consumer warpgroups
+   *  1 - (1 - Hardware::flash_softmax_hidden) x shorter / longer (the hidden share when the two
+   *  are equal; a softmax far shorter than the other consumer's MMAs hides nearly whole), none
+   *  with one. Fit (H200, session 44, the 14 flash forward kernels of tests/model/ledger-h200.tsv,
+   *  with c_.t_pipeline_ends): median |error| 3.0%, worst 11.1%; the constant share 0.6 gave
+   *  6.8% and 16.1% (cross-attention's dk = 192 MMAs hid 90% of its softmax, d = 64's 37%). */
+  double flash_hidden_share() const {
+    if (c_.warps / 4 < 2 || hw_.flash_softmax_hidden <= 0) return 0.0;
+    const double softmax = c_.t_fp32 + c_.t_sfu + c_.t_chunk_latency;
+    const double longer = std::max(c_.t_tensor, softmax);
+    return longer > 0 ? 1 - (1 - hw_.flash_softmax_hidden) * std::min(c_.t_tensor, softmax) / longer : 0.0;
+  }
 
   /** Clusters of `size` blocks along `axis`: the operand tiles that do not vary along it cross
    *  L2 -> SMEM once per cluster; the grid rounds the tiles along `axis` up to whole clusters. */

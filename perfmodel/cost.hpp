@@ -24,10 +24,12 @@
  *    spec stores through SMEM by TMA); plus the launch
  *    overhead. The bound is the largest term.
  *  - Flash forward kernels (perfmodel/cost.cpp flash_fwd_compute): compute = max(tensor, softmax)
- *    + (1 - h) min(tensor, softmax) with softmax = FP32 + SFU + chunks in series x a per-chunk
- *    latency, h the share two consumer warpgroups hide on wgmma (0 for one, and on mma.sync:
- *    there compute = tensor + softmax); plus each block's start, a loaded HBM round trip per block
- *    in series. h and the chunk latency are hardware fits (Hardware::flash_softmax_hidden,
+ *    + (1 - h) min(tensor, softmax) + (tensor + softmax) / chunks per block, with softmax = FP32 +
+ *    SFU + chunks in series x a per-chunk latency, h the share two consumer warpgroups hide on
+ *    wgmma, 1 - (1 - h0) min / max, and the last term each block's first MMAs and last softmax
+ *    (its pipeline's ends); one consumer, or mma.sync, hides none and has no ends term (compute =
+ *    tensor + softmax); plus each block's start, a loaded HBM round trip per block in series. h0
+ *    and the chunk latency are hardware fits (Hardware::flash_softmax_hidden,
  *    flash_chunk_latency_s).
  *  - Kernels lowered to SIMT are priced as emitted (perfmodel/simt_cost.hpp), rows kernels as
  *    lowering shapes them (perfmodel/rows_cost.hpp: registers and occupancy of the emitted launch
@@ -118,10 +120,12 @@ struct KernelCost {
    *  slots turns over once per load round trip plus the consumers' MMAs on it, so an SM walks at
    *  most stages / (latency + hold) stages per second (Little's law). `ring_latency_s`: one
    *  stage's round trip (the loaded HBM latency where one of its tiles is read from HBM, else the
-   *  loaded L2 latency, plus the cluster's lockstep); `t_ring`: (stages walked per SM x that
-   *  latency + t_tensor) / stages, a memory term (overlapped with compute); the ring's first fill
-   *  (one latency) is c_.t_fill. 0 elsewhere, and where the hardware gives no L2 latency. */
-  double ring_latency_s = 0, t_ring = 0;
+   *  loaded L2 latency, plus the cluster's lockstep); `ring_landing_s`: one stage's bytes at one
+   *  SM's share of the L2 -> SMEM rate; `t_ring`: (stages walked per SM x that latency + the
+   *  first tile's stages x the landing + t_tensor) / stages, a memory term (overlapped with
+   *  compute); the ring's first fill (one latency and one landing) is c_.t_fill. 0 elsewhere, and
+   *  where the hardware gives no L2 latency. */
+  double ring_latency_s = 0, ring_landing_s = 0, t_ring = 0;
   /** Seconds of zeros a flash_bwd kernel writes into its stored tiles over the chunks its causal
    *  skip leaves out (flash_bwd_causal_skip), before its stream loop and by the same warps: added
    *  to the total, not overlapped; 0 elsewhere. */
@@ -142,6 +146,15 @@ struct KernelCost {
    *  the per-chunk latency (Hardware::flash_chunk_latency_s times the chunks in series on an SM
    *  slot), counted with the softmax. 0 elsewhere. */
   double t_fill = 0, t_chunk_latency = 0;
+  /** A flash forward kernel's with two consumer warpgroups on wgmma: seconds of each block's
+   *  first chunk's MMAs and last chunk's softmax, which have nothing of the other kind to overlap
+   *  (the pipeline's fill and drain): (tensor + softmax) / chunks per block, counted with the
+   *  compute. 0 elsewhere. */
+  double t_pipeline_ends = 0;
+  /** A flash forward kernel's on mma.sync: seconds beyond its summed compute terms, (Hardware::
+   *  flash_mma_sync_factor - 1) x (tensor + FP32 + SFU + chunk latency), counted with the compute.
+   *  0 elsewhere. */
+  double t_mma_sync_chain = 0;
   /** A flash_bwd kernel's blocks' makespan over their mean time per block slot (>= 1; 1
    *  elsewhere): a causal skip gives the blocks different numbers of chunks
    *  (FlashBwdForm::tile_chunks), handed to the SMs in grid order; in one wave the longest block

@@ -26,8 +26,10 @@
  *    over the teams resident at once (blocks per SM from the form's registers and warps, or fewer
  *    where the grid does not fill the GPU), so the kernel takes
  *        t_latency = rows x (rounds of the walks) / resident teams x L
- *    with L the hardware's loaded round-trip time (hbm.loaded_latency_s; the unloaded
- *    latency_s where it is not given). This is Little's law with one round in flight per team.
+ *    with L the round-trip time at the kernel's HBM load: from the idle latency_s to
+ *    hbm.loaded_latency_s (every SM loading at full rate), linear in the HBM utilisation over
+ *    the kernel's time (rounds_under_load in rows_cost.cpp). This is Little's law with one round
+ *    in flight per team.
  *  - HBM time: the bytes at hbm.rows_fraction of the copy bandwidth (a fit, Hardware::
  *    rows_hbm_fraction: the two walks and the stores of a row keep fewer bytes in flight than a
  *    copy), after a fill of one loaded round trip (t_fill: no byte lands before the first round).

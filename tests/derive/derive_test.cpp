@@ -31,6 +31,19 @@ std::vector<KernelCost> kernels_by_schedule(const Loaded& l, const std::string& 
 }
 /** The first kernel's cost under `schedule` (text) of `l` on `hw`, the schedule required to check. */
 KernelCost priced_by_schedule(const Loaded& l, const std::string& schedule, const Hardware& hw) { return kernels_by_schedule(l, schedule, hw).at(0); }
+/** Seconds of `rounds` dependent rounds of loads in a rows kernel whose HBM time is `t_hbm`
+ *  (perfmodel/rows_cost.hpp): the loaded latency each where HBM is kept busy, else the t that
+ *  solves t = rounds x (idle + (loaded - idle) x t_hbm / t), found here by bisection. */
+double rounds_seconds(double rounds, double t_hbm, const Hardware& hw) {
+  const double loaded = hw.hbm_loaded_latency_s, idle = hw.hbm_latency_s;
+  if (rounds * loaded <= t_hbm) return rounds * loaded;
+  double lo = rounds * idle, hi = rounds * loaded;
+  for (int i = 0; i < 200; ++i) {
+    const double t = (lo + hi) / 2;
+    (t < rounds * (idle + (loaded - idle) * t_hbm / t) ? lo : hi) = t;
+  }
+  return (lo + hi) / 2;
+}
 }  // namespace
 
 TEST_CASE("derive finds FlashAttention on attention.napkin by itself", "[derive]") {
@@ -84,6 +97,7 @@ TEST_CASE("kernels the sm_90a variants run are scored on wgmma, the others on mm
   CHECK(fast.t_tensor < on_h100.t_tensor);
   Hardware no_wgmma = uncapped;
   no_wgmma.wgmma_fraction = 0;
+  no_wgmma.wgmma = false;  // no sm_90a path: the flash kernel lowers to mma.sync alone
   const KernelCost slow = derive(*l.program, *l.diagram, l.sizes, no_wgmma).chosen.kernels[0].cost;
   CHECK_FALSE(slow.warpgroup_mma);
   CHECK(slow.t_tensor > fast.t_tensor * 1.4);
@@ -134,17 +148,38 @@ TEST_CASE("a rows kernel is priced as lowering shapes it: rounds of loads over t
   CHECK(dv.chosen.kernels.at(0).cost.t_total <= t1.t_total * (1 + 1e-9));
 }
 
+TEST_CASE("a rows kernel whose rounds bind waits each round at the latency of HBM's load, between the idle and the loaded round trip", "[derive][rows]") {
+  Loaded l = load("layernorm.napkin");  // 4096 x 1024, bf16: 16.8 MB
+  const Hardware h200 = load_hardware("h200");
+  REQUIRE(h200.hbm_loaded_latency_s > h200.hbm_latency_s);
+  // Two rows a block of 4 warps: two-warp teams, few enough that their rounds bind.
+  const KernelCost k = priced_by_schedule(l, "schedule v for layernorm_layer\nkernel Y\n  fuse Y\n  group t by 2\n  warps 4\n", h200);
+  REQUIRE(k.spec->rows);
+  const double idle = h200.hbm_latency_s, loaded = h200.hbm_loaded_latency_s;
+  // rounds per resident team: every row's walks over the teams resident at once (the grid fills the GPU)
+  const double n = static_cast<double>(k.spec->rows->rows_total) *
+                   static_cast<double>(k.spec->rows->rounds_per_walk() + k.spec->rows->map_rounds()) /
+                   (static_cast<double>(h200.sm_count) * k.blocks_per_sm * k.spec->rows->teams_per_block());
+  REQUIRE(n * loaded > k.t_hbm);  // the rounds bind at the loaded latency
+  CHECK(k.t_latency < n * loaded);
+  CHECK(k.t_latency > n * idle);
+  CHECK(k.t_latency > k.t_hbm);
+  // the fixed point: each round at idle + (loaded - idle) x the HBM utilisation t_hbm / t
+  CHECK(k.t_latency == Approx(n * (idle + (loaded - idle) * k.t_hbm / k.t_latency)).epsilon(1e-9));
+  CHECK(k.t_latency == Approx(rounds_seconds(n, k.t_hbm, h200)).epsilon(1e-6));
+}
+
 TEST_CASE("a rows kernel's second walk re-reads from HBM the share of its rows the L2 does not keep, except the prefix it stages in SMEM", "[derive][rows]") {
   // Softmax of bf16 rows, one row per block of 8 warps (48 registers: 5 blocks per SM on the H200,
-  // 660 rows in flight). A row of 4096 is re-read 8 KB at a time: 5.4 MB in flight, within the 15 MB
+  // 660 rows in flight). A row of 4096 is re-read 8 KB at a time: 5.4 MB in flight, within the 30 MB
   // of evict_last lines the H200's L2 keeps for a re-read (l2.reread_capacity_bytes), nothing
   // staged. Rows of 32768 and 128256 would put 43 and 169 MB in flight: lowering stages a prefix of
   // each row in SMEM, sized for the blocks per SM whose 16-byte accesses in flight cover the HBM's
   // bandwidth-latency product (4.21e12 B/s x 1.6 us / 132 SMs = 51 KB: 4 blocks of 16 KB), and only
   // the rest is re-read: at 32768, 4.4 MB in flight (every re-read hits); at 128256, 105 MB, of
-  // which the L2 keeps 15: the rest of the re-read comes from HBM.
+  // which the L2 keeps 30: the rest of the re-read comes from HBM.
   const Hardware h200 = load_hardware("h200");
-  REQUIRE(h200.l2_reread_capacity_bytes == 15e6);
+  REQUIRE(h200.l2_reread_capacity_bytes == 30e6);
   Loaded l = load("softmax.napkin");
   auto priced = [&](std::int64_t v) {
     l.sizes["t"] = 4096;
@@ -172,7 +207,7 @@ TEST_CASE("a rows kernel's second walk re-reads from HBM the share of its rows t
     const double unstaged = 1.0 - static_cast<double>(f.staged) / static_cast<double>(v);
     const double in_flight = 4.0 * 132 * static_cast<double>(v) * 2 * unstaged;  // 528 teams, each its row's unstaged bytes of L
     CHECK(reread_in_flight_bytes(f, 528, *l.diagram, l.sizes, ModelOptions{}) == Approx(in_flight).epsilon(1e-9));
-    const double kept = std::min(1.0, 15e6 / in_flight);
+    const double kept = std::min(1.0, h200.l2_reread_capacity_bytes / in_flight);
     CHECK(c.hbm_bytes == Approx(2 * once + once * unstaged * (1.0 - kept)).epsilon(1e-9));
     CHECK((c.bound.find("re-reads") != std::string::npos) == (v == 128256));
   }
@@ -201,14 +236,14 @@ TEST_CASE("a one-axis reduction is a rows kernel: one walk, short rows walked by
   CHECK(f.map.vector_arrays.empty());  // no second walk
   // One round per row (4 lanes x 8 elements x U = 4 covers it), spread over the resident teams.
   const double teams = static_cast<double>(h100.sm_count) * f.blocks_per_sm * 32;
-  CHECK(k128.t_latency == Approx(4.0 * 4096 / std::min(teams, h100.sm_count * (static_cast<double>(f.blocks) / h100.sm_count) * 32) *
-                                 h100.hbm_loaded_latency_s).epsilon(1e-9));
+  CHECK(k128.t_latency == Approx(rounds_seconds(4.0 * 4096 / std::min(teams, h100.sm_count * (static_cast<double>(f.blocks) / h100.sm_count) * 32),
+                                                k128.t_hbm, h100)).epsilon(1e-9));
   // Fewer rows per block than teams: the idle teams do not count as resident.
   const KernelCost k8 = priced(128, 8, 4);
   CHECK(k8.spec->rows->teams_per_block() == 32);
   const RowsForm& f8 = *k8.spec->rows;
   const double resident8 = h100.sm_count * std::min<double>(f8.blocks_per_sm, static_cast<double>(f8.blocks) / h100.sm_count) * 8;
-  CHECK(k8.t_latency == Approx(4.0 * 4096 / resident8 * h100.hbm_loaded_latency_s).epsilon(1e-9));
+  CHECK(k8.t_latency == Approx(rounds_seconds(4.0 * 4096 / resident8, k8.t_hbm, h100)).epsilon(1e-9));
   CHECK(k8.t_latency > k128.t_latency);
   // Rows of 24 elements (3 accesses): teams of 2 lanes (a whole 32-byte sector an access);
   // of 12 (no 16-byte path): 16 lanes.
@@ -748,10 +783,13 @@ TEST_CASE("a wgmma gemm's TMA ring turns over once per load round trip, a cluste
   for (const KernelCost* c : {&lone, &pair}) {
     REQUIRE(c->spec->wgmma);
     const double stages = c->spec->wgmma_stages, walked = 4096.0 / 64;  // one tile a block: 128 blocks, 132 SMs
-    CHECK(c->t_ring == Approx((walked * c->ring_latency_s + c->t_tensor) / stages).epsilon(1e-9));
-    // the first fill waits for no release, but for its whole stage to land at one SM's share of the L2 rate
+    // every stage walked belongs to a block's first tile (one wave), so each lands in its turnover
+    // at one SM's share of the L2 rate, as does the first fill, which waits for no release
     const double stage = (128.0 * 64 + 64.0 * 128) * 2;
-    CHECK(c->t_fill == Approx(load + stage / (hw.l2_bulk_bandwidth_bytes_per_s / hw.sm_count)).epsilon(1e-9));
+    const double land = stage / (hw.l2_bulk_bandwidth_bytes_per_s / hw.sm_count);
+    CHECK(c->ring_landing_s == Approx(land).epsilon(1e-9));
+    CHECK(c->t_ring == Approx((walked * (c->ring_latency_s + land) + c->t_tensor) / stages).epsilon(1e-9));
+    CHECK(c->t_fill == Approx(load + land).epsilon(1e-9));
   }
   CHECK(lone.ring_latency_s == Approx(load).epsilon(1e-9));
   CHECK(pair.ring_latency_s == Approx(load + hw.cluster_stage_latency_s).epsilon(1e-9));
@@ -950,7 +988,10 @@ TEST_CASE("napkin bench --candidates: schedules near the derived one, legal, dis
     const Derivation dv = derive(*l.program, *l.diagram, l.sizes, h100);
     REQUIRE_FALSE(dv.rewritten);
     const std::vector<SearchResult> c = candidate_schedules(*l.program, *l.diagram, l.sizes, h100, dv.chosen.schedule, 12);
-    CHECK(c.size() == 12);  // issue 14 asks for at least 10
+    // issue 14 asks for at least 10; of 12 asked, two rounds of moves may leave fewer legal where
+    // lowering refuses neighbours (attention: 4 warps over 128 q rows, mma.sync alone, would spill)
+    CHECK(c.size() >= 10);
+    CHECK(c.size() <= 12);
     std::set<std::string> texts;
     bool derived_in = false;
     for (std::size_t i = 0; i < c.size(); ++i) {

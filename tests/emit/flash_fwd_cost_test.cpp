@@ -1,5 +1,6 @@
 // The flash forward's price on wgmma (perfmodel/cost.cpp flash_fwd_compute): two consumer
-// warpgroups hide Hardware::flash_softmax_hidden of the shorter of tensor and softmax time, a lone
+// warpgroups hide Hardware::flash_softmax_hidden of the shorter of tensor and softmax time when the
+// two are equal (more as they part) and pay one chunk of both a block (the pipeline's ends), a lone
 // one hides none; each chunk in series adds Hardware::flash_chunk_latency_s on the softmax's side,
 // so halving the chunk doubles it; each block's start costs a loaded HBM round trip. Unfitted
 // (both constants 0) the terms add up as before. O's rescale is lazy on wgmma (priced once per
@@ -56,7 +57,14 @@ TEST_CASE("flash forward on wgmma: consumers hide the fitted share, chunks carry
   CHECK(two.t_fill == Approx(std::ceil(static_cast<double>(two.blocks) / slots) * hw.hbm_loaded_latency_s));
   CHECK(two.t_chunk_latency > 0);
   const double softmax = two.t_fp32 + two.t_sfu + two.t_chunk_latency;
-  const double compute = std::max(two.t_tensor, softmax) + (1 - hw.flash_softmax_hidden) * std::min(two.t_tensor, softmax);
+  // the exposed share of the shorter: (1 - h) at balance, shrinking with shorter / longer
+  const double lo = std::min(two.t_tensor, softmax), hi = std::max(two.t_tensor, softmax);
+  // each block's first MMAs and last softmax: one chunk of both, of 4096 / 128 = 32 chunks a
+  // block, the share the causal skip leaves
+  REQUIRE(two.causal_active_fraction < 1);
+  CHECK(two.t_pipeline_ends == Approx((two.t_tensor + softmax) / (32 * two.causal_active_fraction)));
+  const double compute = hi + (1 - hw.flash_softmax_hidden) * lo * lo / hi + two.t_pipeline_ends;
+  CHECK(compute < hi + (1 - hw.flash_softmax_hidden) * lo + two.t_pipeline_ends);  // less exposed than at balance
   CHECK(two.t_total >= compute + two.t_fill);
   CHECK(two.t_total == Approx(compute + two.t_fill + two.t_launch).epsilon(1e-6));  // compute-bound at this shape
   CHECK(two.bound.find("2 consumer warpgroup(s)") != std::string::npos);
@@ -79,6 +87,7 @@ TEST_CASE("flash forward on wgmma: consumers hide the fitted share, chunks carry
   REQUIRE(lone.warps / 4 == 1);
   const double lone_sum = lone.t_tensor + lone.t_fp32 + lone.t_sfu + lone.t_chunk_latency;
   CHECK(lone.t_total >= lone_sum + lone.t_fill);
+  CHECK(lone.t_pipeline_ends == 0);  // in series already: no ends term
   CHECK(lone.bound.find("0% of the shorter") != std::string::npos);
 
   // unfitted: no chunk latency, nothing hidden: the summed terms, plus the blocks' start
