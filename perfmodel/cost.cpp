@@ -736,7 +736,7 @@ class KernelModel {
                                                       {c_.t_fp32, "FP32 units"},     {c_.t_sfu, "special-function units (exp)"},
                                                       {c_.t_scalar_staging, "operands staged element by element (strides no 4-byte cp.async divides)"}};
     c_.bound = std::max_element(terms.begin(), terms.end())->second;
-    if (flash_fwd_wgmma && compute_t > memory && std::max({c_.t_tensor, c_.t_fp32 + c_.t_sfu + c_.t_chunk_latency}) < 0.9 * compute_t)
+    if (flash_fwd_wgmma && compute_t > memory && std::max(c_.t_tensor, flash_softmax_time()) < 0.9 * compute_t)
       c_.bound = "compute (tensor and softmax, " + std::to_string(std::lround(100 * flash_hidden_share())) +
                  "% of the shorter hidden by " + std::to_string(std::max(1, c_.warps / 4)) + " consumer warpgroup(s))";
     else if (compute_t > memory && std::max({c_.t_tensor, c_.t_fp32, c_.t_sfu}) < 0.7 * compute_t) c_.bound = "compute (tensor + FP32 + SFU, not overlapped)";
@@ -882,14 +882,18 @@ class KernelModel {
       c_.t_mma_sync_chain = (hw_.flash_mma_sync_factor - 1) * (summed + c_.t_chunk_latency);
       return summed + c_.t_chunk_latency + c_.t_mma_sync_chain;
     }
-    const double softmax = c_.t_fp32 + c_.t_sfu + c_.t_chunk_latency;
+    const double softmax = flash_softmax_time();
     // Overlap never costs more than none: the pipeline's ends are capped where few chunks a block
     // would price two consumers above tensor + softmax in series.
-    const double overlapped = std::max(c_.t_tensor, softmax) + (1 - flash_hidden_share()) * std::min(c_.t_tensor, softmax);
-    if (flash_hidden_share() > 0)  // (NaN-safe: an unpriced, infinite tensor term leaves the ends at 0)
+    const double hidden = flash_hidden_share();
+    const double overlapped = std::max(c_.t_tensor, softmax) + (1 - hidden) * std::min(c_.t_tensor, softmax);
+    if (hidden > 0)  // (NaN-safe: an unpriced, infinite tensor term leaves the ends at 0)
       c_.t_pipeline_ends = std::min((c_.t_tensor + softmax) / std::max(1.0, chunks), std::max(0.0, c_.t_tensor + softmax - overlapped));
     return overlapped + c_.t_pipeline_ends;
   }
+
+  /** A flash forward kernel's softmax side, seconds: FP32 + SFU + the chunks' latency in series. */
+  double flash_softmax_time() const { return c_.t_fp32 + c_.t_sfu + c_.t_chunk_latency; }
 
   /** The share of the shorter of tensor and softmax time (c_.t_tensor; FP32 + SFU + chunk
    *  latency) a flash forward kernel on wgmma hides: with two consumer warpgroups
@@ -900,7 +904,7 @@ class KernelModel {
    *  6.8% and 16.1% (cross-attention's dk = 192 MMAs hid 90% of its softmax, d = 64's 37%). */
   double flash_hidden_share() const {
     if (c_.warps / 4 < 2 || hw_.flash_softmax_hidden <= 0) return 0.0;
-    const double softmax = c_.t_fp32 + c_.t_sfu + c_.t_chunk_latency;
+    const double softmax = flash_softmax_time();
     const double longer = std::max(c_.t_tensor, softmax);
     return longer > 0 ? 1 - (1 - hw_.flash_softmax_hidden) * std::min(c_.t_tensor, softmax) / longer : 0.0;
   }
