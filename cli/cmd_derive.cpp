@@ -71,9 +71,9 @@ void print_cost_table(const SearchResult& r, const Hardware& hw) {
     if (c.t_chunk_latency > 0)
       row("chunk latency", fmt::format("{:.2g} us/chunk", hw.flash_chunk_latency_s * 1e6), c.t_chunk_latency,
           "each chunk's barriers, MMA waits and row reductions (hardware flash_chunk_latency_s, a fit), with the softmax");
-    if (c.t_mma_sync_chain > 0)
-      row("mma.sync chain", fmt::format("{:.2g} x compute", hw.flash_mma_sync_factor), c.t_mma_sync_chain,
-          "a warp's chunk on mma.sync is one dependent chain of MMAs, packing, softmax and rescale (hardware flash_mma_sync_factor, a fit), with the compute");
+    if (c.t_mma_sync_chain != 0)
+      row("mma.sync chain", fmt::format("{:.2g} x compute", 1 + c.t_mma_sync_chain / std::max(1e-30, c.t_tensor + c.t_fp32 + c.t_sfu + c.t_chunk_latency)), c.t_mma_sync_chain,
+          "a warp's chunk on mma.sync is one dependent chain of MMAs, packing, softmax and rescale (hardware flash_mma_sync_factor, and flash_mma_sync_alone where each block has an SM alone: fits), with the compute");
     if (c.t_pipeline_ends > 0)
       row("pipeline ends", "1 chunk/block", c.t_pipeline_ends,
           "each block's first chunk's MMAs and last chunk's softmax, with nothing of the other kind to overlap, with the compute");

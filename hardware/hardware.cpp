@@ -297,6 +297,7 @@ std::string format_hardware(const Hardware& h, const std::string& header) {
   if (h.flash_softmax_hidden > 0) out += "flash_softmax_hidden = " + num(h.flash_softmax_hidden) + "\n";
   if (h.flash_chunk_latency_s > 0) out += "flash_chunk_latency_s = " + num(h.flash_chunk_latency_s) + "\n";
   if (h.flash_mma_sync_factor != 1) out += "flash_mma_sync_factor = " + num(h.flash_mma_sync_factor) + "\n";
+  if (h.flash_mma_sync_alone != 1) out += "flash_mma_sync_alone = " + num(h.flash_mma_sync_alone) + "\n";
   if (h.cluster_stage_latency_s > 0) out += "cluster_stage_latency_s = " + num(h.cluster_stage_latency_s) + "\n";
   if (h.staged_store_block_s > 0) out += "staged_store_block_s = " + num(h.staged_store_block_s) + "\n";
   if (h.gemm_last_store_block_s > 0) out += "gemm_last_store_block_s = " + num(h.gemm_last_store_block_s) + "\n";

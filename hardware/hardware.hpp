@@ -81,6 +81,10 @@ struct Hardware {
    *  chain of MMAs, fragment packing, softmax and O's rescale, which the summed rates do not
    *  price (>= 1; 1 where not fitted). A fit (the hardware TOML files give its data). */
   double flash_mma_sync_factor = 1;
+  /** The share of that time a flash forward block on mma.sync takes alone on its SM (a grid no
+   *  larger than the SMs: the blocks are spread one to an SM) against beside a second block, which
+   *  the factor above was fitted with (<= 1; 1 where not fitted). A fit (the TOML files give it). */
+  double flash_mma_sync_alone = 1;
   /** L2 -> SMEM bandwidth of the bulk-copy engine that TMA loads use (bytes/s, whole device),
    *  two blocks per SM reading the same chunks in the same order (a GEMM's co-resident blocks
    *  re-reading an operand's tiles), measured by `napkin calibrate` (kernels/calibrate/microbench.cu

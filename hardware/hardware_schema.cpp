@@ -78,6 +78,8 @@ constexpr Field<H> kCompute[] = {
     {"flash_chunk_latency_s", Type::real, false, 0, 1e-3, false, "s", [](H& h, const V& v) { h.flash_chunk_latency_s = v.number; }},
     {"flash_mma_sync_factor", Type::real, false, 1, 10, false, "times a flash forward kernel's summed compute terms on mma.sync",
      [](H& h, const V& v) { h.flash_mma_sync_factor = v.number; }},
+    {"flash_mma_sync_alone", Type::real, false, 0.1, 1, false, "share of that time for a block alone on its SM",
+     [](H& h, const V& v) { h.flash_mma_sync_alone = v.number; }},
     {"cluster_stage_latency_s", Type::real, false, 0, 1e-3, false, "s", [](H& h, const V& v) { h.cluster_stage_latency_s = v.number; }},
     {"staged_store_block_s", Type::real, false, 0, 1e-3, false, "s", [](H& h, const V& v) { h.staged_store_block_s = v.number; }},
     {"gemm_last_store_block_s", Type::real, false, 0, 1e-3, false, "s", [](H& h, const V& v) { h.gemm_last_store_block_s = v.number; }},

@@ -137,6 +137,11 @@ void lower_gemm(KernelSpec& s, const Diagram& d, const Hardware& hw, const Model
       while (buffers < g.TN / 64 && stages_with(buffers + 1) == stages) ++buffers;
       s.tma_store = true;
       s.tma_store_buffers = buffers;
+      s.tma_store_edges = std::none_of(s.shape.inputs.begin(), s.shape.inputs.end(), [&](const std::string& in) {  // an epilogue input along M or N
+        const bool tile = std::any_of(g.tiles.begin(), g.tiles.end(), [&](const GemmTile& t) { return t.array == in; });
+        const AxisList& ax = *d.array_axes(in);
+        return !tile && (std::find(ax.begin(), ax.end(), g.M) != ax.end() || std::find(ax.begin(), ax.end(), g.N) != ax.end());
+      });
       s.wgmma_stages = stages;
       s.wgmma_smem_bytes = gemm_wgmma_stage_bytes(g) * stages + gemm_tma_store_bytes(g, buffers);
     } else {

@@ -427,18 +427,22 @@ class KernelModel {
 
   /** Blocks of unequal length dispatched in grid order: the streamed-over tiles in the order of
    *  `len` (FlashBwdForm::tile_chunks, FlashForm::tile_chunks: the longest first), each tile's
-   *  blocks over the batch axes together (block i takes len[i / (blocks / len.size())]), each
-   *  starting on the first of `slots` block slots to come free, as the block scheduler hands out
-   *  blocks in order (list scheduling). Returns the makespan over the mean time per slot (>= 1): 1 where the blocks
-   *  pack evenly; the longest block x slots / total in one wave. */
-  static double dispatch_stretch(const std::vector<std::int64_t>& len, std::int64_t blocks, int slots) {
+   *  blocks over the batch axes together (block i takes len[i / (blocks / len.size())]) or, with
+   *  `tiles_fastest`, each batch slice's tiles together (block i takes len[i % len.size()]: the
+   *  flash forward's grid where K and V do not fit in half of L2, emit/cuda/render_grid.cpp),
+   *  each starting on the first of `slots` block slots to come free, as the block scheduler hands
+   *  out blocks in order (list scheduling). Returns the makespan over the mean time per slot (>= 1):
+   *  1 where the blocks pack evenly; the longest block x slots / total in one wave. Measured (H200,
+   *  session 45, causal d64 B2 H16 N4096 on mma.sync, 264 slots, each slice's tiles together): 441
+   *  us against 350 at the non-causal kernel's rate per chunk, a stretch of 1.26 where this gives 1.31. */
+  static double dispatch_stretch(const std::vector<std::int64_t>& len, std::int64_t blocks, int slots, bool tiles_fastest = false) {
     if (len.empty() || blocks <= 0 || slots <= 0) return 1;
     std::priority_queue<double, std::vector<double>, std::greater<>> free_at;
     for (int s = 0; s < slots; ++s) free_at.push(0);
     const std::int64_t per_tile = std::max<std::int64_t>(1, blocks / static_cast<std::int64_t>(len.size()));
     double total = 0, end = 0;
     for (std::int64_t i = 0; i < blocks; ++i) {
-      const auto tile = std::min<std::size_t>(len.size() - 1, static_cast<std::size_t>(i / per_tile));
+      const auto tile = std::min<std::size_t>(len.size() - 1, static_cast<std::size_t>(tiles_fastest ? i % static_cast<std::int64_t>(len.size()) : i / per_tile));
       const double t = static_cast<double>(len[tile]);
       const double start = free_at.top();
       free_at.pop();
@@ -656,8 +660,8 @@ class KernelModel {
     // slice's later blocks find its K and V in L2 that its first ones fetched, so blocks are not
     // as long as their chunks say (session 24, H200, B4 H16 N4096: 550.8 us measured, 569.5
     // without the stretch, 590.9 with the replay's 1.07).
-    if (spec_.flash && !opt_.two_level && spec_.flash->slices_fastest)
-      c_.imbalance = dispatch_stretch(spec_.flash->tile_chunks, c_.blocks, hw_.sm_count * std::max(1, c_.blocks_per_sm));
+    if (spec_.flash && !opt_.two_level && spec_.flash->skip)
+      c_.imbalance = dispatch_stretch(spec_.flash->tile_chunks, c_.blocks, hw_.sm_count * std::max(1, c_.blocks_per_sm), !spec_.flash->slices_fastest);
     // A banded GEMM's tiles, longest first (GemmForm::band_order): one block per tile on mma.sync,
     // one persistent block per SM walking them in snake order on wgmma (napkin::persistent_grid).
     if (spec_.gemm && !opt_.two_level && spec_.gemm->band_order)
@@ -878,8 +882,13 @@ class KernelModel {
     c_.t_fill = blocks_per_slot * hw_.loaded_latency_s();
     c_.t_chunk_latency = blocks_per_slot * chunks * hw_.flash_chunk_latency_s;
     if (!c_.warpgroup_mma) {
-      // one dependent chain a warp's chunk (Hardware::flash_mma_sync_factor, a fit; 1 where not given)
-      c_.t_mma_sync_chain = (hw_.flash_mma_sync_factor - 1) * (summed + c_.t_chunk_latency);
+      // one dependent chain a warp's chunk (Hardware::flash_mma_sync_factor, a fit; 1 where not given),
+      // shorter for a block alone on its SM (Hardware::flash_mma_sync_alone): where the grid is no
+      // larger than the SMs the block scheduler gives each block an SM of its own (H200, session 45,
+      // d64 on 128x64 tiles of 4 warps, 16 chunks a block: 32 and 128 blocks 42.2 and 43.2 us, 264
+      // blocks, two to an SM, 54.5 us)
+      const double alone = c_.blocks <= hw_.sm_count && c_.blocks_per_sm >= 2 ? hw_.flash_mma_sync_alone : 1.0;
+      c_.t_mma_sync_chain = (hw_.flash_mma_sync_factor * alone - 1) * (summed + c_.t_chunk_latency);
       return summed + c_.t_chunk_latency + c_.t_mma_sync_chain;
     }
     const double softmax = flash_softmax_time();

@@ -152,8 +152,8 @@ struct KernelCost {
    *  compute. 0 elsewhere. */
   double t_pipeline_ends = 0;
   /** A flash forward kernel's on mma.sync: seconds beyond its summed compute terms, (Hardware::
-   *  flash_mma_sync_factor - 1) x (tensor + FP32 + SFU + chunk latency), counted with the compute.
-   *  0 elsewhere. */
+   *  flash_mma_sync_factor x Hardware::flash_mma_sync_alone where every block has its SM alone, -
+   *  1) x (tensor + FP32 + SFU + chunk latency), counted with the compute. 0 elsewhere. */
   double t_mma_sync_chain = 0;
   /** A flash_bwd kernel's blocks' makespan over their mean time per block slot (>= 1; 1
    *  elsewhere): a causal skip gives the blocks different numbers of chunks

@@ -467,7 +467,8 @@ void gemm_pack_matrices(Code& code, Context& c, const KernelChoice& kc, const Ge
 void gemm_wide_store_epilogue(Code& code, Context& c, const KernelChoice& kc, const GemmForm& g,
                               const std::function<void(const std::function<void()>&)>& loops,
                               const std::function<std::string(std::size_t)>& acc, std::set<std::string>& stored);
-/** Emits the interior tile's epilogue through SMEM (the spec's tma_store): per block of 64
+/** Emits a tile's epilogue through SMEM (the spec's tma_store; edge tiles too with
+ *  tma_store_edges, the TMA store writing only what lies inside the array): per block of 64
  *  columns and output in turn, each consumer warpgroup waits until the buffer it used OUT_BUFS stores ago has
  *  been read by its TMA store, writes its rows by stmatrix (gemm_pack_matrices; 128-byte swizzle:
  *  16-byte chunk c of row r at chunk c ^ (r % 8)), makes them visible to the async proxy, and one

@@ -4,6 +4,7 @@
 // fragment layout (mma.sync: m16n8 tiles per warp; wgmma: a consumer warpgroup's 64 rows), each
 // element folded into the lemma's chunk state, then the lemma's update.
 #include <functional>
+#include <memory>
 
 #include "emit/cuda/render.hpp"
 
@@ -39,6 +40,37 @@ void per_side(Code& k, const FlashLemma& lemma, const std::function<void(FlashLe
   k.close();
 }
 
+/** The plain causal(M, x) mask of `f`'s score map (a window or a bound causal has its general value). */
+bool is_causal_mask(const Expr& e, const FlashForm& f) {
+  return e.kind == Expr::Kind::apply && e.op == Op::mask && is_plain_causal(*e.args[1]) && e.args[1]->axes == AxisList{f.M, f.x};
+}
+
+/** The causal overrides shared by both score renderers: `over` renders the contraction as `acc`
+ *  and a plain causal(M, x) as the 32-bit compare `c_rel - r_rel <= diag` (setting `*causal`);
+ *  the interior override drops the mask node altogether (every key of the chunk at or before
+ *  every row's diagonal). */
+struct CausalOverrides {
+  NodeOverride over, interior;
+};
+
+CausalOverrides causal_overrides(Context& c, const FlashForm& f, const std::string& acc, bool* causal) {
+  CausalOverrides o;
+  o.over = [&f, acc, causal](const Expr& e) -> std::optional<std::string> {
+    if (&e == f.cs) return acc;
+    if (!is_plain_causal(e) || e.axes != AxisList{f.M, f.x}) return std::nullopt;  // a window: the general value
+    *causal = true;
+    return std::string("(c_rel - r_rel <= diag ? 1.0f : 0.0f)");
+  };
+  auto interior = std::make_shared<NodeOverride>();
+  *interior = [&c, &f, acc, weak = std::weak_ptr<NodeOverride>(interior)](const Expr& e) -> std::optional<std::string> {
+    if (&e == f.cs) return acc;
+    if (is_causal_mask(e, f)) return c.value(*e.args[0], unscaled(c, f, *weak.lock()), f.inlined);
+    return std::nullopt;
+  };
+  o.interior = [interior](const Expr& e) { return (*interior)(e); };
+  return o;
+}
+
 }  // namespace
 
 ScoreChain score_chain(Context& c, const FlashForm& f, const NodeOverride& over, const NodeOverride& interior) {
@@ -63,21 +95,22 @@ void score_comment(Code& k, const FlashForm& f) {
 
 void flash_scores_fragments(Code& k, Context& c, const FlashForm& f, const FlashLemma& lemma) {
   const std::string &x = f.x, &M = f.M;
-  const Expr* cs = f.cs;
-  // Score values: P's argument with S inlined, the contraction overridden by the accumulator. The
-  // arrays it reads (masks, biases: not staged in tiles) are read against their extents (rows past
-  // N_M, keys past N_x), except in an interior chunk of a full tile, where every index is in range.
-  NodeOverride over_s = [&](const Expr& e) -> std::optional<std::string> {
-    if (&e == cs) return std::string("S_reg[mt][nt][e]");
-    return std::nullopt;
-  };
+  // Score values: P's argument with S inlined, the contraction overridden by the accumulator and a
+  // causal(M, x) by a compare of 32-bit offsets in the tile. The arrays it reads (masks, biases:
+  // not staged in tiles) are read against their extents (rows past N_M, keys past N_x), except in
+  // an interior chunk of a full tile, where every index is in range.
+  bool causal = false;
+  const CausalOverrides over = causal_overrides(c, f, "S_reg[mt][nt][e]", &causal);
   const bool softmax = lemma.softmax();
-  const ScoreChain chain = score_chain(c, f, over_s);
-  const std::string &score = chain.value, &score_bounded = chain.bounded;
+  const ScoreChain chain = score_chain(c, f, over.over, over.interior);
   score_comment(k, f);
   // Interior chunks of a full tile read every index in range: no bound on the maps' loads and
-  // no select of the keys past N_x (a uniform branch: the whole block's chunk).
+  // no select of the keys past N_x (a uniform branch: the whole block's chunk). Causal, an m16
+  // tile of a warp is interior where the chunk's last key is at or before its first row: the mask
+  // is dropped there (a branch uniform over the warp).
   k.line("const bool interior = " + std::string(chain.reads_rows ? "n_q == T_Q && " : "") + "(kc + 1) * T_X <= N_" + x + ";  // every index the score map reads in range");
+  if (causal)
+    k.line("const int diag = static_cast<int>(max(int64_t{-T_Q}, min(int64_t{T_X}, o_" + M + " - kc * T_X)));  // key offset - row offset at the diagonal");
   k.line("#pragma unroll");
   k.open("for (int mt = 0; mt < MT; ++mt)");
   lemma.chunk_begin(k);
@@ -86,9 +119,9 @@ void flash_scores_fragments(Code& k, Context& c, const FlashForm& f, const Flash
     k.open("for (int nt = 0; nt < T_X / 8; ++nt)");
     k.line("#pragma unroll");
     k.open("for (int e = 0; e < 4; ++e)");
-    k.line("const int64_t i_" + M + " = o_" + M + " + warp * (T_Q / WARPS) + mt * 16 + lane / 4 + (e / 2) * 8;");
-    k.line("const int64_t i_" + x + " = kc * T_X + nt * 8 + (lane % 4) * 2 + e % 2;");
-    k.line("(void)i_" + M + ", (void)i_" + x + ";");
+    k.line("const int r_rel = warp * (T_Q / WARPS) + mt * 16 + lane / 4 + (e / 2) * 8, c_rel = nt * 8 + (lane % 4) * 2 + e % 2;");
+    k.line("const int64_t i_" + M + " = o_" + M + " + r_rel, i_" + x + " = kc * T_X + c_rel;");
+    k.line("(void)i_" + M + ", (void)i_" + x + ", (void)r_rel, (void)c_rel;");
     k.line("const float v = " + value + ";");
     const std::string note = softmax ? ";" : ";  // P, no normaliser";
     k.line(masked ? "S_reg[mt][nt][e] = i_" + x + " < N_" + x + " ? v : " + lemma.fill(side) + note : "S_reg[mt][nt][e] = v" + note);
@@ -96,34 +129,20 @@ void flash_scores_fragments(Code& k, Context& c, const FlashForm& f, const Flash
     k.close();
     k.close();
   };
-  k.open("if (interior)");
-  per_side(k, lemma, [&](FlashLemma::Side side) { elements(score, false, side); });
+  k.open(causal ? "if (interior && T_X - 1 - (warp * (T_Q / WARPS) + mt * 16) <= diag)" : "if (interior)");
+  if (causal) k.line("// interior: every key of the chunk in range and at or before every row's diagonal");
+  per_side(k, lemma, [&](FlashLemma::Side side) { elements(chain.interior, false, side); });
   k.close(" else {");
   ++k.indent;
-  elements(score_bounded, true, FlashLemma::Side::as_scale);
+  elements(chain.bounded, true, FlashLemma::Side::as_scale);
   k.close();
   lemma.update(k, f.P->name);
   k.close();
 }
 
 WarpgroupScores::WarpgroupScores(Context& c, const FlashForm& f) : f_(f) {
-  const std::string &M = f.M, &x = f.x;
-  auto is_causal_mask = [&](const Expr& e) {
-    return e.kind == Expr::Kind::apply && e.op == Op::mask && is_plain_causal(*e.args[1]) && e.args[1]->axes == AxisList{M, x};
-  };
-  NodeOverride over_causal = [&](const Expr& e) -> std::optional<std::string> {
-    if (&e == f.cs) return std::string("S_reg[nt * 4 + e]");
-    if (!is_plain_causal(e) || e.axes != AxisList{M, x}) return std::nullopt;  // a window: the general value
-    causal_ = true;
-    return std::string("(c_rel - r_rel <= diag ? 1.0f : 0.0f)");
-  };
-  NodeOverride over_interior;
-  over_interior = [&](const Expr& e) -> std::optional<std::string> {
-    if (&e == f.cs) return std::string("S_reg[nt * 4 + e]");
-    if (is_causal_mask(e)) return c.value(*e.args[0], unscaled(c, f, over_interior), f.inlined);
-    return std::nullopt;
-  };
-  chain_ = score_chain(c, f, over_causal, over_interior);
+  const CausalOverrides over = causal_overrides(c, f, "S_reg[nt * 4 + e]", &causal_);
+  chain_ = score_chain(c, f, over.over, over.interior);
 }
 
 void WarpgroupScores::elements(Code& k, const FlashLemma& lemma, const std::string& value, bool masked, FlashLemma::Side side) const {

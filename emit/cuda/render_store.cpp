@@ -78,8 +78,9 @@ void gemm_wide_store_epilogue(Code& code, Context& c, const KernelChoice& kc, co
 }
 
 void gemm_tma_store_epilogue(Code& code, Context& c, const KernelChoice& kc, const GemmForm& g, const std::function<std::string(std::size_t)>& acc) {
-  code.line("// interior tile: through SMEM, stored by TMA while the next tile's MMAs run (named barrier 1 + cw: this warpgroup); each");
-  code.line("// output in turn through the ring of staging buffers");
+  code.line("// through SMEM, stored by TMA while the next tile's MMAs run (named barrier 1 + cw: this warpgroup); each output in");
+  code.line("// turn through the ring of staging buffers. At the array's edge the store writes only what lies inside it (CUDA C++");
+  code.line("// Programming Guide, 'Using TMA to transfer multi-dimensional arrays': the out-of-bound part of a box is not written)");
   code.line("#pragma unroll");
   code.open("for (int cb = 0; cb < T_N / 64; ++cb)");
   for (const auto& out : kc.cost.outputs) {

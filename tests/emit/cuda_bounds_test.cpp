@@ -24,7 +24,7 @@ struct LoadCount {
 };
 
 /** Counts the loads of `array` in `cu` line by line: in an interior block (the block of an
- *  `if (interior)` or `if (x_left == T_X ...)` line), at the edge bounded by `i_a < N_a ? ...`, or
+ *  `if (interior ...)` or `if (x_left == T_X ...)` line), at the edge bounded by `i_a < N_a ? ...`, or
  *  at the edge unbounded. */
 LoadCount count_loads(const std::string& cu, const std::string& array) {
   LoadCount n;
@@ -34,7 +34,7 @@ LoadCount count_loads(const std::string& cu, const std::string& array) {
   std::string line;
   int depth = 0, interior_depth = -1;  // brace depth; the depth outside the interior block, -1: not in one
   while (std::getline(in, line)) {
-    const bool opens_interior = line.find("if (interior)") != std::string::npos || line.find("if (x_left == T_X") != std::string::npos;
+    const bool opens_interior = line.find("if (interior") != std::string::npos || line.find("if (x_left == T_X") != std::string::npos;
     const auto loads = std::distance(std::sregex_iterator(line.begin(), line.end(), load), std::sregex_iterator());
     const auto bound = std::distance(std::sregex_iterator(line.begin(), line.end(), bounded), std::sregex_iterator());
     if (interior_depth >= 0) n.interior += static_cast<int>(loads);

@@ -152,7 +152,7 @@ TEST_CASE("flash form under a causal skip: tiles longest first, batch slices fas
   // One head group's causal attention: q tiles differ in chunks; the grid hands the longest out
   // first. At 8 heads of 2048 tokens K and V (8 MB) fit half the H200's L2: every slice's longest tile goes
   // first and the model replays that order; at 8192 tokens and 32 groups (256 MB) each slice's
-  // tiles stay together and the compute terms are not stretched.
+  // tiles stay together, and the model replays that order too (its last slices' long tiles start late).
   auto attn = [](int heads, int n) {
     return "diagram a\naxis h = " + std::to_string(heads) + "\naxis q = " + std::to_string(n) + "\naxis x = " + std::to_string(n) +
            "\naxis d = 128\nin Q[h,q,d] : bf16\nin K[h,x,d] : bf16\nin V[h,x,d] : bf16\n"
@@ -172,8 +172,8 @@ TEST_CASE("flash form under a causal skip: tiles longest first, batch slices fas
     CHECK(std::is_sorted(f.tile_chunks.rbegin(), f.tile_chunks.rend()));  // non-increasing: the longest first
     CHECK(f.tile_chunks.front() == (n + f.TX - 1) / f.TX);               // the last tile walks every chunk
     CHECK(f.slices_fastest == fits);
-    if (fits) CHECK(kc.cost.imbalance >= 1.0);
-    else CHECK(kc.cost.imbalance == 1.0);
+    CHECK(kc.cost.imbalance >= 1.0);
+    if (!fits) CHECK(kc.cost.imbalance > 1.0);  // 32 slices of 64 tiles, 2 to 64 chunks each, on 132 slots
     const std::string cuda = emit_cuda(*l.program, *l.diagram, dv, hw);
     const auto decode = cuda.find("o_q = (tiles_q - 1 - bid");
     REQUIRE(decode != std::string::npos);

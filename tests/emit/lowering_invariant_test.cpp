@@ -250,3 +250,34 @@ TEST_CASE("lowering: gemm-shaped contractions take tensor cores, whatever the nu
       if (kc.cost.spec->strategy != Strategy::call) CHECK(kc.cost.spec->strategy == Strategy::gemm);
   }
 }
+
+TEST_CASE("lowering: the wgmma GEMM's edge tiles go through the TMA store unless the epilogue reads an array along M or N",
+          "[emit][cuda][lower]") {
+  // KernelSpec::tma_store_edges (lower/lower.hpp): TMA writes only what lies inside the array, so a
+  // ragged tile can be staged whole; a bias read along M or N past the array would need bounds.
+  Hardware hw = load_hardware("h200");
+  struct Case {
+    std::string name, text;
+    bool edges;
+  };
+  const std::string head = "axis a = 1000\naxis b = 1000\naxis c = 1000\nin A[a,b] : bf16\nin B[b,c] : bf16\n";
+  const std::vector<Case> cases = {
+      {"plain", head + "C[a,c] = contract(A, B; b)\nout C : bf16\n", true},
+      {"scalar scale", head + "in s[] : fp32\nC[a,c] = contract(A, B; b) * s\nout C : bf16\n", true},
+      {"bias along N", head + "in bias[c] : bf16\nC[a,c] = contract(A, B; b) + bias\nout C : bf16\n", false},
+      {"bias along M", head + "in r[a] : bf16\nC[a,c] = contract(A, B; b) * r\nout C : bf16\n", false},
+  };
+  for (const auto& t : cases) {
+    INFO(t.name);
+    LoadedDiagram l = load_text("diagram g\n" + t.text, {});
+    Derivation dv = derive(*l.program, *l.diagram, l.sizes, hw);
+    REQUIRE(dv.chosen.kernels.size() == 1);
+    const KernelSpec& s = *dv.chosen.kernels[0].cost.spec;
+    REQUIRE(s.strategy == Strategy::gemm);
+    REQUIRE(s.tma_store);
+    CHECK(s.tma_store_edges == t.edges);
+    const std::string text = emit_cuda(*l.program, *l.diagram, dv, hw);
+    CHECK(count(text, "if (tma_store && n_M > 0 && n_N > 0)") == (t.edges ? 1u : 0u));
+    CHECK(count(text, "if (tma_store && n_M == T_M && n_N == T_N)") == (t.edges ? 0u : 1u));
+  }
+}

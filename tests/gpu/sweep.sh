@@ -12,7 +12,8 @@
 #    not instrumented), counting the errors each reports; one summary line per tool.
 # Inputs are fresh random numbers: the seed is NAPKIN_SWEEP_SEED, else drawn and printed.
 # Cases run JOBS at a time (one GPU is shared; only correctness is checked, not time).
-# Usage: tests/gpu/sweep.sh NAPKIN_BINARY [--jobs J] [--budget SECONDS] [--no-sanitize]
+# Usage: tests/gpu/sweep.sh NAPKIN_BINARY [--jobs J] [--budget SECONDS] [--no-sanitize] [--only REGEX]
+#   --only: the cases whose tag matches the extended regular expression REGEX (grep -E), no others.
 #   --budget: sanitizer runs not started within SECONDS of the start are reported as not run, and
 #   every run is stopped (timeout) by SECONDS + 60.
 # Exit status 0 only when every check passed and every sanitizer run reported 0 errors.
@@ -23,12 +24,13 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 lib=$root/diagrams/library
 gpu=$root/tests/gpu
 jobs=$(($(nproc) / 2 > 1 ? $(nproc) / 2 : 1))
-budget=0 sanitize=1
+budget=0 sanitize=1 only=
 while [ $# -gt 0 ]; do
   case $1 in
     --jobs) jobs=$2; shift 2 ;;
     --budget) budget=$2; shift 2 ;;
     --no-sanitize) sanitize=0; shift ;;
+    --only) only=$2; shift 2 ;;
     *) echo "sweep.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -44,6 +46,11 @@ for d in 64 128; do
     add "causal-d$d-n$n" "$lib/causal_attention.napkin" --set b=1 --set h=2 --set q=$n --set x=$n --set d=$d
   done
 done
+# causal on mma.sync: interior chunks unmasked, the diagonal by 32-bit offsets (emit/cuda/render_score.cpp), keys
+# fewer and more than queries
+add causal-d64-n1000.mma.sync "$lib/causal_attention.napkin" --set b=1 --set h=2 --set q=1000 --set x=1000 --set d=64
+add causal-q300-x517.mma.sync "$lib/causal_attention.napkin" --set b=1 --set h=2 --set q=300 --set x=517 --set d=64
+add causal-q517-x300.mma.sync "$lib/causal_attention.napkin" --set b=1 --set h=2 --set q=517 --set x=300 --set d=64
 add gqa-n1000 "$lib/gqa_attention.napkin" --set b=1 --set g=2 --set r=2 --set q=1000 --set x=1000
 add gqa-n4096 "$lib/gqa_attention.napkin" --set b=2 --set g=2 --set r=4 --set q=4096 --set x=4096
 add att-fp16-n1000 "$gpu/attention_fp16.napkin" --set b=1 --set h=2 --set q=1000 --set x=1000
@@ -184,6 +191,12 @@ add gqa-bwd-q333-x200.mma.sync "$res/gqa_attention_grad.napkin" --diagram gqa_at
 add gqa-bwd-n1000 "$res/gqa_attention_grad.napkin" --diagram gqa_attention_bwd --set g=2 --set r=2 --set q=1000 --set x=1000
 add gqa-bwd-n1000.mma.sync "$res/gqa_attention_grad.napkin" --diagram gqa_attention_bwd --set g=2 --set r=2 --set q=1000 --set x=1000
 
+if [ -n "$only" ]; then  # --only: keep the cases whose tag matches
+  kept=()
+  for c in "${cases[@]}"; do grep -qE -- "$only" <<< "${c%% *}" && kept+=("$c"); done
+  cases=("${kept[@]}")
+  echo "gpu sweep: --only '$only': ${#cases[@]} cases"
+fi
 wgmma_env() { case $1 in *.mma.sync) echo NAPKIN_NO_WGMMA=1 ;; *) echo NAPKIN_NO_WGMMA=0 ;; esac; }
 throttle() { while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done; }
 

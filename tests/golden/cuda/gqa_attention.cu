@@ -960,18 +960,20 @@ namespace k_S_to_O {
       }
       // S and P's argument element by element; keys past N_x are masked
       const bool interior = (kc + 1) * T_X <= N_x;  // every index the score map reads in range
+      const int diag = static_cast<int>(max(int64_t{-T_Q}, min(int64_t{T_X}, o_q - kc * T_X)));  // key offset - row offset at the diagonal
       #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
         float mx[2] = {m_reg[mt][0], m_reg[mt][1]};
-        if (interior) {
+        if (interior && T_X - 1 - (warp * (T_Q / WARPS) + mt * 16) <= diag) {
+          // interior: every key of the chunk in range and at or before every row's diagonal
           #pragma unroll
           for (int nt = 0; nt < T_X / 8; ++nt) {
             #pragma unroll
             for (int e = 0; e < 4; ++e) {
-              const int64_t i_q = o_q + warp * (T_Q / WARPS) + mt * 16 + lane / 4 + (e / 2) * 8;
-              const int64_t i_x = kc * T_X + nt * 8 + (lane % 4) * 2 + e % 2;
-              (void)i_q, (void)i_x;
-              const float v = ((i_x <= i_q ? 1.0f : 0.0f) != 0.0f ? S_reg[mt][nt][e] : -INFINITY);
+              const int r_rel = warp * (T_Q / WARPS) + mt * 16 + lane / 4 + (e / 2) * 8, c_rel = nt * 8 + (lane % 4) * 2 + e % 2;
+              const int64_t i_q = o_q + r_rel, i_x = kc * T_X + c_rel;
+              (void)i_q, (void)i_x, (void)r_rel, (void)c_rel;
+              const float v = S_reg[mt][nt][e];
               S_reg[mt][nt][e] = v;
               mx[e / 2] = fmaxf(mx[e / 2], S_reg[mt][nt][e]);
             }
@@ -981,10 +983,10 @@ namespace k_S_to_O {
           for (int nt = 0; nt < T_X / 8; ++nt) {
             #pragma unroll
             for (int e = 0; e < 4; ++e) {
-              const int64_t i_q = o_q + warp * (T_Q / WARPS) + mt * 16 + lane / 4 + (e / 2) * 8;
-              const int64_t i_x = kc * T_X + nt * 8 + (lane % 4) * 2 + e % 2;
-              (void)i_q, (void)i_x;
-              const float v = ((i_x <= i_q ? 1.0f : 0.0f) != 0.0f ? S_reg[mt][nt][e] : -INFINITY);
+              const int r_rel = warp * (T_Q / WARPS) + mt * 16 + lane / 4 + (e / 2) * 8, c_rel = nt * 8 + (lane % 4) * 2 + e % 2;
+              const int64_t i_q = o_q + r_rel, i_x = kc * T_X + c_rel;
+              (void)i_q, (void)i_x, (void)r_rel, (void)c_rel;
+              const float v = ((c_rel - r_rel <= diag ? 1.0f : 0.0f) != 0.0f ? S_reg[mt][nt][e] : -INFINITY);
               S_reg[mt][nt][e] = i_x < N_x ? v : -INFINITY;
               mx[e / 2] = fmaxf(mx[e / 2], S_reg[mt][nt][e]);
             }

@@ -1144,10 +1144,11 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
         if (chunks > 0 && lane == 0)  // the tile's last chunk: the producer refills it while this block stores
           for (unsigned r = 0; r < CLUSTER; ++r) napkin::mbar_arrive_cluster(&empty[(it - 1) % STAGES], r);
         // epilogue: per m64 subtile, warp w holds rows 16w..16w+15 as m16n8 accumulator tiles
-        // interior tiles through SMEM by TMA unless the host turned it off (napkin::tma_store_enabled)
-        if (tma_store && n_M == T_M && n_N == T_N) {
-          // interior tile: through SMEM, stored by TMA while the next tile's MMAs run (named barrier 1 + cw: this warpgroup); each
-          // output in turn through the ring of staging buffers
+        // every tile with a row and a column in range through SMEM by TMA unless the host turned it off (napkin::tma_store_enabled)
+        if (tma_store && n_M > 0 && n_N > 0) {
+          // through SMEM, stored by TMA while the next tile's MMAs run (named barrier 1 + cw: this warpgroup); each output in
+          // turn through the ring of staging buffers. At the array's edge the store writes only what lies inside it (CUDA C++
+          // Programming Guide, 'Using TMA to transfer multi-dimensional arrays': the out-of-bound part of a box is not written)
           #pragma unroll
           for (int cb = 0; cb < T_N / 64; ++cb) {
             {
@@ -1491,10 +1492,11 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
         if (chunks > 0 && lane == 0)  // the tile's last chunk: the producer refills it while this block stores
           for (unsigned r = 0; r < CLUSTER; ++r) napkin::mbar_arrive_cluster(&empty[(it - 1) % STAGES], r);
         // epilogue: per m64 subtile, warp w holds rows 16w..16w+15 as m16n8 accumulator tiles
-        // interior tiles through SMEM by TMA unless the host turned it off (napkin::tma_store_enabled)
-        if (tma_store && n_M == T_M && n_N == T_N) {
-          // interior tile: through SMEM, stored by TMA while the next tile's MMAs run (named barrier 1 + cw: this warpgroup); each
-          // output in turn through the ring of staging buffers
+        // every tile with a row and a column in range through SMEM by TMA unless the host turned it off (napkin::tma_store_enabled)
+        if (tma_store && n_M > 0 && n_N > 0) {
+          // through SMEM, stored by TMA while the next tile's MMAs run (named barrier 1 + cw: this warpgroup); each output in
+          // turn through the ring of staging buffers. At the array's edge the store writes only what lies inside it (CUDA C++
+          // Programming Guide, 'Using TMA to transfer multi-dimensional arrays': the out-of-bound part of a box is not written)
           #pragma unroll
           for (int cb = 0; cb < T_N / 64; ++cb) {
             {

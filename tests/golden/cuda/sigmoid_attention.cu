@@ -960,9 +960,9 @@ namespace k_P_to_O {
           for (int nt = 0; nt < T_X / 8; ++nt) {
             #pragma unroll
             for (int e = 0; e < 4; ++e) {
-              const int64_t i_q = o_q + warp * (T_Q / WARPS) + mt * 16 + lane / 4 + (e / 2) * 8;
-              const int64_t i_x = kc * T_X + nt * 8 + (lane % 4) * 2 + e % 2;
-              (void)i_q, (void)i_x;
+              const int r_rel = warp * (T_Q / WARPS) + mt * 16 + lane / 4 + (e / 2) * 8, c_rel = nt * 8 + (lane % 4) * 2 + e % 2;
+              const int64_t i_q = o_q + r_rel, i_x = kc * T_X + c_rel;
+              (void)i_q, (void)i_x, (void)r_rel, (void)c_rel;
               const float v = napkin::sigmoid(((S_reg[mt][nt][e] * rsqrtf(static_cast<float>(N_d))) - logf(static_cast<float>(N_x))));
               S_reg[mt][nt][e] = v;  // P, no normaliser
             }
@@ -972,9 +972,9 @@ namespace k_P_to_O {
           for (int nt = 0; nt < T_X / 8; ++nt) {
             #pragma unroll
             for (int e = 0; e < 4; ++e) {
-              const int64_t i_q = o_q + warp * (T_Q / WARPS) + mt * 16 + lane / 4 + (e / 2) * 8;
-              const int64_t i_x = kc * T_X + nt * 8 + (lane % 4) * 2 + e % 2;
-              (void)i_q, (void)i_x;
+              const int r_rel = warp * (T_Q / WARPS) + mt * 16 + lane / 4 + (e / 2) * 8, c_rel = nt * 8 + (lane % 4) * 2 + e % 2;
+              const int64_t i_q = o_q + r_rel, i_x = kc * T_X + c_rel;
+              (void)i_q, (void)i_x, (void)r_rel, (void)c_rel;
               const float v = napkin::sigmoid(((S_reg[mt][nt][e] * rsqrtf(static_cast<float>(N_d))) - logf(static_cast<float>(N_x))));
               S_reg[mt][nt][e] = i_x < N_x ? v : 0.0f;  // P, no normaliser
             }

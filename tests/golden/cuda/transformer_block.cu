@@ -1345,10 +1345,11 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16(float (&d)[64], uint64_t d
         if (chunks > 0 && lane == 0)  // the tile's last chunk: the producer refills it while this block stores
           napkin::mbar_arrive(&empty[(it - 1) % STAGES]);
         // epilogue: per m64 subtile, warp w holds rows 16w..16w+15 as m16n8 accumulator tiles
-        // interior tiles through SMEM by TMA unless the host turned it off (napkin::tma_store_enabled)
-        if (tma_store && n_M == T_M && n_N == T_N) {
-          // interior tile: through SMEM, stored by TMA while the next tile's MMAs run (named barrier 1 + cw: this warpgroup); each
-          // output in turn through the ring of staging buffers
+        // every tile with a row and a column in range through SMEM by TMA unless the host turned it off (napkin::tma_store_enabled)
+        if (tma_store && n_M > 0 && n_N > 0) {
+          // through SMEM, stored by TMA while the next tile's MMAs run (named barrier 1 + cw: this warpgroup); each output in
+          // turn through the ring of staging buffers. At the array's edge the store writes only what lies inside it (CUDA C++
+          // Programming Guide, 'Using TMA to transfer multi-dimensional arrays': the out-of-bound part of a box is not written)
           #pragma unroll
           for (int cb = 0; cb < T_N / 64; ++cb) {
             {
@@ -1708,10 +1709,11 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
         if (chunks > 0 && lane == 0)  // the tile's last chunk: the producer refills it while this block stores
           napkin::mbar_arrive(&empty[(it - 1) % STAGES]);
         // epilogue: per m64 subtile, warp w holds rows 16w..16w+15 as m16n8 accumulator tiles
-        // interior tiles through SMEM by TMA unless the host turned it off (napkin::tma_store_enabled)
-        if (tma_store && n_M == T_M && n_N == T_N) {
-          // interior tile: through SMEM, stored by TMA while the next tile's MMAs run (named barrier 1 + cw: this warpgroup); each
-          // output in turn through the ring of staging buffers
+        // every tile with a row and a column in range through SMEM by TMA unless the host turned it off (napkin::tma_store_enabled)
+        if (tma_store && n_M > 0 && n_N > 0) {
+          // through SMEM, stored by TMA while the next tile's MMAs run (named barrier 1 + cw: this warpgroup); each output in
+          // turn through the ring of staging buffers. At the array's edge the store writes only what lies inside it (CUDA C++
+          // Programming Guide, 'Using TMA to transfer multi-dimensional arrays': the out-of-bound part of a box is not written)
           #pragma unroll
           for (int cb = 0; cb < T_N / 64; ++cb) {
             {
@@ -1945,18 +1947,20 @@ namespace k_S_to_O {
       }
       // S and P's argument element by element; keys past N_x are masked
       const bool interior = (kc + 1) * T_X <= N_x;  // every index the score map reads in range
+      const int diag = static_cast<int>(max(int64_t{-T_Q}, min(int64_t{T_X}, o_q - kc * T_X)));  // key offset - row offset at the diagonal
       #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
         float mx[2] = {m_reg[mt][0], m_reg[mt][1]};
-        if (interior) {
+        if (interior && T_X - 1 - (warp * (T_Q / WARPS) + mt * 16) <= diag) {
+          // interior: every key of the chunk in range and at or before every row's diagonal
           #pragma unroll
           for (int nt = 0; nt < T_X / 8; ++nt) {
             #pragma unroll
             for (int e = 0; e < 4; ++e) {
-              const int64_t i_q = o_q + warp * (T_Q / WARPS) + mt * 16 + lane / 4 + (e / 2) * 8;
-              const int64_t i_x = kc * T_X + nt * 8 + (lane % 4) * 2 + e % 2;
-              (void)i_q, (void)i_x;
-              const float v = ((i_x <= i_q ? 1.0f : 0.0f) != 0.0f ? S_reg[mt][nt][e] : -INFINITY);
+              const int r_rel = warp * (T_Q / WARPS) + mt * 16 + lane / 4 + (e / 2) * 8, c_rel = nt * 8 + (lane % 4) * 2 + e % 2;
+              const int64_t i_q = o_q + r_rel, i_x = kc * T_X + c_rel;
+              (void)i_q, (void)i_x, (void)r_rel, (void)c_rel;
+              const float v = S_reg[mt][nt][e];
               S_reg[mt][nt][e] = v;
               mx[e / 2] = fmaxf(mx[e / 2], S_reg[mt][nt][e]);
             }
@@ -1966,10 +1970,10 @@ namespace k_S_to_O {
           for (int nt = 0; nt < T_X / 8; ++nt) {
             #pragma unroll
             for (int e = 0; e < 4; ++e) {
-              const int64_t i_q = o_q + warp * (T_Q / WARPS) + mt * 16 + lane / 4 + (e / 2) * 8;
-              const int64_t i_x = kc * T_X + nt * 8 + (lane % 4) * 2 + e % 2;
-              (void)i_q, (void)i_x;
-              const float v = ((i_x <= i_q ? 1.0f : 0.0f) != 0.0f ? S_reg[mt][nt][e] : -INFINITY);
+              const int r_rel = warp * (T_Q / WARPS) + mt * 16 + lane / 4 + (e / 2) * 8, c_rel = nt * 8 + (lane % 4) * 2 + e % 2;
+              const int64_t i_q = o_q + r_rel, i_x = kc * T_X + c_rel;
+              (void)i_q, (void)i_x, (void)r_rel, (void)c_rel;
+              const float v = ((c_rel - r_rel <= diag ? 1.0f : 0.0f) != 0.0f ? S_reg[mt][nt][e] : -INFINITY);
               S_reg[mt][nt][e] = i_x < N_x ? v : -INFINITY;
               mx[e / 2] = fmaxf(mx[e / 2], S_reg[mt][nt][e]);
             }
@@ -2682,8 +2686,9 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
         // epilogue: per m64 subtile, warp w holds rows 16w..16w+15 as m16n8 accumulator tiles
         // interior tiles through SMEM by TMA unless the host turned it off (napkin::tma_store_enabled)
         if (tma_store && n_M == T_M && n_N == T_N) {
-          // interior tile: through SMEM, stored by TMA while the next tile's MMAs run (named barrier 1 + cw: this warpgroup); each
-          // output in turn through the ring of staging buffers
+          // through SMEM, stored by TMA while the next tile's MMAs run (named barrier 1 + cw: this warpgroup); each output in
+          // turn through the ring of staging buffers. At the array's edge the store writes only what lies inside it (CUDA C++
+          // Programming Guide, 'Using TMA to transfer multi-dimensional arrays': the out-of-bound part of a box is not written)
           #pragma unroll
           for (int cb = 0; cb < T_N / 64; ++cb) {
             {
@@ -3250,10 +3255,11 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
         if (chunks > 0 && lane == 0)  // the tile's last chunk: the producer refills it while this block stores
           for (unsigned r = 0; r < CLUSTER; ++r) napkin::mbar_arrive_cluster(&empty[(it - 1) % STAGES], r);
         // epilogue: per m64 subtile, warp w holds rows 16w..16w+15 as m16n8 accumulator tiles
-        // interior tiles through SMEM by TMA unless the host turned it off (napkin::tma_store_enabled)
-        if (tma_store && n_M == T_M && n_N == T_N) {
-          // interior tile: through SMEM, stored by TMA while the next tile's MMAs run (named barrier 1 + cw: this warpgroup); each
-          // output in turn through the ring of staging buffers
+        // every tile with a row and a column in range through SMEM by TMA unless the host turned it off (napkin::tma_store_enabled)
+        if (tma_store && n_M > 0 && n_N > 0) {
+          // through SMEM, stored by TMA while the next tile's MMAs run (named barrier 1 + cw: this warpgroup); each output in
+          // turn through the ring of staging buffers. At the array's edge the store writes only what lies inside it (CUDA C++
+          // Programming Guide, 'Using TMA to transfer multi-dimensional arrays': the out-of-bound part of a box is not written)
           #pragma unroll
           for (int cb = 0; cb < T_N / 64; ++cb) {
             {
@@ -3600,10 +3606,11 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
         if (chunks > 0 && lane == 0)  // the tile's last chunk: the producer refills it while this block stores
           for (unsigned r = 0; r < CLUSTER; ++r) napkin::mbar_arrive_cluster(&empty[(it - 1) % STAGES], r);
         // epilogue: per m64 subtile, warp w holds rows 16w..16w+15 as m16n8 accumulator tiles
-        // interior tiles through SMEM by TMA unless the host turned it off (napkin::tma_store_enabled)
-        if (tma_store && n_M == T_M && n_N == T_N) {
-          // interior tile: through SMEM, stored by TMA while the next tile's MMAs run (named barrier 1 + cw: this warpgroup); each
-          // output in turn through the ring of staging buffers
+        // every tile with a row and a column in range through SMEM by TMA unless the host turned it off (napkin::tma_store_enabled)
+        if (tma_store && n_M > 0 && n_N > 0) {
+          // through SMEM, stored by TMA while the next tile's MMAs run (named barrier 1 + cw: this warpgroup); each output in
+          // turn through the ring of staging buffers. At the array's edge the store writes only what lies inside it (CUDA C++
+          // Programming Guide, 'Using TMA to transfer multi-dimensional arrays': the out-of-bound part of a box is not written)
           #pragma unroll
           for (int cb = 0; cb < T_N / 64; ++cb) {
             {
