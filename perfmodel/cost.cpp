@@ -655,11 +655,12 @@ class KernelModel {
     if (spec_.wgmma && !opt_.two_level) repack_terms();
     if (spec_.flash_bwd && !opt_.two_level) flash_bwd_skip_terms(mem_util);
     if (!spec_.shape.atomic.empty() && !opt_.two_level) atomic_terms(mem_util);
-    // The forward's causal tiles handed out longest first with the batch slices fastest: their
-    // makespan. Each slice's tiles together (K and V over half of L2) are not stretched: a
-    // slice's later blocks find its K and V in L2 that its first ones fetched, so blocks are not
-    // as long as their chunks say (session 24, H200, B4 H16 N4096: 550.8 us measured, 569.5
-    // without the stretch, 590.9 with the replay's 1.07).
+    // The forward's causal tiles handed out longest first, the batch slices fastest or (K and V
+    // over half of L2) each slice's tiles together: the makespan of that grid order. Session 24
+    // had left the second order unstretched (H200, B4 H16 N4096 on wgmma: 550.8 us measured, 569.5
+    // without the stretch, 590.9 with its 1.07); under the later flash terms the ledger's causal
+    // rows price within -0.4% to +11.4% with it, and causal d64 B2 H16 N4096 on mma.sync, whose
+    // chunks ran 1.26x the non-causal kernel's, went from -20.6% to +9.2% (session 45).
     if (spec_.flash && !opt_.two_level && spec_.flash->skip)
       c_.imbalance = dispatch_stretch(spec_.flash->tile_chunks, c_.blocks, hw_.sm_count * std::max(1, c_.blocks_per_sm), !spec_.flash->slices_fastest);
     // A banded GEMM's tiles, longest first (GemmForm::band_order): one block per tile on mma.sync,
