@@ -659,7 +659,7 @@ class KernelModel {
     // over half of L2) each slice's tiles together: the makespan of that grid order. Session 24
     // had left the second order unstretched (H200, B4 H16 N4096 on wgmma: 550.8 us measured, 569.5
     // without the stretch, 590.9 with its 1.07); under the later flash terms the ledger's causal
-    // rows price within -0.4% to +11.4% with it, and causal d64 B2 H16 N4096 on mma.sync, whose
+    // rows (causal, GQA, l2norm) price within -4.8% to +11.4% with it, and causal d64 B2 H16 N4096 on mma.sync, whose
     // chunks ran 1.26x the non-causal kernel's, went from -20.6% to +9.2% (session 45).
     if (spec_.flash && !opt_.two_level && spec_.flash->skip)
       c_.imbalance = dispatch_stretch(spec_.flash->tile_chunks, c_.blocks, hw_.sm_count * std::max(1, c_.blocks_per_sm), !spec_.flash->slices_fastest);
