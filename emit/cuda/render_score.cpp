@@ -4,7 +4,6 @@
 // fragment layout (mma.sync: m16n8 tiles per warp; wgmma: a consumer warpgroup's 64 rows), each
 // element folded into the lemma's chunk state, then the lemma's update.
 #include <functional>
-#include <memory>
 
 #include "emit/cuda/render.hpp"
 
@@ -53,6 +52,19 @@ struct CausalOverrides {
   NodeOverride over, interior;
 };
 
+/** The interior chunk's override: the contraction as `acc`, a plain causal mask node replaced by
+ *  its masked operand, rendered through this same override. */
+struct DropCausalMask {
+  Context& c;
+  const FlashForm& f;
+  std::string acc;
+  std::optional<std::string> operator()(const Expr& e) const {
+    if (&e == f.cs) return acc;
+    if (is_causal_mask(e, f)) return c.value(*e.args[0], unscaled(c, f, *this), f.inlined);
+    return std::nullopt;
+  }
+};
+
 CausalOverrides causal_overrides(Context& c, const FlashForm& f, const std::string& acc, bool* causal) {
   CausalOverrides o;
   o.over = [&f, acc, causal](const Expr& e) -> std::optional<std::string> {
@@ -61,13 +73,7 @@ CausalOverrides causal_overrides(Context& c, const FlashForm& f, const std::stri
     *causal = true;
     return std::string("(c_rel - r_rel <= diag ? 1.0f : 0.0f)");
   };
-  auto interior = std::make_shared<NodeOverride>();
-  *interior = [&c, &f, acc, weak = std::weak_ptr<NodeOverride>(interior)](const Expr& e) -> std::optional<std::string> {
-    if (&e == f.cs) return acc;
-    if (is_causal_mask(e, f)) return c.value(*e.args[0], unscaled(c, f, *weak.lock()), f.inlined);
-    return std::nullopt;
-  };
-  o.interior = [interior](const Expr& e) { return (*interior)(e); };
+  o.interior = DropCausalMask{c, f, acc};
   return o;
 }
 
