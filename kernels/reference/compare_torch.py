@@ -15,7 +15,8 @@ times it against PyTorch in one run, after checking that the outputs agree:
   generic:   any diagram: the module `napkin emit --target torch` wrote for it, run eagerly as
              emitted and through torch.compile (default mode), each output checked against the
              module in reference mode (fp32, TF32 off) on the same inputs.
-Timing: CUDA events, 5 warm-up runs, median of --runs, inputs rotated over sets whose total exceeds
+Timing: CUDA events, each candidate warmed up, then --runs interleaved rounds (every candidate once a
+round, the order rotating; median per candidate), inputs rotated over sets whose total exceeds
 twice the L2; a GPU spin ahead of each timed call (spin_cycles), so the figures are GPU time, not the
 host's issue time (before session 33 they included it: small kernels read slower). Usage (see tools/device/bench.sh):
   napkin emit diagrams/library/attention.napkin --target cuda --set b=4 ... -o att.cu
@@ -96,13 +97,11 @@ def spin_cycles(fn, sets):
 WARMUP_S = 0.2  # seconds of warm-up calls before each candidate is timed
 
 
-def median_ms(fn, sets, runs):
-    """Median over `runs` of one call's GPU time in milliseconds (CUDA events), after warm-up calls
-    for WARMUP_S seconds (at least 5): an idle GPU's clocks ramp up over its first tens of ms, and
-    five calls of a 20 us kernel did not cover it (session 34, H200: the fp8 GEMM 8192x256x4096
-    timed first in its call 27.2 us, the same kernel later in the call 18.2 us). Each call's start
-    event follows a spin (spin_cycles) so that host-side issue is not timed. Inputs rotate over
-    `sets`."""
+def warm_up(fn, sets):
+    """Calls `fn` for WARMUP_S seconds (at least 5 calls), inputs rotating over `sets`: an idle GPU's
+    clocks ramp up over its first tens of ms, and five calls of a 20 us kernel did not cover it
+    (session 34, H200: the fp8 GEMM 8192x256x4096 timed first in its call 27.2 us, the same kernel
+    later in the call 18.2 us)."""
     start, i = time.perf_counter(), 0
     while i < 5 or time.perf_counter() - start < WARMUP_S:
         fn(sets[i % len(sets)])
@@ -110,17 +109,33 @@ def median_ms(fn, sets, runs):
         if i % 16 == 0:
             torch.cuda.synchronize()  # the warm-up runs on the GPU, not only in the launch queue
     torch.cuda.synchronize()
-    spin = spin_cycles(fn, sets)  # after the warm-up: a first call's compilation is not issue time
-    times = []
-    for i in range(runs):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda._sleep(spin)
-        a.record()
-        fn(sets[i % len(sets)])
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
+
+
+def interleaved_ms(cands, runs):
+    """[(name, median ms)] of each candidate (name, fn, sets) over `runs` calls, one GPU time each
+    (CUDA events), timed in interleaved rounds: each round calls every candidate once, the order
+    rotating by one per round, so that a clock or power state that drifts during the run weighs on
+    every candidate alike (session 46, H200: timed one candidate after another, the first after
+    torch.compile's seconds of idle GPU, napkin's grouped GEMM read 1471.6 us here against 1297.2
+    us in napkin bench's interleaved rounds, and every generic case read 4-19% slow). Each
+    candidate is warmed up first (warm_up), and each call's start event follows a spin
+    (spin_cycles) so that host-side issue is not timed. Inputs rotate over each candidate's sets."""
+    for _, fn, sets in cands:
+        warm_up(fn, sets)
+    spins = [spin_cycles(fn, sets) for _, fn, sets in cands]  # after the warm-up: no compilation in it
+    times = [[] for _ in cands]
+    for r in range(runs):
+        for j in range(len(cands)):
+            c = (r + j) % len(cands)
+            _, fn, sets = cands[c]
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda._sleep(spins[c])
+            a.record()
+            fn(sets[r % len(sets)])
+            b.record()
+            torch.cuda.synchronize()
+            times[c].append(a.elapsed_time(b))
+    return [(name, statistics.median(t)) for (name, _, _), t in zip(cands, times)]
 
 
 def rotating(make, bytes_per_set):
@@ -231,10 +246,10 @@ def generic(args, dev):
     del ref, got
     torch.cuda.empty_cache()
     ptrs = [with_inputs(s) for s in sets]
-    rows = [("napkin", median_ms(lambda p: run(p), ptrs, args.runs)),
-            ("eager PyTorch (emitted module)", median_ms(eager, sets, args.runs))]
+    cands = [("napkin", run, ptrs), ("eager PyTorch (emitted module)", eager, sets)]
     if compiled:
-        rows.append(("torch.compile (default mode)", median_ms(compiled, sets, args.runs)))
+        cands.append(("torch.compile (default mode)", compiled, sets))
+    rows = interleaved_ms(cands, args.runs)
     info = {"diagram": mod.DIAGRAM, "sizes": sizes, "scale": scale, "compile_s": compile_s, "sets": len(sets)}
     return rows, check, info
 
@@ -287,9 +302,7 @@ def fp8_gemm(args, nap, dev):
         check[name] = rel_err(got, ref)
         bad[name] = int((err > tol).sum().item())
     ptrs = [with_inputs(s) for s in sets]
-    rows = [("napkin", median_ms(lambda p: run(p), ptrs, args.runs))]
-    if cublas:
-        rows.append(("torch._scaled_mm (cuBLASLt)", median_ms(scaled, sets, args.runs)))
+    rows = interleaved_ms([("napkin", run, ptrs)] + ([("torch._scaled_mm (cuBLASLt)", scaled, sets)] if cublas else []), args.runs)
     return rows, check, 2 * i * j * k, sets, bad
 
 
@@ -343,10 +356,8 @@ def int8_gemm(args, nap, dev):
         check["torch._int_mm (int32)"] = rel_err(got, exact)
         bad["torch._int_mm (int32)"] = int((got != exact).sum().item())
     ptrs = [with_inputs(s) for s in sets]
-    rows = [("napkin", median_ms(lambda p: run(p), ptrs, args.runs))]
-    if cublas:
-        rows.append(("torch._int_mm + scale (reference)", median_ms(chain, sets, args.runs)))
-        rows.append(("torch._int_mm alone (int32 out)", median_ms(plain, sets, args.runs)))
+    refs = [("torch._int_mm + scale (reference)", chain, sets), ("torch._int_mm alone (int32 out)", plain, sets)]
+    rows = interleaved_ms([("napkin", run, ptrs)] + (refs if cublas else []), args.runs)
     return rows, check, 2 * i * j * k, sets, bad
 
 
@@ -378,7 +389,7 @@ def main():
         rows, check, info = result
         ok = check["napkin"] < 2e-2 and len(rows) == 3  # the references' own errors are printed, not judged
         print(f"generic {info['diagram']} sizes {info['sizes']} on {torch.cuda.get_device_name()}, torch {torch.__version__}, "
-              f"median of {args.runs}, {info['sets']} rotating input sets; torch.compile took {info['compile_s']:.1f} s (not timed)")
+              f"median of {args.runs} interleaved rounds, {info['sets']} rotating input sets; torch.compile took {info['compile_s']:.1f} s (not timed)")
         print("input scales: " + ", ".join(f"{k} {v:.4g}" for k, v in info["scale"].items()))
         print("check (max|err| / max|fp32 ref| over the outputs): " + ", ".join(f"{k} {v:.2e}" for k, v in check.items()) +
               ("  ok" if ok else "  FAILED"))
@@ -396,12 +407,11 @@ def main():
     nap = Napkin(args.so)
     torch.manual_seed(0)
     dev, bf = "cuda", torch.bfloat16
-    rows = []
     if args.kind == "fp8_gemm":
         rows, check, flops, sets, bad = fp8_gemm(args, nap, dev)
         ok = bad["napkin"] == 0
         print(f"fp8_gemm sizes {sizes} (fp8e4m3, per-tensor scales, bf16 out) on {torch.cuda.get_device_name()}, torch {torch.__version__}, "
-              f"median of {args.runs}, {len(sets)} rotating input sets")
+              f"median of {args.runs} interleaved rounds, {len(sets)} rotating input sets")
         print("check against fp32 of the dequantised inputs, element by element (|err| <= 2^-8 |ref| + 2^-10 sum|a b|): " +
               ", ".join(f"{k} {bad[k]} outside, max|err|/max|ref| {v:.2e}" for k, v in check.items()) + ("  ok" if ok else "  FAILED"))
         t_nap = rows[0][1]
@@ -418,7 +428,7 @@ def main():
         rows, check, flops, sets, bad = int8_gemm(args, nap, dev)
         ok = bad["napkin"] == 0
         print(f"int8_gemm sizes {sizes} (int8, int32 accumulation, per-tensor scales, bf16 out) on {torch.cuda.get_device_name()}, "
-              f"torch {torch.__version__}, median of {args.runs}, {len(sets)} rotating input sets")
+              f"torch {torch.__version__}, median of {args.runs} interleaved rounds, {len(sets)} rotating input sets")
         print("check against the exact product, element by element (|err| <= 2^-8 |ref|): " +
               ", ".join(f"{k} {bad[k]} outside, max|err|/max|ref| {v:.2e}" for k, v in check.items()) + ("  ok" if ok else "  FAILED"))
         t_nap = rows[0][1]
@@ -447,11 +457,17 @@ def main():
         ref = F.scaled_dot_product_attention(Q.float(), K.float(), V.float(), is_causal=args.causal)
         check = {"napkin": rel_err(out, ref)}
         ptrs = [with_inputs(s) for s in sets]
-        rows.append(("napkin", median_ms(lambda i: run(i), ptrs, args.runs)))
+        cands = [("napkin", run, ptrs)]
+
+        def sdpa(backend):  # one backend, entered around each call: the rounds interleave the backends
+            def call(s):
+                with sdpa_kernel(backend):
+                    return F.scaled_dot_product_attention(*s, is_causal=args.causal)
+            return call
+
         for name, backend in (("sdpa flash (FA2)", SDPBackend.FLASH_ATTENTION), ("sdpa cuDNN", SDPBackend.CUDNN_ATTENTION)):
-            with sdpa_kernel(backend):
-                check[name] = rel_err(F.scaled_dot_product_attention(Q, K, V, is_causal=args.causal), ref)
-                rows.append((name, median_ms(lambda s: F.scaled_dot_product_attention(*s, is_causal=args.causal), sets, args.runs)))
+            check[name] = rel_err(sdpa(backend)(sets[0]), ref)
+            cands.append((name, sdpa(backend), sets))
         mask = torch.ones(q, x, device=dev, dtype=torch.bool).tril() if args.causal else None
 
         def naive(s):
@@ -462,7 +478,7 @@ def main():
             return torch.softmax(S, dim=-1) @ Vs
 
         check["naive"] = rel_err(naive(sets[0]), ref)
-        rows.append(("naive PyTorch", median_ms(naive, sets, args.runs)))
+        rows = interleaved_ms(cands + [("naive PyTorch", naive, sets)], args.runs)
     elif args.kind == "swiglu":
         t, m, f = sizes
         flops = 2 * t * m * f * 3
@@ -480,8 +496,7 @@ def main():
         chain = lambda s: (F.silu(s[0] @ s[1]) * (s[0] @ s[2])) @ s[3]
         check = {"napkin": rel_err(out, ref), "eager chain": rel_err(chain(sets[0]), ref)}
         ptrs = [with_inputs(s) for s in sets]
-        rows.append(("napkin", median_ms(lambda i: run(i), ptrs, args.runs)))
-        rows.append(("eager PyTorch chain", median_ms(chain, sets, args.runs)))
+        rows = interleaved_ms([("napkin", run, ptrs), ("eager PyTorch chain", chain, sets)], args.runs)
     elif args.kind == "layernorm":
         t, m = sizes
         flops = 8 * t * m
@@ -507,9 +522,8 @@ def main():
         check = {"napkin": rel_err(out, ref), "F.layer_norm": rel_err(F.layer_norm(*sets[0][:1], (m,), sets[0][1], sets[0][2], 1e-5), ref),
                  "eager chain": rel_err(chain(sets[0]), ref)}
         ptrs = [with_inputs(s) for s in sets]
-        rows.append(("napkin", median_ms(lambda i: run(i), ptrs, args.runs)))
-        rows.append(("F.layer_norm (one kernel)", median_ms(lambda s: F.layer_norm(s[0], (m,), s[1], s[2], 1e-5), sets, args.runs)))
-        rows.append(("eager chain of primitives", median_ms(chain, sets, args.runs)))
+        rows = interleaved_ms([("napkin", run, ptrs), ("F.layer_norm (one kernel)", lambda s: F.layer_norm(s[0], (m,), s[1], s[2], 1e-5), sets),
+                               ("eager chain of primitives", chain, sets)], args.runs)
     else:
         a, k, c = sizes
         flops = 2 * a * k * c
@@ -525,11 +539,10 @@ def main():
         ref = sets[0][0].float() @ sets[0][1].float()
         check = {"napkin": rel_err(out, ref), "torch.matmul": rel_err(sets[0][0] @ sets[0][1], ref)}
         ptrs = [with_inputs(s) for s in sets]
-        rows.append(("napkin", median_ms(lambda i: run(i), ptrs, args.runs)))
-        rows.append(("torch.matmul (cuBLAS)", median_ms(lambda s: s[0] @ s[1], sets, args.runs)))
+        rows = interleaved_ms([("napkin", run, ptrs), ("torch.matmul (cuBLAS)", lambda s: s[0] @ s[1], sets)], args.runs)
     ok = check["napkin"] < 2e-2  # the references' own errors are printed, not judged
     print(f"{args.kind} sizes {sizes}{' causal' if args.causal else ''} on {torch.cuda.get_device_name()}, torch {torch.__version__}, "
-          f"median of {args.runs}, {len(sets)} rotating input sets")
+          f"median of {args.runs} interleaved rounds, {len(sets)} rotating input sets")
     print("check (max|err| / max|fp32 ref|): " + ", ".join(f"{k} {v:.2e}" for k, v in check.items()) + ("  ok" if ok else "  FAILED"))
     t_nap = rows[0][1]
     for name, ms in rows:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs napkin bench on a lent GPU machine (see docs/benchmarks.md). The machine lacks napkin's
 # Debian libraries, so the call carries build/cli/napkin and .devlibs/ (tools/device/pack.sh).
+# ISSUE12_CASES=REGEX limits the issue12 mode to the cases whose tag matches it whole.
 # Usage: tools/device/bench.sh quick|bundled|grads|candidates|gemm|fp8|fp8attn|int8|compare|variants|attention|perf|torch|issue12|torch-eval|regress|sweep|tiles|initcheck-probe|ncu|stalls|calibrate [MODE...]   (outputs under $OUT when set)
 set -u
 modes=${*:-quick}
@@ -17,7 +18,7 @@ bench() {  # bench TAG DIAGRAM [napkin bench options...]
   local tag=$1 file=$2
   shift 2
   echo "=== $tag: napkin bench $file $*"
-  if ! $N bench "diagrams/library/$file.napkin" --workdir "/tmp/nb-$tag" "$@" 2>&1 | tee "$out/$tag.txt"; then fails=$((fails + 1)); fi
+  if ! $N bench "diagrams/library/$file.napkin" --workdir "/tmp/nb-$tag" ${HW:+--hw "$HW"} "$@" 2>&1 | tee "$out/$tag.txt"; then fails=$((fails + 1)); fi
   cp "/tmp/nb-$tag/harness.json" "$out/$tag.harness.json" 2>/dev/null
 }
 torch_vs_eval() {  # every bundled diagram at evaluator sizes: the torch modules against napkin eval, on the CPU
@@ -190,13 +191,17 @@ PY
       "tb-2048 transformer_block b=1,s=2048 -"
       "tb-8192 transformer_block b=1,s=8192 -"
     )
+    if [ -n "${ISSUE12_CASES:-}" ]; then  # a regex on the tags: run only those (the whole table takes over one 600 s call)
+      kept=(); for c in "${cases[@]}"; do [[ ${c%% *} =~ ^(${ISSUE12_CASES})$ ]] && kept+=("$c"); done; cases=("${kept[@]}")
+      echo "=== issue12: cases ${cases[*]%% *}"
+    fi
     set_args() { sets=(); [ "$1" = - ] || for kv in ${1//,/ }; do sets+=(--set "$kv"); done; }
     start=$SECONDS
     for c in "${cases[@]}"; do
       read -r tag file sizes scales <<< "$c"
       set_args "$sizes"
       (NVCC_CACHE_BUILD_ONLY=1 $N bench "diagrams/library/$file.napkin" --workdir "/tmp/nb-$tag" --nvcc "$nvcc_cached" "${sets[@]}" >/dev/null 2>&1
-       $N emit "diagrams/library/$file.napkin" --target cuda "${sets[@]}" -o "/tmp/$tag.cu" &&
+       $N emit "diagrams/library/$file.napkin" --target cuda ${HW:+--hw "$HW"} "${sets[@]}" -o "/tmp/$tag.cu" &&
          nvcc -O3 -std=c++17 -shared -Xcompiler -fPIC -gencode=arch=compute_90a,code=sm_90a -o "/tmp/$tag.so" "/tmp/$tag.cu") > "$out/$tag.build.txt" 2>&1 &
       $N emit "diagrams/library/$file.napkin" --target torch "${sets[@]}" -o "/tmp/$tag.py" || echo "=== $tag: emit --target torch failed"
     done
