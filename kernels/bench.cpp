@@ -315,6 +315,10 @@ int bench_in(const Program& p, const Diagram& given, const SizeMap& sizes, const
   report["eager_chain_kernels"] = eager_kernels;
   report["speedup_over_eager_chain"] = t_eager / t_all;
   report["runs"] = j["runs"];
+  if (j.contains("sm_clock_mhz") && !j["sm_clock_mhz"].empty()) {
+    const ClockSummary c = summarise_clock(j["sm_clock_mhz"].get<std::vector<double>>());
+    report["sm_clock_mhz"] = {{"median", c.median}, {"min", c.min}, {"max", c.max}, {"spread", c.spread()}};
+  }
   report["rotating_input_sets"] = j["rotating_input_sets"];
   report["pass"] = ok;
   report["tolerance"] = tol;
@@ -330,6 +334,12 @@ int bench_in(const Program& p, const Diagram& given, const SizeMap& sizes, const
   }
   fmt::print("napkin bench {} on {} (model: {}), median of {} interleaved rounds, {} rotating input sets\n", d.name, j["device"].get<std::string>(), hw.name,
              j["runs"].get<int>(), j["rotating_input_sets"].get<int>());
+  if (report.contains("sm_clock_mhz")) {
+    const auto& c = report["sm_clock_mhz"];
+    fmt::print("SM clock over the rounds: median {:.0f} MHz ({:.0f} to {:.0f}); the model's peaks are quoted at {:.0f} MHz{}\n", c["median"].get<double>(),
+               c["min"].get<double>(), c["max"].get<double>(), hw.clock_hz / 1e6,
+               c["spread"].get<double>() > ClockSummary::kClockDrift ? " (the clock moved over 10% between rounds: a power or thermal limit; the medians mix clock states)" : "");
+  }
   fmt::print("inputs uniform in [-1, 1) times 1/sqrt(fan-in) where contracted with a computed array (seed {}): {}\n", opt.seed, describe_input_scales(scales));
   for (const auto& c : report["check_fp32_gpu_reference"])
     fmt::print("check {} vs fp32 GPU reference: max|err| / max|ref| = {:.2e}, rel. L2 {:.2e}, non-finite mismatches {}  {}\n", c["output"].get<std::string>(),
@@ -372,6 +382,12 @@ BenchResult measure_bench(const Program& p, const Diagram& d, const SizeMap& siz
   BenchResult r;
   bench_in(p, d, sizes, hw, opt, work.path(), &r);
   return r;
+}
+
+ClockSummary summarise_clock(std::vector<double> mhz) {
+  if (mhz.empty()) throw InternalError("summarise_clock: no clock samples");
+  std::sort(mhz.begin(), mhz.end());
+  return {mhz[mhz.size() / 2], mhz.front(), mhz.back()};
 }
 
 double check_tolerance(DType t) {

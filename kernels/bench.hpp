@@ -59,6 +59,20 @@ BenchResult measure_bench(const Program& p, const Diagram& d, const SizeMap& siz
  *  in the error. */
 double check_tolerance(DType t);
 
+/** The SM clock over a benchmark's timing rounds, in MHz: one sample a round, the harness's spin
+ *  ahead of the round timing itself by SM cycles (clock64) over nanoseconds (%globaltimer). */
+struct ClockSummary {
+  double median = 0, min = 0, max = 0;  ///< MHz
+  /** (max - min) / max: above kClockDrift the rounds mix clock states (power or thermal limit). */
+  double spread() const { return max > 0 ? (max - min) / max : 0; }
+  static constexpr double kClockDrift = 0.1;
+};
+
+/** The median, least and largest of `mhz` (per-round samples). Raises InternalError when `mhz` is
+ *  empty. Measured (session 46, H200, 700 W limit): idle-started rounds at 1966-1980 MHz, sustained
+ *  GEMMs and attention falling to 1470-1800 MHz within 20 rounds. */
+ClockSummary summarise_clock(std::vector<double> mhz);
+
 /** bench_spec.h for `d` at `sizes`: sizes, arrays (dtype codes 0 fp32, 1 bf16, 2 fp16, 3 fp8e4m3,
  *  4 fp8e5m2, 5 int32, 6 int8; gather targets drawn under their bound), the scale each input is drawn at (kInputScales: 1/sqrt(fan-in),
  *  diagrams/input_scales.hpp) and the bf16 and fp16 contractions that map onto one cuBLAS

@@ -106,10 +106,12 @@ static unsigned grid_for(int64_t n) { return static_cast<unsigned>(std::min<int6
  *  in the first item alone (session 31: a one-kernel schedule's kernel timed 5 to 50 us above
  *  the same kernel timed as "derived", never below; session 32, H200, with the spin: attention
  *  907.0 -> 894.4 us against 888 derived, fp8 attention 861.2 -> 821.8 against 822.8). */
-__global__ void spin_ns(long long ns) {
+__global__ void spin_ns(long long ns, long long* clock) {
   long long t0 = 0, t = 0;
+  const long long c0 = clock64();
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
   do asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); while (t - t0 < ns);
+  clock[0] = clock64() - c0, clock[1] = t - t0;  // SM cycles and nanoseconds of the spin: the SM clock
 }
 
 /** Things timed against each other. They are timed in rounds, each round timing every item once in
@@ -119,14 +121,21 @@ struct Timed {
   std::function<void(int)> call;  ///< one run; gets the round index (rotation)
   std::vector<double> seconds;
 };
+/** The SM clock of each timing round in MHz, in round order (time_rounds): SM cycles (clock64)
+ *  over nanoseconds (%globaltimer) of the spin ahead of the round. Under the power limit the
+ *  clock falls below the boost clock the model's peaks are quoted at, and it drifts between rounds
+ *  (session 46, H200: one kernel 1234.6 us in one round of calls, 1372.8 us in the next). */
+static std::vector<double> g_round_mhz;
 static void time_rounds(std::vector<Timed>& items, int warm, int runs) {
   std::vector<cudaEvent_t> ev(2 * items.size() * runs);
   for (auto& e : ev) check(cudaEventCreate(&e), "event");
+  long long* clock = nullptr;
+  check(cudaMalloc(&clock, sizeof(long long) * 2 * runs), "clock samples");
   for (int r = 0; r < warm; ++r)
     for (auto& it : items) it.call(r);
   check(cudaDeviceSynchronize(), "warm-up");
   for (int r = 0; r < runs; ++r) {
-    spin_ns<<<1, 1>>>(200000);  // 200 us: longer than any item's host-side launch
+    spin_ns<<<1, 1>>>(200000, clock + 2 * r);  // 200 us: longer than any item's host-side launch
     for (std::size_t i = 0; i < items.size(); ++i) {
       cudaEventRecord(ev[2 * (r * items.size() + i)]);
       items[i].call(warm + r);
@@ -142,6 +151,11 @@ static void time_rounds(std::vector<Timed>& items, int warm, int runs) {
     }
     std::sort(items[i].seconds.begin(), items[i].seconds.end());
   }
+  std::vector<long long> host(2 * runs);
+  check(cudaMemcpy(host.data(), clock, sizeof(long long) * 2 * runs, cudaMemcpyDeviceToHost), "clock samples");
+  cudaFree(clock);
+  g_round_mhz.clear();
+  for (int r = 0; r < runs; ++r) g_round_mhz.push_back(host[2 * r + 1] > 0 ? 1e3 * static_cast<double>(host[2 * r]) / static_cast<double>(host[2 * r + 1]) : 0);
   for (auto& e : ev) cudaEventDestroy(e);
 }
 static double median(const Timed& t) { return t.seconds[t.seconds.size() / 2]; }
@@ -387,7 +401,9 @@ int main(int argc, char** argv) {
                      {}});
   }
   time_rounds(items, 2, runs);
-  std::printf(",\n  \"rotating_input_sets\": %d,\n  \"runs\": %d,\n  \"timing\": \"interleaved rounds\",\n  \"kernels\": [", sets, runs);
+  std::printf(",\n  \"rotating_input_sets\": %d,\n  \"runs\": %d,\n  \"timing\": \"interleaved rounds\",\n  \"sm_clock_mhz\": [", sets, runs);
+  for (std::size_t r = 0; r < g_round_mhz.size(); ++r) std::printf("%s%.0f", r ? ", " : "", g_round_mhz[r]);
+  std::printf("],\n  \"kernels\": [");
   for (int k = 0; k < nk; ++k) {
     napkin_run_kernel(k, rot[0].data(), out.data(), kSizes, ws, stream);  // for the variant it runs
     std::printf("%s\n    {\"name\": \"%s\", \"strategy\": \"%s\", \"variant\": \"%s\", \"seconds\": %.9g}", k ? "," : "", napkin_kernel_name(k),
