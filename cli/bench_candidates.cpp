@@ -87,11 +87,10 @@ int bench_in_folder(const Program& p, const Diagram& d, const SizeMap& sizes, co
 
 int bench_candidates(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const BenchOptions& opt, std::size_t n) {
   const Derivation dv = derive(p, d, sizes, hw);
-  if (dv.rewritten)
-    throw UserError("napkin bench --candidates: derive rewrote " + d.name +
-                    " before its search (contractions of three or more operands split pairwise, or reductions bound to statistics: "
-                    "napkin derive's steps say which); write the rewrite in the diagram to bench schedules of it");
-  const std::vector<SearchResult> cands = candidate_schedules(p, d, sizes, hw, dv.chosen.schedule, n);
+  // Where derive rewrote the diagram before its search, the candidates are schedules of that
+  // rewrite, and each carries it (SearchResult::rewritten) for derive_given.
+  std::vector<SearchResult> cands = candidate_schedules(p, dv.diagram(d), sizes, hw, dv.chosen.schedule, n);
+  for (auto& c : cands) c.rewritten = dv.rewritten;
   const std::string base = opt.workdir.empty() ? "napkin-bench-" + d.name + "-candidates" : opt.workdir;
   const bool created = !std::filesystem::exists(base);
   std::filesystem::create_directories(base);

@@ -16,9 +16,9 @@ namespace napkin::cli {
  *  prints the table (text, or JSON with opt.json: keys `diagram`, `device`, `candidates` (each
  *  `rank`, `schedule`, `predicted_s`, `measured_s`, `pass`, `max_rel_err`, `error`),
  *  `first_choice_s`, `fastest_s`, `fastest_rank`, `first_choice_slower_by`, `spearman`).
- *  Returns 0 when every candidate built and checked, 1 otherwise. Raises UserError where derive
- *  rewrote the diagram (the candidates must be schedules of it as written), where nothing can be
- *  built or no GPU answers. */
+ *  Where derive rewrote the diagram before its search (Derivation::rewritten), the candidates are
+ *  schedules of that rewrite. Returns 0 when every candidate built and checked, 1 otherwise.
+ *  Raises UserError where nothing can be built or no GPU answers. */
 int bench_candidates(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const BenchOptions& opt, std::size_t n);
 
 }  // namespace napkin::cli

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli/commands.hpp"
+#include "derive/derivation.hpp"
 #include "diagrams/npy.hpp"
 #include "diagrams/verify.hpp"
 
@@ -93,16 +94,38 @@ std::optional<Loaded> load_checked(const DiagramArgs& args, bool verify, bool ex
   return l;
 }
 
+namespace {
+
+/** Whether every statement `s` fuses is one of `d`'s. */
+bool names_statements_of(const Schedule& s, const Diagram& d) {
+  for (const auto& k : s.kernels)
+    for (const auto& name : k.fused())
+      if (!d.find_statement(name)) return false;
+  return true;
+}
+
+}  // namespace
+
 std::optional<SearchResult> load_schedule(const std::string& path, const Loaded& l, const Hardware& hw,
                                           const ModelOptions& opt) {
   DiagnosticEngine diags;
   SourceManager sm;
   auto s = parse_schedule(*sm.add(path, read_file(path)), diags);
+  // A schedule napkin derive printed for a diagram it rewrote before its search (statistics bound
+  // to statements of their own, pairwise contractions, relayout copies) names the rewrite's
+  // statements: it is checked against that rewrite, derived here on the same hardware.
+  std::shared_ptr<const Diagram> rewritten;
+  if (s && !names_statements_of(*s, *l.diagram)) {
+    Derivation dv = derive(*l.program, *l.diagram, l.sizes, hw, opt);
+    if (dv.rewritten && names_statements_of(*s, *dv.rewritten)) rewritten = dv.rewritten;
+  }
   std::optional<CheckedSchedule> checked;
-  if (s) checked = check_schedule(*l.program, *l.diagram, *s, l.sizes, hw, opt, diags);
+  if (s) checked = check_schedule(*l.program, rewritten ? *rewritten : *l.diagram, *s, l.sizes, hw, opt, diags);
   std::cerr << diags.render();
   if (!checked) return std::nullopt;
-  return result_of(*s, *checked);
+  SearchResult r = result_of(*s, *checked);
+  r.rewritten = std::move(rewritten);
+  return r;
 }
 
 void write_output(const std::string& path, const std::string& text) {

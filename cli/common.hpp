@@ -45,7 +45,10 @@ CLI::Validator seed_value();
 SizeMap parse_sets(const std::vector<std::string>& sets);
 
 /** Reads, parses and checks the schedule file `path` for the loaded diagram on `hw`; prints its
- *  diagnostics; nullopt when it has errors. */
+ *  diagnostics; nullopt when it has errors. A schedule naming statements the diagram lacks but
+ *  napkin derive's rewrite of it on `hw` has (derive-bind-reduction's statistics, pairwise
+ *  contractions, relayout copies: the schedules derive prints for such diagrams) is checked
+ *  against that rewrite and carries it (SearchResult::rewritten). */
 std::optional<SearchResult> load_schedule(const std::string& path, const Loaded& l, const Hardware& hw,
                                           const ModelOptions& opt = {});
 

@@ -235,16 +235,18 @@ Derivation derive(const Program& p, const Diagram& d, const SizeMap& sizes, cons
 Derivation derive_given(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw, SearchResult given,
                         const ModelOptions& opt, const SearchOptions& so) {
   Derivation out;
+  out.rewritten = given.rewritten;  // a schedule of derive's rewrite (load_schedule) is of that diagram
+  const Diagram& sd = out.diagram(d);
   bool split = false;
-  const Diagram one_call = one_call_per_statement(p, d, split);
+  const Diagram one_call = one_call_per_statement(p, sd, split);
   for (const auto* s : one_call.statements())
-    if (!d.find_statement(s->name))
+    if (!sd.find_statement(s->name))
       throw UserError("a hand-written schedule needs one call per statement, but '" + s->name.substr(0, s->name.rfind("_call")) +
                       "' holds more (or a call inside another's arguments): write each call in a statement of its own, or "
                       "derive without --schedule, which splits them (diagrams/call_statements.hpp)");
-  out.unfused = search_with_unfused(p, d, sizes, hw, opt, so).second;
+  out.unfused = search_with_unfused(p, sd, sizes, hw, opt, so).second;
   out.chosen = std::move(given);
-  return complete(p, d, sizes, hw, opt, so, std::move(out));
+  return complete(p, sd, sizes, hw, opt, so, std::move(out));
 }
 
 }  // namespace napkin

@@ -48,7 +48,8 @@ Derivation derive(const Program& p, const Diagram& d, const SizeMap& sizes, cons
 
 /** The derivation of a given schedule (`given`, checked by check_schedule and turned into a
  *  SearchResult by result_of): `given` becomes the chosen schedule; the unfused schedule, the
- *  callees, the steps and the bound are derived as by derive(). Raises UserError as derive(), and
+ *  callees, the steps and the bound are derived as by derive(), of `given.rewritten` where set
+ *  (then also the derivation's `rewritten`), else of `d`. Raises UserError as derive(), and
  *  for a statement holding more than one call (derive() splits those, diagrams/call_statements.hpp;
  *  a hand-written schedule names the statements as written). */
 Derivation derive_given(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw, SearchResult given,

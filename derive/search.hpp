@@ -12,6 +12,7 @@
  *  statements.
  */
 #pragma once
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,6 +40,12 @@ struct SearchResult {
   std::vector<KernelChoice> kernels;
   ScheduleCost cost;
   std::size_t candidates_scored = 0;
+  /** The diagram the schedule is of where that is derive's rewrite of the one given (statements
+   *  derive added before its search: pairwise contractions, split reductions, relayout copies,
+   *  bound statistics; Derivation::rewritten), kept alive here because `kernels` point into it;
+   *  null: the diagram given. A given schedule carries it when it names the rewrite's statements
+   *  (cli load_schedule), and derive_given derives that diagram. */
+  std::shared_ptr<const Diagram> rewritten;
 };
 
 /** Best schedule for `d`. Raises UserError when no legal schedule fits the hardware. */
