@@ -47,7 +47,8 @@ std::map<std::string, Divisibility> divisibility(const Program& p, const Diagram
       if (n.kind != Expr::Kind::apply || n.op != Op::contract || n.args.size() != 2 || n.axes.empty()) return;
       auto a = typer.axes_of(*n.args[0]), b = typer.axes_of(*n.args[1]);
       if (!a || !b || a->empty() || b->empty()) return;
-      std::string shape = "m" + std::to_string(mma->m) + "n" + std::to_string(mma->n) + "k" + std::to_string(mma->k);
+      std::string shape = "m";  // appended: "m" + to_string(..) trips GCC 12's -Wrestrict at -O3 (GCC bug 105329)
+      shape.append(std::to_string(mma->m)).append("n").append(std::to_string(mma->n)).append("k").append(std::to_string(mma->k));
       // Several axes can make one MMA dimension (flattened, like the (g, r, d) columns of a head
       // projection): the constraint falls on its innermost axis, the last in the operand's layout.
       auto innermost = [](const AxisList& layout, auto&& in_dim) {

@@ -126,12 +126,19 @@ std::string print_axes(const std::vector<std::string>& axes) {
 std::string print_expr(const Expr& e) {
   switch (e.kind) {
     case Expr::Kind::number: return number_text(e.number);
-    case Expr::Kind::ref: return e.name + (e.level ? "@" + std::string(level_name(*e.level)) : "");
+    case Expr::Kind::ref: {
+      std::string s = e.name;
+      if (e.level) s.append("@").append(level_name(*e.level));
+      return s;
+    }
     case Expr::Kind::apply: break;
   }
   int p = precedence(e);
   switch (e.op) {
-    case Op::neg: return "-" + operand(*e.args.at(0), p, false);
+    case Op::neg: {  // not "-" + operand(..): GCC 12 at -O3 warns of an overlap in that operator+ (-Wrestrict, GCC bug 105329)
+      std::string s = "-";
+      return s.append(operand(*e.args.at(0), p, false));
+    }
     case Op::add: case Op::sub: case Op::mul: case Op::div: {
       const char* sym = e.op == Op::add ? " + " : e.op == Op::sub ? " - " : e.op == Op::mul ? " * " : " / ";
       return operand(*e.args.at(0), p, false) + sym + operand(*e.args.at(1), p, true);

@@ -68,7 +68,10 @@ class DotWriter {
   std::string colours(const AxisList& axes, std::optional<MemLevel> level = std::nullopt) {
     if (axes.empty()) return level ? level_colour(*level) : "#555555";
     std::string c;
-    for (const auto& a : axes) c += (c.empty() ? "" : ":") + (level ? level_colour(*level) : colour_[a]);
+    for (const auto& a : axes) {  // appended piece by piece: GCC 12 at -O3 warns of an overlap in "literal" + string (-Wrestrict, GCC bug 105329)
+      if (!c.empty()) c += ':';
+      c += level ? level_colour(*level) : colour_[a];
+    }
     return c;
   }
   static std::string level_colour(MemLevel l) {
