@@ -42,7 +42,7 @@ double spearman(const std::vector<double>& measured) {
 /** The candidates' runs in `base` and the report (bench_candidates). */
 int bench_in_folder(const Program& p, const Diagram& d, const SizeMap& sizes, const Hardware& hw, const BenchOptions& opt,
                     const std::vector<SearchResult>& cands, const std::string& base) {
-  std::vector<double> measured;
+  std::vector<double> measured, clocks;
   std::string device;
   bool all_pass = true;
   nlohmann::json rows = nlohmann::json::array();
@@ -57,11 +57,12 @@ int bench_in_folder(const Program& p, const Diagram& d, const SizeMap& sizes, co
     device = r.device;
     all_pass = all_pass && r.pass;
     measured.push_back(r.seconds);
+    clocks.push_back(r.clock_mhz);
     const double err = r.seconds > 0 ? r.predicted_s / r.seconds - 1 : 0;
     rows.push_back({{"rank", i + 1}, {"schedule", summary(cands[i].schedule)}, {"predicted_s", r.predicted_s}, {"measured_s", r.seconds},
-                    {"pass", r.pass}, {"max_rel_err", r.max_rel_err}, {"error", err}});
-    lines.push_back(fmt::format("  {:>4}  {:>10.1f} us  {:>10.1f} us  {:>+6.1f}%  {:<5}  {}", i + 1, r.predicted_s * 1e6, r.seconds * 1e6, err * 100,
-                                r.pass ? "ok" : "FAIL", summary(cands[i].schedule)));
+                    {"pass", r.pass}, {"max_rel_err", r.max_rel_err}, {"error", err}, {"sm_clock_mhz", r.clock_mhz}});
+    lines.push_back(fmt::format("  {:>4}  {:>10.1f} us  {:>10.1f} us  {:>+6.1f}%  {:>5.0f}  {:<5}  {}", i + 1, r.predicted_s * 1e6, r.seconds * 1e6, err * 100,
+                                r.clock_mhz, r.pass ? "ok" : "FAIL", summary(cands[i].schedule)));
   }
   const auto fastest = std::min_element(measured.begin(), measured.end());
   const std::size_t fastest_rank = static_cast<std::size_t>(fastest - measured.begin()) + 1;
@@ -75,11 +76,16 @@ int bench_in_folder(const Program& p, const Diagram& d, const SizeMap& sizes, co
   }
   std::cout << fmt::format("napkin bench --candidates: {} on {}, {} schedules near the derived one, ranked by the model ({})\n", d.name, device,
                            cands.size(), hw.name);
-  std::cout << fmt::format("  {:>4}  {:>13}  {:>13}  {:>7}  {:<5}  {}\n", "rank", "predicted", "measured", "model", "check", "schedule");
+  std::cout << fmt::format("  {:>4}  {:>13}  {:>13}  {:>7}  {:>5}  {:<5}  {}\n", "rank", "predicted", "measured", "model", "MHz", "check", "schedule");
   for (const auto& line : lines) std::cout << line << "\n";
   std::cout << fmt::format("  the model's first choice: {:.1f} us measured; the fastest measured: {:.1f} us (rank {}); first choice {:.1f}% slower\n",
                            measured.front() * 1e6, *fastest * 1e6, fastest_rank, slower * 100);
   std::cout << fmt::format("  ranking: Spearman rho {:.2f} between the predicted and the measured order over {} schedules\n", rho, cands.size());
+  // Each candidate is a run of its own: later ones may meet a GPU the earlier ones heated (the
+  // median SM clock of each run's rounds is the MHz column; session 46, H200: 1470-1980 MHz).
+  const auto [lo, hi] = std::minmax_element(clocks.begin(), clocks.end());
+  if (*lo > 0 && (*hi - *lo) / *hi > ClockSummary::kClockDrift)
+    std::cout << fmt::format("  note: the candidates ran at median SM clocks from {:.0f} to {:.0f} MHz: compare them with care\n", *lo, *hi);
   return all_pass ? 0 : 1;
 }
 

@@ -14,7 +14,8 @@ namespace napkin::cli {
 /** Benches the `n` (>= 2) best-predicted schedules near the derived schedule of `d` at `sizes`
  *  on `hw`, each in its own folder under opt.workdir (default napkin-bench-<diagram>-candidates);
  *  prints the table (text, or JSON with opt.json: keys `diagram`, `device`, `candidates` (each
- *  `rank`, `schedule`, `predicted_s`, `measured_s`, `pass`, `max_rel_err`, `error`),
+ *  `rank`, `schedule`, `predicted_s`, `measured_s`, `pass`, `max_rel_err`, `error`, `sm_clock_mhz`: the median
+ *  SM clock of its timing rounds, MHz, 0 when not reported),
  *  `first_choice_s`, `fastest_s`, `fastest_rank`, `first_choice_slower_by`, `spearman`).
  *  Where derive rewrote the diagram before its search (Derivation::rewritten), the candidates are
  *  schedules of that rewrite. Returns 0 when every candidate built and checked, 1 otherwise.

@@ -325,7 +325,8 @@ int bench_in(const Program& p, const Diagram& given, const SizeMap& sizes, const
   const std::vector<InputScale> scales = input_scales(p, d, sizes);
   for (const auto& x : scales) report["input_scales"][x.input] = {{"fan_in", x.fan_in}, {"scale", x.scale()}};
   if (result) {
-    *result = {j["device"].get<std::string>(), ok, max_rel, t_all, dv.chosen.cost.t_total, flops_all};
+    *result = {j["device"].get<std::string>(), ok, max_rel, t_all, dv.chosen.cost.t_total, flops_all,
+               report.contains("sm_clock_mhz") ? report["sm_clock_mhz"]["median"].get<double>() : 0.0};
     return ok ? 0 : 1;
   }
   if (opt.json) {

@@ -45,6 +45,7 @@ struct BenchResult {
   double seconds = 0;          ///< measured: the derived schedule, all kernels, median (s)
   double predicted_s = 0;      ///< the model's time of the schedule that was measured (s)
   double flops = 0;            ///< FLOPs of that schedule (tensor + fp32), as the model counts them
+  double clock_mhz = 0;        ///< median SM clock of the timing rounds (MHz; summarise_clock), 0 when the harness gave none
 };
 
 /** run_bench's steps without its report: builds, checks and times `d` and returns the figures.
