@@ -41,6 +41,7 @@ Runner setup_render(CLI::App& sub) {
         auto checked = load_schedule(*schedule, *l, h);
         if (!checked) return 1;
         r = *checked;
+        if (r.rewritten) drawn = r.rewritten;  // a schedule of derive's rewrite (load_schedule) labels that diagram
       }
       labels = relabelling_of(r);
     }

@@ -87,3 +87,16 @@ TEST_CASE("derive --schedule prices a call kernel at its callee's derivation, as
   CHECK(figure_after(g.output, "predicted total: ([0-9.]+ [um]s)") == figure_after(d.output, "derived: +[0-9]+ kernel\\(s\\), HBM [^,]+, predicted ([0-9.]+ [um]s)"));
   CHECK(g.output.find("as derived for gqa_attention") != std::string::npos);  // the call kernel's row
 }
+
+TEST_CASE("render --schedule with a schedule of derive's rewrite draws the rewritten diagram", "[derive][schedule]") {
+  const std::string file = std::string(NAPKIN_SOURCE_DIR) + "/diagrams/library/l2norm_attention.napkin --hw h200";
+  const RunResult d = run_napkin("derive " + file);
+  REQUIRE(d.status == 0);
+  const std::string schedule = std::filesystem::temp_directory_path().string() + "/napkin-render-rw-" + std::to_string(getpid()) + ".schedule";
+  std::ofstream(schedule) << printed_schedule(d.output);
+  const RunResult r = run_napkin("render " + file + " --schedule " + schedule + " --format dot -o -");
+  std::filesystem::remove(schedule);
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(r.output.find("\"op:Qn_sum\" [shape=box") != std::string::npos);  // the bound statistic, a statement of the rewrite only
+}
