@@ -1023,6 +1023,26 @@ TEST_CASE("napkin bench --candidates: schedules near the derived one, legal, dis
   CHECK_THROWS_AS(candidate_schedules(*l.program, *l.diagram, l.sizes, h100, bad, 10), UserError);
 }
 
+TEST_CASE("napkin bench --candidates of a diagram derive rewrote: schedules of the rewrite, each legal there", "[derive][candidates]") {
+  // l2norm_attention: derive-bind-reduction binds Qn_sum and Kn_sum before the search; the
+  // candidates are schedules of that rewrite (cli bench_candidates gives each its `rewritten`).
+  const Hardware h200 = load_hardware("h200");
+  Loaded l = load("l2norm_attention.napkin");
+  const Derivation dv = derive(*l.program, *l.diagram, l.sizes, h200);
+  REQUIRE(dv.rewritten);
+  const std::vector<SearchResult> c = candidate_schedules(*l.program, *dv.rewritten, l.sizes, h200, dv.chosen.schedule, 4);
+  REQUIRE(c.size() >= 2);
+  for (const SearchResult& r : c) {
+    DiagnosticEngine diags;
+    CHECK(check_schedule(*l.program, *dv.rewritten, r.schedule, l.sizes, h200, {}, diags));
+    bool names_statistic = false;
+    for (const KernelPlan& k : r.schedule.kernels)
+      for (const std::string& s : k.fused()) names_statistic = names_statistic || s == "Qn_sum";
+    CHECK(names_statistic);
+    CHECK_FALSE(l.diagram->find_statement("Qn_sum"));  // not a statement of the diagram as written
+  }
+}
+
 TEST_CASE("derive-bind-reduction binds a normaliser written out to an fp32 statistic that fuses with its map into a rows kernel", "[derive][bind]") {
   const Hardware hw = load_hardware("h200");
   LoadedDiagram l = load_text(R"(diagram written
