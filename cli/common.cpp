@@ -115,10 +115,12 @@ std::optional<SearchResult> load_schedule(const std::string& path, const Loaded&
   // to statements of their own, pairwise contractions, relayout copies) names the rewrite's
   // statements: it is checked against that rewrite, derived here on the same hardware.
   std::shared_ptr<const Diagram> rewritten;
-  if (s && !names_statements_of(*s, *l.diagram)) {
-    Derivation dv = derive(*l.program, *l.diagram, l.sizes, hw, opt);
-    if (dv.rewritten && names_statements_of(*s, *dv.rewritten)) rewritten = dv.rewritten;
-  }
+  if (s && !names_statements_of(*s, *l.diagram)) try {
+      Derivation dv = derive(*l.program, *l.diagram, l.sizes, hw, opt);
+      if (dv.rewritten && names_statements_of(*s, *dv.rewritten)) rewritten = dv.rewritten;
+    } catch (const UserError&) {
+      // no derivation to take a rewrite from: the check below names the missing statements
+    }
   std::optional<CheckedSchedule> checked;
   if (s) checked = check_schedule(*l.program, rewritten ? *rewritten : *l.diagram, *s, l.sizes, hw, opt, diags);
   std::cerr << diags.render();

@@ -337,9 +337,12 @@ int bench_in(const Program& p, const Diagram& given, const SizeMap& sizes, const
              j["runs"].get<int>(), j["rotating_input_sets"].get<int>());
   if (report.contains("sm_clock_mhz")) {
     const auto& c = report["sm_clock_mhz"];
+    const double spread = c["spread"].get<double>();
     fmt::print("SM clock over the rounds: median {:.0f} MHz ({:.0f} to {:.0f}); the model's peaks are quoted at {:.0f} MHz{}\n", c["median"].get<double>(),
                c["min"].get<double>(), c["max"].get<double>(), hw.clock_hz / 1e6,
-               c["spread"].get<double>() > ClockSummary::kClockDrift ? " (the clock moved over 10% between rounds: a power or thermal limit; the medians mix clock states)" : "");
+               spread > ClockSummary::kClockDrift
+                   ? fmt::format(" (the clock moved {:.0f}% between rounds: a power or thermal limit; the medians mix clock states)", spread * 100)
+                   : "");
   }
   fmt::print("inputs uniform in [-1, 1) times 1/sqrt(fan-in) where contracted with a computed array (seed {}): {}\n", opt.seed, describe_input_scales(scales));
   for (const auto& c : report["check_fp32_gpu_reference"])
