@@ -36,6 +36,19 @@ std::string figure_after(const std::string& out, const std::string& pattern) {
   return m[1];
 }
 
+/** derive's own prediction in its text output ("derived: N kernel(s), HBM .., predicted T"), as printed. */
+std::string derived_prediction(const std::string& out) { return figure_after(out, "derived: +[0-9]+ kernel\\(s\\), HBM [^,]+, predicted ([0-9.]+ [um]s)"); }
+
+/** `napkin COMMAND --schedule S REST`, S a file holding the schedule `derived` (a run of napkin
+ *  derive) printed; the file is removed afterwards. */
+RunResult with_printed_schedule(const RunResult& derived, const std::string& command, const std::string& rest = "") {
+  const std::string schedule = std::filesystem::temp_directory_path().string() + "/napkin-printed-" + std::to_string(getpid()) + ".schedule";
+  std::ofstream(schedule) << printed_schedule(derived.output);
+  RunResult r = run_napkin(command + " --schedule " + schedule + rest);
+  std::filesystem::remove(schedule);
+  return r;
+}
+
 }  // namespace
 
 TEST_CASE("a schedule derive printed for a diagram it rewrote loads back with --schedule: same price, same CUDA", "[derive][schedule]") {
@@ -46,18 +59,16 @@ TEST_CASE("a schedule derive printed for a diagram it rewrote loads back with --
     const RunResult d = run_napkin("derive " + file + " --hw h200");
     REQUIRE(d.status == 0);
     REQUIRE(std::regex_search(d.output, std::regex("\\[derive-(bind-reduction|operand-relayout)\\]")));  // the case: a rewrite
-    const std::string schedule = tmp + ".schedule";
-    std::ofstream(schedule) << printed_schedule(d.output);
-    const RunResult g = run_napkin("derive " + file + " --hw h200 --schedule " + schedule);
+    const RunResult g = with_printed_schedule(d, "derive " + file + " --hw h200");
     INFO(g.output);
     CHECK(g.status == 0);
-    CHECK(figure_after(g.output, "predicted total: ([0-9.]+ us)") == figure_after(d.output, "derived: +[0-9]+ kernel\\(s\\), HBM [^,]+, predicted ([0-9.]+ us)"));
+    CHECK(figure_after(g.output, "predicted total: ([0-9.]+ [um]s)") == derived_prediction(d.output));
     const RunResult e1 = run_napkin("emit " + file + " --hw h200 --target cuda -o " + tmp + "-a.cu");
-    const RunResult e2 = run_napkin("emit " + file + " --hw h200 --target cuda --schedule " + schedule + " -o " + tmp + "-b.cu");
+    const RunResult e2 = with_printed_schedule(d, "emit " + file + " --hw h200 --target cuda", " -o " + tmp + "-b.cu");
     CHECK(e1.status == 0);
     CHECK(e2.status == 0);
     CHECK(napkin::test::slurp(tmp + "-a.cu") == napkin::test::slurp(tmp + "-b.cu"));
-    for (const char* ext : {".schedule", "-a.cu", "-b.cu"}) std::filesystem::remove(tmp + ext);
+    for (const char* ext : {"-a.cu", "-b.cu"}) std::filesystem::remove(tmp + ext);
   }
 }
 
@@ -78,13 +89,10 @@ TEST_CASE("derive --schedule prices a call kernel at its callee's derivation, as
   const std::string file = std::string(NAPKIN_SOURCE_DIR) + "/diagrams/library/transformer_block.napkin --hw h200 --set s=256";
   const RunResult d = run_napkin("derive " + file);
   REQUIRE(d.status == 0);
-  const std::string schedule = std::filesystem::temp_directory_path().string() + "/napkin-calls-" + std::to_string(getpid()) + ".schedule";
-  std::ofstream(schedule) << printed_schedule(d.output);
-  const RunResult g = run_napkin("derive " + file + " --schedule " + schedule);
-  std::filesystem::remove(schedule);
+  const RunResult g = with_printed_schedule(d, "derive " + file);
   INFO(g.output);
   CHECK(g.status == 0);
-  CHECK(figure_after(g.output, "predicted total: ([0-9.]+ [um]s)") == figure_after(d.output, "derived: +[0-9]+ kernel\\(s\\), HBM [^,]+, predicted ([0-9.]+ [um]s)"));
+  CHECK(figure_after(g.output, "predicted total: ([0-9.]+ [um]s)") == derived_prediction(d.output));
   CHECK(g.output.find("as derived for gqa_attention") != std::string::npos);  // the call kernel's row
 }
 
@@ -92,10 +100,7 @@ TEST_CASE("render --schedule with a schedule of derive's rewrite draws the rewri
   const std::string file = std::string(NAPKIN_SOURCE_DIR) + "/diagrams/library/l2norm_attention.napkin --hw h200";
   const RunResult d = run_napkin("derive " + file);
   REQUIRE(d.status == 0);
-  const std::string schedule = std::filesystem::temp_directory_path().string() + "/napkin-render-rw-" + std::to_string(getpid()) + ".schedule";
-  std::ofstream(schedule) << printed_schedule(d.output);
-  const RunResult r = run_napkin("render " + file + " --schedule " + schedule + " --format dot -o -");
-  std::filesystem::remove(schedule);
+  const RunResult r = with_printed_schedule(d, "render " + file, " --format dot -o -");
   INFO(r.output);
   CHECK(r.status == 0);
   CHECK(r.output.find("\"op:Qn_sum\" [shape=box") != std::string::npos);  // the bound statistic, a statement of the rewrite only
