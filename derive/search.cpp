@@ -406,10 +406,18 @@ class Searcher {
     // Deeper pipelines first (more stages in flight hide more latency): a GEMM's chunk of 64
     // with 4 stages before one of 128 with 2.
     const double stages = c.spec && c.spec->tensor_cores() ? (c.spec->wgmma ? c.spec->wgmma_stages : c.spec->stages) : 0;
+    // Before all of these, on a near tie a plan without a cluster beats one with: measured (H200,
+    // sessions 46-47), clusters of 2 the model priced as ties ran no faster on GEMM 8192^3 and
+    // rmsnorm_linear's and grouped_linear's GEMMs, and slower on the block's output projection X2
+    // (contracting g, r, d): 624.9 us in clusters against 502.1 without in the block at s = 8192,
+    // 486 against 408 alone. The multicast bytes saved do not pay for the blocks' lockstep.
+    const bool clustered = k.cluster().has_value(), best_clustered = best.score < kInf && best.plan.cluster().has_value();
     const bool tie = score <= best.score * (1 + 1e-3);
     const bool same_traffic = traffic <= best_traffic_ * (1 + 1e-9);
-    bool better = score < best.score * (1 - 1e-3) || (tie && traffic < best_traffic_ * (1 - 1e-9)) ||
-                  (tie && same_traffic && stages > best_stages_) || (tie && same_traffic && stages == best_stages_ && steps < best_steps_);
+    const bool cluster_breaks = tie && clustered != best_clustered;
+    bool better = score < best.score * (1 - 1e-3) || (cluster_breaks && !clustered) ||
+                  (!cluster_breaks && ((tie && traffic < best_traffic_ * (1 - 1e-9)) || (tie && same_traffic && stages > best_stages_) ||
+                                       (tie && same_traffic && stages == best_stages_ && steps < best_steps_)));
     if (better) {
       best_traffic_ = traffic;
       best_stages_ = stages;

@@ -323,6 +323,24 @@ bool is_fp8(DType t) { return t == DType::fp8e4m3 || t == DType::fp8e5m2; }
 
 std::int64_t gemm_swizzle_row_elems(DType t) { return 1024 / dtype_bits(t); }
 
+std::vector<std::int64_t> gemm_wgmma_atoms(const GemmForm& g) {
+  if (g.TN % 8 != 0 || g.TN <= 0) return {};
+  if (g.TN <= 256) return {g.TN};
+  const bool b_n_major = std::any_of(g.gemms.begin(), g.gemms.end(), [](const GemmContraction& c) { return !c.b.k_inner; });
+  const std::int64_t unit = b_n_major ? 64 : is_integer_dtype(g.dtype) ? 16 : 8, units = g.TN / unit;
+  if (g.TN % unit != 0) return {};
+  const std::int64_t atoms = (g.TN + 255) / 256;
+  std::vector<std::int64_t> ns;
+  for (std::int64_t j = 0; j < atoms; ++j) ns.push_back(unit * (units / atoms + (j < units % atoms ? 1 : 0)));  // the first atoms one unit wider
+  return ns;
+}
+
+std::int64_t gemm_tma_box_rows(std::int64_t free, int split) {
+  for (std::int64_t r = std::min<std::int64_t>(256, free / split); r >= 8; --r)
+    if (r % 8 == 0 && free % (r * split) == 0) return r;
+  return 0;
+}
+
 std::int64_t gemm_wgmma_stage_bytes(const GemmForm& g) {
   std::int64_t bytes = 0;
   for (const auto& t : g.tiles) bytes += t.R * t.C * dtype_bits(g.dtype) / 8;
@@ -344,7 +362,7 @@ int gemm_wgmma_stages(const GemmForm& g, const Diagram& d, const Hardware& hw, i
   if (g.pingpong && g.warps != 8) return why = "pingpong needs two consumer warpgroups (warps 8)", 0;
   const int consumers = g.tile_consumers();  // consumer warpgroups splitting one tile's rows
   if (g.TM % (64 * consumers) != 0) return why = "T_M not a multiple of 64 rows per consumer warpgroup", 0;
-  if (g.TN % 8 != 0 || g.TN > 256) return why = "T_N not a wgmma N (a multiple of 8 up to 256)", 0;
+  if (gemm_wgmma_atoms(g).empty()) return why = "T_N not whole wgmma atoms (multiples of 8 up to 256)", 0;
   if (g.TK % row != 0) return why = "T_K not a multiple of " + std::to_string(row) + " (one 128-byte swizzle row)", 0;
   const std::int64_t acc_regs = static_cast<std::int64_t>(g.gemms.size()) * (g.TM / consumers / 64) * (g.TN / 2);
   if (acc_regs > 160) return why = "accumulators over 160 registers per thread", 0;
@@ -355,8 +373,7 @@ int gemm_wgmma_stages(const GemmForm& g, const Diagram& d, const Hardware& hw, i
     const std::int64_t F = t.k_rows ? t.C : t.R;  // extent along the free axis
     const int split = t.rows != cluster_axis && t.cols != cluster_axis ? cluster : 1;  // multicast tiles: boxes per rank
     if (!t.k_rows) {
-      const std::int64_t rb = std::min<std::int64_t>(F, 256) / split;
-      if (rb == 0 || F % rb != 0) return why = "tile of " + t.array + " not whole boxes of 256 rows", 0;
+      if (gemm_tma_box_rows(F, split) == 0) return why = "tile of " + t.array + " not whole TMA boxes (multiples of 8 rows up to 256)", 0;
     } else {
       if (F % row != 0) return why = "tile of " + t.array + " (M- or N-major) not whole " + std::to_string(row) + "-column blocks", 0;
       if (g.TK > 256) return why = "T_K over one TMA box (256 rows)", 0;

@@ -154,8 +154,8 @@ std::int64_t gemm_mma_sync_smem_bytes(const GemmForm& g, int stages);
 /** TMA pipeline stages of the wgmma variant (emit/cuda/gemm.cpp, sm_90a): tiles in 128-byte
  *  swizzled rows (1024-byte atoms), as many stages as fit the block's SMEM less 2 KB of barriers,
  *  at most 6; 0 with `why` set when the variant cannot take the form: no wgmma or TMA, warps not
- *  one or two consumer warpgroups, T_M not m64 per warpgroup, T_N not a wgmma N (PTX ISA 9.7.15:
- *  a multiple of 8 up to 256), T_K not whole 128-byte swizzle rows (64 16-bit or 128 fp8 columns),
+ *  one or two consumer warpgroups, T_M not m64 per warpgroup, T_N not whole wgmma atoms
+ *  (gemm_wgmma_atoms), T_K not whole 128-byte swizzle rows (64 16-bit or 128 fp8 columns),
  *  8-bit operands (fp8, int8) not both K-major (8-bit wgmma has no transposed SMEM operands: PTX
  *  ISA 9.7.15.5.1), accumulators over 160
  *  registers per thread, tiles not whole TMA boxes, arrays of over 5 axes (TMA's limit), a
@@ -170,6 +170,19 @@ bool is_fp8(DType t);
 /** Elements of `t` in one 128-byte swizzle row (64 of a 16-bit type, 128 of fp8): the wgmma
  *  variant's T_K is whole rows, and the T_K a schedule that keeps K whole is staged in. */
 std::int64_t gemm_swizzle_row_elems(DType t);
+/** The Ns of the wgmma atoms the wgmma variant issues side by side, in order along the tile's N,
+ *  for each m64 subtile and k step (PTX ISA 9.7.15.2: N a multiple of 8 up to 256): {T_N} where
+ *  T_N is one such N; a wider T_N split into the fewest atoms, as equal as the B tile's layout
+ *  allows: equal Ns over a B stored K innermost, whole 64-column swizzle blocks over a B stored
+ *  N-major (320: 160 + 160, or 192 + 128). cuBLAS's bf16 GEMMs at 4096 x 14336 x 4096 and the
+ *  grouped linear ran nvjet 320x128 tiles on the H200 (session 47). Empty where none. */
+std::vector<std::int64_t> gemm_wgmma_atoms(const GemmForm& g);
+/** Rows of each TMA box of an operand tile stored K innermost (`free` rows along M or N, each one
+ *  128-byte swizzle row of K), when a cluster's `split` ranks multicast its boxes in turn: the
+ *  largest multiple of 8 (one 1024-byte swizzle atom) up to 256 (TMA's box limit, PTX ISA
+ *  9.7.9.25.5.1) such that the tile is a whole number of boxes, `split` per rank round
+ *  (256 / split for a tile of 256 rows, 160 for one of 320). 0 where none. */
+std::int64_t gemm_tma_box_rows(std::int64_t free, int split);
 /** SMEM bytes per stage of the wgmma variant (every operand tile, unpadded, of the operand dtype). */
 std::int64_t gemm_wgmma_stage_bytes(const GemmForm& g);
 

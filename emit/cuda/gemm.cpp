@@ -40,6 +40,8 @@
 //   napkin::pitch_copy into a workspace with rows of whole 128-byte lines before the wgmma path's
 //   launch, and its tensor map reads the copy (KernelSpec::repacks); the mma.sync path reads it in
 //   place by the widest cp.async its strides allow (GemmTile::copy_bytes).
+#include <map>
+
 #include "emit/cuda/preamble.hpp"
 #include "emit/cuda/render.hpp"
 
@@ -56,7 +58,7 @@ struct GemmKernel {
   KernelPath path;
   Code& code;
   GemmTmaStage stage{};     ///< the TMA ring's stage (wgmma path)
-  std::string wg_name{};    ///< the wgmma wrapper's name (wgmma path)
+  std::map<std::int64_t, std::string> wg_names{};  ///< the wgmma wrappers' names by N (wgmma path)
 };
 
 /** The plan's comment and the strategy's line (with `warp_rows`, the warps' rows of M). */
@@ -198,7 +200,7 @@ void stream_warp_specialised(const GemmKernel& gk) {
   if (gk.g.pingpong) code.line("napkin::named_sync(3 + cw, 256);  // pingpong: this warpgroup's turn on the tensor cores");
   code.open("for (int64_t kc = 0; kc < chunks; ++kc, ++it)");
   gemm_tma_stage_wait(code);
-  gemm_wgmma_issue(code, gk.g, *gk.path.atom, gk.stage.joint_first, gk.wg_name);
+  gemm_wgmma_issue(code, gk.g, *gk.path.atom, gk.stage.joint_first, gk.wg_names);
   code.line("if (kc > 0 && lane == 0)");
   gemm_tma_release(code, cluster, "it - 1");
   code.close();
@@ -219,7 +221,9 @@ void gemm_kernel(Context& c, const KernelChoice& kc, const KernelPath& path, Cod
   GemmKernel gk{c, kc, g, spec, path, code, {}, {}};
   if (tma) {
     gk.stage = gemm_tma_stage(g, spec.cluster, spec.cluster_axis);
-    const std::string wg_fn = wgmma_function(*path.atom, static_cast<int>(gk.stage.joint_first >= 0 ? 2 * g.TN : g.TN), false, gk.wg_name);
+    std::string wg_fn;
+    for (std::int64_t n : gk.stage.joint_first >= 0 ? std::vector<std::int64_t>{2 * g.TN} : gemm_wgmma_atoms(g))
+      if (!gk.wg_names.count(n)) wg_fn += wgmma_function(*path.atom, static_cast<int>(n), false, gk.wg_names[n]);
     head_tma_constants(gk, wg_fn);
     head_tma_kernel(gk);
     gemm_tma_barriers(code, spec.cluster, g.tile_consumers());

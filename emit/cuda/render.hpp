@@ -30,6 +30,7 @@
  */
 #pragma once
 #include <functional>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -283,7 +284,7 @@ void gemm_wgmma_fence(Code& code, std::size_t accumulators);
  *  wgmma_function) from SMEM stage `st`: descriptors of the 128-byte swizzled tiles per k step, one
  *  wgmma per m64 subtile and contraction (both B tiles at once with `joint_first` >= 0), committed,
  *  then the wait that leaves this chunk's group in flight. */
-void gemm_wgmma_issue(Code& code, const GemmForm& g, const MmaShape& mma, int joint_first, const std::string& wg_name);
+void gemm_wgmma_issue(Code& code, const GemmForm& g, const MmaShape& mma, int joint_first, const std::map<std::int64_t, std::string>& wg_names);
 
 /** The wgmma atoms of a consumer warpgroup (warpgroup scope): S = Q K^T (m64n<T_X>k<K>, Q and K in
  *  SMEM, 128-byte swizzled) and O += P V (m64n<D_V>k<K>, P from registers `P_reg`; V N-major in SMEM

@@ -178,7 +178,7 @@ void gemm_wgmma_fence(Code& code, std::size_t accumulators) {
   code.close();
 }
 
-void gemm_wgmma_issue(Code& code, const GemmForm& g, const MmaShape& mma, int joint_first, const std::string& wg_name) {
+void gemm_wgmma_issue(Code& code, const GemmForm& g, const MmaShape& mma, int joint_first, const std::map<std::int64_t, std::string>& wg_names) {
   const bool joint = joint_first >= 0;
   const std::size_t accs = joint ? 1 : g.gemms.size();
   gemm_wgmma_fence(code, accs);
@@ -202,10 +202,25 @@ void gemm_wgmma_issue(Code& code, const GemmForm& g, const MmaShape& mma, int jo
   code.line("#pragma unroll");
   code.open("for (int ms = 0; ms < MS; ++ms)");
   code.line("const uint64_t da = " + desc(g.gemms[0].a, true) + ";");
+  // A T_N wider than one wgmma N: atoms side by side (gemm_wgmma_atoms), each on the B rows (or
+  // 64-column blocks) from its first column on and on the accumulator registers from half that
+  // (the m64nN register layout is n8 blocks in order, so the atoms' registers concatenate to T_N's).
+  const std::vector<std::int64_t> atoms = joint ? std::vector<std::int64_t>{2 * g.TN} : gemm_wgmma_atoms(g);
   for (std::size_t i = 0; i < g.gemms.size(); ++i) {
     if (joint && static_cast<int>(i) != joint_first) continue;
-    code.line(wg_name + "<" + (g.gemms[i].a.k_inner ? "0" : "1") + ", " + (g.gemms[i].b.k_inner ? "0" : "1") + ">(acc" + std::to_string(joint ? 0 : i) +
-              "[ms], da, db_" + g.gemms[i].b.array + ");");
+    const std::string ta = std::string("<") + (g.gemms[i].a.k_inner ? "0" : "1") + ", " + (g.gemms[i].b.k_inner ? "0" : "1") + ">";
+    const std::string acc = "acc" + std::to_string(joint ? 0 : i) + "[ms]", db = "db_" + g.gemms[i].b.array;
+    if (atoms.size() == 1) {
+      code.line(wg_names.at(atoms[0]) + ta + "(" + acc + ", da, " + db + ");");
+      continue;
+    }
+    std::int64_t col = 0;
+    for (std::int64_t n : atoms) {
+      const std::string b_off = g.gemms[i].b.k_inner ? std::to_string(col * 128) : std::to_string(col / 64) + " * T_K * 128";
+      code.line(wg_names.at(n) + ta + "(napkin::atom_slice<" + std::to_string(n / 2) + ">(" + acc + ", " + std::to_string(col / 2) + "), da, napkin::desc_advance(" + db + ", " +
+                b_off + "));");
+      col += n;
+    }
   }
   code.close();
   code.close();

@@ -42,8 +42,8 @@ GemmTmaStage gemm_tma_stage(const GemmForm& g, int cluster, const std::string& c
     // boxes, multicast by the ranks in turn.
     const int split = t.rows != cax && t.cols != cax ? cluster : 1;
     if (!t.k_rows) {
-      const std::int64_t rb = std::min<std::int64_t>(F, 256) / split;
-      NAPKIN_ASSERT(F % rb == 0) << "tile of " << t.array << " not whole boxes of 256 rows, which lowering refuses";
+      const std::int64_t rb = gemm_tma_box_rows(F, split);
+      NAPKIN_ASSERT(rb > 0) << "tile of " << t.array << " not whole TMA boxes, which lowering refuses";
       L.box_outer = static_cast<std::uint32_t>(rb);
       for (std::int64_t kb = 0; kb < g.TK / row; ++kb)
         for (std::int64_t r = 0; r < F / rb; ++r)

@@ -70,6 +70,11 @@ add mm-out-transposed "$gpu/matmul_out_transposed.napkin"
 # two consumer warpgroups taking tiles in turn (warps 8 pingpong), an epilogue input read along both axes
 add mm-residual-pingpong-333x512x520 "$gpu/matmul_residual.napkin" --schedule "$gpu/matmul_residual_pingpong.schedule" --set t=333 --set m=512 --set f=520
 add mm-out-transposed-1000x333x520 "$gpu/matmul_out_transposed.napkin" --set a=1000 --set b=333 --set c=520
+# tiles wider than one wgmma N: two atoms side by side (160 + 160 over a K-major B, 192 + 128 over an
+# N-major one), edge tiles along both axes; and the same tiles on mma.sync
+add mm-nt-wide-1000x512x1001 "$gpu/matmul_nt.napkin" --schedule "$gpu/wide_nt.schedule"
+add grouped-wide-777x3x333x1001 "$gpu/grouped_linear_small.napkin" --schedule "$gpu/wide_grouped.schedule"
+add grouped-wide-777x3x333x1001.mma.sync "$gpu/grouped_linear_small.napkin" --schedule "$gpu/wide_grouped.schedule"
 add dual-gemm-1000x520x3000 "$gpu/dual_gemm.napkin" --set t=1000 --set m=520 --set f=3000
 add dual-gemm-333x200x130 "$gpu/dual_gemm.napkin" --set t=333 --set m=200 --set f=130
 add mlp-300x256x520 "$lib/mlp_swiglu.napkin" --set t=300 --set m=256 --set f=520

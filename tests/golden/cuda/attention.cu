@@ -781,6 +781,14 @@ template <int N> __device__ __forceinline__ void fence_regs(float (&r)[N]) {
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
 }
+/** Registers [first, first + N) of accumulator row `r` (M registers) as an array of N: one of
+ *  several wgmma atoms side by side along a tile's N, covering its columns [2 first, 2 first + 2 N)
+ *  (emit/cuda/render_mma.cpp gemm_wgmma_issue). `first` a constant after unrolling,
+ *  first + N <= M. */
+template <int N, typename T, int M> __device__ __forceinline__ T (&atom_slice(T (&r)[M], int first))[N] {
+  static_assert(N <= M, "an atom inside the accumulator row");
+  return *reinterpret_cast<T(*)[N]>(r + first);
+}
 /** Keeps 16-bit A fragments that an in-flight wgmma reads from registers live (their registers
  *  not reused) up to this point, after the wgmma_wait that covers it. A use, not a definition:
  *  a definition of a wgmma's input registers while a wgmma is in flight makes ptxas serialise

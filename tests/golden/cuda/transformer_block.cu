@@ -4,7 +4,7 @@
 // kernel Q: fuse Q; weave g, r; group s by 128; stream m by 64; warps 4
 // kernel K_to_V: fuse K, V; weave g; group s by 128; stream m by 64; warps 8
 // kernel A: fuse A
-// kernel X2: fuse X2; group s by 128; group m by 256; stream g by 1; stream r by 1; stream d by 64; warps 8; cluster s by 2
+// kernel X2: fuse X2; group s by 128; group m by 256; stream g by 1; stream r by 1; stream d by 64; warps 8
 // kernel H2: fuse H2
 // kernel Y: fuse Y
 /** \file numeric.cuh
@@ -786,6 +786,14 @@ template <int N> __device__ __forceinline__ void wgmma_wait() { asm volatile("wg
 template <int N> __device__ __forceinline__ void fence_regs(float (&r)[N]) {
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+/** Registers [first, first + N) of accumulator row `r` (M registers) as an array of N: one of
+ *  several wgmma atoms side by side along a tile's N, covering its columns [2 first, 2 first + 2 N)
+ *  (emit/cuda/render_mma.cpp gemm_wgmma_issue). `first` a constant after unrolling,
+ *  first + N <= M. */
+template <int N, typename T, int M> __device__ __forceinline__ T (&atom_slice(T (&r)[M], int first))[N] {
+  static_assert(N <= M, "an atom inside the accumulator row");
+  return *reinterpret_cast<T(*)[N]>(r + first);
 }
 /** Keeps 16-bit A fragments that an in-flight wgmma reads from registers live (their registers
  *  not reused) up to this point, after the wgmma_wait that covers it. A use, not a definition:
@@ -2426,7 +2434,7 @@ static call_A::Args call_A_args(const Args& a) {
   return c;
 }
 
-// kernel X2: fuse X2; group s by 128; group m by 256; stream g by 1; stream r by 1; stream d by 64; warps 8; cluster s by 2
+// kernel X2: fuse X2; group s by 128; group m by 256; stream g by 1; stream r by 1; stream d by 64; warps 8
 // strategy gemm: M = s (group 128, 8 warps x 16 rows), N = m (group 256), K = d (streamed by 64; inside g, r walked one index at a time)
 // mma.sync variant (sm_80 and later): 4-stage cp.async pipeline; mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32; fp32 accumulators in registers
 namespace k_X2 {
@@ -2563,13 +2571,12 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
                : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TA), "n"(TB));
 }
-  // clusters of 2 blocks along s share the tiles of Wo: each block multicasts half of them into both
   constexpr int CONSUMERS = 2, THREADS = (CONSUMERS + 1) * 128, STAGES = 4;
-  [[maybe_unused]] constexpr int CLUSTER = 2;  // blocks per cluster
+  [[maybe_unused]] constexpr int CLUSTER = 1;  // blocks per cluster
   constexpr int STAGE_BYTES = 49152;
   constexpr int OUT_BYTES = T_M * 128, OUT_BUFS = 2;  // the TMA store's staging buffers: T_M rows x 64 columns each, 128-byte swizzle
   constexpr size_t SMEM_BYTES = size_t{STAGES} * STAGE_BYTES + OUT_BUFS * OUT_BYTES + 2 * STAGES * sizeof(uint64_t) + 1024;  // + barriers, + alignment
-  __global__ void __launch_bounds__(THREADS, 1) NAPKIN_CLUSTER_DIMS(CLUSTER) kernel(const Args a, const __grid_constant__ CUtensorMap tm_A, const __grid_constant__ CUtensorMap tm_Wo, const __grid_constant__ CUtensorMap tm_X2, const bool tma_store) {
+  __global__ void __launch_bounds__(THREADS, 1) kernel(const Args a, const __grid_constant__ CUtensorMap tm_A, const __grid_constant__ CUtensorMap tm_Wo, const __grid_constant__ CUtensorMap tm_X2, const bool tma_store) {
     #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int WM = T_M / CONSUMERS, MS = WM / 64;  // rows per consumer warpgroup; m64 subtiles each
     constexpr int OFF_A = 0;  // SMEM bytes: A [1 blocks of 64 d][s 128][64], 128-byte swizzle
@@ -2581,7 +2588,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
     uint64_t* full = reinterpret_cast<uint64_t*>(smem + STAGES * STAGE_BYTES + OUT_BUFS * OUT_BYTES);  // chunk landed in the stage
     uint64_t* empty = full + STAGES;                                           // stage consumed
     const int64_t k_chunks = (N_d + T_K - 1) / T_K, chunks = k_chunks * N_g * N_r;
-    const int64_t tile_blocks = (((N_s + T_M - 1) / T_M + CLUSTER - 1) / CLUSTER * CLUSTER) * ((N_m + T_N - 1) / T_N) * N_b;  // the non-persistent grid: one block per output tile
+    const int64_t tile_blocks = ((N_s + T_M - 1) / T_M) * ((N_m + T_N - 1) / T_N) * N_b;  // the non-persistent grid: one block per output tile
     if (threadIdx.x == 0) {
       for (int s = 0; s < STAGES; ++s) {
         napkin::mbar_init(&full[s], 1);
@@ -2589,43 +2596,37 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
       }
       napkin::mbar_init_fence();
     }
-    napkin::cluster_sync();  // barriers initialised in both blocks before either signals the other's
-    const unsigned rank = napkin::cluster_rank();
+    __syncthreads();
     if (threadIdx.x / 128 == 0) {
       // producer warpgroup: one thread issues the loads
       napkin::setmaxnreg_dec<40>();
       if (threadIdx.x == 0) {
         int64_t it = 0;  // chunks loaded by this block, over all its tiles
         for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x) {
-          // grid: clusters of 2 blocks over 2 tiles of s and one of m; cluster rows of s x tiles of m, in groups of 8 s tiles; then batch axes b
+          // grid: tiles of s x tiles of m, in groups of 8 s tiles; then batch axes b
           const int64_t tiles_m = (N_s + T_M - 1) / T_M, tiles_n = (N_m + T_N - 1) / T_N;
-          const int64_t rows = (tiles_m + CLUSTER - 1) / CLUSTER;
-          int64_t bid = vb / CLUSTER;
-          const int64_t tile = bid % (rows * tiles_n);
-          bid /= rows * tiles_n;
-          const int64_t first_m = tile / (4 * tiles_n) * 4, group_m = min(int64_t{4}, rows - first_m);
-          const int64_t o_s = ((first_m + tile % (4 * tiles_n) % group_m) * CLUSTER + vb % CLUSTER) * T_M;
-          const int64_t o_m = (tile % (4 * tiles_n) / group_m) * T_N;
+          int64_t bid = vb;
+          const int64_t tile = bid % (tiles_m * tiles_n);
+          bid /= tiles_m * tiles_n;
+          const int64_t first_m = tile / (8 * tiles_n) * 8, group_m = min(int64_t{8}, tiles_m - first_m);
+          const int64_t o_s = (first_m + tile % (8 * tiles_n) % group_m) * T_M;
+          const int64_t o_m = (tile % (8 * tiles_n) / group_m) * T_N;
           const int64_t i_b = napkin::split_index(bid, N_b);
           const int n_M = static_cast<int>(min(int64_t{T_M}, N_s - o_s)), n_N = static_cast<int>(min(int64_t{T_N}, N_m - o_m));
           for (int64_t kc = 0; kc < chunks; ++kc, ++it) {
             const int s = static_cast<int>(it % STAGES);
             if (it >= STAGES) napkin::mbar_wait(&empty[s], static_cast<unsigned>((it / STAGES - 1) & 1));
-            napkin::mbar_expect_tx(&full[s], STAGE_BYTES);  // every box counts in full, zero-filled parts too; the other block's multicasts too
+            napkin::mbar_expect_tx(&full[s], STAGE_BYTES);  // every box counts in full, zero-filled parts too
             unsigned char* st = smem + s * STAGE_BYTES;
             int64_t ko = kc / k_chunks;
             const int64_t o_k = kc % k_chunks * T_K;
             const int64_t i_r = napkin::split_index(ko, N_r);
             const int64_t i_g = napkin::split_index(ko, N_g);
             napkin::tma_load(st + OFF_A + 0, &tm_A, &full[s], static_cast<int>(o_k) + 0, static_cast<int>(o_s) + 0, static_cast<int>(i_r), static_cast<int>(i_g), static_cast<int>(i_b));
-            if (rank == 0) napkin::tma_load_multicast(st + OFF_Wo + 0, &tm_Wo, &full[s], (1u << CLUSTER) - 1, static_cast<int>(o_m) + 0, static_cast<int>(o_k) + 0, static_cast<int>(i_r), static_cast<int>(i_g));
-            if (rank == 1) napkin::tma_load_multicast(st + OFF_Wo + 4096, &tm_Wo, &full[s], (1u << CLUSTER) - 1, static_cast<int>(o_m) + 0, static_cast<int>(o_k) + 32, static_cast<int>(i_r), static_cast<int>(i_g));
-            if (rank == 0) napkin::tma_load_multicast(st + OFF_Wo + 8192, &tm_Wo, &full[s], (1u << CLUSTER) - 1, static_cast<int>(o_m) + 64, static_cast<int>(o_k) + 0, static_cast<int>(i_r), static_cast<int>(i_g));
-            if (rank == 1) napkin::tma_load_multicast(st + OFF_Wo + 12288, &tm_Wo, &full[s], (1u << CLUSTER) - 1, static_cast<int>(o_m) + 64, static_cast<int>(o_k) + 32, static_cast<int>(i_r), static_cast<int>(i_g));
-            if (rank == 0) napkin::tma_load_multicast(st + OFF_Wo + 16384, &tm_Wo, &full[s], (1u << CLUSTER) - 1, static_cast<int>(o_m) + 128, static_cast<int>(o_k) + 0, static_cast<int>(i_r), static_cast<int>(i_g));
-            if (rank == 1) napkin::tma_load_multicast(st + OFF_Wo + 20480, &tm_Wo, &full[s], (1u << CLUSTER) - 1, static_cast<int>(o_m) + 128, static_cast<int>(o_k) + 32, static_cast<int>(i_r), static_cast<int>(i_g));
-            if (rank == 0) napkin::tma_load_multicast(st + OFF_Wo + 24576, &tm_Wo, &full[s], (1u << CLUSTER) - 1, static_cast<int>(o_m) + 192, static_cast<int>(o_k) + 0, static_cast<int>(i_r), static_cast<int>(i_g));
-            if (rank == 1) napkin::tma_load_multicast(st + OFF_Wo + 28672, &tm_Wo, &full[s], (1u << CLUSTER) - 1, static_cast<int>(o_m) + 192, static_cast<int>(o_k) + 32, static_cast<int>(i_r), static_cast<int>(i_g));
+            napkin::tma_load(st + OFF_Wo + 0, &tm_Wo, &full[s], static_cast<int>(o_m) + 0, static_cast<int>(o_k) + 0, static_cast<int>(i_r), static_cast<int>(i_g));
+            napkin::tma_load(st + OFF_Wo + 8192, &tm_Wo, &full[s], static_cast<int>(o_m) + 64, static_cast<int>(o_k) + 0, static_cast<int>(i_r), static_cast<int>(i_g));
+            napkin::tma_load(st + OFF_Wo + 16384, &tm_Wo, &full[s], static_cast<int>(o_m) + 128, static_cast<int>(o_k) + 0, static_cast<int>(i_r), static_cast<int>(i_g));
+            napkin::tma_load(st + OFF_Wo + 24576, &tm_Wo, &full[s], static_cast<int>(o_m) + 192, static_cast<int>(o_k) + 0, static_cast<int>(i_r), static_cast<int>(i_g));
           }
         }
       }
@@ -2637,15 +2638,14 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
       int64_t it = 0;  // chunks consumed by this block, over all its tiles
       int sb = 0;  // staging buffers used by this warpgroup (in turn)
       for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x) {
-        // grid: clusters of 2 blocks over 2 tiles of s and one of m; cluster rows of s x tiles of m, in groups of 8 s tiles; then batch axes b
+        // grid: tiles of s x tiles of m, in groups of 8 s tiles; then batch axes b
         const int64_t tiles_m = (N_s + T_M - 1) / T_M, tiles_n = (N_m + T_N - 1) / T_N;
-        const int64_t rows = (tiles_m + CLUSTER - 1) / CLUSTER;
-        int64_t bid = vb / CLUSTER;
-        const int64_t tile = bid % (rows * tiles_n);
-        bid /= rows * tiles_n;
-        const int64_t first_m = tile / (4 * tiles_n) * 4, group_m = min(int64_t{4}, rows - first_m);
-        const int64_t o_s = ((first_m + tile % (4 * tiles_n) % group_m) * CLUSTER + vb % CLUSTER) * T_M;
-        const int64_t o_m = (tile % (4 * tiles_n) / group_m) * T_N;
+        int64_t bid = vb;
+        const int64_t tile = bid % (tiles_m * tiles_n);
+        bid /= tiles_m * tiles_n;
+        const int64_t first_m = tile / (8 * tiles_n) * 8, group_m = min(int64_t{8}, tiles_m - first_m);
+        const int64_t o_s = (first_m + tile % (8 * tiles_n) % group_m) * T_M;
+        const int64_t o_m = (tile % (8 * tiles_n) / group_m) * T_N;
         const int64_t i_b = napkin::split_index(bid, N_b);
         const int n_M = static_cast<int>(min(int64_t{T_M}, N_s - o_s)), n_N = static_cast<int>(min(int64_t{T_N}, N_m - o_m));
         float acc0[MS][T_N / 2] = {};  // registers: contract(A, Wo; g, r, d)
@@ -2674,7 +2674,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
           }
           napkin::wgmma_wait<1>();  // the MMAs of the tile's previous chunk are done: release its stage
           if (kc > 0 && lane == 0)
-            for (unsigned r = 0; r < CLUSTER; ++r) napkin::mbar_arrive_cluster(&empty[(it - 1) % STAGES], r);
+            napkin::mbar_arrive(&empty[(it - 1) % STAGES]);
         }
         napkin::wgmma_wait<0>();
         #pragma unroll
@@ -2682,7 +2682,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
           napkin::fence_regs(acc0[ms]);
         }
         if (chunks > 0 && lane == 0)  // the tile's last chunk: the producer refills it while this block stores
-          for (unsigned r = 0; r < CLUSTER; ++r) napkin::mbar_arrive_cluster(&empty[(it - 1) % STAGES], r);
+          napkin::mbar_arrive(&empty[(it - 1) % STAGES]);
         // epilogue: per m64 subtile, warp w holds rows 16w..16w+15 as m16n8 accumulator tiles
         // interior tiles through SMEM by TMA unless the host turned it off (napkin::tma_store_enabled)
         if (tma_store && n_M == T_M && n_N == T_N) {
@@ -2780,7 +2780,6 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
       }
       if (t == 0) napkin::bulk_wait<0>();  // this warpgroup's TMA stores are complete
     }
-    napkin::cluster_sync();  // neither block leaves while the other may still signal its barriers
     #endif
   }
 }  // namespace wg
@@ -2975,8 +2974,8 @@ static call_H2::Args call_H2_args(const Args& a) {
 }
 
 // strategy call: Y calls diagram mlp_swiglu, lifted over [b] as mlp_swiglu_over_b (one run covers every woven index); its schedule:
-//   kernel G_to_H: fuse G, U, H; group t by 128; group f by 128; stream m by 64; warps 8; cluster t by 2
-//   kernel Y: fuse Y; group t by 128; group m by 256; stream f by 64; warps 8; cluster t by 2
+//   kernel G_to_H: fuse G, U, H; group t by 128; group f by 128; stream m by 64; warps 8
+//   kernel Y: fuse Y; group t by 128; group m by 256; stream f by 64; warps 8
 namespace call_Y {
 
   /** Device pointers of every array kept in global memory, and the sizes of every axis (elements). */
@@ -2993,7 +2992,7 @@ namespace call_Y {
     int64_t N_f;
   };
 
-// kernel G_to_H: fuse G, U, H; group t by 128; group f by 128; stream m by 64; warps 8; cluster t by 2
+// kernel G_to_H: fuse G, U, H; group t by 128; group f by 128; stream m by 64; warps 8
 // strategy gemm: M = t (group 128, 8 warps x 16 rows), N = f (group 128), K = m (streamed by 64)
 // mma.sync variant (sm_80 and later): 4-stage cp.async pipeline; mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32; fp32 accumulators in registers
 namespace k_G_to_H {
@@ -3136,13 +3135,12 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
                : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TA), "n"(TB));
 }
-  // clusters of 2 blocks along t share the tiles of W3, W1: each block multicasts half of them into both
   constexpr int CONSUMERS = 2, THREADS = (CONSUMERS + 1) * 128, STAGES = 4;
-  [[maybe_unused]] constexpr int CLUSTER = 2;  // blocks per cluster
+  [[maybe_unused]] constexpr int CLUSTER = 1;  // blocks per cluster
   constexpr int STAGE_BYTES = 49152;
   constexpr int OUT_BYTES = T_M * 128, OUT_BUFS = 2;  // the TMA store's staging buffers: T_M rows x 64 columns each, 128-byte swizzle
   constexpr size_t SMEM_BYTES = size_t{STAGES} * STAGE_BYTES + OUT_BUFS * OUT_BYTES + 2 * STAGES * sizeof(uint64_t) + 1024;  // + barriers, + alignment
-  __global__ void __launch_bounds__(THREADS, 1) NAPKIN_CLUSTER_DIMS(CLUSTER) kernel(const Args a, const __grid_constant__ CUtensorMap tm_X, const __grid_constant__ CUtensorMap tm_W3, const __grid_constant__ CUtensorMap tm_W1, const __grid_constant__ CUtensorMap tm_H, const bool tma_store) {
+  __global__ void __launch_bounds__(THREADS, 1) kernel(const Args a, const __grid_constant__ CUtensorMap tm_X, const __grid_constant__ CUtensorMap tm_W3, const __grid_constant__ CUtensorMap tm_W1, const __grid_constant__ CUtensorMap tm_H, const bool tma_store) {
     #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int WM = T_M / CONSUMERS, MS = WM / 64;  // rows per consumer warpgroup; m64 subtiles each
     constexpr int OFF_X = 0;  // SMEM bytes: X [1 blocks of 64 m][t 128][64], 128-byte swizzle
@@ -3155,7 +3153,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
     uint64_t* full = reinterpret_cast<uint64_t*>(smem + STAGES * STAGE_BYTES + OUT_BUFS * OUT_BYTES);  // chunk landed in the stage
     uint64_t* empty = full + STAGES;                                           // stage consumed
     const int64_t chunks = (N_m + T_K - 1) / T_K;
-    const int64_t tile_blocks = (((N_t + T_M - 1) / T_M + CLUSTER - 1) / CLUSTER * CLUSTER) * ((N_f + T_N - 1) / T_N) * N_b;  // the non-persistent grid: one block per output tile
+    const int64_t tile_blocks = ((N_t + T_M - 1) / T_M) * ((N_f + T_N - 1) / T_N) * N_b;  // the non-persistent grid: one block per output tile
     if (threadIdx.x == 0) {
       for (int s = 0; s < STAGES; ++s) {
         napkin::mbar_init(&full[s], 1);
@@ -3163,40 +3161,34 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
       }
       napkin::mbar_init_fence();
     }
-    napkin::cluster_sync();  // barriers initialised in both blocks before either signals the other's
-    const unsigned rank = napkin::cluster_rank();
+    __syncthreads();
     if (threadIdx.x / 128 == 0) {
       // producer warpgroup: one thread issues the loads
       napkin::setmaxnreg_dec<40>();
       if (threadIdx.x == 0) {
         int64_t it = 0;  // chunks loaded by this block, over all its tiles
         for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x) {
-          // grid: clusters of 2 blocks over 2 tiles of t and one of f; cluster rows of t x tiles of f, in groups of 8 t tiles; then batch axes b
+          // grid: tiles of t x tiles of f, in groups of 8 t tiles; then batch axes b
           const int64_t tiles_m = (N_t + T_M - 1) / T_M, tiles_n = (N_f + T_N - 1) / T_N;
-          const int64_t rows = (tiles_m + CLUSTER - 1) / CLUSTER;
-          int64_t bid = vb / CLUSTER;
-          const int64_t tile = bid % (rows * tiles_n);
-          bid /= rows * tiles_n;
-          const int64_t first_m = tile / (4 * tiles_n) * 4, group_m = min(int64_t{4}, rows - first_m);
-          const int64_t o_t = ((first_m + tile % (4 * tiles_n) % group_m) * CLUSTER + vb % CLUSTER) * T_M;
-          const int64_t o_f = (tile % (4 * tiles_n) / group_m) * T_N;
+          int64_t bid = vb;
+          const int64_t tile = bid % (tiles_m * tiles_n);
+          bid /= tiles_m * tiles_n;
+          const int64_t first_m = tile / (8 * tiles_n) * 8, group_m = min(int64_t{8}, tiles_m - first_m);
+          const int64_t o_t = (first_m + tile % (8 * tiles_n) % group_m) * T_M;
+          const int64_t o_f = (tile % (8 * tiles_n) / group_m) * T_N;
           const int64_t i_b = napkin::split_index(bid, N_b);
           const int n_M = static_cast<int>(min(int64_t{T_M}, N_t - o_t)), n_N = static_cast<int>(min(int64_t{T_N}, N_f - o_f));
           for (int64_t kc = 0; kc < chunks; ++kc, ++it) {
             const int s = static_cast<int>(it % STAGES);
             if (it >= STAGES) napkin::mbar_wait(&empty[s], static_cast<unsigned>((it / STAGES - 1) & 1));
-            napkin::mbar_expect_tx(&full[s], STAGE_BYTES);  // every box counts in full, zero-filled parts too; the other block's multicasts too
+            napkin::mbar_expect_tx(&full[s], STAGE_BYTES);  // every box counts in full, zero-filled parts too
             unsigned char* st = smem + s * STAGE_BYTES;
             const int64_t o_k = kc * T_K;
             napkin::tma_load(st + OFF_X + 0, &tm_X, &full[s], static_cast<int>(o_k) + 0, static_cast<int>(o_t) + 0, static_cast<int>(i_b));
-            if (rank == 0) napkin::tma_load_multicast(st + OFF_W3 + 0, &tm_W3, &full[s], (1u << CLUSTER) - 1, static_cast<int>(o_f) + 0, static_cast<int>(o_k) + 0);
-            if (rank == 1) napkin::tma_load_multicast(st + OFF_W3 + 4096, &tm_W3, &full[s], (1u << CLUSTER) - 1, static_cast<int>(o_f) + 0, static_cast<int>(o_k) + 32);
-            if (rank == 0) napkin::tma_load_multicast(st + OFF_W3 + 8192, &tm_W3, &full[s], (1u << CLUSTER) - 1, static_cast<int>(o_f) + 64, static_cast<int>(o_k) + 0);
-            if (rank == 1) napkin::tma_load_multicast(st + OFF_W3 + 12288, &tm_W3, &full[s], (1u << CLUSTER) - 1, static_cast<int>(o_f) + 64, static_cast<int>(o_k) + 32);
-            if (rank == 0) napkin::tma_load_multicast(st + OFF_W1 + 0, &tm_W1, &full[s], (1u << CLUSTER) - 1, static_cast<int>(o_f) + 0, static_cast<int>(o_k) + 0);
-            if (rank == 1) napkin::tma_load_multicast(st + OFF_W1 + 4096, &tm_W1, &full[s], (1u << CLUSTER) - 1, static_cast<int>(o_f) + 0, static_cast<int>(o_k) + 32);
-            if (rank == 0) napkin::tma_load_multicast(st + OFF_W1 + 8192, &tm_W1, &full[s], (1u << CLUSTER) - 1, static_cast<int>(o_f) + 64, static_cast<int>(o_k) + 0);
-            if (rank == 1) napkin::tma_load_multicast(st + OFF_W1 + 12288, &tm_W1, &full[s], (1u << CLUSTER) - 1, static_cast<int>(o_f) + 64, static_cast<int>(o_k) + 32);
+            napkin::tma_load(st + OFF_W3 + 0, &tm_W3, &full[s], static_cast<int>(o_f) + 0, static_cast<int>(o_k) + 0);
+            napkin::tma_load(st + OFF_W3 + 8192, &tm_W3, &full[s], static_cast<int>(o_f) + 64, static_cast<int>(o_k) + 0);
+            napkin::tma_load(st + OFF_W1 + 0, &tm_W1, &full[s], static_cast<int>(o_f) + 0, static_cast<int>(o_k) + 0);
+            napkin::tma_load(st + OFF_W1 + 8192, &tm_W1, &full[s], static_cast<int>(o_f) + 64, static_cast<int>(o_k) + 0);
           }
         }
       }
@@ -3208,15 +3200,14 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
       int64_t it = 0;  // chunks consumed by this block, over all its tiles
       int sb = 0;  // staging buffers used by this warpgroup (in turn)
       for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x) {
-        // grid: clusters of 2 blocks over 2 tiles of t and one of f; cluster rows of t x tiles of f, in groups of 8 t tiles; then batch axes b
+        // grid: tiles of t x tiles of f, in groups of 8 t tiles; then batch axes b
         const int64_t tiles_m = (N_t + T_M - 1) / T_M, tiles_n = (N_f + T_N - 1) / T_N;
-        const int64_t rows = (tiles_m + CLUSTER - 1) / CLUSTER;
-        int64_t bid = vb / CLUSTER;
-        const int64_t tile = bid % (rows * tiles_n);
-        bid /= rows * tiles_n;
-        const int64_t first_m = tile / (4 * tiles_n) * 4, group_m = min(int64_t{4}, rows - first_m);
-        const int64_t o_t = ((first_m + tile % (4 * tiles_n) % group_m) * CLUSTER + vb % CLUSTER) * T_M;
-        const int64_t o_f = (tile % (4 * tiles_n) / group_m) * T_N;
+        int64_t bid = vb;
+        const int64_t tile = bid % (tiles_m * tiles_n);
+        bid /= tiles_m * tiles_n;
+        const int64_t first_m = tile / (8 * tiles_n) * 8, group_m = min(int64_t{8}, tiles_m - first_m);
+        const int64_t o_t = (first_m + tile % (8 * tiles_n) % group_m) * T_M;
+        const int64_t o_f = (tile % (8 * tiles_n) / group_m) * T_N;
         const int64_t i_b = napkin::split_index(bid, N_b);
         const int n_M = static_cast<int>(min(int64_t{T_M}, N_t - o_t)), n_N = static_cast<int>(min(int64_t{T_N}, N_f - o_f));
         float acc0[MS][T_N] = {};  // registers: contract(X, W3; m) in columns [0, T_N), contract(X, W1; m) in [T_N, 2 T_N)
@@ -3245,7 +3236,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
           }
           napkin::wgmma_wait<1>();  // the MMAs of the tile's previous chunk are done: release its stage
           if (kc > 0 && lane == 0)
-            for (unsigned r = 0; r < CLUSTER; ++r) napkin::mbar_arrive_cluster(&empty[(it - 1) % STAGES], r);
+            napkin::mbar_arrive(&empty[(it - 1) % STAGES]);
         }
         napkin::wgmma_wait<0>();
         #pragma unroll
@@ -3253,7 +3244,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
           napkin::fence_regs(acc0[ms]);
         }
         if (chunks > 0 && lane == 0)  // the tile's last chunk: the producer refills it while this block stores
-          for (unsigned r = 0; r < CLUSTER; ++r) napkin::mbar_arrive_cluster(&empty[(it - 1) % STAGES], r);
+          napkin::mbar_arrive(&empty[(it - 1) % STAGES]);
         // epilogue: per m64 subtile, warp w holds rows 16w..16w+15 as m16n8 accumulator tiles
         // every tile with a row and a column in range through SMEM by TMA unless the host turned it off (napkin::tma_store_enabled)
         if (tma_store && n_M > 0 && n_N > 0) {
@@ -3350,13 +3341,12 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
       }
       if (t == 0) napkin::bulk_wait<0>();  // this warpgroup's TMA stores are complete
     }
-    napkin::cluster_sync();  // neither block leaves while the other may still signal its barriers
     #endif
   }
 }  // namespace wg
 }  // namespace k_G_to_H
 
-// kernel Y: fuse Y; group t by 128; group m by 256; stream f by 64; warps 8; cluster t by 2
+// kernel Y: fuse Y; group t by 128; group m by 256; stream f by 64; warps 8
 // strategy gemm: M = t (group 128, 8 warps x 16 rows), N = m (group 256), K = f (streamed by 64)
 // mma.sync variant (sm_80 and later): 4-stage cp.async pipeline; mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32; fp32 accumulators in registers
 namespace k_Y {
@@ -3488,13 +3478,12 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
                : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TA), "n"(TB));
 }
-  // clusters of 2 blocks along t share the tiles of W2: each block multicasts half of them into both
   constexpr int CONSUMERS = 2, THREADS = (CONSUMERS + 1) * 128, STAGES = 4;
-  [[maybe_unused]] constexpr int CLUSTER = 2;  // blocks per cluster
+  [[maybe_unused]] constexpr int CLUSTER = 1;  // blocks per cluster
   constexpr int STAGE_BYTES = 49152;
   constexpr int OUT_BYTES = T_M * 128, OUT_BUFS = 2;  // the TMA store's staging buffers: T_M rows x 64 columns each, 128-byte swizzle
   constexpr size_t SMEM_BYTES = size_t{STAGES} * STAGE_BYTES + OUT_BUFS * OUT_BYTES + 2 * STAGES * sizeof(uint64_t) + 1024;  // + barriers, + alignment
-  __global__ void __launch_bounds__(THREADS, 1) NAPKIN_CLUSTER_DIMS(CLUSTER) kernel(const Args a, const __grid_constant__ CUtensorMap tm_H, const __grid_constant__ CUtensorMap tm_W2, const __grid_constant__ CUtensorMap tm_Y, const bool tma_store) {
+  __global__ void __launch_bounds__(THREADS, 1) kernel(const Args a, const __grid_constant__ CUtensorMap tm_H, const __grid_constant__ CUtensorMap tm_W2, const __grid_constant__ CUtensorMap tm_Y, const bool tma_store) {
     #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int WM = T_M / CONSUMERS, MS = WM / 64;  // rows per consumer warpgroup; m64 subtiles each
     constexpr int OFF_H = 0;  // SMEM bytes: H [1 blocks of 64 f][t 128][64], 128-byte swizzle
@@ -3506,7 +3495,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
     uint64_t* full = reinterpret_cast<uint64_t*>(smem + STAGES * STAGE_BYTES + OUT_BUFS * OUT_BYTES);  // chunk landed in the stage
     uint64_t* empty = full + STAGES;                                           // stage consumed
     const int64_t chunks = (N_f + T_K - 1) / T_K;
-    const int64_t tile_blocks = (((N_t + T_M - 1) / T_M + CLUSTER - 1) / CLUSTER * CLUSTER) * ((N_m + T_N - 1) / T_N) * N_b;  // the non-persistent grid: one block per output tile
+    const int64_t tile_blocks = ((N_t + T_M - 1) / T_M) * ((N_m + T_N - 1) / T_N) * N_b;  // the non-persistent grid: one block per output tile
     if (threadIdx.x == 0) {
       for (int s = 0; s < STAGES; ++s) {
         napkin::mbar_init(&full[s], 1);
@@ -3514,40 +3503,34 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
       }
       napkin::mbar_init_fence();
     }
-    napkin::cluster_sync();  // barriers initialised in both blocks before either signals the other's
-    const unsigned rank = napkin::cluster_rank();
+    __syncthreads();
     if (threadIdx.x / 128 == 0) {
       // producer warpgroup: one thread issues the loads
       napkin::setmaxnreg_dec<40>();
       if (threadIdx.x == 0) {
         int64_t it = 0;  // chunks loaded by this block, over all its tiles
         for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x) {
-          // grid: clusters of 2 blocks over 2 tiles of t and one of m; cluster rows of t x tiles of m, in groups of 8 t tiles; then batch axes b
+          // grid: tiles of t x tiles of m, in groups of 8 t tiles; then batch axes b
           const int64_t tiles_m = (N_t + T_M - 1) / T_M, tiles_n = (N_m + T_N - 1) / T_N;
-          const int64_t rows = (tiles_m + CLUSTER - 1) / CLUSTER;
-          int64_t bid = vb / CLUSTER;
-          const int64_t tile = bid % (rows * tiles_n);
-          bid /= rows * tiles_n;
-          const int64_t first_m = tile / (4 * tiles_n) * 4, group_m = min(int64_t{4}, rows - first_m);
-          const int64_t o_t = ((first_m + tile % (4 * tiles_n) % group_m) * CLUSTER + vb % CLUSTER) * T_M;
-          const int64_t o_m = (tile % (4 * tiles_n) / group_m) * T_N;
+          int64_t bid = vb;
+          const int64_t tile = bid % (tiles_m * tiles_n);
+          bid /= tiles_m * tiles_n;
+          const int64_t first_m = tile / (8 * tiles_n) * 8, group_m = min(int64_t{8}, tiles_m - first_m);
+          const int64_t o_t = (first_m + tile % (8 * tiles_n) % group_m) * T_M;
+          const int64_t o_m = (tile % (8 * tiles_n) / group_m) * T_N;
           const int64_t i_b = napkin::split_index(bid, N_b);
           const int n_M = static_cast<int>(min(int64_t{T_M}, N_t - o_t)), n_N = static_cast<int>(min(int64_t{T_N}, N_m - o_m));
           for (int64_t kc = 0; kc < chunks; ++kc, ++it) {
             const int s = static_cast<int>(it % STAGES);
             if (it >= STAGES) napkin::mbar_wait(&empty[s], static_cast<unsigned>((it / STAGES - 1) & 1));
-            napkin::mbar_expect_tx(&full[s], STAGE_BYTES);  // every box counts in full, zero-filled parts too; the other block's multicasts too
+            napkin::mbar_expect_tx(&full[s], STAGE_BYTES);  // every box counts in full, zero-filled parts too
             unsigned char* st = smem + s * STAGE_BYTES;
             const int64_t o_k = kc * T_K;
             napkin::tma_load(st + OFF_H + 0, &tm_H, &full[s], static_cast<int>(o_k) + 0, static_cast<int>(o_t) + 0, static_cast<int>(i_b));
-            if (rank == 0) napkin::tma_load_multicast(st + OFF_W2 + 0, &tm_W2, &full[s], (1u << CLUSTER) - 1, static_cast<int>(o_m) + 0, static_cast<int>(o_k) + 0);
-            if (rank == 1) napkin::tma_load_multicast(st + OFF_W2 + 4096, &tm_W2, &full[s], (1u << CLUSTER) - 1, static_cast<int>(o_m) + 0, static_cast<int>(o_k) + 32);
-            if (rank == 0) napkin::tma_load_multicast(st + OFF_W2 + 8192, &tm_W2, &full[s], (1u << CLUSTER) - 1, static_cast<int>(o_m) + 64, static_cast<int>(o_k) + 0);
-            if (rank == 1) napkin::tma_load_multicast(st + OFF_W2 + 12288, &tm_W2, &full[s], (1u << CLUSTER) - 1, static_cast<int>(o_m) + 64, static_cast<int>(o_k) + 32);
-            if (rank == 0) napkin::tma_load_multicast(st + OFF_W2 + 16384, &tm_W2, &full[s], (1u << CLUSTER) - 1, static_cast<int>(o_m) + 128, static_cast<int>(o_k) + 0);
-            if (rank == 1) napkin::tma_load_multicast(st + OFF_W2 + 20480, &tm_W2, &full[s], (1u << CLUSTER) - 1, static_cast<int>(o_m) + 128, static_cast<int>(o_k) + 32);
-            if (rank == 0) napkin::tma_load_multicast(st + OFF_W2 + 24576, &tm_W2, &full[s], (1u << CLUSTER) - 1, static_cast<int>(o_m) + 192, static_cast<int>(o_k) + 0);
-            if (rank == 1) napkin::tma_load_multicast(st + OFF_W2 + 28672, &tm_W2, &full[s], (1u << CLUSTER) - 1, static_cast<int>(o_m) + 192, static_cast<int>(o_k) + 32);
+            napkin::tma_load(st + OFF_W2 + 0, &tm_W2, &full[s], static_cast<int>(o_m) + 0, static_cast<int>(o_k) + 0);
+            napkin::tma_load(st + OFF_W2 + 8192, &tm_W2, &full[s], static_cast<int>(o_m) + 64, static_cast<int>(o_k) + 0);
+            napkin::tma_load(st + OFF_W2 + 16384, &tm_W2, &full[s], static_cast<int>(o_m) + 128, static_cast<int>(o_k) + 0);
+            napkin::tma_load(st + OFF_W2 + 24576, &tm_W2, &full[s], static_cast<int>(o_m) + 192, static_cast<int>(o_k) + 0);
           }
         }
       }
@@ -3559,15 +3542,14 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
       int64_t it = 0;  // chunks consumed by this block, over all its tiles
       int sb = 0;  // staging buffers used by this warpgroup (in turn)
       for (int64_t vb = blockIdx.x; vb < tile_blocks; vb += gridDim.x) {
-        // grid: clusters of 2 blocks over 2 tiles of t and one of m; cluster rows of t x tiles of m, in groups of 8 t tiles; then batch axes b
+        // grid: tiles of t x tiles of m, in groups of 8 t tiles; then batch axes b
         const int64_t tiles_m = (N_t + T_M - 1) / T_M, tiles_n = (N_m + T_N - 1) / T_N;
-        const int64_t rows = (tiles_m + CLUSTER - 1) / CLUSTER;
-        int64_t bid = vb / CLUSTER;
-        const int64_t tile = bid % (rows * tiles_n);
-        bid /= rows * tiles_n;
-        const int64_t first_m = tile / (4 * tiles_n) * 4, group_m = min(int64_t{4}, rows - first_m);
-        const int64_t o_t = ((first_m + tile % (4 * tiles_n) % group_m) * CLUSTER + vb % CLUSTER) * T_M;
-        const int64_t o_m = (tile % (4 * tiles_n) / group_m) * T_N;
+        int64_t bid = vb;
+        const int64_t tile = bid % (tiles_m * tiles_n);
+        bid /= tiles_m * tiles_n;
+        const int64_t first_m = tile / (8 * tiles_n) * 8, group_m = min(int64_t{8}, tiles_m - first_m);
+        const int64_t o_t = (first_m + tile % (8 * tiles_n) % group_m) * T_M;
+        const int64_t o_m = (tile % (8 * tiles_n) / group_m) * T_N;
         const int64_t i_b = napkin::split_index(bid, N_b);
         const int n_M = static_cast<int>(min(int64_t{T_M}, N_t - o_t)), n_N = static_cast<int>(min(int64_t{T_N}, N_m - o_m));
         float acc0[MS][T_N / 2] = {};  // registers: contract(H, W2; f)
@@ -3596,7 +3578,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
           }
           napkin::wgmma_wait<1>();  // the MMAs of the tile's previous chunk are done: release its stage
           if (kc > 0 && lane == 0)
-            for (unsigned r = 0; r < CLUSTER; ++r) napkin::mbar_arrive_cluster(&empty[(it - 1) % STAGES], r);
+            napkin::mbar_arrive(&empty[(it - 1) % STAGES]);
         }
         napkin::wgmma_wait<0>();
         #pragma unroll
@@ -3604,7 +3586,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
           napkin::fence_regs(acc0[ms]);
         }
         if (chunks > 0 && lane == 0)  // the tile's last chunk: the producer refills it while this block stores
-          for (unsigned r = 0; r < CLUSTER; ++r) napkin::mbar_arrive_cluster(&empty[(it - 1) % STAGES], r);
+          napkin::mbar_arrive(&empty[(it - 1) % STAGES]);
         // epilogue: per m64 subtile, warp w holds rows 16w..16w+15 as m16n8 accumulator tiles
         // every tile with a row and a column in range through SMEM by TMA unless the host turned it off (napkin::tma_store_enabled)
         if (tma_store && n_M > 0 && n_N > 0) {
@@ -3701,7 +3683,6 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
       }
       if (t == 0) napkin::bulk_wait<0>();  // this warpgroup's TMA stores are complete
     }
-    napkin::cluster_sync();  // neither block leaves while the other may still signal its barriers
     #endif
   }
 }  // namespace wg
@@ -3741,13 +3722,13 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
         CUtensorMap tm_W3{};
         if (use_wgmma) {
           const uint64_t dims[] = {static_cast<uint64_t>(a.N_f), static_cast<uint64_t>(a.N_m)}, strides[] = {uint64_t{2} * static_cast<uint64_t>(a.N_f)};
-          const uint32_t box[] = {64, 32};
+          const uint32_t box[] = {64, 64};
           use_wgmma = napkin::make_tmap(&tm_W3, a.W3, 2, dims, strides, box, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
         }
         CUtensorMap tm_W1{};
         if (use_wgmma) {
           const uint64_t dims[] = {static_cast<uint64_t>(a.N_f), static_cast<uint64_t>(a.N_m)}, strides[] = {uint64_t{2} * static_cast<uint64_t>(a.N_f)};
-          const uint32_t box[] = {64, 32};
+          const uint32_t box[] = {64, 64};
           use_wgmma = napkin::make_tmap(&tm_W1, a.W1, 2, dims, strides, box, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
         }
         CUtensorMap tm_H{};
@@ -3758,7 +3739,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
         }
         if (use_wgmma) {
           NAPKIN_CUDA(napkin::smem_limit_once(reinterpret_cast<const void*>(k_G_to_H::wg::kernel), static_cast<int>(k_G_to_H::wg::SMEM_BYTES)));
-          k_G_to_H::wg::kernel<<<static_cast<unsigned>(napkin::persistent_grid(blocks, 2)), k_G_to_H::wg::THREADS, k_G_to_H::wg::SMEM_BYTES, stream>>>(a, tm_X, tm_W3, tm_W1, tm_H, napkin::tma_store_enabled());
+          k_G_to_H::wg::kernel<<<static_cast<unsigned>(napkin::persistent_grid(blocks, 1)), k_G_to_H::wg::THREADS, k_G_to_H::wg::SMEM_BYTES, stream>>>(a, tm_X, tm_W3, tm_W1, tm_H, napkin::tma_store_enabled());
           napkin_variant = "wgmma";
         } else {
           NAPKIN_CUDA(napkin::smem_limit_once(reinterpret_cast<const void*>(k_G_to_H::kernel), static_cast<int>(k_G_to_H::SMEM_BYTES)));
@@ -3784,7 +3765,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
         CUtensorMap tm_W2{};
         if (use_wgmma) {
           const uint64_t dims[] = {static_cast<uint64_t>(a.N_m), static_cast<uint64_t>(a.N_f)}, strides[] = {uint64_t{2} * static_cast<uint64_t>(a.N_m)};
-          const uint32_t box[] = {64, 32};
+          const uint32_t box[] = {64, 64};
           use_wgmma = napkin::make_tmap(&tm_W2, a.W2, 2, dims, strides, box, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
         }
         CUtensorMap tm_Y{};
@@ -3795,7 +3776,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
         }
         if (use_wgmma) {
           NAPKIN_CUDA(napkin::smem_limit_once(reinterpret_cast<const void*>(k_Y::wg::kernel), static_cast<int>(k_Y::wg::SMEM_BYTES)));
-          k_Y::wg::kernel<<<static_cast<unsigned>(napkin::persistent_grid(blocks, 2)), k_Y::wg::THREADS, k_Y::wg::SMEM_BYTES, stream>>>(a, tm_H, tm_W2, tm_Y, napkin::tma_store_enabled());
+          k_Y::wg::kernel<<<static_cast<unsigned>(napkin::persistent_grid(blocks, 1)), k_Y::wg::THREADS, k_Y::wg::SMEM_BYTES, stream>>>(a, tm_H, tm_W2, tm_Y, napkin::tma_store_enabled());
           napkin_variant = "wgmma";
         } else {
           NAPKIN_CUDA(napkin::smem_limit_once(reinterpret_cast<const void*>(k_Y::kernel), static_cast<int>(k_Y::SMEM_BYTES)));
@@ -4061,7 +4042,7 @@ namespace k_Y {
         CUtensorMap tm_Wo{};
         if (use_wgmma) {
           const uint64_t dims[] = {static_cast<uint64_t>(a.N_m), static_cast<uint64_t>(a.N_d), static_cast<uint64_t>(a.N_r), static_cast<uint64_t>(a.N_g)}, strides[] = {uint64_t{2} * static_cast<uint64_t>(a.N_m), uint64_t{2} * static_cast<uint64_t>(a.N_d) * static_cast<uint64_t>(a.N_m), uint64_t{2} * static_cast<uint64_t>(a.N_r) * static_cast<uint64_t>(a.N_d) * static_cast<uint64_t>(a.N_m)};
-          const uint32_t box[] = {64, 32, 1, 1};
+          const uint32_t box[] = {64, 64, 1, 1};
           use_wgmma = napkin::make_tmap(&tm_Wo, a.Wo, 4, dims, strides, box, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
         }
         CUtensorMap tm_X2{};
@@ -4072,7 +4053,7 @@ namespace k_Y {
         }
         if (use_wgmma) {
           NAPKIN_CUDA(napkin::smem_limit_once(reinterpret_cast<const void*>(k_X2::wg::kernel), static_cast<int>(k_X2::wg::SMEM_BYTES)));
-          k_X2::wg::kernel<<<static_cast<unsigned>(napkin::persistent_grid(blocks, 2)), k_X2::wg::THREADS, k_X2::wg::SMEM_BYTES, stream>>>(a, tm_A, tm_Wo, tm_X2, napkin::tma_store_enabled());
+          k_X2::wg::kernel<<<static_cast<unsigned>(napkin::persistent_grid(blocks, 1)), k_X2::wg::THREADS, k_X2::wg::SMEM_BYTES, stream>>>(a, tm_A, tm_Wo, tm_X2, napkin::tma_store_enabled());
           napkin_variant = "wgmma";
         } else {
           NAPKIN_CUDA(napkin::smem_limit_once(reinterpret_cast<const void*>(k_X2::kernel), static_cast<int>(k_X2::SMEM_BYTES)));
