@@ -200,7 +200,7 @@ PY
     for c in "${cases[@]}"; do
       read -r tag file sizes scales <<< "$c"
       set_args "$sizes"
-      (NVCC_CACHE_BUILD_ONLY=1 $N bench "diagrams/library/$file.napkin" --workdir "/tmp/nb-$tag" --nvcc "$nvcc_cached" "${sets[@]}" >/dev/null 2>&1
+      (NVCC_CACHE_BUILD_ONLY=1 $N bench "diagrams/library/$file.napkin" --workdir "/tmp/nb-$tag" --nvcc "$nvcc_cached" ${HW:+--hw "$HW"} "${sets[@]}" >/dev/null 2>&1
        $N emit "diagrams/library/$file.napkin" --target cuda ${HW:+--hw "$HW"} "${sets[@]}" -o "/tmp/$tag.cu" &&
          nvcc -O3 -std=c++17 -shared -Xcompiler -fPIC -gencode=arch=compute_90a,code=sm_90a -o "/tmp/$tag.so" "/tmp/$tag.cu") > "$out/$tag.build.txt" 2>&1 &
       $N emit "diagrams/library/$file.napkin" --target torch "${sets[@]}" -o "/tmp/$tag.py" || echo "=== $tag: emit --target torch failed"
