@@ -18,6 +18,7 @@
 //   (128-byte swizzled boxes, out-of-bounds zero fill) into a STAGES-deep ring guarded by
 //   full/empty mbarriers; the schedule's warps form the consumer warpgroups, each owning
 //   WM = T_M / CONSUMERS rows of M as m64 subtiles, issuing wgmma.m64n<T_N>k16 on SMEM descriptors
+//   (a T_N over 256 as atoms side by side: lower/gemm_form.hpp gemm_wgmma_atoms)
 //   with one wgmma group in flight (setmaxnreg moves registers from the producer to the
 //   consumers). The epilogue: on interior tiles, 16-byte stores after a quad transpose or, with
 //   the spec's tma_store, stmatrix into SMEM and a TMA store; otherwise the mma.sync path's (the
