@@ -223,7 +223,7 @@ void gemm_kernel(Context& c, const KernelChoice& kc, const KernelPath& path, Cod
   if (tma) {
     gk.stage = gemm_tma_stage(g, spec.cluster, spec.cluster_axis);
     std::string wg_fn;
-    for (std::int64_t n : gk.stage.joint_first >= 0 ? std::vector<std::int64_t>{2 * g.TN} : gemm_wgmma_atoms(g))
+    for (std::int64_t n : gemm_issue_atoms(g, gk.stage.joint_first))
       if (!gk.wg_names.count(n)) wg_fn += wgmma_function(*path.atom, static_cast<int>(n), false, gk.wg_names[n]);
     head_tma_constants(gk, wg_fn);
     head_tma_kernel(gk);

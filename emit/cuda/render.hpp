@@ -280,10 +280,14 @@ void gemm_accumulators_declare(Code& code, const GemmForm& g, const KernelPath& 
 void gemm_mma_sync_step(Code& code, const GemmForm& g, const MmaShape& mma);
 /** Emits the register fences of the wgmma accumulators (wgmma.fence's contract). */
 void gemm_wgmma_fence(Code& code, std::size_t accumulators);
-/** Emits one chunk's MMAs on the wgmma atom `mma` (function `wg_name`, preamble.hpp
- *  wgmma_function) from SMEM stage `st`: descriptors of the 128-byte swizzled tiles per k step, one
- *  wgmma per m64 subtile and contraction (both B tiles at once with `joint_first` >= 0), committed,
- *  then the wait that leaves this chunk's group in flight. */
+/** The Ns of the wgmmas the gemm renderer issues side by side per m64 subtile and contraction:
+ *  {2 T_N} for a dual GEMM multiplied at once (`joint_first` >= 0), else lower/gemm_form.hpp
+ *  gemm_wgmma_atoms. Each distinct N is one wrapper (preamble.hpp wgmma_function). */
+std::vector<std::int64_t> gemm_issue_atoms(const GemmForm& g, int joint_first);
+/** Emits one chunk's MMAs on the wgmma atom `mma` (functions `wg_names` by N, preamble.hpp
+ *  wgmma_function; gemm_issue_atoms) from SMEM stage `st`: descriptors of the 128-byte swizzled
+ *  tiles per k step, the atoms per m64 subtile and contraction (both B tiles at once with
+ *  `joint_first` >= 0), committed, then the wait that leaves this chunk's group in flight. */
 void gemm_wgmma_issue(Code& code, const GemmForm& g, const MmaShape& mma, int joint_first, const std::map<std::int64_t, std::string>& wg_names);
 
 /** The wgmma atoms of a consumer warpgroup (warpgroup scope): S = Q K^T (m64n<T_X>k<K>, Q and K in

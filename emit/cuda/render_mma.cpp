@@ -178,6 +178,10 @@ void gemm_wgmma_fence(Code& code, std::size_t accumulators) {
   code.close();
 }
 
+std::vector<std::int64_t> gemm_issue_atoms(const GemmForm& g, int joint_first) {
+  return joint_first >= 0 ? std::vector<std::int64_t>{2 * g.TN} : gemm_wgmma_atoms(g);
+}
+
 void gemm_wgmma_issue(Code& code, const GemmForm& g, const MmaShape& mma, int joint_first, const std::map<std::int64_t, std::string>& wg_names) {
   const bool joint = joint_first >= 0;
   const std::size_t accs = joint ? 1 : g.gemms.size();
@@ -205,7 +209,7 @@ void gemm_wgmma_issue(Code& code, const GemmForm& g, const MmaShape& mma, int jo
   // A T_N wider than one wgmma N: atoms side by side (gemm_wgmma_atoms), each on the B rows (or
   // 64-column blocks) from its first column on and on the accumulator registers from half that
   // (the m64nN register layout is n8 blocks in order, so the atoms' registers concatenate to T_N's).
-  const std::vector<std::int64_t> atoms = joint ? std::vector<std::int64_t>{2 * g.TN} : gemm_wgmma_atoms(g);
+  const std::vector<std::int64_t> atoms = gemm_issue_atoms(g, joint_first);
   for (std::size_t i = 0; i < g.gemms.size(); ++i) {
     if (joint && static_cast<int>(i) != joint_first) continue;
     const std::string ta = std::string("<") + (g.gemms[i].a.k_inner ? "0" : "1") + ", " + (g.gemms[i].b.k_inner ? "0" : "1") + ">";
